@@ -1,0 +1,77 @@
+# queuetree: every target a newcomer or CI needs. `make test` installs what it needs itself.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup lint typecheck layers unit e2e test run bench image e2e-kind clean
+
+## setup: create .venv and install queuetree with its pinned dev tools (fast when nothing changed)
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+## lint: ruff (lint and format check)
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+## typecheck: mypy --strict on queuetree/ (and kubesim/)
+typecheck: setup
+	$(BIN)/mypy
+
+## layers: the import contracts of DESIGN.md (import-linter)
+layers: setup
+	$(BIN)/lint-imports
+
+## unit: unit and integration tests
+unit: setup
+	$(BIN)/pytest tests
+
+## e2e: the end-to-end suite against kubesim (started by the suite itself)
+e2e: setup
+	@if ls e2e/test_*.py >/dev/null 2>&1; then \
+		$(BIN)/pytest e2e --e2e; \
+	else \
+		echo "make e2e: the end-to-end suite (e2e/) is not built yet; see issue 'Deploy, sandbox and end-to-end'"; \
+	fi
+
+## test: everything this machine can run
+test: lint typecheck layers unit e2e
+
+## run: the local sandbox (kubesim + webhook + operator)
+run: setup
+	@if $(BIN)/queuetree sandbox --help >/dev/null 2>&1; then \
+		$(BIN)/queuetree sandbox; \
+	else \
+		echo "make run: the sandbox (queuetree sandbox) is not built yet."; \
+		echo "What works today: make test, and 'queuetree --help'."; \
+		exit 2; \
+	fi
+
+## bench: benchmarks, one JSON object per line
+bench: setup
+	@if ls benchmarks/bench_*.py >/dev/null 2>&1; then \
+		for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done; \
+	else \
+		echo "make bench: no benchmarks are built yet"; \
+	fi
+
+## image: build the container image (needs a Docker engine; none runs on the development machines)
+image:
+	@if [ ! -f Dockerfile ]; then echo "make image: the Dockerfile is not written yet"; exit 2; fi
+	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "make image: needs a running Docker engine"; exit 2; }
+	docker build -t queuetree:dev .
+
+## e2e-kind: the same e2e suite on a kind cluster (needs Docker and kind)
+e2e-kind:
+	@if [ ! -x hack/e2e-kind.sh ]; then echo "make e2e-kind: hack/e2e-kind.sh is not written yet"; exit 2; fi
+	hack/e2e-kind.sh
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,1 @@
+"""Wire shapes: Kubernetes manifests, AdmissionReview bodies and scheduler configuration files."""

@@ -1,0 +1,38 @@
+"""The ``queuetree`` command: one entry point, one module per subcommand.
+
+Each subcommand module defines ``add_parser(subparsers)`` and ``run(args) -> int``; register it
+in ``_COMMANDS``. Exit codes: 0 success, 2 input not understood (usage errors included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+import queuetree
+
+_COMMANDS: tuple[ModuleType, ...] = ()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="queuetree",
+        description="Hierarchical queue admission for Kubernetes (Volcano-compatible queues).",
+    )
+    parser.add_argument("--version", action="version", version=f"queuetree {queuetree.__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in _COMMANDS:
+        command.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    result: int = args.run(args)
+    return result

@@ -1,0 +1,1 @@
+"""The operator: queue controller, admission cycle, gate removal and reclaim."""

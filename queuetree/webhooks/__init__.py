@@ -1,0 +1,1 @@
+"""The admission webhook server: queue validation and mutation, gate injection."""

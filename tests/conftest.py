@@ -1,0 +1,1 @@
+"""Shared pytest configuration: warnings are errors (pyproject.toml), tables use ids."""
