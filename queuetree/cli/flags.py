@@ -1,0 +1,79 @@
+"""Flags in the style of Kubernetes and Volcano components.
+
+``--name=value``; booleans accept ``--flag``, ``--flag=true`` and ``--flag=false`` (any spelling
+Go's ``strconv.ParseBool`` accepts); feature gates ``--feature-gates=A=true,B=false``. The same
+flag names are used by every subcommand that has the setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+
+from queuetree.core import features
+
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def parse_bool(text: str) -> bool:
+    """Go's ``strconv.ParseBool``: 1 t T TRUE true True / 0 f F FALSE false False."""
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean value {text!r} (use true or false)")
+
+
+def add_bool_flag(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    name: str,
+    *,
+    default: bool,
+    help: str,
+) -> None:
+    """Add ``--name`` that takes an optional boolean value (``--name`` alone means true)."""
+    parser.add_argument(
+        name,
+        nargs="?",
+        const=True,
+        default=default,
+        type=parse_bool,
+        metavar="BOOL",
+        help=f"{help} (default {str(default).lower()})",
+    )
+
+
+def parse_feature_gates(text: str) -> Mapping[str, bool]:
+    """``A=true,B=false`` -> ``{"A": True, "B": False}``, only for gates queuetree knows.
+
+    Raises ``argparse.ArgumentTypeError`` naming the offending entry, so argparse reports it as a
+    usage error (exit 2).
+    """
+    gates: dict[str, bool] = {}
+    for raw_entry in text.split(","):
+        entry = raw_entry.strip()
+        if not entry:
+            continue
+        name, sep, value = entry.partition("=")
+        name = name.strip()
+        if not sep:
+            raise argparse.ArgumentTypeError(
+                f"feature gate {entry!r} has no value (expected {name}=true or {name}=false)"
+            )
+        if name not in features.DEFAULTS:
+            known = ", ".join(sorted(features.DEFAULTS))
+            raise argparse.ArgumentTypeError(f"unknown feature gate {name!r} (known: {known})")
+        gates[name] = parse_bool(value.strip())
+    return features.resolve(gates)
+
+
+def add_feature_gates_flag(parser: argparse.ArgumentParser) -> None:
+    defaults = ",".join(f"{k}={str(v).lower()}" for k, v in sorted(features.DEFAULTS.items()))
+    parser.add_argument(
+        "--feature-gates",
+        type=parse_feature_gates,
+        default=features.DEFAULTS,
+        metavar="A=BOOL,...",
+        help=f"feature gates (default {defaults})",
+    )
