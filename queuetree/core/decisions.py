@@ -1,0 +1,66 @@
+"""Decisions: the output of one scheduling session.
+
+The session decides; callers act. ``queuetree session`` prints these as JSON (DESIGN.md's
+contract); the operator applies them (removes gates, evicts, writes status and events).
+Keys are pod keys (``namespace/name``), pod group keys and queue names; every sequence is sorted
+or in decision order as documented per field, so the same snapshot always gives the same result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from queuetree.core import objects, resources
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueFigures:
+    """A queue's figures at the end of the session (capacity plugin's view)."""
+
+    allocated: resources.Resource
+    deserved: resources.Resource
+    capability: resources.Resource
+    real_capability: resources.Resource
+    guarantee: resources.Resource = resources.EMPTY
+    reserved: resources.Resource = resources.EMPTY
+    """Requests of ungated-but-unplaced opted-in pods (spec §5.3), counted at every ancestor."""
+    inqueue: resources.Resource = resources.EMPTY
+    share: float = 0.0
+    state: objects.QueueState = objects.QueueState.OPEN
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Event:
+    """A Kubernetes Event the caller may record (involved object, type, reason, message)."""
+
+    kind: str
+    """``Pod``, ``PodGroup`` or ``Queue``."""
+    key: str
+    """``namespace/name`` for namespaced objects, the name for queues."""
+    type: str
+    """``Normal`` or ``Warning``."""
+    reason: str
+    message: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SessionResult:
+    ready: bool
+    """False when the queue tree is unusable as a whole (no root queue in hierarchy mode)."""
+    errors: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    bind: Mapping[str, str] = MappingProxyType({})
+    """Pod key -> node name, for pods allocated and bound in this session."""
+    pipeline: Mapping[str, str] = MappingProxyType({})
+    """Pod key -> node name, for pods pipelined onto resources being released."""
+    evict: tuple[str, ...] = ()
+    """Pod keys to evict, in eviction order."""
+    ungate: tuple[str, ...] = ()
+    """Pod keys whose queue-allocation gate may be removed, in admission order."""
+    pod_groups: Mapping[str, objects.PodGroupPhase] = MappingProxyType({})
+    queues: Mapping[str, QueueFigures] = MappingProxyType({})
+    reasons: Mapping[str, str] = MappingProxyType({})
+    """Pod key -> why a pending or gated pod was not admitted, for a person to act on."""
+    events: tuple[Event, ...] = ()
