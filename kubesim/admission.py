@@ -1,0 +1,760 @@
+"""Dynamic admission as kube-apiserver does it: webhook matching, TLS calls, patches, denials.
+
+The server decodes and defaults a request, then calls `Admission.mutate` (mutating webhooks,
+configurations sorted by name, webhooks in order, with one reinvocation round for
+`reinvocationPolicy: IfNeeded`), runs its strategy and validation, then calls
+`Admission.validate` (validating webhooks in parallel) right before persisting. Both read the
+current Mutating/ValidatingWebhookConfigurations and Namespaces through `list_objects`, so a
+configuration applied a moment ago takes effect on the next request, as in a real cluster.
+
+What follows kube-apiserver (k8s.io/apiserver/pkg/admission/plugin/webhook), word for word
+where clients or people read it:
+
+- matching: `rules` (operations incl. `*`; groups; versions; resources `*`, `*/*`, `pods/*`,
+  `*/status`: `*` alone excludes subresources; scope), then `namespaceSelector` against the
+  namespace's labels (a Namespace's own labels on its CREATE/UPDATE; cluster-scoped objects
+  always match), then `objectSelector` against the new or the old object's labels;
+- webhook configurations are never intercepted;
+- calls: HTTPS only, the server certificate verified with `caBundle` (system roots when it is
+  empty) and SANs only; a `service` reference is resolved by `resolve_service` to an address
+  the test chose, and verified as `<name>.<namespace>.svc`; `?timeout=Ns` tells the webhook its
+  budget; `timeoutSeconds` defaults to 10;
+- `failurePolicy` (default Fail) applies to call failures only (unreachable, timeout, bad TLS,
+  invalid response); a denial always rejects. Under Fail a failure answers 500 `Internal error
+  occurred: failed calling webhook "<n>": failed to call webhook: Post "<url>": <err>`;
+- dry run: `sideEffects` must be `None` or `NoneOnDryRun`, else 400
+  `admission webhook "<n>" does not support dry run`;
+- responses: `apiVersion`/`kind`/`uid` must echo the request; `patch` and `patchType`
+  (`JSONPatch`) come together and only from mutating webhooks; warnings are collected;
+- denials: the webhook's `status` with `code` raised to at least 400 and the message
+  `admission webhook "<n>" denied the request: <message|reason>` or `... without explanation`.
+
+Deviations (kubesim is test infrastructure): `matchPolicy: Equivalent` has no equivalent
+resources to find (every resource is served in one version), `matchConditions` (CEL) are not
+evaluated, and a patched built-in object keeps fields its Go type would have dropped. When
+several validating webhooks reject, the first in configuration order wins (kube-apiserver
+returns whichever finished first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import copy
+import dataclasses
+import json
+import logging
+import ssl
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import aiohttp
+import jsonpatch
+import yarl
+
+from kubesim import certs
+
+logger = logging.getLogger(__name__)
+
+ListObjectsFn = Callable[[str, str, str], list[dict]]
+"""(group, version, plural) -> every current object of that resource, cluster-wide."""
+
+ResolveServiceFn = Callable[[str, str, int], tuple[str, int]]
+"""(namespace, name, port) of a Service -> the (host, port) to connect to instead."""
+
+ADMISSIONREGISTRATION = "admissionregistration.k8s.io"
+MUTATING_PLURAL = "mutatingwebhookconfigurations"
+VALIDATING_PLURAL = "validatingwebhookconfigurations"
+
+DEFAULT_TIMEOUT_SECONDS = 10
+"""kube-apiserver's default `timeoutSeconds` for admissionregistration.k8s.io/v1 webhooks."""
+
+_EXEMPT_RESOURCES = frozenset(
+    {
+        MUTATING_PLURAL,
+        VALIDATING_PLURAL,
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicybindings",
+        "mutatingadmissionpolicies",
+        "mutatingadmissionpolicybindings",
+    }
+)
+"""Admission configuration itself is never sent to webhooks, so a broken webhook can always be
+removed (`rules.IsExemptAdmissionConfigurationResource`)."""
+
+_REVIEW_VERSIONS = ("v1", "v1beta1")
+_OPTIONS_KINDS = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AdmissionAttributes:
+    """One API request as admission sees it (kube-apiserver's `admission.Attributes`)."""
+
+    operation: str  # "CREATE" | "UPDATE" | "DELETE" | "CONNECT"
+    group: str  # of the resource: "" for the core group
+    version: str
+    resource: str  # plural: "pods"
+    subresource: str  # "" for the main resource, else "status", "eviction", "binding", ...
+    kind: dict  # {"group", "version", "kind"} of `obj` (an Eviction for pods/eviction)
+    name: str
+    namespace: str  # "" for cluster-scoped resources
+    user: dict  # {"username": ..., "groups": [...]}
+    obj: dict | None  # None for DELETE
+    old_obj: dict | None  # None for CREATE
+    dry_run: bool
+    options: dict | None  # CreateOptions / UpdateOptions / DeleteOptions, or None for defaults
+
+
+class AdmissionDenied(Exception):
+    """The request is rejected; `status` is the full `metav1.Status` body to answer with."""
+
+    def __init__(self, status: dict) -> None:
+        super().__init__(status.get("message", ""))
+        self.status = status
+
+
+class SelectorError(ValueError):
+    """A label selector that cannot be evaluated (unknown operator, values where none belong)."""
+
+
+def _status(code: int, reason: str, message: str, **details: Any) -> dict:
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return body
+
+
+def internal_error_status(message: str) -> dict:
+    """kube-apiserver's `NewInternalError`: 500, `Internal error occurred: <message>`."""
+    return _status(
+        500, "InternalError", f"Internal error occurred: {message}", causes=[{"message": message}]
+    )
+
+
+def warning_header(text: str) -> str:
+    """The `Warning` header value for one warning, as kube-apiserver writes it.
+
+    `299 - "<text>"` with `"` and `\\` escaped by a backslash (RFC 7234 quoted-string); kubectl
+    prints it as `Warning: <text>`. Line breaks cannot travel in a header, so they become spaces.
+    """
+    escaped = text.replace("\r", " ").replace("\n", " ").replace("\\", "\\\\").replace('"', '\\"')
+    return f'299 - "{escaped}"'
+
+
+# --- Label selectors -------------------------------------------------------------------------
+
+
+def match_label_selector(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """Whether `labels` satisfy a metav1.LabelSelector (`matchLabels` and `matchExpressions`).
+
+    Edges, as `metav1.LabelSelectorAsSelector` defines them: a missing or empty selector
+    matches everything; all requirements must hold; `NotIn` and `DoesNotExist` hold when the
+    key is absent. Raises SelectorError for an unknown operator, for `In`/`NotIn` without
+    values and for `Exists`/`DoesNotExist` with values (the API rejects those at creation).
+    """
+    if not selector:
+        return True
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for index, expression in enumerate(selector.get("matchExpressions") or []):
+        key = expression.get("key", "")
+        operator = expression.get("operator", "")
+        values = expression.get("values") or []
+        where = f"matchExpressions[{index}] (key {key!r})"
+        if operator in ("In", "NotIn"):
+            if not values:
+                raise SelectorError(f"{where}: operator {operator} needs values, got none")
+            present = key in labels and labels[key] in values
+            if present != (operator == "In"):
+                return False
+        elif operator in ("Exists", "DoesNotExist"):
+            if values:
+                raise SelectorError(f"{where}: operator {operator} takes no values, got {values}")
+            if (key in labels) != (operator == "Exists"):
+                return False
+        else:
+            raise SelectorError(f"{where}: unknown operator {operator!r}")
+    return True
+
+
+# --- Rules ------------------------------------------------------------------------------------
+
+
+def _split_resource(text: str) -> tuple[str, str]:
+    resource, _, subresource = text.partition("/")
+    return resource, subresource
+
+
+def rule_matches(rule: Mapping[str, Any], attrs: AdmissionAttributes) -> bool:
+    """Whether one `RuleWithOperations` covers the request.
+
+    Each list matches on an exact entry or `*`. A resource entry is `<resource>[/<subresource>]`
+    with `*` allowed on either side, so `*` and `pods` cover no subresource, `*/*` and `pods/*`
+    cover the resource and all its subresources, `*/status` every status subresource. `scope`
+    `Namespaced` excludes cluster-scoped objects and Namespaces; `Cluster` covers exactly those;
+    `*` (the default) covers both.
+    """
+    operations = rule.get("operations") or []
+    if "*" not in operations and attrs.operation not in operations:
+        return False
+    groups = rule.get("apiGroups") or []
+    if "*" not in groups and attrs.group not in groups:
+        return False
+    versions = rule.get("apiVersions") or []
+    if "*" not in versions and attrs.version not in versions:
+        return False
+    for entry in rule.get("resources") or []:
+        resource, subresource = _split_resource(entry)
+        if resource in ("*", attrs.resource) and subresource in ("*", attrs.subresource):
+            break
+    else:
+        return False
+    scope = rule.get("scope") or "*"
+    is_namespace = attrs.group == "" and attrs.resource == "namespaces"
+    if scope == "Namespaced":
+        return not is_namespace and attrs.namespace != ""
+    if scope == "Cluster":
+        return is_namespace or attrs.namespace == ""
+    return True
+
+
+# --- Webhooks ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Hook:
+    """One webhook of one configuration, in dispatch order."""
+
+    configuration: str
+    index: int
+    spec: dict
+    mutating: bool
+
+    @property
+    def name(self) -> str:
+        return str(self.spec.get("name", ""))
+
+    @property
+    def uid(self) -> str:
+        """What reinvocation tracks: two configurations may hold webhooks of the same name."""
+        return f"{self.configuration}/{self.index}"
+
+    @property
+    def ignore_failures(self) -> bool:
+        return self.spec.get("failurePolicy", "Fail") == "Ignore"
+
+
+class _CallError(Exception):
+    """kube-apiserver's ErrCallingWebhook: the call failed; `failurePolicy` decides."""
+
+    def __init__(self, hook: _Hook, reason: str) -> None:
+        super().__init__(f'failed calling webhook "{hook.name}": {reason}')
+
+
+class _Rejected(Exception):
+    """A final answer that `failurePolicy` does not soften: a denial, a bad patch, no dry run."""
+
+    def __init__(self, status: dict) -> None:
+        super().__init__(status.get("message", ""))
+        self.status = status
+
+
+def _denial_status(hook_name: str, result: Mapping[str, Any] | None) -> dict:
+    """`webhookerrors.ToStatusErr`: the webhook's Status, made a failure with a clear message."""
+    status: dict[str, Any] = dict(result or {})
+    denied_by = f'admission webhook "{hook_name}" denied the request'
+    code = status.get("code")
+    if not isinstance(code, int) or code < 400:
+        status["code"] = 400
+    if status.get("status") in (None, "", "Success"):
+        status["status"] = "Failure"
+    if status.get("message"):
+        status["message"] = f"{denied_by}: {status['message']}"
+    elif status.get("reason"):
+        status["message"] = f"{denied_by}: {status['reason']}"
+    else:
+        status["message"] = f"{denied_by} without explanation"
+    status["kind"] = "Status"
+    status["apiVersion"] = "v1"
+    status.setdefault("metadata", {})
+    return status
+
+
+def _go_error_text(exc: BaseException, host: str, port: int) -> str:
+    """How Go's HTTP client would describe a transport failure, as far as Python can tell."""
+    if isinstance(exc, TimeoutError):
+        return "context deadline exceeded"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return f"tls: failed to verify certificate: x509: {exc.certificate_error}"
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return f"remote error: tls: {exc}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        if isinstance(exc.os_error, ConnectionRefusedError):
+            return f"dial tcp {host}:{port}: connect: connection refused"
+        return f"dial tcp {host}:{port}: {exc.os_error}"
+    return str(exc) or type(exc).__name__
+
+
+class Admission:
+    """The admission chain of one API server. Safe to share between concurrent requests.
+
+    `close()` releases the HTTP connections it keeps to webhooks (one pool per event loop);
+    call it when the server stops.
+    """
+
+    def __init__(
+        self,
+        *,
+        list_objects: ListObjectsFn,
+        resolve_service: ResolveServiceFn | None = None,
+    ) -> None:
+        self._list_objects = list_objects
+        self._resolve_service = resolve_service
+        self._ssl_contexts: dict[str, ssl.SSLContext] = {}
+        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+
+    async def close(self) -> None:
+        """Close the connection pool of the running event loop (idempotent)."""
+        session = self._sessions.pop(asyncio.get_running_loop(), None)
+        if session is not None:
+            await session.close()
+
+    # --- the two phases ---
+
+    async def mutate(self, attrs: AdmissionAttributes) -> tuple[dict | None, list[str]]:
+        """Runs the mutating chain (with reinvocation); returns the possibly patched object and
+        the warnings. Raises AdmissionDenied.
+
+        Round 0 calls every matching webhook in order; each sees the object as patched so
+        far. If a webhook changed the object, round 1 calls again, in order, the `IfNeeded`
+        webhooks that ran before a change they did not see (a webhook not called in round 0 is
+        never called in round 1). There is no round 2.
+        """
+        warnings: list[str] = []
+        if attrs.resource in _EXEMPT_RESOURCES and attrs.group == ADMISSIONREGISTRATION:
+            return attrs.obj, warnings
+        hooks = self._hooks(MUTATING_PLURAL, mutating=True)
+        obj = copy.deepcopy(attrs.obj)
+        previously_invoked: set[str] = set()  # IfNeeded hooks called since the last change
+        to_reinvoke: set[str] = set()
+        reinvoke = False
+        for round_ in (0, 1):
+            if round_ == 1 and not reinvoke:
+                break
+            for hook in hooks:
+                current = dataclasses.replace(attrs, obj=obj)
+                if not self._should_call(hook, current):
+                    continue
+                if round_ == 1 and hook.uid not in to_reinvoke:
+                    continue
+                try:
+                    patched = await self._call_mutating(hook, current, warnings)
+                except _CallError as exc:
+                    if hook.ignore_failures:
+                        logger.warning(
+                            "Failed calling webhook, failing open %s: %s", hook.name, exc
+                        )
+                        continue
+                    raise AdmissionDenied(internal_error_status(str(exc))) from exc
+                except _Rejected as exc:
+                    raise AdmissionDenied(exc.status) from exc
+                if patched is not None and patched != obj:
+                    obj = patched
+                    to_reinvoke |= previously_invoked
+                    previously_invoked = set()
+                    reinvoke = True
+                if hook.spec.get("reinvocationPolicy") == "IfNeeded":
+                    previously_invoked.add(hook.uid)
+        return obj, _dedup(warnings)
+
+    async def validate(self, attrs: AdmissionAttributes) -> list[str]:
+        """Runs the validating webhooks (in parallel); returns warnings; raises AdmissionDenied.
+
+        Every matching webhook is called even when one rejects early, as kube-apiserver does;
+        the rejection reported is the first in configuration order.
+        """
+        if attrs.resource in _EXEMPT_RESOURCES and attrs.group == ADMISSIONREGISTRATION:
+            return []
+        hooks = [
+            h for h in self._hooks(VALIDATING_PLURAL, mutating=False) if self._should_call(h, attrs)
+        ]
+        per_hook: list[list[str]] = [[] for _ in hooks]
+        outcomes = await asyncio.gather(
+            *(
+                self._call_validating(hook, attrs, sink)
+                for hook, sink in zip(hooks, per_hook, strict=True)
+            ),
+            return_exceptions=True,
+        )
+        warnings = [w for sink in per_hook for w in sink]
+        for hook, outcome in zip(hooks, outcomes, strict=True):
+            if outcome is None:
+                continue
+            if isinstance(outcome, _CallError):
+                if hook.ignore_failures:
+                    logger.warning(
+                        "Failed calling webhook, failing open %s: %s", hook.name, outcome
+                    )
+                    continue
+                raise AdmissionDenied(internal_error_status(str(outcome))) from outcome
+            if isinstance(outcome, _Rejected):
+                raise AdmissionDenied(outcome.status) from outcome
+            raise outcome
+        return _dedup(warnings)
+
+    # --- selection ---
+
+    def _hooks(self, plural: str, *, mutating: bool) -> list[_Hook]:
+        configurations = self._list_objects(ADMISSIONREGISTRATION, "v1", plural)
+        hooks: list[_Hook] = []
+        for configuration in sorted(
+            configurations, key=lambda c: c.get("metadata", {}).get("name", "")
+        ):
+            name = configuration.get("metadata", {}).get("name", "")
+            for index, spec in enumerate(configuration.get("webhooks") or []):
+                hooks.append(_Hook(configuration=name, index=index, spec=spec, mutating=mutating))
+        return hooks
+
+    def _should_call(self, hook: _Hook, attrs: AdmissionAttributes) -> bool:
+        """`ShouldCallHook`: rules, then namespaceSelector, then objectSelector.
+
+        A selector that cannot be evaluated fails the request (500) only when the rules match.
+        """
+        if not any(rule_matches(rule, attrs) for rule in hook.spec.get("rules") or []):
+            return False
+        try:
+            namespace_selector = hook.spec.get("namespaceSelector")
+            if namespace_selector:
+                labels = self._namespace_labels(attrs)
+                if labels is not None and not match_label_selector(namespace_selector, labels):
+                    return False
+            object_selector = hook.spec.get("objectSelector")
+            if object_selector:
+                return any(
+                    obj is not None
+                    and match_label_selector(
+                        object_selector, (obj.get("metadata") or {}).get("labels") or {}
+                    )
+                    for obj in (attrs.obj, attrs.old_obj)
+                )
+        except SelectorError as exc:
+            message = f'webhook "{hook.name}" of {hook.configuration!r}: {exc}'
+            raise AdmissionDenied(internal_error_status(message)) from exc
+        return True
+
+    def _namespace_labels(self, attrs: AdmissionAttributes) -> Mapping[str, str] | None:
+        """The labels a namespaceSelector sees, or None when it must not exclude the request.
+
+        A Namespace's CREATE/UPDATE sees the Namespace's own new labels; any other request on
+        a Namespace sees the stored one's; other cluster-scoped requests have no namespace and
+        are never excluded (None); a missing namespace is 404, as the NamespaceLifecycle plugin
+        that runs before webhooks answers.
+        """
+        is_namespace = attrs.group == "" and attrs.resource == "namespaces"
+        if is_namespace and attrs.subresource == "" and attrs.operation in ("CREATE", "UPDATE"):
+            return ((attrs.obj or {}).get("metadata") or {}).get("labels") or {}
+        namespace = attrs.name if is_namespace else attrs.namespace
+        if not namespace:
+            return None
+        for candidate in self._list_objects("", "v1", "namespaces"):
+            metadata = candidate.get("metadata") or {}
+            if metadata.get("name") == namespace:
+                return metadata.get("labels") or {}
+        raise AdmissionDenied(
+            _status(
+                404,
+                "NotFound",
+                f'namespaces "{namespace}" not found',
+                name=namespace,
+                kind="namespaces",
+            )
+        )
+
+    # --- calls ---
+
+    def _ssl_context(self, ca_bundle: str) -> ssl.SSLContext:
+        context = self._ssl_contexts.get(ca_bundle)
+        if context is None:
+            if ca_bundle:
+                context = certs.client_ssl_context(ca_bundle)
+            else:
+                context = ssl.create_default_context()
+                context.hostname_checks_common_name = False
+            self._ssl_contexts[ca_bundle] = context
+        return context
+
+    def _session(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        session = self._sessions.get(loop)
+        if session is None or session.closed:
+            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+            self._sessions[loop] = session
+        return session
+
+    def _build_review(self, hook: _Hook, attrs: AdmissionAttributes) -> dict:
+        accepted = hook.spec.get("admissionReviewVersions") or []
+        version = next((v for v in accepted if v in _REVIEW_VERSIONS), None)
+        if version is None:
+            raise _CallError(
+                hook,
+                "could not create admission objects: webhook does not accept known "
+                "AdmissionReview versions (v1, v1beta1)",
+            )
+        resource = {"group": attrs.group, "version": attrs.version, "resource": attrs.resource}
+        request: dict[str, Any] = {
+            "uid": str(uuid.uuid4()),
+            "kind": dict(attrs.kind),
+            "resource": resource,
+            "requestKind": dict(attrs.kind),
+            "requestResource": dict(resource),
+        }
+        if attrs.subresource:
+            request["subResource"] = attrs.subresource
+            request["requestSubResource"] = attrs.subresource
+        if attrs.name:
+            request["name"] = attrs.name
+        if attrs.namespace:
+            request["namespace"] = attrs.namespace
+        request["operation"] = attrs.operation
+        request["userInfo"] = dict(attrs.user)
+        request["object"] = attrs.obj
+        request["oldObject"] = attrs.old_obj
+        request["dryRun"] = attrs.dry_run
+        options_kind = _OPTIONS_KINDS.get(attrs.operation)
+        if attrs.options is not None:
+            request["options"] = {"apiVersion": "meta.k8s.io/v1", **attrs.options}
+            if options_kind:
+                request["options"]["kind"] = options_kind
+        elif options_kind:
+            request["options"] = {"apiVersion": "meta.k8s.io/v1", "kind": options_kind}
+        return {
+            "apiVersion": f"admission.k8s.io/{version}",
+            "kind": "AdmissionReview",
+            "request": request,
+        }
+
+    def _check_dry_run(self, hook: _Hook, attrs: AdmissionAttributes) -> None:
+        if not attrs.dry_run:
+            return
+        side_effects = hook.spec.get("sideEffects")
+        if side_effects is None:
+            raise _CallError(hook, "Webhook SideEffects is nil")
+        if side_effects not in ("None", "NoneOnDryRun"):
+            raise _Rejected(
+                _status(
+                    400, "BadRequest", f'admission webhook "{hook.name}" does not support dry run'
+                )
+            )
+
+    def _endpoint(self, hook: _Hook) -> tuple[str, str, str | None, int]:
+        """(URL as kube-apiserver names it, URL to connect to, TLS server name, timeout)."""
+        config = hook.spec.get("clientConfig") or {}
+        timeout = int(hook.spec.get("timeoutSeconds") or DEFAULT_TIMEOUT_SECONDS)
+        suffix = f"timeout={timeout}s"
+        if config.get("url"):
+            url = str(config["url"])
+            named = f"{url}{'&' if '?' in url else '?'}{suffix}"
+            return named, named, None, timeout
+        service = config.get("service") or {}
+        name, namespace = service.get("name", ""), service.get("namespace", "")
+        port = int(service.get("port") or 443)
+        path = service.get("path") or ""
+        server_name = f"{name}.{namespace}.svc"
+        named = f"https://{server_name}:{port}{path}?{suffix}"
+        if self._resolve_service is None:
+            raise _CallError(
+                hook,
+                f'failed to call webhook: Post "{named}": '
+                f"dial tcp: lookup {server_name}: no such host",
+            )
+        try:
+            host, local_port = self._resolve_service(namespace, name, port)
+        except Exception as exc:  # the test's resolver refuses: the Service has no endpoints
+            raise _CallError(
+                hook, f'failed to call webhook: Post "{named}": service "{namespace}/{name}": {exc}'
+            ) from exc
+        return named, f"https://{host}:{local_port}{path}?{suffix}", server_name, timeout
+
+    async def _post(self, hook: _Hook, review: dict) -> dict:
+        """POST the review; return the decoded AdmissionReview. Raises _CallError."""
+        named, target, server_name, timeout = self._endpoint(hook)
+        if not target.startswith("https://"):
+            raise _CallError(
+                hook, f'failed to call webhook: Post "{named}": webhook URL must use https'
+            )
+        try:
+            context = self._ssl_context(
+                str((hook.spec.get("clientConfig") or {}).get("caBundle") or "")
+            )
+        except ValueError as exc:
+            raise _CallError(hook, f"could not get REST client: {exc}") from exc
+        url = yarl.URL(target)
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._session().post(
+                    url,
+                    json=review,
+                    ssl=context,
+                    server_hostname=server_name,
+                    headers={"Accept": "application/json, */*"},
+                ) as response:
+                    body = await response.read()
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            text = _go_error_text(exc, url.host or "", url.port or 443)
+            raise _CallError(hook, f'failed to call webhook: Post "{named}": {text}') from exc
+        if not 200 <= response.status < 300:
+            snippet = body[:200].decode("utf-8", errors="replace")
+            raise _CallError(
+                hook,
+                f"failed to call webhook: an error on the server ({snippet!r}) has prevented the "
+                f"request from succeeding (HTTP {response.status})",
+            )
+        try:
+            decoded = json.loads(body)
+        except ValueError as exc:
+            raise _CallError(
+                hook, f"failed to call webhook: couldn't get version/kind; json parse error: {exc}"
+            ) from exc
+        if not isinstance(decoded, dict):
+            raise _CallError(
+                hook,
+                "failed to call webhook: couldn't get version/kind; "
+                "json parse error: not an object",
+            )
+        return decoded
+
+    def _verify(self, hook: _Hook, review: dict, answer: dict) -> dict:
+        """`VerifyAdmissionResponse`: the response block, or _CallError if it is not valid."""
+        invalid = "received invalid webhook response: "
+        response = answer.get("response")
+        if not isinstance(response, dict):
+            raise _CallError(hook, invalid + "webhook response was absent")
+        expected_uid = review["request"]["uid"]
+        if response.get("uid") != expected_uid:
+            raise _CallError(
+                hook,
+                invalid
+                + f'expected response.uid="{expected_uid}", got "{response.get("uid", "")}"',
+            )
+        expected = (review["apiVersion"], "AdmissionReview")
+        got = (answer.get("apiVersion", ""), answer.get("kind", ""))
+        if got != expected:
+            raise _CallError(
+                hook,
+                invalid + f"expected webhook response of {expected[0]}, Kind={expected[1]}, "
+                f"got {got[0]}, Kind={got[1]}",
+            )
+        patch, patch_type = response.get("patch"), response.get("patchType")
+        if hook.mutating:
+            if patch and patch_type is None:
+                raise _CallError(
+                    hook, invalid + "webhook returned response.patch but not response.patchType"
+                )
+            if patch_type is not None and not patch:
+                raise _CallError(
+                    hook, invalid + "webhook returned response.patchType but not response.patch"
+                )
+            if patch_type == "":
+                raise _CallError(
+                    hook, invalid + 'webhook returned invalid response.patchType of ""'
+                )
+        else:
+            if patch:
+                raise _CallError(hook, invalid + "validating webhook may not return response.patch")
+            if patch_type is not None:
+                raise _CallError(
+                    hook, invalid + "validating webhook may not return response.patchType"
+                )
+        return response
+
+    async def _call(self, hook: _Hook, attrs: AdmissionAttributes, warnings: list[str]) -> dict:
+        """Call one webhook; collect its warnings; return its verified response if it allowed."""
+        self._check_dry_run(hook, attrs)
+        review = self._build_review(hook, attrs)
+        answer = await self._post(hook, review)
+        response = self._verify(hook, review, answer)
+        warnings.extend(str(w) for w in response.get("warnings") or [])
+        if response.get("allowed") is not True:
+            raise _Rejected(_denial_status(hook.name, response.get("status")))
+        return response
+
+    async def _call_validating(
+        self, hook: _Hook, attrs: AdmissionAttributes, warnings: list[str]
+    ) -> None:
+        await self._call(hook, attrs, warnings)
+
+    async def _call_mutating(
+        self, hook: _Hook, attrs: AdmissionAttributes, warnings: list[str]
+    ) -> dict | None:
+        """Call a mutating webhook; return the patched object, or None when it sent no patch."""
+        response = await self._call(hook, attrs, warnings)
+        encoded = response.get("patch")
+        if not encoded:
+            return None
+        try:
+            raw = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError, TypeError) as exc:
+            raise _CallError(
+                hook, f"failed to call webhook: response.patch: illegal base64 data: {exc}"
+            ) from exc
+        try:
+            operations = json.loads(raw)
+        except ValueError as exc:
+            raise _Rejected(
+                internal_error_status(f"invalid JSON patch from webhook {hook.name!r}: {exc}")
+            ) from exc
+        if not isinstance(operations, list):
+            raise _Rejected(
+                internal_error_status(f"invalid JSON patch from webhook {hook.name!r}: not a list")
+            )
+        if not operations:
+            return None
+        if attrs.obj is None:
+            raise _Rejected(
+                internal_error_status(
+                    f'admission webhook "{hook.name}" attempted to modify the object, which is not '
+                    "supported for this operation"
+                )
+            )
+        if response.get("patchType") != "JSONPatch":
+            raise _CallError(hook, f'unsupported patch type "{response.get("patchType")}"')
+        try:
+            patched = jsonpatch.JsonPatch(operations).apply(attrs.obj, in_place=False)
+        except (
+            jsonpatch.JsonPatchException,
+            jsonpatch.JsonPointerException,
+            TypeError,
+            KeyError,
+        ) as exc:
+            raise _Rejected(
+                internal_error_status(f"JSON patch from webhook {hook.name!r}: {exc}")
+            ) from exc
+        if not isinstance(patched, dict):
+            raise _Rejected(
+                internal_error_status(
+                    f"JSON patch from webhook {hook.name!r}: the object is not an object"
+                )
+            )
+        return patched
+
+
+def _dedup(warnings: Sequence[str]) -> list[str]:
+    """Drop repeated warnings, keeping the first occurrence (kube-apiserver's recorder does)."""
+    seen: set[str] = set()
+    kept = []
+    for warning in warnings:
+        if warning not in seen:
+            seen.add(warning)
+            kept.append(warning)
+    return kept
