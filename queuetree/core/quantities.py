@@ -162,6 +162,8 @@ def _explain_mismatch(text: str) -> str:
     rest = text[head.end() :] if head else text
     if rest.startswith("."):
         return "more than one decimal point"
+    if rest[:1] in ("+", "-"):
+        return "a sign is allowed only at the start and before an exponent's digits"
     if rest[:1] in ("e", "E"):
         return f"malformed exponent {rest!r}"
     return (
