@@ -1,0 +1,931 @@
+"""Kubernetes manifests into the immutable snapshot objects of ``queuetree.core.objects``.
+
+This module is the only place that knows the wire shapes of the five kinds a session reads:
+``Queue`` and ``PodGroup`` (``scheduling.volcano.sh/v1beta1``), ``Pod`` and ``Node`` (``v1``) and
+``PriorityClass`` (``scheduling.k8s.io/v1``). The operator calls the ``parse_*`` functions on the
+objects of its caches; ``queuetree session`` calls :func:`load_documents` and
+:func:`build_snapshot` on files.
+
+Errors. Every parse collects all problems of its input (each names the document, the field path
+and the value) and raises one :class:`ManifestError`; :func:`build_snapshot` collects the problems
+of every document before raising. Problems that Volcano itself tolerates (an unparsable
+``volcano.sh/task-priority`` annotation, which it ignores) are reported through ``on_warning``
+instead, and the object is still built.
+
+Identity and order. A missing ``metadata.uid`` is ``<namespace>-<name>`` for namespaced objects
+(Volcano's test fixtures do the same) and the name for cluster-scoped ones; a missing
+``metadata.namespace`` is ``default`` (as kubectl assumes); a missing creation timestamp is
+:data:`objects.EPOCH`. The snapshot's mappings are sorted by key, so nothing depends on the order
+of the input documents; the same object given twice is an error, not "last one wins".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Final
+
+import yaml
+
+from queuetree.api import problems
+from queuetree.core import errors, objects, resources
+
+RawManifest = Mapping[str, Any]
+"""A manifest as decoded from YAML or JSON (camelCase keys)."""
+WarningFn = Callable[[str], None]
+"""Receives a warning for a person: something tolerated, named with document and field."""
+
+VOLCANO_API_VERSION: Final = "scheduling.volcano.sh/v1beta1"
+CORE_API_VERSION: Final = "v1"
+PRIORITY_CLASS_API_VERSION: Final = "scheduling.k8s.io/v1"
+
+API_VERSIONS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "Queue": VOLCANO_API_VERSION,
+        "PodGroup": VOLCANO_API_VERSION,
+        "Pod": CORE_API_VERSION,
+        "Node": CORE_API_VERSION,
+        "PriorityClass": PRIORITY_CLASS_API_VERSION,
+    }
+)
+"""The kinds a snapshot is made of, with the apiVersion each must carry."""
+
+IGNORED_KINDS: Final = frozenset({"Namespace"})
+"""Kinds accepted in input files and skipped with a warning: a session needs no Namespace (pods
+name theirs), and files that users apply often start with one. Every other kind is an error,
+because silently dropping, say, a Deployment would make the session look at a different cluster
+than the user meant (workload controllers are not expanded: give the pods)."""
+
+DEFAULT_NAMESPACE: Final = "default"
+DEFAULT_SCHEDULER: Final = "default-scheduler"
+DEFAULT_TASK_PRIORITY: Final = 1
+"""Volcano's task priority when the pod sets none (spec §2.3)."""
+
+_QUEUE_STATES: Final = {state.value: state for state in objects.QueueState}
+_POD_GROUP_PHASES: Final = {phase.value: phase for phase in objects.PodGroupPhase}
+_TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+class ManifestError(problems.InputError):
+    """Manifests that cannot be turned into snapshot objects; ``problems`` lists every reason."""
+
+
+# -- reading wire values, collecting problems -------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class _Sink:
+    """The problems and the identity of the document being read."""
+
+    origin: str
+    document: str
+    found: list[problems.Problem] = dataclasses.field(default_factory=list)
+
+    def add(self, path: str, message: str, value: object = problems._NO_VALUE) -> None:
+        problem = problems.Problem(
+            message=message, document=self.document, origin=self.origin, field=path, value=value
+        )
+        if problem not in self.found:  # a bad parent object is reported once, not per child
+            self.found.append(problem)
+
+    def raise_if_any(self) -> None:
+        if self.found:
+            raise ManifestError(self.found)
+
+
+class _Reader:
+    """A value inside a document and its field path; typed accessors report wrong types."""
+
+    __slots__ = ("_parts", "_sink", "value")
+
+    def __init__(self, value: object, *, sink: _Sink, parts: tuple[str | int, ...] = ()) -> None:
+        self.value = value
+        self._sink = sink
+        self._parts = parts
+
+    @property
+    def path(self) -> str:
+        return problems.field_path(*self._parts)
+
+    def fail(self, message: str, *, value: object = problems._NO_VALUE) -> None:
+        self._sink.add(self.path, message, value)
+
+    def at(self, *parts: str | int) -> _Reader:
+        """The value at ``parts`` below this one: None when absent, or when a parent has the
+        wrong type (reported once, at the parent's path)."""
+        value = self.value
+        walked = self._parts
+        for part in parts:
+            if value is not None:
+                if isinstance(part, int):
+                    if isinstance(value, list):
+                        value = value[part] if 0 <= part < len(value) else None
+                    else:
+                        self._sink.add(problems.field_path(*walked), "must be a list", value)
+                        value = None
+                elif isinstance(value, Mapping):
+                    value = value.get(part)
+                else:
+                    self._sink.add(problems.field_path(*walked), "must be an object", value)
+                    value = None
+            walked = (*walked, part)
+        return _Reader(value, sink=self._sink, parts=walked)
+
+    def entry(self, name: str) -> _Reader:
+        """The value of map key ``name`` (path ``["name"]``)."""
+        mapping = self.mapping()
+        return _Reader(mapping.get(name), sink=self._sink, parts=(*self._parts, problems.key(name)))
+
+    def subset(self, names: Iterable[str]) -> _Reader:
+        """This map restricted to ``names``, at the same path."""
+        mapping = self.mapping()
+        return _Reader({n: mapping[n] for n in names}, sink=self._sink, parts=self._parts)
+
+    def string(self, default: str = "") -> str:
+        if self.value is None:
+            return default
+        if not isinstance(self.value, str):
+            self.fail("must be a string", value=self.value)
+            return default
+        return self.value
+
+    def integer(self, default: int) -> int:
+        if self.value is None:
+            return default
+        if isinstance(self.value, bool) or not isinstance(self.value, int):
+            self.fail("must be an integer", value=self.value)
+            return default
+        return self.value
+
+    def boolean(self) -> bool | None:
+        if self.value is None:
+            return None
+        if not isinstance(self.value, bool):
+            self.fail("must be true or false", value=self.value)
+            return None
+        return self.value
+
+    def mapping(self) -> Mapping[Any, Any]:
+        if self.value is None:
+            return {}
+        if not isinstance(self.value, Mapping):
+            self.fail("must be an object", value=self.value)
+            return {}
+        return self.value
+
+    def items(self) -> list[_Reader]:
+        if self.value is None:
+            return []
+        if not isinstance(self.value, list):
+            self.fail("must be a list", value=self.value)
+            return []
+        return [
+            _Reader(item, sink=self._sink, parts=(*self._parts, index))
+            for index, item in enumerate(self.value)
+        ]
+
+    def strings(self) -> tuple[str, ...]:
+        return tuple(item.string() for item in self.items())
+
+    def string_map(self) -> Mapping[str, str]:
+        """A map of strings (labels, annotations, nodeSelector): Kubernetes rejects other values."""
+        result: dict[str, str] = {}
+        for name in self.mapping():
+            if not isinstance(name, str):
+                self.fail("keys must be strings", value=name)
+                continue
+            value = self.entry(name).string()
+            result[name] = value
+        return MappingProxyType(dict(sorted(result.items()))) if result else objects.NO_LABELS
+
+    def resource_list(self) -> resources.Resource | None:
+        """A quantity map as a vector (Volcano's name rules); None when absent.
+
+        Every malformed quantity is reported with its own path, not only the first one.
+        """
+        if self.value is None:
+            return None
+        mapping = self.mapping()
+        complete = True
+        for name in mapping:
+            if not isinstance(name, str):
+                self.fail("resource names must be strings", value=name)
+                complete = False
+                continue
+            entry = self.entry(name)
+            try:
+                resources.Resource.from_resource_list({name: mapping[name]})
+            except errors.QuantityError as error:
+                entry.fail(f"invalid quantity: {error.reason}", value=entry.value)
+                complete = False
+        if not complete:
+            return None
+        return resources.Resource.from_resource_list(mapping, field=self.path)
+
+    def timestamp(self) -> datetime.datetime | None:
+        """An RFC 3339 time (YAML may have decoded it already); None when absent."""
+        value = self.value
+        if value is None:
+            return None
+        if isinstance(value, datetime.datetime):
+            parsed = value
+        elif isinstance(value, str):
+            try:
+                parsed = datetime.datetime.fromisoformat(value)
+            except ValueError:
+                self.fail("must be an RFC 3339 time such as 2024-05-01T12:00:00Z", value=value)
+                return None
+        else:
+            self.fail("must be an RFC 3339 time such as 2024-05-01T12:00:00Z", value=value)
+            return None
+        if parsed.tzinfo is None:  # YAML timestamps without a zone are UTC, as in Kubernetes
+            parsed = parsed.replace(tzinfo=datetime.UTC)
+        return parsed
+
+
+def _parse_bool(text: str) -> bool | None:
+    """Go's ``strconv.ParseBool``; None when ``text`` is not one of its spellings."""
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    return None
+
+
+# -- metadata ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Metadata:
+    namespace: str
+    name: str
+    uid: str
+    created: datetime.datetime
+    deleting: bool
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+
+
+def _start(
+    manifest: object, *, kind: str, origin: str, namespaced: bool
+) -> tuple[_Reader, _Sink, _Metadata]:
+    """Check kind and apiVersion, read metadata, and name the document in later problems."""
+    sink = _Sink(origin=origin, document=kind)
+    root = _Reader(manifest, sink=sink)
+    if not isinstance(manifest, Mapping):
+        root.fail(f"a {kind} manifest must be an object", value=manifest)
+        sink.raise_if_any()
+    metadata = root.at("metadata")
+    metadata.mapping()
+    name = metadata.at("name").string()
+    namespace = (metadata.at("namespace").string() or DEFAULT_NAMESPACE) if namespaced else ""
+    if name:
+        sink.document = f"{kind} {namespace}/{name}" if namespaced else f"{kind} {name}"
+    written_kind = root.at("kind").string()
+    if written_kind and written_kind != kind:
+        root.at("kind").fail(f"expected {kind}", value=written_kind)
+    api_version = root.at("apiVersion").string()
+    if api_version and api_version != API_VERSIONS[kind]:
+        root.at("apiVersion").fail(
+            f"{kind} must have apiVersion {API_VERSIONS[kind]}", value=api_version
+        )
+    if not name:
+        metadata.at("name").fail("is required")
+    uid = metadata.at("uid").string() or (f"{namespace}-{name}" if namespaced else name)
+    return (
+        root,
+        sink,
+        _Metadata(
+            namespace=namespace,
+            name=name,
+            uid=uid,
+            created=metadata.at("creationTimestamp").timestamp() or objects.EPOCH,
+            deleting=metadata.at("deletionTimestamp").timestamp() is not None,
+            labels=metadata.at("labels").string_map(),
+            annotations=metadata.at("annotations").string_map(),
+        ),
+    )
+
+
+# -- Queue --------------------------------------------------------------------------------------
+
+
+def parse_queue(manifest: RawManifest, *, origin: str = "") -> objects.Queue:
+    """A ``scheduling.volcano.sh/v1beta1`` Queue.
+
+    ``capability`` is None when ``spec.capability`` is absent or an empty map; a map whose names
+    are all dropped by Volcano's name rules (``rdma: 1000``) is a set, empty capability, as in
+    Volcano. ``spec.weight`` defaults to 1 (the CRD default), ``spec.parent`` is kept as written,
+    ``status.state`` "" or absent reads as Open, ``status.allocated`` is read for the webhook.
+    Validation of the values (guarantee ≤ deserved ≤ capability, weight range, the tree) is not
+    done here: that is the webhook's and the session's work. The uid is the name, as in Volcano.
+    Raises :class:`ManifestError` listing every problem.
+    """
+    root, sink, meta = _start(manifest, kind="Queue", origin=origin, namespaced=False)
+    spec = root.at("spec")
+    spec.mapping()
+    parent = spec.at("parent").string()
+    weight = spec.at("weight").integer(1)
+    priority = spec.at("priority").integer(0)
+    capability_reader = spec.at("capability")
+    capability = capability_reader.resource_list() if capability_reader.mapping() else None
+    deserved = spec.at("deserved").resource_list() or resources.EMPTY
+    guarantee = spec.at("guarantee", "resource").resource_list() or resources.EMPTY
+    reclaimable = spec.at("reclaimable").boolean()
+    state_reader = root.at("status", "state")
+    state_text = state_reader.string()
+    state = _QUEUE_STATES.get(state_text or objects.QueueState.OPEN.value)
+    if state is None:
+        state_reader.fail(f"must be one of {', '.join(_QUEUE_STATES)}", value=state_text)
+    queue = objects.Queue(
+        name=meta.name,
+        parent=parent,
+        weight=weight,
+        priority=priority,
+        capability=capability,
+        deserved=deserved,
+        guarantee=guarantee,
+        reclaimable=reclaimable,
+        state=state or objects.QueueState.OPEN,
+        allocated=root.at("status", "allocated").resource_list() or resources.EMPTY,
+        annotations=meta.annotations,
+        created=meta.created,
+        uid=root.at("metadata", "uid").string() or meta.name,
+    )
+    sink.raise_if_any()
+    return queue
+
+
+# -- PodGroup -----------------------------------------------------------------------------------
+
+
+def parse_pod_group(manifest: RawManifest, *, origin: str = "") -> objects.PodGroup:
+    """A ``scheduling.volcano.sh/v1beta1`` PodGroup.
+
+    ``spec.queue`` absent or "" is ``default`` (the CRD default and Volcano's mutating webhook);
+    ``spec.minMember`` absent is 0 (Go's zero value: Volcano sets no default); ``minResources``
+    absent is None (enqueue then skips the capacity check, spec §3.7) while ``{}`` is an empty
+    vector; ``status.phase`` "" or absent is Pending. Raises :class:`ManifestError`.
+    """
+    root, sink, meta = _start(manifest, kind="PodGroup", origin=origin, namespaced=True)
+    spec = root.at("spec")
+    spec.mapping()
+    min_task_member: dict[str, int] = {}
+    task_members = spec.at("minTaskMember")
+    for task in task_members.mapping():
+        min_task_member[str(task)] = task_members.entry(str(task)).integer(0)
+    min_member = spec.at("minMember")
+    if min_member.integer(0) < 0:
+        min_member.fail("must not be negative", value=min_member.value)
+    phase_reader = root.at("status", "phase")
+    phase_text = phase_reader.string()
+    phase = _POD_GROUP_PHASES.get(phase_text or objects.PodGroupPhase.PENDING.value)
+    if phase is None:
+        phase_reader.fail(f"must be one of {', '.join(_POD_GROUP_PHASES)}", value=phase_text)
+    group = objects.PodGroup(
+        namespace=meta.namespace,
+        name=meta.name,
+        queue=spec.at("queue").string() or objects.DEFAULT_QUEUE,
+        min_member=min_member.integer(0),
+        min_task_member=MappingProxyType(dict(sorted(min_task_member.items()))),
+        min_resources=spec.at("minResources").resource_list(),
+        priority_class_name=spec.at("priorityClassName").string(),
+        phase=phase or objects.PodGroupPhase.PENDING,
+        created=meta.created,
+        uid=meta.uid,
+    )
+    sink.raise_if_any()
+    return group
+
+
+def pod_group_for_lone_pod(pod: objects.Pod) -> objects.PodGroup:
+    """The single-pod group of a pod without the ``scheduling.k8s.io/group-name`` annotation.
+
+    Modelled on the PodGroup Volcano's controller creates for such a pod: minMember 1,
+    ``minResources`` the pod's requests, the queue from the pod's
+    ``scheduling.volcano.sh/queue-name`` annotation (``default`` when absent or ""), the pod's
+    creation time and uid. Its key is the pod's key. Its phase follows the pod, because no
+    controller has written one: Running while the pod holds resources (Bound, Binding, Running,
+    Allocated, Releasing), Completed once it Succeeded or Failed, Pending otherwise.
+    """
+    if pod.status in objects.ALLOCATED_STATUSES or pod.status is objects.TaskStatus.RELEASING:
+        phase = objects.PodGroupPhase.RUNNING
+    elif pod.status in (objects.TaskStatus.SUCCEEDED, objects.TaskStatus.FAILED):
+        phase = objects.PodGroupPhase.COMPLETED
+    else:
+        phase = objects.PodGroupPhase.PENDING
+    return objects.PodGroup(
+        namespace=pod.namespace,
+        name=pod.name,
+        queue=pod.annotations.get(objects.QUEUE_NAME_ANNOTATION) or objects.DEFAULT_QUEUE,
+        min_member=1,
+        min_resources=pod.resreq,
+        phase=phase,
+        synthetic=True,
+        created=pod.created,
+        uid=pod.uid,
+    )
+
+
+# -- Pod ----------------------------------------------------------------------------------------
+
+
+def task_status(phase: str, *, deleting: bool, node_name: str) -> objects.TaskStatus:
+    """Volcano's ``getTaskStatus``: the scheduler's view of a pod.
+
+    Running → Releasing when it is being deleted, else Running; Pending → Releasing when being
+    deleted, Bound when it has a node, else Pending; Succeeded; Failed; anything else Unknown.
+    """
+    if phase == "Running":
+        return objects.TaskStatus.RELEASING if deleting else objects.TaskStatus.RUNNING
+    if phase == "Pending":
+        if deleting:
+            return objects.TaskStatus.RELEASING
+        return objects.TaskStatus.BOUND if node_name else objects.TaskStatus.PENDING
+    if phase == "Succeeded":
+        return objects.TaskStatus.SUCCEEDED
+    if phase == "Failed":
+        return objects.TaskStatus.FAILED
+    return objects.TaskStatus.UNKNOWN
+
+
+def _container_request(container: _Reader) -> resources.Resource:
+    """A container's effective request: ``requests``, with ``limits`` standing in for each name
+    that has no request (the API server's defaulting)."""
+    spec = container.at("resources")
+    requests = spec.at("requests")
+    limits = spec.at("limits")
+    requested = requests.resource_list() or resources.EMPTY
+    limited_names = [name for name in limits.mapping() if name not in requests.mapping()]
+    if not limited_names:
+        return requested
+    only_limits = limits.subset(limited_names)
+    return requested + (only_limits.resource_list() or resources.EMPTY)
+
+
+def _pod_requests(spec: _Reader) -> tuple[resources.Resource, resources.Resource]:
+    """``(resreq, init_resreq)`` as Kubernetes computes a pod's effective request.
+
+    ``resreq``: the containers' requests plus every sidecar (an init container with
+    ``restartPolicy: Always``, which keeps running) plus ``spec.overhead``. ``init_resreq``: the
+    larger, per dimension, of ``resreq`` and each regular init container's request plus the
+    sidecars started before it plus the overhead. Both always have a scalar mapping (possibly
+    empty), as Volcano's ``GetPodResourceRequest``.
+    """
+    containers = resources.sum_all(_container_request(c) for c in spec.at("containers").items())
+    sidecars = resources.EMPTY
+    init_peak = resources.EMPTY
+    for container in spec.at("initContainers").items():
+        request = _container_request(container)
+        if container.at("restartPolicy").string() == "Always":
+            sidecars = sidecars + request
+        else:
+            init_peak = init_peak.set_max_resource(request + sidecars)
+    overhead = spec.at("overhead").resource_list() or resources.EMPTY
+    resreq = containers + sidecars + overhead
+    init_resreq = resreq.set_max_resource(init_peak + overhead)
+    return _with_scalars(resreq), _with_scalars(init_resreq)
+
+
+def _with_scalars(resource: resources.Resource) -> resources.Resource:
+    if resource.scalars is not None:
+        return resource
+    return resources.Resource(milli_cpu=resource.milli_cpu, memory=resource.memory, scalars={})
+
+
+def _node_selector_requirements(
+    items: Sequence[_Reader],
+) -> tuple[objects.NodeSelectorRequirement, ...]:
+    return tuple(
+        objects.NodeSelectorRequirement(
+            key=item.at("key").string(),
+            operator=item.at("operator").string(),
+            values=item.at("values").strings(),
+        )
+        for item in items
+    )
+
+
+def _pod_priority(
+    root: _Reader,
+    meta: _Metadata,
+    *,
+    priority_classes: Mapping[str, objects.PriorityClass],
+    on_warning: WarningFn | None,
+    document: str,
+) -> int:
+    """``volcano.sh/task-priority`` > ``spec.priority`` > ``spec.priorityClassName`` > the global
+    default PriorityClass (the lowest-valued one if several, as Kubernetes' admission picks) > 1.
+    """
+    annotation = meta.annotations.get(objects.TASK_PRIORITY_ANNOTATION)
+    if annotation is not None:
+        try:
+            value = int(annotation, 10)
+        except ValueError:
+            value = None
+        if value is not None and -(2**31) <= value < 2**31:
+            return value
+        if on_warning is not None:  # Volcano ignores an unparsable value
+            on_warning(
+                f"{document}: metadata.annotations"
+                f"{problems.key(objects.TASK_PRIORITY_ANNOTATION)}: not a 32-bit integer, "
+                f"ignored (got {problems.describe_value(annotation)})"
+            )
+    spec = root.at("spec")
+    priority = spec.at("priority")
+    if priority.value is not None:
+        return priority.integer(DEFAULT_TASK_PRIORITY)
+    class_reader = spec.at("priorityClassName")
+    class_name = class_reader.string()
+    if class_name:
+        priority_class = priority_classes.get(class_name)
+        if priority_class is None:  # the API server's Priority admission rejects such a pod
+            class_reader.fail("no PriorityClass with this name was given", value=class_name)
+            return DEFAULT_TASK_PRIORITY
+        return priority_class.value
+    defaults = [pc for pc in priority_classes.values() if pc.global_default]
+    if defaults:
+        return min(defaults, key=lambda pc: (pc.value, pc.name)).value
+    return DEFAULT_TASK_PRIORITY
+
+
+def _preemptable(meta: _Metadata) -> bool:
+    """``volcano.sh/preemptable`` from the annotation, else the label; absent → True;
+    a value that is not a Go boolean → False (Volcano's ``GetPodPreemptable``)."""
+    for source in (meta.annotations, meta.labels):
+        text = source.get(objects.PREEMPTABLE_KEY)
+        if text is not None:
+            return _parse_bool(text) is True
+    return True
+
+
+def parse_pod(
+    manifest: RawManifest,
+    *,
+    origin: str = "",
+    priority_classes: Mapping[str, objects.PriorityClass] = MappingProxyType({}),
+    on_warning: WarningFn | None = None,
+) -> objects.Pod:
+    """A ``v1`` Pod as a scheduling task.
+
+    The group is ``<namespace>/<scheduling.k8s.io/group-name>`` when the annotation is set, else
+    the pod's own key (its single-pod group, see :func:`pod_group_for_lone_pod`). Status by
+    :func:`task_status` (``status.phase`` absent is Pending, as for a manifest never applied);
+    requests by :func:`_pod_requests`; priority by :func:`_pod_priority` with
+    ``priority_classes`` (a ``priorityClassName`` that is not among them is an error, as the API
+    server's admission would reject the pod); ``unschedulable`` from the condition
+    PodScheduled=False with reason Unschedulable. Raises :class:`ManifestError`.
+    """
+    root, sink, meta = _start(manifest, kind="Pod", origin=origin, namespaced=True)
+    spec = root.at("spec")
+    spec.mapping()
+    node_name = spec.at("nodeName").string()
+    phase = root.at("status", "phase").string() or "Pending"
+    resreq, init_resreq = _pod_requests(spec)
+    group_name = meta.annotations.get(objects.GROUP_NAME_ANNOTATION, "")
+    unschedulable = any(
+        condition.at("type").string() == "PodScheduled"
+        and condition.at("status").string() == "False"
+        and condition.at("reason").string() == "Unschedulable"
+        for condition in root.at("status", "conditions").items()
+    )
+    affinity = spec.at("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+    terms = tuple(
+        objects.NodeSelectorTerm(
+            match_expressions=_node_selector_requirements(term.at("matchExpressions").items()),
+            match_fields=_node_selector_requirements(term.at("matchFields").items()),
+        )
+        for term in affinity.at("nodeSelectorTerms").items()
+    )
+    tolerations = tuple(
+        objects.Toleration(
+            key=item.at("key").string(),
+            operator=item.at("operator").string() or "Equal",
+            value=item.at("value").string(),
+            effect=item.at("effect").string(),
+        )
+        for item in spec.at("tolerations").items()
+    )
+    pod = objects.Pod(
+        namespace=meta.namespace,
+        name=meta.name,
+        group=f"{meta.namespace}/{group_name}" if group_name else f"{meta.namespace}/{meta.name}",
+        status=task_status(phase, deleting=meta.deleting, node_name=node_name),
+        resreq=resreq,
+        init_resreq=init_resreq,
+        priority=_pod_priority(
+            root,
+            meta,
+            priority_classes=priority_classes,
+            on_warning=on_warning,
+            document=sink.document if not origin else f"{origin}: {sink.document}",
+        ),
+        node_name=node_name,
+        scheduling_gates=tuple(
+            gate.at("name").string() for gate in spec.at("schedulingGates").items()
+        ),
+        annotations=meta.annotations,
+        labels=meta.labels,
+        node_selector=spec.at("nodeSelector").string_map(),
+        required_node_affinity=terms,
+        tolerations=tolerations,
+        preemptable=_preemptable(meta),
+        preemption_policy=spec.at("preemptionPolicy").string() or "PreemptLowerPriority",
+        unschedulable=unschedulable,
+        scheduler_name=spec.at("schedulerName").string() or DEFAULT_SCHEDULER,
+        created=meta.created,
+        uid=meta.uid,
+    )
+    sink.raise_if_any()
+    return pod
+
+
+# -- Node and PriorityClass ---------------------------------------------------------------------
+
+
+def parse_node(manifest: RawManifest, *, origin: str = "") -> objects.Node:
+    """A ``v1`` Node: ``status.allocatable`` (``status.capacity`` when allocatable is absent or
+    empty), labels, taints and ``spec.unschedulable``. Raises :class:`ManifestError`."""
+    root, sink, meta = _start(manifest, kind="Node", origin=origin, namespaced=False)
+    status = root.at("status")
+    allocatable = status.at("allocatable")
+    chosen = allocatable if allocatable.mapping() else status.at("capacity")
+    taints = []
+    for item in root.at("spec", "taints").items():
+        taint_key = item.at("key")
+        if not taint_key.string():
+            taint_key.fail("is required")
+        effect = item.at("effect")
+        if effect.string() not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            effect.fail("must be NoSchedule, PreferNoSchedule or NoExecute", value=effect.value)
+        taints.append(
+            objects.Taint(
+                key=taint_key.string(), value=item.at("value").string(), effect=effect.string()
+            )
+        )
+    node = objects.Node(
+        name=meta.name,
+        allocatable=chosen.resource_list() or resources.EMPTY,
+        labels=meta.labels,
+        taints=tuple(taints),
+        unschedulable=root.at("spec", "unschedulable").boolean() or False,
+    )
+    sink.raise_if_any()
+    return node
+
+
+def parse_priority_class(manifest: RawManifest, *, origin: str = "") -> objects.PriorityClass:
+    """A ``scheduling.k8s.io/v1`` PriorityClass: ``value`` (required) and ``globalDefault``."""
+    root, sink, meta = _start(manifest, kind="PriorityClass", origin=origin, namespaced=False)
+    value = root.at("value")
+    if value.value is None:
+        value.fail("is required")
+    priority_class = objects.PriorityClass(
+        name=meta.name,
+        value=value.integer(0),
+        global_default=root.at("globalDefault").boolean() or False,
+    )
+    sink.raise_if_any()
+    return priority_class
+
+
+# -- files of documents, and the snapshot they describe -------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Document:
+    """One manifest from an input file, and where it came from (``cluster.yaml#3``)."""
+
+    manifest: RawManifest
+    origin: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ParsedSnapshot:
+    snapshot: objects.Snapshot
+    warnings: tuple[str, ...] = ()
+    """Things tolerated on the way (ignored kinds, ignored annotations), for a person."""
+
+
+def load_documents(text: str, *, source: str) -> list[Document]:
+    """The documents of a multi-document YAML (or JSON) text; ``source`` names it in origins.
+
+    Empty documents are skipped; a ``List`` (``kubectl get -o yaml``) is expanded into its
+    ``items`` (origin ``file#2.items[0]``). Raises :class:`ManifestError` for YAML syntax errors
+    and for documents that are not objects.
+    """
+    try:
+        decoded = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        reason = getattr(error, "problem", None) or str(error)
+        raise ManifestError(
+            [problems.Problem(message=f"invalid YAML{where}: {reason}", origin=source)]
+        ) from None
+    found: list[problems.Problem] = []
+    documents: list[Document] = []
+    for index, manifest in enumerate(decoded):
+        origin = f"{source}#{index}"
+        if manifest is None:
+            continue
+        if not isinstance(manifest, Mapping):
+            found.append(
+                problems.Problem(
+                    message="a document must be an object with apiVersion and kind",
+                    origin=origin,
+                    value=manifest,
+                )
+            )
+            continue
+        if manifest.get("kind") == "List":
+            items = manifest.get("items")
+            if not isinstance(items, list):
+                found.append(
+                    problems.Problem(
+                        message="must be a list", origin=origin, field="items", value=items
+                    )
+                )
+                continue
+            for position, item in enumerate(items):
+                item_origin = f"{origin}.items[{position}]"
+                if isinstance(item, Mapping):
+                    documents.append(Document(manifest=item, origin=item_origin))
+                else:
+                    found.append(
+                        problems.Problem(
+                            message="a list item must be an object", origin=item_origin, value=item
+                        )
+                    )
+            continue
+        documents.append(Document(manifest=manifest, origin=origin))
+    if found:
+        raise ManifestError(found)
+    return documents
+
+
+def _identify(document: Document) -> tuple[str, list[problems.Problem]]:
+    """The document's kind if it is one a snapshot is made of, "" otherwise (with problems)."""
+    kind = document.manifest.get("kind")
+    api_version = document.manifest.get("apiVersion")
+    if not isinstance(kind, str) or not kind:
+        return "", [
+            problems.Problem(
+                message="is required", origin=document.origin, field="kind", value=kind
+            )
+        ]
+    if kind in IGNORED_KINDS:
+        return kind, []
+    if kind not in API_VERSIONS:
+        known = ", ".join(API_VERSIONS)
+        return "", [
+            problems.Problem(
+                message=f"unsupported kind (a session reads {known}; workloads are not expanded)",
+                origin=document.origin,
+                field="kind",
+                value=kind,
+            )
+        ]
+    if api_version != API_VERSIONS[kind]:
+        return "", [
+            problems.Problem(
+                message=f"{kind} must have apiVersion {API_VERSIONS[kind]}",
+                origin=document.origin,
+                field="apiVersion",
+                value=api_version,
+            )
+        ]
+    return kind, []
+
+
+def build_snapshot(documents: Iterable[Document]) -> ParsedSnapshot:
+    """The snapshot the documents describe, checked for references.
+
+    PriorityClasses are read first (pods resolve their priority against them, whatever the order
+    of the files). Besides each document's own problems, these are errors: the same object twice;
+    a PodGroup (or a lone pod's single-pod group) naming a queue that is not given (include the
+    ``default`` queue if pods rely on it: Volcano creates it at start-up, a snapshot does not); a
+    pod whose ``scheduling.k8s.io/group-name`` names a PodGroup that is not given. The queue tree
+    itself (parents, cycles, the root) is not checked here: the session reports it.
+    Raises :class:`ManifestError` with every problem of every document.
+    """
+    found: list[problems.Problem] = []
+    warnings: list[str] = []
+    by_kind: dict[str, list[Document]] = {kind: [] for kind in API_VERSIONS}
+    for document in documents:
+        kind, trouble = _identify(document)
+        found.extend(trouble)
+        if kind in IGNORED_KINDS:
+            warnings.append(f"{document.origin}: {kind} ignored (a session does not need it)")
+        elif kind:
+            by_kind[kind].append(document)
+
+    def collect(parse: Callable[..., Any], kind: str, **options: Any) -> dict[str, Any]:
+        parsed: dict[str, Any] = {}
+        first_seen: dict[str, str] = {}
+        for document in by_kind[kind]:
+            try:
+                item = parse(document.manifest, origin=document.origin, **options)
+            except ManifestError as error:
+                found.extend(error.problems)
+                continue
+            item_key = getattr(item, "key", None) or item.name
+            if item_key in parsed:
+                found.append(
+                    problems.Problem(
+                        message=f"defined twice (first in {first_seen[item_key]})",
+                        document=f"{kind} {item_key}",
+                        origin=document.origin,
+                    )
+                )
+                continue
+            parsed[item_key] = item
+            first_seen[item_key] = document.origin
+        return parsed
+
+    priority_classes: dict[str, objects.PriorityClass] = collect(
+        parse_priority_class, "PriorityClass"
+    )
+    queues: dict[str, objects.Queue] = collect(parse_queue, "Queue")
+    nodes: dict[str, objects.Node] = collect(parse_node, "Node")
+    pod_groups: dict[str, objects.PodGroup] = collect(parse_pod_group, "PodGroup")
+    pod_origins = {_document_key(d.manifest): d.origin for d in by_kind["Pod"]}
+    pods: dict[str, objects.Pod] = collect(
+        parse_pod, "Pod", priority_classes=priority_classes, on_warning=warnings.append
+    )
+    group_origins = {_document_key(d.manifest): d.origin for d in by_kind["PodGroup"]}
+
+    for pod in pods.values():
+        if objects.GROUP_NAME_ANNOTATION in pod.annotations:
+            if pod.group not in pod_groups:
+                found.append(
+                    problems.Problem(
+                        message=f"PodGroup {pod.group} is not given",
+                        document=f"Pod {pod.key}",
+                        origin=pod_origins.get(pod.key, ""),
+                        field=f"metadata.annotations{problems.key(objects.GROUP_NAME_ANNOTATION)}",
+                        value=pod.annotations[objects.GROUP_NAME_ANNOTATION],
+                    )
+                )
+            continue
+        lone = pod_group_for_lone_pod(pod)
+        if lone.key in pod_groups:
+            found.append(
+                problems.Problem(
+                    message=f"its single-pod group would clash with PodGroup {lone.key}; "
+                    f"set {objects.GROUP_NAME_ANNOTATION} to join that group",
+                    document=f"Pod {pod.key}",
+                    origin=pod_origins.get(pod.key, ""),
+                )
+            )
+            continue
+        if lone.queue not in queues:
+            found.append(
+                problems.Problem(
+                    message=f"queue {lone.queue!r} is not given",
+                    document=f"Pod {pod.key}",
+                    origin=pod_origins.get(pod.key, ""),
+                    field=f"metadata.annotations{problems.key(objects.QUEUE_NAME_ANNOTATION)}",
+                    value=pod.annotations.get(objects.QUEUE_NAME_ANNOTATION),
+                )
+            )
+            continue
+        pod_groups[lone.key] = lone
+    for group in pod_groups.values():
+        if not group.synthetic and group.queue not in queues:
+            found.append(
+                problems.Problem(
+                    message=f"queue {group.queue!r} is not given",
+                    document=f"PodGroup {group.key}",
+                    origin=group_origins.get(group.key, ""),
+                    field="spec.queue",
+                    value=group.queue,
+                )
+            )
+    if found:
+        raise ManifestError(found)
+    return ParsedSnapshot(
+        snapshot=objects.Snapshot(
+            queues=_sorted(queues),
+            pod_groups=_sorted(pod_groups),
+            pods=_sorted(pods),
+            nodes=_sorted(nodes),
+            priority_classes=_sorted(priority_classes),
+        ),
+        warnings=tuple(warnings),
+    )
+
+
+def _document_key(manifest: RawManifest) -> str:
+    """``namespace/name`` of a namespaced manifest as parsing will key it (for origins only)."""
+    metadata = manifest.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return ""
+    return f"{metadata.get('namespace') or DEFAULT_NAMESPACE}/{metadata.get('name')}"
+
+
+def _sorted(items: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(sorted(items.items())))

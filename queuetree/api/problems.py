@@ -1,0 +1,85 @@
+"""Problems found in input files, and the error that carries all of them.
+
+Parsing never stops at the first problem: every reader in ``queuetree.api`` collects
+:class:`Problem` records (which document, which field, which value, what is wrong) and raises one
+:class:`InputError` listing them all, so a person fixes a file in one pass (STYLE rule 6)::
+
+    ValueError
+     └── InputError                  problems of some input, as a tuple of Problem
+          ├── manifests.ManifestError       Kubernetes manifests (Queue, PodGroup, Pod, ...)
+          └── schedconf.ConfigurationError  a volcano-scheduler.conf file
+
+Field paths are written the way ``kubectl explain`` and the API server print them, with map keys
+quoted and list indexes in brackets: ``spec.capability["nvidia.com/gpu"]``,
+``spec.containers[0].resources.requests["cpu"]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable
+
+_NO_VALUE = object()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with one input document."""
+
+    message: str
+    """What is wrong, for a person (``invalid quantity '2x': ...``, ``queue "q1" not found``)."""
+    document: str = ""
+    """The object: ``Queue team-a``, ``Pod ml/trainer-0``; "" when it has no identity yet."""
+    origin: str = ""
+    """Where it came from: ``cluster.yaml#3`` (file and zero-based document index)."""
+    field: str = ""
+    """The field path inside the document; "" for the document as a whole."""
+    value: object = _NO_VALUE
+    """The offending value as written (omitted from the text when not applicable)."""
+
+    def __str__(self) -> str:
+        where = ": ".join(part for part in (self.origin, self.document, self.field) if part)
+        text = f"{where}: {self.message}" if where else self.message
+        if self.value is not _NO_VALUE:
+            text += f" (got {describe_value(self.value)})"
+        return text
+
+
+class InputError(ValueError):
+    """Input that queuetree does not understand; ``problems`` lists every reason, in input order."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(problem) for problem in self.problems))
+
+
+def describe_value(value: object) -> str:
+    """A short, unambiguous rendering of a wire value (JSON where possible, else ``repr``)."""
+    try:
+        text = json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def field_path(*parts: str | int) -> str:
+    """Join path parts: names with dots, ints as ``[i]``, parts made by :func:`key` as they are.
+
+    ``field_path("spec", "containers", 0, "resources")`` is ``spec.containers[0].resources``.
+    Use :func:`key` for map keys, which are always quoted.
+    """
+    text = ""
+    for part in parts:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part.startswith("["):
+            text += part
+        else:
+            text += f".{part}" if text else part
+    return text
+
+
+def key(name: str) -> str:
+    """A map key as a path part: ``key("nvidia.com/gpu")`` is ``["nvidia.com/gpu"]``."""
+    return f"[{json.dumps(name)}]"
