@@ -1,0 +1,579 @@
+"""The kustomize manifests: every overlay builds, and what it builds is safe to run.
+
+Each overlay is rendered once per session with the real ``kubectl kustomize`` (the tool users
+run) and the checks read the rendered objects, so a patch that an overlay gets wrong shows up
+here, not on a cluster.
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+import shutil
+import subprocess
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+NAMESPACE = "queuetree-system"
+OVERLAYS = ["default", "cert-manager", "e2e", "sandbox"]
+DEPLOYING_OVERLAYS = ["default", "cert-manager", "e2e"]
+GATE = "scheduling.volcano.sh/queue-allocation-gate"
+
+Obj = dict[str, Any]
+
+
+@functools.cache
+def render(directory: str) -> tuple[Obj, ...]:
+    """The objects ``kubectl kustomize <directory>`` prints (a relative path under the repo)."""
+    kubectl = shutil.which("kubectl")
+    assert kubectl is not None, "kubectl is required on PATH to render the kustomize manifests"
+    done = subprocess.run(
+        [kubectl, "kustomize", str(ROOT / directory)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"kubectl kustomize {directory} failed:\n{done.stderr}"
+    return tuple(doc for doc in yaml.safe_load_all(done.stdout) if doc)
+
+
+def overlay(name: str) -> tuple[Obj, ...]:
+    return render(f"manifests/overlays/{name}")
+
+
+def by_kind(objects: Iterable[Obj], kind: str) -> dict[str, Obj]:
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+
+
+def one(objects: Iterable[Obj], kind: str, name: str) -> Obj:
+    found = by_kind(objects, kind)
+    assert name in found, f"{kind} {name} is missing (have {sorted(found)})"
+    return found[name]
+
+
+@pytest.mark.parametrize(
+    "directory",
+    ["crds", "manifests/base", *(f"manifests/overlays/{name}" for name in OVERLAYS)],
+)
+def test_kubectl_kustomize_builds_the_directory(directory: str) -> None:
+    assert render(directory) != ()
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (
+            "default",
+            {
+                "ClusterRole": 3,
+                "ClusterRoleBinding": 3,
+                "ConfigMap": 1,
+                "CustomResourceDefinition": 2,
+                "Deployment": 2,
+                "MutatingWebhookConfiguration": 1,
+                "Namespace": 1,
+                "PodDisruptionBudget": 1,
+                "Role": 2,
+                "RoleBinding": 2,
+                "Service": 1,
+                "ServiceAccount": 2,
+                "ValidatingWebhookConfiguration": 1,
+            },
+        ),
+        (
+            "cert-manager",
+            {
+                "Certificate": 1,
+                "ClusterRole": 2,
+                "ClusterRoleBinding": 2,
+                "ConfigMap": 1,
+                "CustomResourceDefinition": 2,
+                "Deployment": 2,
+                "Issuer": 1,
+                "MutatingWebhookConfiguration": 1,
+                "Namespace": 1,
+                "PodDisruptionBudget": 1,
+                "Role": 2,
+                "RoleBinding": 2,
+                "Service": 1,
+                "ServiceAccount": 2,
+                "ValidatingWebhookConfiguration": 1,
+            },
+        ),
+        (
+            "sandbox",
+            {
+                "ClusterRole": 3,
+                "ClusterRoleBinding": 3,
+                "CustomResourceDefinition": 2,
+                "MutatingWebhookConfiguration": 1,
+                "Namespace": 1,
+                "Role": 2,
+                "RoleBinding": 2,
+                "ServiceAccount": 2,
+                "ValidatingWebhookConfiguration": 1,
+            },
+        ),
+    ],
+    ids=["default", "cert-manager", "sandbox-has-no-workloads"],
+)
+def test_the_overlay_contains_exactly_these_kinds(name: str, expected: dict[str, int]) -> None:
+    counts: dict[str, int] = {}
+    for o in overlay(name):
+        counts[o["kind"]] = counts.get(o["kind"], 0) + 1
+    assert counts == expected
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_every_namespaced_object_lives_in_queuetree_system(name: str) -> None:
+    cluster_scoped = {
+        "Namespace",
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    }
+    misplaced = [
+        f"{o['kind']}/{o['metadata']['name']}: {o['metadata'].get('namespace')}"
+        for o in overlay(name)
+        if o["kind"] not in cluster_scoped and o["metadata"].get("namespace") != NAMESPACE
+    ]
+    assert misplaced == []
+
+
+def iter_pod_templates(name: str) -> Iterable[tuple[str, Obj]]:
+    for deployment_name, deployment in by_kind(overlay(name), "Deployment").items():
+        yield deployment_name, deployment["spec"]["template"]
+
+
+def container_safety(pod: Obj) -> list[dict[str, Any]]:
+    """What matters for running safely, per container, in a shape easy to compare whole."""
+    pod_context = pod["spec"].get("securityContext", {})
+    rows = []
+    for container in pod["spec"]["containers"]:
+        context = {**pod_context, **container.get("securityContext", {})}
+        requests = container.get("resources", {}).get("requests", {})
+        rows.append(
+            {
+                "container": container["name"],
+                "runAsNonRoot": context.get("runAsNonRoot"),
+                "runAsUser is not root": context.get("runAsUser", 0) != 0,
+                "readOnlyRootFilesystem": context.get("readOnlyRootFilesystem"),
+                "allowPrivilegeEscalation": context.get("allowPrivilegeEscalation"),
+                "drops ALL capabilities": context.get("capabilities", {}).get("drop") == ["ALL"],
+                "seccomp": context.get("seccompProfile", {}).get("type"),
+                "requests": sorted(requests),
+                "liveness probe": "livenessProbe" in container,
+                "readiness probe": "readinessProbe" in container,
+                "image is pinned, not latest": not container["image"].endswith(":latest")
+                and ":" in container["image"],
+                "imagePullPolicy": container.get("imagePullPolicy"),
+            }
+        )
+    return rows
+
+
+@pytest.mark.parametrize("name", DEPLOYING_OVERLAYS)
+def test_every_deployment_runs_non_root_read_only_with_requests_and_probes(name: str) -> None:
+    expected_row = {
+        "runAsNonRoot": True,
+        "runAsUser is not root": True,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "drops ALL capabilities": True,
+        "seccomp": "RuntimeDefault",
+        "requests": ["cpu", "memory"],
+        "liveness probe": True,
+        "readiness probe": True,
+        "image is pinned, not latest": True,
+        "imagePullPolicy": "IfNotPresent",
+    }
+    actual = {deployment: container_safety(pod) for deployment, pod in iter_pod_templates(name)}
+    expected = {
+        "queuetree-operator": [{"container": "operator", **expected_row}],
+        "queuetree-webhook": [{"container": "webhook", **expected_row}],
+    }
+    assert actual == expected
+
+
+@pytest.mark.parametrize("name", DEPLOYING_OVERLAYS)
+def test_both_components_run_two_replicas_the_operator_elects_a_leader_the_webhook_has_a_pdb(
+    name: str,
+) -> None:
+    objects = overlay(name)
+    operator = one(objects, "Deployment", "queuetree-operator")
+    webhook = one(objects, "Deployment", "queuetree-webhook")
+    pdb = one(objects, "PodDisruptionBudget", "queuetree-webhook")
+    (operator_container,) = operator["spec"]["template"]["spec"]["containers"]
+    actual = {
+        "operator replicas": operator["spec"]["replicas"],
+        "operator leader election": [
+            a for a in operator_container["args"] if a.startswith("--leader-elect")
+        ],
+        "webhook replicas": webhook["spec"]["replicas"],
+        "pdb minAvailable": pdb["spec"]["minAvailable"],
+        "pdb selects the webhook pods": pdb["spec"]["selector"]["matchLabels"].items()
+        <= webhook["spec"]["template"]["metadata"]["labels"].items(),
+    }
+    assert actual == {
+        "operator replicas": 2,
+        "operator leader election": [
+            "--leader-elect=true",
+            "--leader-election-namespace=$(POD_NAMESPACE)",
+        ],
+        "webhook replicas": 2,
+        "pdb minAvailable": 1,
+        "pdb selects the webhook pods": True,
+    }
+
+
+@pytest.mark.parametrize("name", DEPLOYING_OVERLAYS)
+def test_the_webhook_service_reaches_the_webhook_containers_tls_port(name: str) -> None:
+    objects = overlay(name)
+    service = one(objects, "Service", "queuetree-webhook")
+    pod = one(objects, "Deployment", "queuetree-webhook")["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    (port,) = service["spec"]["ports"]
+    target = {p["name"]: p["containerPort"] for p in container["ports"]}[port["targetPort"]]
+    actual = {
+        "port": port["port"],
+        "targetPort": target,
+        "selector matches": service["spec"]["selector"].items()
+        <= pod["metadata"]["labels"].items(),
+        "--port flag": f"--port={target}" in container["args"],
+    }
+    assert actual == {
+        "port": 443,
+        "targetPort": 9443,
+        "selector matches": True,
+        "--port flag": True,
+    }
+
+
+@pytest.mark.parametrize("name", DEPLOYING_OVERLAYS)
+def test_the_operator_reads_the_scheduler_configuration_from_the_generated_configmap(
+    name: str,
+) -> None:
+    objects = overlay(name)
+    pod = one(objects, "Deployment", "queuetree-operator")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    configmap_name = volumes[mounts["/etc/queuetree"]]["configMap"]["name"]
+    configmap = one(objects, "ConfigMap", configmap_name)
+    configuration = yaml.safe_load(configmap["data"]["scheduler.conf"])
+    plugins = {p["name"]: p for tier in configuration["tiers"] for p in tier["plugins"]}
+    assert (
+        "--config=/etc/queuetree/scheduler.conf" in container["args"],
+        plugins["capacity"],
+    ) == (
+        True,
+        {"name": "capacity", "enableHierarchy": True, "arguments": {"ancestorReclaimLevel": 0}},
+    )
+
+
+def webhook_summary(webhook: Obj) -> dict[str, Any]:
+    client = webhook["clientConfig"]
+    return {
+        "path": client["service"]["path"],
+        "service": (
+            client["service"]["namespace"],
+            client["service"]["name"],
+            client["service"]["port"],
+        ),
+        "rules": [
+            (tuple(r["apiGroups"]), tuple(r["resources"]), tuple(r["operations"]), r["scope"])
+            for r in webhook["rules"]
+        ],
+        "failurePolicy": webhook["failurePolicy"],
+        "timeoutSeconds": webhook["timeoutSeconds"],
+        "sideEffects": webhook["sideEffects"],
+        "admissionReviewVersions": webhook["admissionReviewVersions"],
+    }
+
+
+SERVICE = (NAMESPACE, "queuetree-webhook", 443)
+COMMON = {"service": SERVICE, "sideEffects": "None", "admissionReviewVersions": ["v1"]}
+QUEUES = ("scheduling.volcano.sh",), ("queues",)
+PODS = ("",), ("pods",)
+EXPECTED_WEBHOOKS = {
+    ("MutatingWebhookConfiguration", "queuetree-mutating-webhook"): {
+        "mutatequeue.volcano.sh": {
+            "path": "/queues/mutate",
+            "rules": [(*QUEUES, ("CREATE",), "Cluster")],
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 10,
+            **COMMON,
+        },
+        "mutatepod.volcano.sh": {
+            "path": "/pods/mutate",
+            "rules": [(*PODS, ("CREATE",), "Namespaced")],
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 5,
+            **COMMON,
+        },
+    },
+    ("ValidatingWebhookConfiguration", "queuetree-validating-webhook"): {
+        "validatequeue.volcano.sh": {
+            "path": "/queues/validate",
+            "rules": [(*QUEUES, ("CREATE", "UPDATE", "DELETE"), "Cluster")],
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 10,
+            **COMMON,
+        },
+        "validatepod.volcano.sh": {
+            "path": "/pods/validate",
+            "rules": [(*PODS, ("CREATE",), "Namespaced")],
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 5,
+            **COMMON,
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_the_four_webhooks_have_their_paths_rules_and_failure_policies(name: str) -> None:
+    objects = overlay(name)
+    actual = {
+        (kind, config_name): {
+            w["name"]: webhook_summary(w) for w in one(objects, kind, config_name)["webhooks"]
+        }
+        for kind, config_name in EXPECTED_WEBHOOKS
+    }
+    assert actual == EXPECTED_WEBHOOKS
+
+
+def excluded_namespaces(webhook: Obj) -> dict[str, list[str]]:
+    """Label key -> values a namespace must not have for the webhook to be called."""
+    selector = webhook.get("namespaceSelector", {})
+    assert "matchLabels" not in selector, "the namespace selector should only exclude"
+    return {
+        e["key"]: sorted(e["values"])
+        for e in selector.get("matchExpressions", [])
+        if e["operator"] == "NotIn"
+    }
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_pod_webhooks_exclude_kube_system_our_namespace_and_opted_out_namespaces(name: str) -> None:
+    objects = overlay(name)
+    actual = {}
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for config in by_kind(objects, kind).values():
+            for webhook in config["webhooks"]:
+                if any(r["scope"] != "Cluster" for r in webhook["rules"]):
+                    actual[webhook["name"]] = excluded_namespaces(webhook)
+    expected = {
+        "kubernetes.io/metadata.name": ["kube-system", NAMESPACE],
+        "queuetree.io/admission": ["disabled"],
+    }
+    assert actual == {"mutatepod.volcano.sh": expected, "validatepod.volcano.sh": expected}
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_pod_webhooks_are_only_called_for_pods_that_opted_in_or_carry_the_gate(name: str) -> None:
+    objects = overlay(name)
+    conditions = {}
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for config in by_kind(objects, kind).values():
+            for webhook in config["webhooks"]:
+                if webhook["name"].endswith("pod.volcano.sh"):
+                    (condition,) = webhook["matchConditions"]
+                    expression = condition["expression"]
+                    conditions[webhook["name"]] = (
+                        f"k == '{GATE}'" in expression,
+                        f"g.name == '{GATE}'" in expression,
+                    )
+    assert conditions == {
+        "mutatepod.volcano.sh": (True, True),
+        "validatepod.volcano.sh": (True, True),
+    }
+
+
+def normalized_rules(role: Obj) -> set[tuple[str, str, str, str]]:
+    """Every (apiGroup, resource, verb, resourceName or '*') the role grants."""
+    granted = set()
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    for name in rule.get("resourceNames", ["*"]):
+                        granted.add((group, resource, verb, name))
+    return granted
+
+
+def grants(*spec: tuple[str, str, str, str]) -> set[tuple[str, str, str, str]]:
+    """Expand ``(group, resource, "verb verb", name)`` rows into ``normalized_rules`` tuples."""
+    return {
+        (group, resource, verb, name)
+        for group, resource, verbs, name in spec
+        for verb in verbs.split()
+    }
+
+
+OPERATOR_CLUSTER_ROLE = grants(
+    ("scheduling.volcano.sh", "queues", "get list watch create patch update", "*"),
+    ("scheduling.volcano.sh", "queues/status", "get patch update", "*"),
+    ("scheduling.volcano.sh", "podgroups", "get list watch", "*"),
+    ("scheduling.volcano.sh", "podgroups/status", "patch", "*"),
+    ("", "pods", "get list watch patch", "*"),
+    ("", "pods/eviction", "create", "*"),
+    ("", "nodes", "get list watch", "*"),
+    ("", "events", "create patch", "*"),
+    ("events.k8s.io", "events", "create patch", "*"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "list watch", "*"),
+    ("", "namespaces", "list watch", "*"),
+    ("scheduling.k8s.io", "priorityclasses", "get list watch", "*"),
+)
+OPERATOR_ROLE = grants(("coordination.k8s.io", "leases", "get create update", "*"))
+WEBHOOK_CLUSTER_ROLE = grants(
+    ("scheduling.volcano.sh", "queues", "get list watch", "*"),
+    ("scheduling.volcano.sh", "podgroups", "get list watch", "*"),
+    ("", "namespaces", "get list watch", "*"),
+)
+WEBHOOK_CABUNDLE = grants(
+    (
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        "get patch",
+        "queuetree-mutating-webhook",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        "get patch",
+        "queuetree-validating-webhook",
+    ),
+)
+WEBHOOK_SECRETS_SELF_MANAGED = grants(
+    ("", "secrets", "get update", "queuetree-webhook-certs"), ("", "secrets", "create", "*")
+)
+WEBHOOK_SECRETS_READ_ONLY = grants(("", "secrets", "get", "queuetree-webhook-certs"))
+SELF_MANAGED_RBAC = {
+    ("ClusterRole", "queuetree-operator"): OPERATOR_CLUSTER_ROLE,
+    ("Role", "queuetree-operator-leader-election"): OPERATOR_ROLE,
+    ("ClusterRole", "queuetree-webhook"): WEBHOOK_CLUSTER_ROLE,
+    ("ClusterRole", "queuetree-webhook-cabundle"): WEBHOOK_CABUNDLE,
+    ("Role", "queuetree-webhook-certs"): WEBHOOK_SECRETS_SELF_MANAGED,
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("default", SELF_MANAGED_RBAC),
+        ("e2e", SELF_MANAGED_RBAC),
+        ("sandbox", SELF_MANAGED_RBAC),
+        (
+            "cert-manager",
+            {
+                ("ClusterRole", "queuetree-operator"): OPERATOR_CLUSTER_ROLE,
+                ("Role", "queuetree-operator-leader-election"): OPERATOR_ROLE,
+                ("ClusterRole", "queuetree-webhook"): WEBHOOK_CLUSTER_ROLE,
+                ("Role", "queuetree-webhook-certs"): WEBHOOK_SECRETS_READ_ONLY,
+            },
+        ),
+    ],
+    ids=OVERLAYS,
+)
+def test_roles_grant_exactly_the_calls_each_component_makes(
+    name: str, expected: dict[tuple[str, str], set[tuple[str, str, str, str]]]
+) -> None:
+    objects = overlay(name)
+    actual = {
+        (kind, role_name): normalized_rules(role)
+        for kind in ("ClusterRole", "Role")
+        for role_name, role in by_kind(objects, kind).items()
+    }
+    assert actual == expected
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_every_binding_gives_an_existing_role_to_an_existing_service_account(name: str) -> None:
+    objects = overlay(name)
+    accounts = set(by_kind(objects, "ServiceAccount"))
+    actual = {}
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        for binding_name, binding in by_kind(objects, kind).items():
+            role = binding["roleRef"]
+            (subject,) = binding["subjects"]
+            actual[binding_name] = (
+                role["name"] in by_kind(objects, role["kind"]),
+                subject["kind"],
+                subject["namespace"],
+                subject["name"] in accounts,
+            )
+    assert set(actual.values()) == {(True, "ServiceAccount", NAMESPACE, True)}
+
+
+@pytest.mark.parametrize("name", DEPLOYING_OVERLAYS)
+def test_each_deployment_runs_as_its_own_service_account(name: str) -> None:
+    actual = {
+        deployment: pod["spec"]["serviceAccountName"]
+        for deployment, pod in iter_pod_templates(name)
+    }
+    assert actual == {
+        "queuetree-operator": "queuetree-operator",
+        "queuetree-webhook": "queuetree-webhook",
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("default", ("self-managed", None, None)),
+        ("e2e", ("self-managed", None, None)),
+        (
+            "cert-manager",
+            (
+                "cert-manager",
+                f"{NAMESPACE}/queuetree-webhook",
+                [
+                    f"queuetree-webhook.{NAMESPACE}.svc",
+                    f"queuetree-webhook.{NAMESPACE}.svc.cluster.local",
+                ],
+            ),
+        ),
+    ],
+    ids=["default", "e2e", "cert-manager"],
+)
+def test_certificates_come_from_the_webhook_itself_or_from_cert_manager(
+    name: str, expected: tuple[str, str | None, list[str] | None]
+) -> None:
+    objects = overlay(name)
+    (container,) = one(objects, "Deployment", "queuetree-webhook")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    mode = {e["name"]: e.get("value") for e in container["env"]}["QUEUETREE_CERT_MODE"]
+    injections = {
+        config["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from")
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        for config in by_kind(objects, kind).values()
+    }
+    (injection,) = injections
+    certificates = by_kind(objects, "Certificate")
+    dns_names = None
+    if injection is not None:
+        certificate = certificates[injection.split("/")[1]]
+        assert certificate["spec"]["secretName"] == "queuetree-webhook-certs"
+        dns_names = certificate["spec"]["dnsNames"]
+    assert (mode, injection, dns_names) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "tag"), [("default", "dev"), ("cert-manager", "dev"), ("e2e", "e2e")]
+)
+def test_both_deployments_run_the_one_image_of_the_overlay(name: str, tag: str) -> None:
+    images = {
+        container["image"]
+        for _, pod in iter_pod_templates(name)
+        for container in pod["spec"]["containers"]
+    }
+    assert images == {f"queuetree:{tag}"}
