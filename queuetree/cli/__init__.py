@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from types import ModuleType
 
 import queuetree
+from queuetree.cli import operator as cli_operator
 
-_COMMANDS: tuple[ModuleType, ...] = ()
+_COMMANDS: tuple[ModuleType, ...] = (cli_operator,)
 
 
 def build_parser() -> argparse.ArgumentParser:

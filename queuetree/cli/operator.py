@@ -1,0 +1,130 @@
+"""``queuetree operator``: the queue controller and admission operator (Kopf, cluster-wide).
+
+Flags follow Volcano's scheduler and Kubernetes components (``--name=value``). The scheduler
+configuration file is read at start-up; an unreadable file is a usage error (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import sys
+from typing import TYPE_CHECKING, Any
+
+from queuetree.cli import flags
+
+if TYPE_CHECKING:
+    from queuetree.core import configs
+
+NAME = "operator"
+
+
+def add_parser(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        NAME,
+        help="run the operator (queue controller, admission cycle, gate removal, reclaim)",
+        description=__doc__,
+    )
+    parser.add_argument(
+        "--config",
+        "--scheduler-conf",
+        dest="config",
+        default="",
+        metavar="FILE",
+        help="scheduler configuration file (volcano-scheduler.conf format); default: built-in",
+    )
+    flags.add_feature_gates_flag(parser)
+    parser.add_argument(
+        "--gate-removal-worker-num",
+        type=int,
+        default=5,
+        metavar="N",
+        help="gate-removal workers; values below 1 mean 5 (default 5)",
+    )
+    parser.add_argument(
+        "--kube-api-qps", type=float, default=50.0, metavar="QPS", help="API writes per second"
+    )
+    parser.add_argument(
+        "--kube-api-burst", type=int, default=100, metavar="N", help="API write burst"
+    )
+    parser.add_argument(
+        "--schedule-period",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="fallback period of the admission cycle (default 1)",
+    )
+    parser.add_argument(
+        "--metrics-port", type=int, default=8080, metavar="PORT", help="0 disables /metrics"
+    )
+    flags.add_bool_flag(parser, "--leader-elect", default=True, help="take a Lease before acting")
+    parser.add_argument("--lock-object-name", default="queuetree-operator", metavar="NAME")
+    parser.add_argument(
+        "--lock-object-namespace",
+        "--leader-election-namespace",
+        dest="lock_object_namespace",
+        default="kube-system",
+        metavar="NAMESPACE",
+    )
+    parser.add_argument(
+        "--health-port", type=int, default=0, metavar="PORT", help="kopf's /healthz; 0: none"
+    )
+    parser.add_argument(
+        "--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS"
+    )
+    parser.add_argument(
+        "--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS"
+    )
+    parser.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS")
+    parser.add_argument("--default-queue", default="default", metavar="NAME")
+    parser.add_argument("--identity", default="", metavar="ID", help="lease holder identity")
+    flags.add_bool_flag(parser, "--standalone", default=True, help="no kopf peering (always)")
+    parser.set_defaults(run=run)
+
+
+def load_config(path: str) -> configs.SchedulerConfiguration:
+    """The configuration in ``path`` (``queuetree.api.schedconf``), or the built-in default."""
+    schedconf: Any = importlib.import_module("queuetree.api.schedconf")
+    if not path:
+        default: configs.SchedulerConfiguration = schedconf.DEFAULT_CONFIGURATION
+        return default
+    with open(path, encoding="utf-8") as stream:
+        loaded: configs.SchedulerConfiguration = schedconf.parse_configuration(stream.read())
+        return loaded
+
+
+def run(args: argparse.Namespace) -> int:
+    from queuetree.operator import running, settings
+
+    try:
+        scheduler_config = load_config(args.config)
+    except (OSError, ValueError) as error:
+        print(f"queuetree operator: --config={args.config}: {error}", file=sys.stderr)
+        return 2
+    workers = args.gate_removal_worker_num if args.gate_removal_worker_num >= 1 else 5
+    options: dict[str, Any] = {}
+    if args.identity:
+        options["identity"] = args.identity
+    config = settings.OperatorSettings(
+        scheduler_config=scheduler_config,
+        feature_gates=args.feature_gates,
+        gate_workers=workers,
+        qps=args.kube_api_qps,
+        burst=args.kube_api_burst,
+        cycle_period=args.schedule_period,
+        metrics_port=args.metrics_port,
+        leader_elect=args.leader_elect,
+        lease_name=args.lock_object_name,
+        lease_namespace=args.lock_object_namespace,
+        lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period,
+        default_queue=args.default_queue,
+        health_port=args.health_port,
+        **options,
+    )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    asyncio.run(running.run(config))
+    return 0

@@ -1,0 +1,308 @@
+"""The admission cycle: snapshot, decide with the pure core, act.
+
+One :class:`AdmissionCycle` runs while this replica leads. It wakes on any relevant change
+(kopf handlers call :meth:`AdmissionCycle.wake`), waits ``debounce`` seconds so a burst of
+watch events becomes one cycle, and otherwise runs every ``period`` seconds as a fallback.
+
+Each cycle (:meth:`AdmissionCycle.run_once`):
+
+1. takes one immutable view of the cluster state, with assumed gate removals applied, so the
+   reserved set is rebuilt from the cluster every cycle before anything is ungated (a restart
+   starts from what the watches show and can never over-admit);
+2. runs the core session in admission mode (enqueue and the capacity check for gated pods; no
+   binding: kube-scheduler binds);
+3. for every admitted pod: assume it ungated in the state, then offer it to the gate workers
+   (a full queue drops the assumption; the next cycle offers it again);
+4. plans the queue controller's writes (states, marks, parents, status) and the explanations
+   of pods that stay gated, and hands them to one background writer, so slow status writes
+   never delay the next admission; while that writer is busy, later cycles skip these writes
+   and recompute them afresh (they are level-triggered: a diff against what the watches show);
+5. records metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from queuetree.core import decisions, objects
+from queuetree.operator import explaining, gating, kube, metrics, queue_status, reclaiming, state
+
+logger = logging.getLogger(__name__)
+
+SessionFn = Callable[[objects.Snapshot], decisions.SessionResult]
+"""The pure core bound to its configuration: one snapshot in, decisions out."""
+
+EVENT_NAMESPACE = "default"
+"""Where events about cluster-scoped queues go (as kube-controller-manager does)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CycleReport:
+    """What one cycle did (for tests and logs)."""
+
+    ran: bool
+    offered: tuple[str, ...] = ()
+    queue_writes: int = 0
+    explanations: int = 0
+    evictions: tuple[str, ...] = ()
+
+
+class AdmissionCycle:
+    """The cycle loop of the leader (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        cluster: state.ClusterState,
+        api: kube.KubeApi,
+        remover: gating.GateRemover,
+        session: SessionFn,
+        reclaim_session: SessionFn | None = None,
+        ancestor_reclaim_level: int = 0,
+        metrics_: metrics.Metrics | None = None,
+        period: float = 1.0,
+        debounce: float = 0.02,
+        explanation_budget: int = 200,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._cluster = cluster
+        self._api = api
+        self._remover = remover
+        self._session = session
+        self._reclaim_session = reclaim_session
+        self._ancestor_reclaim_level = ancestor_reclaim_level
+        self._metrics = metrics_
+        self._period = period
+        self._debounce = debounce
+        self._explanation_budget = explanation_budget
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._wakeup = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._evicting: set[str] = set()
+        self._last_version = -1
+        self._last_run = -1e18
+
+    def wake(self) -> None:
+        """Ask for a cycle soon; safe to call any number of times from handlers."""
+        self._wakeup.set()
+
+    async def run(self) -> None:
+        """Cycle until cancelled; an exception in one cycle is logged and the loop goes on."""
+        try:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), timeout=self._period)
+                if self._wakeup.is_set() and self._debounce > 0:
+                    await asyncio.sleep(self._debounce)
+                self._wakeup.clear()
+                try:
+                    await self.run_once()
+                except Exception:
+                    logger.exception("Admission cycle failed; the next one starts afresh")
+        finally:
+            if self._writer is not None:
+                self._writer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._writer
+
+    async def run_once(self) -> CycleReport:
+        started = self._clock()
+        # 1. One immutable view: caches plus assumed gate removals (the reserved set).
+        view = self._cluster.view()
+        if not view.synced:
+            return CycleReport(ran=False)
+        # 2. Decide. The core is pure; the snapshot is never touched again by anyone else.
+        result = self._session(view.snapshot)
+        # 3. Admit: assume, then offer; a refused offer forgets the assumption at once.
+        decided_at = self._clock()
+        offered: list[str] = []
+        for key in result.ungate:
+            if not self._cluster.assume_ungated(key, decided_at=decided_at):
+                continue
+            if self._remover.offer(key, decided_at=decided_at):
+                offered.append(key)
+            else:
+                self._cluster.forget_ungate(key)
+        # 4. Level-triggered writes, in the background, one batch at a time.
+        writes = queue_status.plan_queue_writes(view, result)
+        explanations = explaining.plan_explanations(
+            view, result, self._cluster.explanations(), budget=self._explanation_budget
+        )
+        evictions = self._plan_evictions(view)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(
+                self._write(writes, explanations, evictions), name="queuetree cycle writer"
+            )
+        else:
+            writes, explanations, evictions = [], [], []
+        # 5. Metrics.
+        if self._metrics is not None:
+            self._metrics.record_queues(result.queues, count_gated(view.snapshot))
+            self._metrics.cycle_duration.observe(self._clock() - started)
+        self._last_version = view.version
+        return CycleReport(
+            ran=True,
+            offered=tuple(offered),
+            queue_writes=len(writes),
+            explanations=len(explanations),
+            evictions=tuple(e.victim for e in evictions),
+        )
+
+    def _plan_evictions(self, view: state.StateView) -> list[reclaiming.Eviction]:
+        if self._reclaim_session is None:
+            return []
+        plan = reclaiming.plan_reclaim(
+            view.snapshot,
+            self._reclaim_session,
+            ancestor_reclaim_level=self._ancestor_reclaim_level,
+        )
+        return [e for e in plan if e.victim not in self._evicting]
+
+    async def _write(
+        self,
+        writes: list[queue_status.QueueWrite],
+        explanations: list[explaining.Explanation],
+        evictions: list[reclaiming.Eviction],
+    ) -> None:
+        for write in writes:
+            await self._apply_queue_write(write)
+        for explanation in explanations:
+            await self._apply_explanation(explanation)
+        for eviction in evictions:
+            await self._apply_eviction(eviction)
+
+    async def _apply_queue_write(self, write: queue_status.QueueWrite) -> None:
+        try:
+            if write.meta:
+                await self._api.patch_queue(write.name, write.meta)
+            if write.status:
+                await self._api.patch_queue_status(write.name, write.status)
+            if write.warning:
+                await self._api.create_event(
+                    EVENT_NAMESPACE,
+                    self.event_body(
+                        kind="Queue",
+                        api_version="scheduling.volcano.sh/v1beta1",
+                        namespace="",
+                        name=write.name,
+                        event_type="Warning",
+                        reason="QueueStateRefused",
+                        message=write.warning,
+                    ),
+                )
+        except kube.ApiError as error:
+            # 404: the queue is gone; anything else: the next cycle plans the write again.
+            if error.status != 404:
+                logger.warning("Queue %s: status write failed: %s", write.name, error)
+
+    async def _apply_explanation(self, explanation: explaining.Explanation) -> None:
+        namespace, _, name = explanation.key.partition("/")
+        previous = self._cluster.swap_explanation(explanation.key, explanation.reason)
+        if previous == explanation.reason:
+            return
+        try:
+            await self._api.annotate_pod(
+                namespace, name, {explaining.REASON_ANNOTATION: explanation.reason or None}
+            )
+            if explanation.reason:
+                await self._api.create_event(
+                    namespace,
+                    self.event_body(
+                        kind="Pod",
+                        api_version="v1",
+                        namespace=namespace,
+                        name=name,
+                        event_type="Normal",
+                        reason=explaining.EVENT_REASON,
+                        message=explanation.reason,
+                    ),
+                )
+        except kube.ApiError as error:
+            # Restore the previous record so the next cycle explains again.
+            self._cluster.swap_explanation(explanation.key, previous or "")
+            if error.status != 404:
+                logger.warning("Pod %s: explanation not written: %s", explanation.key, error)
+
+    async def _apply_eviction(self, eviction: reclaiming.Eviction) -> None:
+        namespace, _, name = eviction.victim.partition("/")
+        self._evicting.add(eviction.victim)
+        try:
+            await self._api.evict_pod(namespace, name)
+        except kube.ApiError as error:
+            # 429: a PodDisruptionBudget forbids it now; the next cycle tries again. 404: gone.
+            if error.status not in (404, 429):
+                logger.warning("Eviction of %s failed: %s", eviction.victim, error)
+            return
+        finally:
+            self._evicting.discard(eviction.victim)
+        if self._metrics is not None:
+            self._metrics.evictions.labels(reason=eviction.rule).inc()
+        for key, text in (
+            (eviction.victim, eviction.victim_message),
+            (eviction.reclaimer, eviction.reclaimer_message),
+        ):
+            pod_namespace, _, pod_name = key.partition("/")
+            with contextlib.suppress(kube.ApiError):
+                await self._api.create_event(
+                    pod_namespace,
+                    self.event_body(
+                        kind="Pod",
+                        api_version="v1",
+                        namespace=pod_namespace,
+                        name=pod_name,
+                        event_type="Normal",
+                        reason="Reclaim",
+                        message=text,
+                    ),
+                )
+
+    def event_body(
+        self,
+        *,
+        kind: str,
+        api_version: str,
+        namespace: str,
+        name: str,
+        event_type: str,
+        reason: str,
+        message: str,
+    ) -> dict[str, Any]:
+        """A ``v1`` Event about one object, as ``kubectl describe`` shows it."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._wall_clock()))
+        involved: dict[str, Any] = {"kind": kind, "apiVersion": api_version, "name": name}
+        if namespace:
+            involved["namespace"] = namespace
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{name}.", "namespace": namespace or EVENT_NAMESPACE},
+            "involvedObject": involved,
+            "type": event_type,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": "queuetree-operator"},
+            "reportingComponent": "queuetree-operator",
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+
+
+def count_gated(snapshot: objects.Snapshot) -> Mapping[str, int]:
+    """Queue name -> pods that still carry our gate (assumed removals excluded)."""
+    counts: dict[str, int] = {}
+    for pod in snapshot.pods.values():
+        if objects.QUEUE_ALLOCATION_GATE not in pod.scheduling_gates:
+            continue
+        group = snapshot.pod_groups.get(pod.group)
+        queue = group.queue if group is not None else objects.DEFAULT_QUEUE
+        counts[queue] = counts.get(queue, 0) + 1
+    return counts

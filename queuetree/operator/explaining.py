@@ -1,0 +1,60 @@
+"""Explanations: why a pod stays gated, told once per change of reason.
+
+The core gives, per pod it did not admit, a reason for a person (which queue or ancestor,
+which resource, the figures: ``SessionResult.reasons``). The operator shows it in two places
+that ``kubectl describe pod`` prints: an annotation (:data:`REASON_ANNOTATION`, always the
+current reason) and an Event (reason :data:`EVENT_REASON`), each written only when the reason
+changes, never every cycle. Once the pod is admitted, the annotation is removed.
+
+A cycle writes at most ``budget`` explanations; the rest wait for later cycles, so a burst of
+thousands of new gated pods never turns into thousands of writes ahead of gate removals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from queuetree.core import decisions, objects
+from queuetree.operator import state
+
+REASON_ANNOTATION = "scheduling.queuetree.io/admission-reason"
+"""Pod annotation holding why the pod is still held by the queue gate."""
+EVENT_REASON = "QueueAdmissionPending"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Explanation:
+    """Write ``reason`` for pod ``key``; an empty reason removes the annotation."""
+
+    key: str
+    reason: str
+
+
+def plan_explanations(
+    view: state.StateView,
+    result: decisions.SessionResult,
+    explained: Mapping[str, str],
+    *,
+    budget: int,
+) -> list[Explanation]:
+    """Explanations whose text differs from what was last written, by pod key, at most ``budget``.
+
+    Pods held by our gate (and not just admitted) get the core's reason; a pod with no reason
+    from the core gets none written. Pods that were explained and are no longer held get their
+    annotation removed.
+    """
+    planned: list[Explanation] = []
+    for key in sorted(view.snapshot.pods):
+        if len(planned) >= budget:
+            break
+        pod = view.snapshot.pods[key]
+        held = objects.QUEUE_ALLOCATION_GATE in pod.scheduling_gates and key not in view.assumed
+        previous = explained.get(key, "")
+        if held:
+            reason = result.reasons.get(key, "")
+            if reason and reason != previous:
+                planned.append(Explanation(key=key, reason=reason))
+        elif previous:
+            planned.append(Explanation(key=key, reason=""))
+    return planned

@@ -1,0 +1,165 @@
+"""Gate-removal workers: the only code that removes queuetree's scheduling gate from pods.
+
+The admission cycle offers admitted pods to :class:`GateRemover` without waiting
+(:meth:`GateRemover.offer`); ``workers`` async tasks drain a bounded queue of ``workers * 200``
+entries (Volcano's ``SchGateManager`` sizes), with de-duplication so a pod is never queued
+twice. The removal is one JSON patch built by :func:`build_gate_removal_patch`:
+
+1. ``test`` the pod's ``uid`` (a pod deleted and recreated under the same name is not ours);
+2. ``test`` that ``spec.schedulingGates`` is exactly ``[our gate]``;
+3. ``remove`` ``/spec/schedulingGates``.
+
+The server applies it atomically, so it can neither remove another controller's gate nor race a
+concurrent change: if anything moved, the ``test`` fails with 422 and nothing is written. 404
+(pod gone), 409 and 422 are normal outcomes; any failure drops the assumption in the state, and
+the next cycle decides the pod again from the cluster as it is (no retry loop here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from queuetree.core import objects
+from queuetree.operator import kube, state
+
+logger = logging.getLogger(__name__)
+
+QUEUE_SLOTS_PER_WORKER = 200
+"""Queue capacity per worker, as Volcano's ``SchGateManager`` (``workerNum * 200``)."""
+
+NORMAL_STATUSES = frozenset({404, 409, 422})
+"""Outcomes that are not errors: the pod is gone, or changed since the decision."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one removal did: ``status`` 0 on success, else the refused request's status."""
+
+    key: str
+    status: int
+    latency: float
+    """Seconds from the admission decision to the answer."""
+
+
+OutcomeFn = Callable[[Outcome], None]
+
+
+def build_gate_removal_patch(pod: objects.Pod) -> list[dict[str, Any]] | None:
+    """The JSON patch that removes our gate from ``pod``, or None when it must not be removed.
+
+    None unless our gate is the only gate left (Volcano never removes its gate while another
+    controller's gate is present: that controller is not done with the pod).
+    """
+    if not pod.only_queue_gate:
+        return None
+    patch: list[dict[str, Any]] = []
+    if pod.uid:
+        patch.append({"op": "test", "path": "/metadata/uid", "value": pod.uid})
+    patch.append(
+        {
+            "op": "test",
+            "path": "/spec/schedulingGates",
+            "value": [{"name": objects.QUEUE_ALLOCATION_GATE}],
+        }
+    )
+    patch.append({"op": "remove", "path": "/spec/schedulingGates"})
+    return patch
+
+
+class GateRemover:
+    """A bounded, de-duplicated queue of admitted pods and the workers that ungate them."""
+
+    def __init__(
+        self,
+        *,
+        cluster: state.ClusterState,
+        api: kube.KubeApi,
+        workers: int = 5,
+        on_outcome: OutcomeFn | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._cluster = cluster
+        self._api = api
+        self._workers = max(1, workers)
+        self._queue: asyncio.Queue[tuple[str, float]] = asyncio.Queue(
+            maxsize=self._workers * QUEUE_SLOTS_PER_WORKER
+        )
+        self._queued: set[str] = set()
+        self._on_outcome: OutcomeFn = on_outcome or (lambda outcome: None)
+        self._clock = clock
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def pending(self) -> int:
+        """Pods queued or being patched."""
+        return len(self._queued)
+
+    def offer(self, key: str, *, decided_at: float) -> bool:
+        """Queue ``key`` for removal without waiting; False when already queued or full.
+
+        A full queue is not an error: the caller drops its assumption and the pod is admitted
+        again by a later cycle, once the workers have caught up.
+        """
+        if key in self._queued:
+            return False
+        try:
+            self._queue.put_nowait((key, decided_at))
+        except asyncio.QueueFull:
+            logger.warning("Gate operation queue full, skipping gate removal for %s", key)
+            return False
+        self._queued.add(key)
+        return True
+
+    def start(self) -> None:
+        for index in range(self._workers):
+            self._tasks.append(
+                asyncio.create_task(self._work(), name=f"queuetree gate worker {index}")
+            )
+
+    async def stop(self) -> None:
+        """Cancel the workers at once and drop what is queued (the assumptions go with it)."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        while not self._queue.empty():
+            key, _ = self._queue.get_nowait()
+            self._cluster.forget_ungate(key)
+        self._queued.clear()
+
+    async def _work(self) -> None:
+        while True:
+            key, decided_at = await self._queue.get()
+            try:
+                await self._remove(key, decided_at)
+            finally:
+                self._queued.discard(key)
+
+    async def _remove(self, key: str, decided_at: float) -> None:
+        pod = self._cluster.get_pod(key)
+        patch = None if pod is None else build_gate_removal_patch(pod)
+        if pod is None or patch is None:
+            self._cluster.forget_ungate(key)
+            return
+        status = 0
+        try:
+            await self._api.patch_pod(pod.namespace, pod.name, patch)
+        except kube.ApiError as error:
+            status = error.status
+            if status not in NORMAL_STATUSES:
+                logger.warning("Failed to remove gate from %s: %s", key, error)
+            self._cluster.forget_ungate(key)
+        except Exception:
+            # A worker must survive anything; the pod is decided again by the next cycle.
+            logger.exception("Failed to remove gate from %s", key)
+            self._cluster.forget_ungate(key)
+            status = -1
+        self._on_outcome(Outcome(key=key, status=status, latency=self._clock() - decided_at))

@@ -1,0 +1,99 @@
+"""Kopf handlers: watch events into the cluster state, nothing else.
+
+Each handler parses the object with ``queuetree.api.manifests`` and updates
+``queuetree.operator.state`` (which wakes the cycle). No handler writes to the API, and only
+index and event handlers are registered, so kopf never adds a finalizer or a
+``last-handled-configuration`` annotation to anything (no finalizers on pods).
+
+Readiness: every kind has an index handler, and kopf runs no event handler before every index
+has seen its kind's initial listing. So the first event handler call proves that the state holds
+the whole cluster: it marks the state synced, and only then does the cycle decide anything
+(after a restart, the reserved set comes from the complete listing, never from half of it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from queuetree.api import manifests
+from queuetree.operator import state
+
+logger = logging.getLogger(__name__)
+
+QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
+POD_GROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
+
+
+def _key(body: Any) -> str:
+    meta = body.get("metadata", {})
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def build_registry(cluster: state.ClusterState) -> kopf.OperatorRegistry:
+    """A kopf registry whose handlers keep ``cluster`` current."""
+    registry = kopf.OperatorRegistry()
+
+    @kopf.index(*QUEUES, registry=registry)
+    def index_queue(body: Any, **_: Any) -> None:
+        try:
+            queue = manifests.parse_queue(body)
+        except manifests.ManifestError as error:
+            logger.warning("Queue ignored: %s", error)
+            cluster.delete_queue(str(body.get("metadata", {}).get("name", "")))
+            return
+        cluster.upsert_queue(state.QueueRecord(queue=queue, status=dict(body.get("status") or {})))
+
+    @kopf.index(*POD_GROUPS, registry=registry)
+    def index_pod_group(body: Any, **_: Any) -> None:
+        try:
+            cluster.upsert_pod_group(manifests.parse_pod_group(body))
+        except manifests.ManifestError as error:
+            logger.warning("PodGroup ignored: %s", error)
+            cluster.delete_pod_group(_key(body))
+
+    @kopf.index("pods", registry=registry)
+    def index_pod(body: Any, **_: Any) -> None:
+        try:
+            pod = manifests.parse_pod(body)
+        except manifests.ManifestError as error:
+            logger.warning("Pod ignored: %s", error)
+            cluster.delete_pod(_key(body))
+            return
+        cluster.upsert_pod(pod)
+
+    @kopf.index("nodes", registry=registry)
+    def index_node(body: Any, **_: Any) -> None:
+        try:
+            cluster.upsert_node(manifests.parse_node(body))
+        except manifests.ManifestError as error:
+            logger.warning("Node ignored: %s", error)
+            cluster.delete_node(str(body.get("metadata", {}).get("name", "")))
+
+    @kopf.on.event(*QUEUES, registry=registry)
+    def queue_event(type: str | None, body: Any, **_: Any) -> None:
+        if type == "DELETED":
+            cluster.delete_queue(str(body.get("metadata", {}).get("name", "")))
+        cluster.mark_synced()
+
+    @kopf.on.event(*POD_GROUPS, registry=registry)
+    def pod_group_event(type: str | None, body: Any, **_: Any) -> None:
+        if type == "DELETED":
+            cluster.delete_pod_group(_key(body))
+        cluster.mark_synced()
+
+    @kopf.on.event("pods", registry=registry)
+    def pod_event(type: str | None, body: Any, **_: Any) -> None:
+        if type == "DELETED":
+            cluster.delete_pod(_key(body))
+        cluster.mark_synced()
+
+    @kopf.on.event("nodes", registry=registry)
+    def node_event(type: str | None, body: Any, **_: Any) -> None:
+        if type == "DELETED":
+            cluster.delete_node(str(body.get("metadata", {}).get("name", "")))
+        cluster.mark_synced()
+
+    return registry

@@ -1,0 +1,234 @@
+"""The operator's writes to the Kubernetes API: a small protocol, its client, its errors.
+
+Every write the operator makes goes through :class:`KubeApi` (reads come from kopf's watches,
+never from here): pod gate removals (JSON patch), pod annotations, evictions, queue creation,
+queue status and spec patches, and events. :class:`AsyncKube` implements it on
+kubernetes-asyncio with a client-side rate limit (QPS and burst, like client-go's token bucket)
+and without deserialising responses into models, which the operator never reads. Tests use a
+fake that records the calls.
+
+Errors: :class:`ApiError` carries the HTTP status and reason of a refused request; status 0
+means the request never got an answer (connection refused, timeout). Callers decide which
+statuses are normal outcomes (a gate removal answered 404 or 422 is, see ``gating``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import aiohttp
+
+GROUP = "scheduling.volcano.sh"
+VERSION = "v1beta1"
+QUEUES = "queues"
+
+JsonPatch = Sequence[Mapping[str, Any]]
+ErrorFn = Callable[[str, int], None]
+"""Called with (verb, HTTP status) for every refused request; status 0 for no answer."""
+
+
+class ApiError(Exception):
+    """A request the API server refused (``status`` >= 400) or never answered (``status`` 0)."""
+
+    def __init__(
+        self, *, verb: str, target: str, status: int, reason: str, message: str = ""
+    ) -> None:
+        self.verb = verb
+        self.target = target
+        self.status = status
+        self.reason = reason
+        self.message = message
+        super().__init__(f"{verb} {target}: {status} {reason}: {message}".rstrip(": "))
+
+
+class KubeApi(Protocol):
+    """The operator's writes. Every method raises :class:`ApiError` when refused."""
+
+    async def patch_pod(self, namespace: str, name: str, patch: JsonPatch) -> None:
+        """A JSON patch (RFC 6902) of a pod."""
+
+    async def annotate_pod(
+        self, namespace: str, name: str, annotations: Mapping[str, str | None]
+    ) -> None:
+        """A merge patch of a pod's annotations (None removes one)."""
+
+    async def evict_pod(self, namespace: str, name: str) -> None:
+        """An Eviction (``policy/v1``): honours PodDisruptionBudgets, answers 429 when blocked."""
+
+    async def create_queue(self, body: Mapping[str, Any]) -> None: ...
+
+    async def patch_queue(self, name: str, patch: Mapping[str, Any]) -> None:
+        """A merge patch of a queue's metadata or spec."""
+
+    async def patch_queue_status(self, name: str, patch: Mapping[str, Any]) -> None:
+        """A merge patch of a queue's ``status`` subresource."""
+
+    async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None: ...
+
+
+class RateLimiter:
+    """A token bucket: ``qps`` tokens a second, at most ``burst`` saved (client-go's flowcontrol).
+
+    ``qps`` <= 0 disables the limit. Waiters are served in arrival order.
+    """
+
+    def __init__(self, *, qps: float, burst: int, clock: Callable[[], float] = time.monotonic):
+        self._qps = qps
+        self._burst = max(1, burst)
+        self._clock = clock
+        self._tokens = float(self._burst)
+        self._stamp = clock()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        if self._qps <= 0:
+            return
+        async with self._lock:
+            now = self._clock()
+            self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._qps)
+            self._stamp = now
+            self._tokens -= 1
+            if self._tokens < 0:
+                # The lock is held while sleeping, so later callers queue behind this one.
+                await asyncio.sleep(-self._tokens / self._qps)
+
+
+class AsyncKube:
+    """:class:`KubeApi` over a kubernetes-asyncio ``ApiClient``."""
+
+    def __init__(
+        self, api_client: Any, *, limiter: RateLimiter, on_error: ErrorFn | None = None
+    ) -> None:
+        from kubernetes_asyncio import client
+
+        # Typed as Any: the generated stubs omit the documented ``_content_type`` keyword and
+        # insist on model objects where the API accepts plain dicts.
+        self._core: Any = client.CoreV1Api(api_client)
+        self._custom: Any = client.CustomObjectsApi(api_client)
+        self._limiter = limiter
+        self._on_error: ErrorFn = on_error or (lambda verb, status: None)
+
+    async def _call(self, verb: str, target: str, request: Any) -> None:
+        from kubernetes_asyncio.client import exceptions
+
+        await self._limiter.acquire()
+        try:
+            response = await request
+        except exceptions.ApiException as error:
+            self._on_error(verb, int(error.status or 0))
+            raise ApiError(
+                verb=verb, target=target, status=int(error.status or 0), reason=str(error.reason)
+            ) from error
+        except (aiohttp.ClientError, TimeoutError) as error:
+            self._on_error(verb, 0)
+            raise ApiError(verb=verb, target=target, status=0, reason=type(error).__name__) from (
+                error
+            )
+        try:
+            body = await response.read()
+        finally:
+            response.release()
+        if response.status >= 400:
+            self._on_error(verb, response.status)
+            reason, message = _status_reason(body)
+            raise ApiError(
+                verb=verb, target=target, status=response.status, reason=reason, message=message
+            )
+
+    async def patch_pod(self, namespace: str, name: str, patch: JsonPatch) -> None:
+        await self._call(
+            "patch",
+            f"pods/{namespace}/{name}",
+            self._core.patch_namespaced_pod(name, namespace, list(patch), _preload_content=False),
+        )
+
+    async def annotate_pod(
+        self, namespace: str, name: str, annotations: Mapping[str, str | None]
+    ) -> None:
+        await self._call(
+            "patch",
+            f"pods/{namespace}/{name}",
+            self._core.patch_namespaced_pod(
+                name,
+                namespace,
+                {"metadata": {"annotations": dict(annotations)}},
+                _content_type="application/merge-patch+json",
+                _preload_content=False,
+            ),
+        )
+
+    async def evict_pod(self, namespace: str, name: str) -> None:
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        await self._call(
+            "create",
+            f"pods/{namespace}/{name}/eviction",
+            self._core.create_namespaced_pod_eviction(
+                name, namespace, body, _preload_content=False
+            ),
+        )
+
+    async def create_queue(self, body: Mapping[str, Any]) -> None:
+        name = str(body.get("metadata", {}).get("name", ""))
+        await self._call(
+            "create",
+            f"queues/{name}",
+            self._custom.create_cluster_custom_object(
+                GROUP, VERSION, QUEUES, dict(body), _preload_content=False
+            ),
+        )
+
+    async def patch_queue(self, name: str, patch: Mapping[str, Any]) -> None:
+        await self._call(
+            "patch",
+            f"queues/{name}",
+            self._custom.patch_cluster_custom_object(
+                GROUP,
+                VERSION,
+                QUEUES,
+                name,
+                dict(patch),
+                _content_type="application/merge-patch+json",
+                _preload_content=False,
+            ),
+        )
+
+    async def patch_queue_status(self, name: str, patch: Mapping[str, Any]) -> None:
+        await self._call(
+            "patch",
+            f"queues/{name}/status",
+            self._custom.patch_cluster_custom_object_status(
+                GROUP,
+                VERSION,
+                QUEUES,
+                name,
+                dict(patch),
+                _content_type="application/merge-patch+json",
+                _preload_content=False,
+            ),
+        )
+
+    async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
+        await self._call(
+            "create",
+            f"events/{namespace}",
+            self._core.create_namespaced_event(namespace, dict(body), _preload_content=False),
+        )
+
+
+def _status_reason(body: bytes) -> tuple[str, str]:
+    """The ``reason`` and ``message`` of a ``Status`` body, or the raw text when it is not one."""
+    try:
+        status = json.loads(body)
+    except ValueError:
+        return "", body.decode("utf-8", "replace")[:200]
+    if not isinstance(status, dict):
+        return "", ""
+    return str(status.get("reason", "")), str(status.get("message", ""))

@@ -1,0 +1,156 @@
+"""What the queue controller writes: queue states, marks, parents and status, as pure plans.
+
+:func:`plan_queue_writes` compares what the watches show (``StateView.queue_records``) with what
+the last session decided (``SessionResult.queues``) and the state machine's verdicts, and returns
+only the writes that change something: a status merge patch with just the keys that differ, a
+metadata/spec merge patch for the ``closed-by-parent`` mark and a defaulted ``spec.parent``, and
+the Warning events of refused requests. Writing nothing when nothing changed keeps the API quiet
+(kueue #8095: status writes of idle objects slow admission down).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from queuetree.core import decisions, objects, resources
+from queuetree.operator import queue_states, state
+
+_PHASE_COUNTERS = {
+    objects.PodGroupPhase.UNKNOWN: "unknown",
+    objects.PodGroupPhase.PENDING: "pending",
+    objects.PodGroupPhase.RUNNING: "running",
+    objects.PodGroupPhase.INQUEUE: "inqueue",
+    objects.PodGroupPhase.COMPLETED: "completed",
+}
+_CLOSED_OR_CLOSING = frozenset({objects.QueueState.CLOSED, objects.QueueState.CLOSING})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueWrite:
+    """The writes for one queue; an empty mapping means "nothing to write there"."""
+
+    name: str
+    status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """Merge patch of the ``status`` subresource."""
+    meta: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """Merge patch of the main resource (annotations, ``spec.parent``)."""
+    warning: str = ""
+    """Text of a Warning event on the queue, "" for none."""
+
+
+def count_pod_groups(snapshot: objects.Snapshot) -> dict[str, dict[str, int]]:
+    """Queue name -> the five PodGroup phase counters of ``status``, every phase present."""
+    counts: dict[str, dict[str, int]] = {
+        name: dict.fromkeys(_PHASE_COUNTERS.values(), 0) for name in snapshot.queues
+    }
+    for group in snapshot.pod_groups.values():
+        queue_counts = counts.get(group.queue)
+        if queue_counts is not None:
+            queue_counts[_PHASE_COUNTERS[group.phase]] += 1
+    return counts
+
+
+def derive_request(
+    record: state.QueueRecord, *, parent_state: objects.QueueState | None, has_pod_groups: bool
+) -> queue_states.QueueAction:
+    """The request a person expressed by writing ``status.state`` themselves.
+
+    queuetree has no ``bus.volcano.sh`` Command objects: a person closes or opens a queue by
+    writing its ``status.state``. ``Closed`` written on a queue that still has pod groups is read
+    as a close request (it becomes Closing until they are gone); ``Open`` written on a queue that
+    is marked closed by a parent that is still closed is read as an open request, which is then
+    refused with the message of spec §4.4. Everything else is a plain sync.
+    """
+    current = queue_states.read_state(str(record.status.get("state", "")))
+    closed_by_parent = record.queue.annotations.get(objects.CLOSED_BY_PARENT_ANNOTATION) == "true"
+    if current is objects.QueueState.CLOSED and has_pod_groups and not closed_by_parent:
+        return queue_states.QueueAction.CLOSE
+    if (
+        current is objects.QueueState.OPEN
+        and closed_by_parent
+        and parent_state in _CLOSED_OR_CLOSING
+    ):
+        return queue_states.QueueAction.OPEN
+    return queue_states.QueueAction.SYNC
+
+
+def decide_states(view: state.StateView) -> dict[str, queue_states.QueueVerdict]:
+    """Run the state machine over every queue the watches show."""
+    counts = count_pod_groups(view.snapshot)
+    nodes: dict[str, queue_states.QueueNode] = {}
+    for name, record in view.queue_records.items():
+        has_pod_groups = any(counts.get(name, {}).values())
+        parent_record = view.queue_records.get(record.queue.parent_name)
+        parent_state = (
+            None
+            if parent_record is None
+            else queue_states.read_state(str(parent_record.status.get("state", "")))
+        )
+        nodes[name] = queue_states.QueueNode(
+            name=name,
+            parent=record.queue.parent_name,
+            state=queue_states.read_state(str(record.status.get("state", ""))),
+            closed_by_parent=(
+                record.queue.annotations.get(objects.CLOSED_BY_PARENT_ANNOTATION) == "true"
+            ),
+            has_pod_groups=has_pod_groups,
+            request=derive_request(
+                record, parent_state=parent_state, has_pod_groups=has_pod_groups
+            ),
+        )
+    return queue_states.reconcile_states(nodes)
+
+
+def desired_status(
+    *,
+    verdict: queue_states.QueueVerdict,
+    counts: Mapping[str, int],
+    figures: decisions.QueueFigures | None,
+) -> dict[str, Any]:
+    """The status keys the controller owns for one queue.
+
+    Figures are written only when the last session produced them for the queue (it does not
+    for a queue on a parent cycle, for instance); otherwise the previous figures are left alone.
+    """
+    status: dict[str, Any] = {"state": str(verdict.state), **counts}
+    if figures is not None:
+        status["allocated"] = resources.to_resource_list(figures.allocated)
+        status["reserved"] = resources.to_resource_list(figures.reserved)
+        status["deserved"] = resources.to_resource_list(figures.deserved)
+        status["realCapability"] = resources.to_resource_list(figures.real_capability)
+    return status
+
+
+def plan_queue_writes(
+    view: state.StateView, result: decisions.SessionResult | None
+) -> list[QueueWrite]:
+    """Every queue write that changes something, by queue name."""
+    verdicts = decide_states(view)
+    counts = count_pod_groups(view.snapshot)
+    figures = result.queues if result is not None else {}
+    writes: list[QueueWrite] = []
+    for name in sorted(view.queue_records):
+        record = view.queue_records[name]
+        verdict = verdicts[name]
+        desired = desired_status(
+            verdict=verdict, counts=counts.get(name, {}), figures=figures.get(name)
+        )
+        status_patch = {
+            key: value for key, value in desired.items() if record.status.get(key) != value
+        }
+        meta: dict[str, Any] = {}
+        marked = record.queue.annotations.get(objects.CLOSED_BY_PARENT_ANNOTATION)
+        wanted_mark = "true" if verdict.closed_by_parent else "false"
+        if (marked == "true") != verdict.closed_by_parent and (
+            marked is not None or verdict.closed_by_parent
+        ):
+            meta["metadata"] = {"annotations": {objects.CLOSED_BY_PARENT_ANNOTATION: wanted_mark}}
+        if name != objects.ROOT_QUEUE and not record.queue.parent:
+            meta["spec"] = {"parent": objects.ROOT_QUEUE}
+        if status_patch or meta or verdict.message:
+            writes.append(
+                QueueWrite(name=name, status=status_patch, meta=meta, warning=verdict.message)
+            )
+    return writes

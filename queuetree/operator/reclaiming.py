@@ -1,0 +1,79 @@
+"""Reclaim: evict pods of queues above their deserved share for pods kube-scheduler cannot place.
+
+Only pods that kube-scheduler already tried and left unschedulable (``PodScheduled=False``,
+reason ``Unschedulable``; ``Pod.unschedulable``) may reclaim: a pod that was just ungated has
+not been tried yet, and evicting for it could free room it never needed. When there is such a
+pod, the core session runs its reclaim action (configured with the capacity plugin's
+``ancestorReclaimLevel``) on the snapshot and returns victims; :func:`plan_reclaim` pairs each
+victim with the reclaimer placed on its node and words the rule for both events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from queuetree.core import decisions, objects
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Eviction:
+    victim: str
+    reclaimer: str
+    rule: str
+    """A short label of the rule that chose the victim (the metric's ``reason``)."""
+    victim_message: str
+    reclaimer_message: str
+
+
+def _queue_of(snapshot: objects.Snapshot, pod: objects.Pod | None) -> str:
+    if pod is None:
+        return "?"
+    group = snapshot.pod_groups.get(pod.group)
+    return group.queue if group is not None else objects.DEFAULT_QUEUE
+
+
+def plan_reclaim(
+    snapshot: objects.Snapshot,
+    session: Callable[[objects.Snapshot], decisions.SessionResult],
+    *,
+    ancestor_reclaim_level: int = 0,
+) -> list[Eviction]:
+    """The evictions the core's reclaim chose, or none when no pod is waiting for room."""
+    waiting = [
+        pod
+        for pod in snapshot.pods.values()
+        if pod.unschedulable and not pod.sch_gated and not pod.node_name
+    ]
+    if not waiting:
+        return []
+    result = session(snapshot)
+    if not result.evict:
+        return []
+    reclaimer_on_node = {node: key for key, node in sorted(result.pipeline.items())}
+    rule = f"ancestorReclaimLevel={ancestor_reclaim_level}"
+    evictions: list[Eviction] = []
+    for victim in result.evict:
+        victim_pod = snapshot.pods.get(victim)
+        node = victim_pod.node_name if victim_pod is not None else ""
+        reclaimer = reclaimer_on_node.get(node, "")
+        reclaimer_pod = snapshot.pods.get(reclaimer)
+        victim_queue = _queue_of(snapshot, victim_pod)
+        reclaimer_queue = _queue_of(snapshot, reclaimer_pod)
+        evictions.append(
+            Eviction(
+                victim=victim,
+                reclaimer=reclaimer or victim,
+                rule="reclaim",
+                victim_message=(
+                    f"Evicted by queuetree reclaim: queue {victim_queue} uses more than its "
+                    f"deserved share and pod {reclaimer or '?'} of queue {reclaimer_queue} is "
+                    f"below its own; victim chosen by the capacity plugin with {rule}"
+                ),
+                reclaimer_message=(
+                    f"Reclaiming resources from pod {victim} of queue {victim_queue} (over its "
+                    f"deserved share) on node {node or '?'}, chosen with {rule}"
+                ),
+            )
+        )
+    return evictions

@@ -1,0 +1,242 @@
+"""Running the operator: kopf watches, leader election, the cycle and the gate workers.
+
+:func:`run` is ``queuetree operator``. Kopf runs cluster-wide and standalone (no kopf peering;
+the Lease decides who acts) with the handlers of ``queuetree.operator.handlers``. Leader
+election runs beside it; while leading, :func:`lead` creates the root and default queues if
+they are absent, starts the gate workers and runs the admission cycle. Losing the lease cancels
+all of that at once and forgets every assumed gate removal: the next leader rebuilds the
+reserved set from the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import kopf
+
+from queuetree.core import decisions, objects
+from queuetree.operator import (
+    cycle,
+    gating,
+    handlers,
+    kube,
+    leading,
+    metrics,
+    settings,
+    state,
+)
+
+logger = logging.getLogger(__name__)
+
+Flag = asyncio.Event | threading.Event
+
+
+def make_session(config: settings.OperatorSettings, *, admission_only: bool) -> cycle.SessionFn:
+    """The core session bound to the configuration (``queuetree.core.sessions.run_session``)."""
+    # Imported by name at call time: the sessions module is the core's entry point and is
+    # imported only where a session actually runs.
+    sessions: Any = importlib.import_module("queuetree.core.sessions")
+
+    def run_session(snapshot: objects.Snapshot) -> decisions.SessionResult:
+        result: decisions.SessionResult = sessions.run_session(
+            snapshot,
+            config=config.scheduler_config,
+            feature_gates=config.feature_gates,
+            admission_only=admission_only,
+        )
+        return result
+
+    return run_session
+
+
+def ancestor_reclaim_level(config: settings.OperatorSettings) -> int:
+    """The capacity plugin's ``ancestorReclaimLevel`` argument (0 when absent or invalid)."""
+    option = config.scheduler_config.plugin("capacity")
+    value = option.arguments.get("ancestorReclaimLevel", 0) if option is not None else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def queue_manifest(name: str, *, reclaimable: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {"weight": 1, "reclaimable": reclaimable}
+    if name != objects.ROOT_QUEUE:
+        spec["parent"] = objects.ROOT_QUEUE
+    return {
+        "apiVersion": f"{kube.GROUP}/{kube.VERSION}",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+async def ensure_queues(api: kube.KubeApi, *, default_queue: str) -> None:
+    """Create ``root`` (not reclaimable) and the default queue (reclaimable) when absent.
+
+    409 means the queue exists: nothing to do. Other failures are retried, as Volcano's
+    scheduler cache retries 60 times at 1 s.
+    """
+    for name, reclaimable in ((objects.ROOT_QUEUE, False), (default_queue, True)):
+        for _attempt in range(60):
+            try:
+                await api.create_queue(queue_manifest(name, reclaimable=reclaimable))
+            except kube.ApiError as error:
+                if error.status == 409:
+                    break
+                logger.warning("Creating queue %s failed (%s); retrying", name, error)
+                await asyncio.sleep(1)
+                continue
+            break
+
+
+def build_cycle(
+    *,
+    config: settings.OperatorSettings,
+    cluster: state.ClusterState,
+    api: kube.KubeApi,
+    metrics_: metrics.Metrics,
+    session: cycle.SessionFn,
+    reclaim_session: cycle.SessionFn | None,
+) -> tuple[cycle.AdmissionCycle, gating.GateRemover]:
+    def on_outcome(outcome: gating.Outcome) -> None:
+        if outcome.status == 0:
+            metrics_.ungate_latency.observe(outcome.latency)
+            metrics_.ungates.labels(outcome="removed").inc()
+        else:
+            metrics_.ungates.labels(outcome=str(outcome.status)).inc()
+
+    remover = gating.GateRemover(
+        cluster=cluster, api=api, workers=config.gate_workers, on_outcome=on_outcome
+    )
+    admission = cycle.AdmissionCycle(
+        cluster=cluster,
+        api=api,
+        remover=remover,
+        session=session,
+        reclaim_session=reclaim_session,
+        ancestor_reclaim_level=ancestor_reclaim_level(config),
+        metrics_=metrics_,
+        period=config.cycle_period,
+        debounce=config.debounce,
+    )
+    return admission, remover
+
+
+async def lead(
+    *,
+    config: settings.OperatorSettings,
+    cluster: state.ClusterState,
+    api: kube.KubeApi,
+    metrics_: metrics.Metrics,
+    session: cycle.SessionFn,
+    reclaim_session: cycle.SessionFn | None,
+) -> None:
+    """Everything the leader does, until cancelled."""
+    metrics_.leader.set(1)
+    admission, remover = build_cycle(
+        config=config,
+        cluster=cluster,
+        api=api,
+        metrics_=metrics_,
+        session=session,
+        reclaim_session=reclaim_session,
+    )
+    cluster.set_wake(admission.wake)
+    remover.start()
+    try:
+        await ensure_queues(api, default_queue=config.default_queue)
+        await admission.run()
+    finally:
+        cluster.set_wake(lambda: None)
+        await remover.stop()
+        cluster.forget_all_ungates()
+        metrics_.leader.set(0)
+
+
+def kopf_settings() -> kopf.OperatorSettings:
+    options = kopf.OperatorSettings()
+    # Nothing is persisted on objects: only index and event handlers are registered.
+    options.posting.enabled = False
+    options.watching.server_timeout = 300
+    options.watching.client_timeout = 330
+    options.networking.request_timeout = 30
+    return options
+
+
+async def run(
+    config: settings.OperatorSettings,
+    *,
+    stop_flag: Flag | None = None,
+    ready_flag: Flag | None = None,
+    session: cycle.SessionFn | None = None,
+    reclaim_session: cycle.SessionFn | None = None,
+    metrics_: metrics.Metrics | None = None,
+    on_state: Callable[[state.ClusterState], None] | None = None,
+) -> None:
+    """Run the operator until ``stop_flag`` is set (or forever)."""
+    from kubernetes_asyncio import client
+    from kubernetes_asyncio import config as kube_config
+
+    loader: Any = kube_config.load_incluster_config
+    try:
+        loader()
+    except kube_config.ConfigException:
+        await kube_config.load_kube_config()
+    metrics_ = metrics_ or metrics.create()
+    if config.metrics_port:
+        import prometheus_client
+
+        prometheus_client.start_http_server(config.metrics_port, registry=metrics_.registry)
+    cluster = state.ClusterState()
+    if on_state is not None:
+        on_state(cluster)
+    if session is None:
+        session = make_session(config, admission_only=True)
+    if reclaim_session is None and "reclaim" in config.scheduler_config.actions:
+        reclaim_session = make_session(config, admission_only=False)
+    async with client.ApiClient() as api_client:
+        api = kube.AsyncKube(
+            api_client,
+            limiter=kube.RateLimiter(qps=config.qps, burst=config.burst),
+            on_error=metrics_.record_api_error,
+        )
+
+        async def leading_work() -> None:
+            await lead(
+                config=config,
+                cluster=cluster,
+                api=api,
+                metrics_=metrics_,
+                session=session,
+                reclaim_session=reclaim_session,
+            )
+
+        election = asyncio.create_task(
+            leading.campaign(
+                config=config,
+                api_client=api_client,
+                lead=leading_work,
+                on_stopped=cluster.forget_all_ungates,
+            ),
+            name="queuetree leader election",
+        )
+        try:
+            await kopf.operator(
+                clusterwide=True,
+                standalone=True,
+                registry=handlers.build_registry(cluster),
+                settings=kopf_settings(),
+                stop_flag=stop_flag,
+                ready_flag=ready_flag,
+                liveness_endpoint=(
+                    f"http://0.0.0.0:{config.health_port}/healthz" if config.health_port else None
+                ),
+            )
+        finally:
+            election.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await election

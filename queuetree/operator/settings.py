@@ -1,0 +1,51 @@
+"""The operator's settings, one record built from the command line (``queuetree operator``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from collections.abc import Mapping
+
+from queuetree.core import configs, features
+
+
+def default_identity() -> str:
+    """``<hostname>_<pid>``: unique per replica, readable in the Lease's holderIdentity."""
+    return f"{socket.gethostname()}_{os.getpid()}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OperatorSettings:
+    scheduler_config: configs.SchedulerConfiguration = dataclasses.field(
+        default_factory=configs.SchedulerConfiguration
+    )
+    """The session's actions and plugin tiers (``--scheduler-conf``)."""
+    feature_gates: Mapping[str, bool] = features.DEFAULTS
+    gate_workers: int = 5
+    """Gate-removal workers (``--gate-removal-worker-num``; below 1 falls back to 5, as Volcano)."""
+    qps: float = 50.0
+    """Sustained API writes per second of this process (``--kube-api-qps``; 0: unlimited)."""
+    burst: int = 100
+    """Writes allowed at once above ``qps`` (``--kube-api-burst``)."""
+    cycle_period: float = 1.0
+    """Seconds between cycles when nothing wakes them (``--schedule-period``)."""
+    debounce: float = 0.02
+    """Seconds a wake-up waits so a burst of watch events becomes one cycle."""
+    metrics_port: int = 8080
+    """Port of ``/metrics`` (0: no metrics server)."""
+    health_port: int = 0
+    """Port of kopf's liveness endpoint ``/healthz`` (0: none)."""
+    leader_elect: bool = True
+    """Take a coordination.k8s.io Lease before admitting (``--leader-elect``)."""
+    lease_name: str = "queuetree-operator"
+    lease_namespace: str = "kube-system"
+    lease_duration: float = 15.0
+    """Seconds a lease stays valid without renewal (client-go's default)."""
+    renew_deadline: float = 10.0
+    """Seconds the leader keeps trying to renew before it stops admitting."""
+    retry_period: float = 2.0
+    """Seconds between attempts to take or renew the lease (at least 1)."""
+    identity: str = dataclasses.field(default_factory=default_identity)
+    default_queue: str = "default"
+    """Name of the default queue created at start-up when absent."""

@@ -1,0 +1,245 @@
+"""The operator's cluster state: the only mutable state of queuetree, behind one lock.
+
+Kopf handlers write into it (parse, then :meth:`ClusterState.upsert_pod` and friends) and wake
+the admission cycle; the cycle takes an immutable :meth:`ClusterState.snapshot` under the lock,
+runs the pure core on it, and records what it did (assumed gate removals, reasons explained,
+status written) back here. Nothing else in the operator keeps cluster facts between cycles.
+
+Assumed gate removals (kueue's "assume, then write, then forget on failure"): when the cycle
+admits a pod it marks the pod here *before* the PATCH is sent. Every snapshot shows an assumed
+pod without our gate, so the core counts it as reserved capacity at once and the next cycle can
+never admit the same room twice. The mark disappears when the watch shows the gate gone (the
+truth caught up), when the pod is deleted, or when the removal failed (:meth:`forget_ungate`),
+after which the next cycle decides again from the cluster as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from queuetree.api import manifests
+from queuetree.core import objects
+
+WakeFn = Callable[[], None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueRecord:
+    """A queue as parsed, plus the raw ``status`` the controller compares its writes against."""
+
+    queue: objects.Queue
+    status: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StateView:
+    """One consistent reading of the state, taken under the lock (see :meth:`ClusterState.view`)."""
+
+    snapshot: objects.Snapshot
+    queue_records: Mapping[str, QueueRecord]
+    assumed: Mapping[str, float]
+    """Pod key -> monotonic time of the admission decision, for pods assumed ungated."""
+    version: int
+    synced: bool
+
+
+class ClusterState:
+    """Queues, pods, pod groups and nodes as the watches last showed them.
+
+    Every method takes the lock for a short, non-blocking critical section (no awaits inside),
+    so the state may be touched from kopf's handlers, the cycle and the gate workers alike.
+    ``wake`` is called after every change that may change an admission decision.
+    """
+
+    def __init__(self, *, wake: WakeFn | None = None) -> None:
+        self._lock = threading.Lock()
+        self._wake: WakeFn = wake or (lambda: None)
+        self._queues: dict[str, QueueRecord] = {}
+        self._pods: dict[str, objects.Pod] = {}
+        self._pod_groups: dict[str, objects.PodGroup] = {}
+        self._lone_groups: dict[str, objects.PodGroup] = {}
+        self._nodes: dict[str, objects.Node] = {}
+        self._assumed: dict[str, float] = {}
+        self._explained: dict[str, str] = {}
+        self._version = 0
+        self._synced = False
+
+    def set_wake(self, wake: WakeFn) -> None:
+        """Replace the wake callback (the cycle installs its own when it starts)."""
+        with self._lock:
+            self._wake = wake
+
+    def _changed(self) -> None:
+        self._version += 1
+
+    # Writers, called by the kopf handlers.
+
+    def mark_synced(self) -> None:
+        """Every watched kind has delivered its initial listing: decisions may be made."""
+        with self._lock:
+            if self._synced:
+                return
+            self._synced = True
+            self._changed()
+        self._wake()
+
+    def upsert_queue(self, record: QueueRecord) -> None:
+        with self._lock:
+            if self._queues.get(record.queue.name) == record:
+                return
+            self._queues[record.queue.name] = record
+            self._changed()
+        self._wake()
+
+    def delete_queue(self, name: str) -> None:
+        with self._lock:
+            if self._queues.pop(name, None) is None:
+                return
+            self._changed()
+        self._wake()
+
+    def upsert_pod(self, pod: objects.Pod) -> None:
+        """Store ``pod``; a pod that no longer carries our gate confirms its assumed removal."""
+        with self._lock:
+            if objects.QUEUE_ALLOCATION_GATE not in pod.scheduling_gates:
+                self._assumed.pop(pod.key, None)
+            if self._pods.get(pod.key) == pod:
+                return
+            self._pods[pod.key] = pod
+            if objects.GROUP_NAME_ANNOTATION not in pod.annotations:
+                self._lone_groups[pod.key] = manifests.pod_group_for_lone_pod(pod)
+            self._changed()
+        self._wake()
+
+    def delete_pod(self, key: str) -> None:
+        with self._lock:
+            self._assumed.pop(key, None)
+            self._explained.pop(key, None)
+            self._lone_groups.pop(key, None)
+            if self._pods.pop(key, None) is None:
+                return
+            self._changed()
+        self._wake()
+
+    def upsert_pod_group(self, group: objects.PodGroup) -> None:
+        with self._lock:
+            if self._pod_groups.get(group.key) == group:
+                return
+            self._pod_groups[group.key] = group
+            self._changed()
+        self._wake()
+
+    def delete_pod_group(self, key: str) -> None:
+        with self._lock:
+            if self._pod_groups.pop(key, None) is None:
+                return
+            self._changed()
+        self._wake()
+
+    def upsert_node(self, node: objects.Node) -> None:
+        with self._lock:
+            if self._nodes.get(node.name) == node:
+                return
+            self._nodes[node.name] = node
+            self._changed()
+        self._wake()
+
+    def delete_node(self, name: str) -> None:
+        with self._lock:
+            if self._nodes.pop(name, None) is None:
+                return
+            self._changed()
+        self._wake()
+
+    # Readers and the cycle's bookkeeping.
+
+    def view(self) -> StateView:
+        """An immutable snapshot for one cycle, with assumed gate removals applied.
+
+        The dictionaries are copied (objects are frozen and shared), so later writes never show
+        through. An assumed pod appears with our gate removed and every other gate kept, which is
+        exactly what the cluster will show once the PATCH lands.
+        """
+        with self._lock:
+            pods = dict(self._pods)
+            for key in self._assumed:
+                pod = pods.get(key)
+                if pod is not None:
+                    gates = tuple(
+                        gate
+                        for gate in pod.scheduling_gates
+                        if gate != objects.QUEUE_ALLOCATION_GATE
+                    )
+                    pods[key] = dataclasses.replace(pod, scheduling_gates=gates)
+            snapshot = objects.Snapshot(
+                queues=MappingProxyType({name: r.queue for name, r in self._queues.items()}),
+                # A pod without a group gets its single-pod group, as Volcano's controller makes.
+                pod_groups=MappingProxyType({**self._lone_groups, **self._pod_groups}),
+                pods=MappingProxyType(pods),
+                nodes=MappingProxyType(dict(self._nodes)),
+            )
+            return StateView(
+                snapshot=snapshot,
+                queue_records=MappingProxyType(dict(self._queues)),
+                assumed=MappingProxyType(dict(self._assumed)),
+                version=self._version,
+                synced=self._synced,
+            )
+
+    def get_pod(self, key: str) -> objects.Pod | None:
+        with self._lock:
+            return self._pods.get(key)
+
+    def assume_ungated(self, key: str, *, decided_at: float) -> bool:
+        """Mark ``key`` as admitted before its gate is removed; False when it cannot be.
+
+        Refused when the pod is gone, already assumed, or does not carry our gate as its only
+        gate (we never remove a gate while another controller still holds the pod).
+        """
+        with self._lock:
+            pod = self._pods.get(key)
+            if pod is None or key in self._assumed or not pod.only_queue_gate:
+                return False
+            self._assumed[key] = decided_at
+            self._changed()
+            return True
+
+    def forget_ungate(self, key: str) -> None:
+        """Drop an assumption after a failed removal; the next cycle decides the pod again."""
+        with self._lock:
+            if self._assumed.pop(key, None) is None:
+                return
+            self._changed()
+        self._wake()
+
+    def forget_all_ungates(self) -> None:
+        """Drop every assumption (leadership lost: the next leader rebuilds from the cluster)."""
+        with self._lock:
+            if not self._assumed:
+                return
+            self._assumed.clear()
+            self._changed()
+
+    def swap_explanation(self, key: str, reason: str) -> str | None:
+        """Record ``reason`` as the explanation shown for pod ``key``; return the previous one.
+
+        An empty ``reason`` clears it. Pods that are gone are ignored (returns ``reason`` so the
+        caller sees no change and writes nothing).
+        """
+        with self._lock:
+            if key not in self._pods:
+                return reason
+            previous = self._explained.get(key)
+            if reason:
+                self._explained[key] = reason
+            else:
+                self._explained.pop(key, None)
+            return previous
+
+    def explanations(self) -> Mapping[str, str]:
+        with self._lock:
+            return MappingProxyType(dict(self._explained))
