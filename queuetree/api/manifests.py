@@ -823,9 +823,10 @@ def build_snapshot(documents: Iterable[Document]) -> ParsedSnapshot:
         elif kind:
             by_kind[kind].append(document)
 
+    origins: dict[tuple[str, str], str] = {}  # (kind, key) -> origin of the object kept
+
     def collect(parse: Callable[..., Any], kind: str, **options: Any) -> dict[str, Any]:
         parsed: dict[str, Any] = {}
-        first_seen: dict[str, str] = {}
         for document in by_kind[kind]:
             try:
                 item = parse(document.manifest, origin=document.origin, **options)
@@ -836,14 +837,14 @@ def build_snapshot(documents: Iterable[Document]) -> ParsedSnapshot:
             if item_key in parsed:
                 found.append(
                     problems.Problem(
-                        message=f"defined twice (first in {first_seen[item_key]})",
+                        message=f"defined twice (first in {origins[kind, item_key]})",
                         document=f"{kind} {item_key}",
                         origin=document.origin,
                     )
                 )
                 continue
             parsed[item_key] = item
-            first_seen[item_key] = document.origin
+            origins[kind, item_key] = document.origin
         return parsed
 
     priority_classes: dict[str, objects.PriorityClass] = collect(
@@ -852,11 +853,9 @@ def build_snapshot(documents: Iterable[Document]) -> ParsedSnapshot:
     queues: dict[str, objects.Queue] = collect(parse_queue, "Queue")
     nodes: dict[str, objects.Node] = collect(parse_node, "Node")
     pod_groups: dict[str, objects.PodGroup] = collect(parse_pod_group, "PodGroup")
-    pod_origins = {_document_key(d.manifest): d.origin for d in by_kind["Pod"]}
     pods: dict[str, objects.Pod] = collect(
         parse_pod, "Pod", priority_classes=priority_classes, on_warning=warnings.append
     )
-    group_origins = {_document_key(d.manifest): d.origin for d in by_kind["PodGroup"]}
 
     for pod in pods.values():
         if objects.GROUP_NAME_ANNOTATION in pod.annotations:
@@ -865,7 +864,7 @@ def build_snapshot(documents: Iterable[Document]) -> ParsedSnapshot:
                     problems.Problem(
                         message=f"PodGroup {pod.group} is not given",
                         document=f"Pod {pod.key}",
-                        origin=pod_origins.get(pod.key, ""),
+                        origin=origins["Pod", pod.key],
                         field=f"metadata.annotations{problems.key(objects.GROUP_NAME_ANNOTATION)}",
                         value=pod.annotations[objects.GROUP_NAME_ANNOTATION],
                     )
@@ -878,29 +877,40 @@ def build_snapshot(documents: Iterable[Document]) -> ParsedSnapshot:
                     message=f"its single-pod group would clash with PodGroup {lone.key}; "
                     f"set {objects.GROUP_NAME_ANNOTATION} to join that group",
                     document=f"Pod {pod.key}",
-                    origin=pod_origins.get(pod.key, ""),
+                    origin=origins["Pod", pod.key],
                 )
             )
             continue
         if lone.queue not in queues:
-            found.append(
-                problems.Problem(
-                    message=f"queue {lone.queue!r} is not given",
-                    document=f"Pod {pod.key}",
-                    origin=pod_origins.get(pod.key, ""),
-                    field=f"metadata.annotations{problems.key(objects.QUEUE_NAME_ANNOTATION)}",
-                    value=pod.annotations.get(objects.QUEUE_NAME_ANNOTATION),
+            annotation = f"metadata.annotations{problems.key(objects.QUEUE_NAME_ANNOTATION)}"
+            if objects.QUEUE_NAME_ANNOTATION in pod.annotations:
+                found.append(
+                    problems.Problem(
+                        message=f'queue "{lone.queue}" is not given',
+                        document=f"Pod {pod.key}",
+                        origin=origins["Pod", pod.key],
+                        field=annotation,
+                        value=pod.annotations[objects.QUEUE_NAME_ANNOTATION],
+                    )
                 )
-            )
+            else:
+                found.append(
+                    problems.Problem(
+                        message=f'queue "{lone.queue}" is not given (a pod without {annotation} '
+                        "or a PodGroup goes to the default queue; declare it, or name a queue)",
+                        document=f"Pod {pod.key}",
+                        origin=origins["Pod", pod.key],
+                    )
+                )
             continue
         pod_groups[lone.key] = lone
     for group in pod_groups.values():
         if not group.synthetic and group.queue not in queues:
             found.append(
                 problems.Problem(
-                    message=f"queue {group.queue!r} is not given",
+                    message=f'queue "{group.queue}" is not given',
                     document=f"PodGroup {group.key}",
-                    origin=group_origins.get(group.key, ""),
+                    origin=origins["PodGroup", group.key],
                     field="spec.queue",
                     value=group.queue,
                 )
@@ -917,14 +927,6 @@ def build_snapshot(documents: Iterable[Document]) -> ParsedSnapshot:
         ),
         warnings=tuple(warnings),
     )
-
-
-def _document_key(manifest: RawManifest) -> str:
-    """``namespace/name`` of a namespaced manifest as parsing will key it (for origins only)."""
-    metadata = manifest.get("metadata")
-    if not isinstance(metadata, Mapping):
-        return ""
-    return f"{metadata.get('namespace') or DEFAULT_NAMESPACE}/{metadata.get('name')}"
 
 
 def _sorted(items: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -1,0 +1,353 @@
+"""Pod manifests into scheduling tasks: status, effective requests, priority, preemptability."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from queuetree.api import manifests
+from queuetree.core import objects, resources
+
+GPU = "nvidia.com/gpu"
+GI = 2**30
+
+
+def pod_manifest(
+    name: str = "p1",
+    *,
+    namespace: str = "ns1",
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    spec: dict[str, Any] | None = None,
+    status: dict[str, Any] | None = None,
+    **metadata: Any,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, **metadata}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    if labels is not None:
+        meta["labels"] = labels
+    manifest: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": spec if spec is not None else {"containers": [{"name": "c"}]},
+    }
+    if status is not None:
+        manifest["status"] = status
+    return manifest
+
+
+def container(requests: dict[str, Any] | None = None, **more: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": "c", **more}
+    if requests is not None:
+        body["resources"] = {"requests": requests}
+    return body
+
+
+def test_a_bare_pod_is_a_pending_task_of_its_own_group_with_empty_requests() -> None:
+    assert manifests.parse_pod(pod_manifest()) == objects.Pod(
+        namespace="ns1",
+        name="p1",
+        group="ns1/p1",
+        status=objects.TaskStatus.PENDING,
+        resreq=resources.Resource(0, 0, {}),
+        init_resreq=resources.Resource(0, 0, {}),
+        priority=1,
+        uid="ns1-p1",
+    )
+
+
+def test_every_scheduling_field_of_a_pod_is_read() -> None:
+    manifest = pod_manifest(
+        "trainer-0",
+        namespace="ml",
+        uid="abc",
+        creationTimestamp="2026-03-04T05:06:07Z",
+        annotations={
+            "scheduling.k8s.io/group-name": "trainer",
+            "scheduling.volcano.sh/queue-allocation-gate": "true",
+        },
+        labels={"app": "trainer"},
+        spec={
+            "containers": [container({"cpu": "2", "memory": "4Gi", GPU: 1})],
+            "nodeName": "",
+            "schedulerName": "volcano",
+            "priority": 7,
+            "preemptionPolicy": "Never",
+            "schedulingGates": [{"name": "scheduling.volcano.sh/queue-allocation-gate"}],
+            "nodeSelector": {"gpu": "a100"},
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "zone", "operator": "In", "values": ["a", "b"]}
+                                ],
+                                "matchFields": [
+                                    {"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}
+                                ],
+                            }
+                        ]
+                    }
+                }
+            },
+            "tolerations": [
+                {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+                {"key": "team", "value": "ml"},
+            ],
+        },
+        status={
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
+    )
+    request = resources.Resource(2000, 4 * GI, {GPU: 1000})
+    assert manifests.parse_pod(manifest) == objects.Pod(
+        namespace="ml",
+        name="trainer-0",
+        group="ml/trainer",
+        status=objects.TaskStatus.PENDING,
+        resreq=request,
+        init_resreq=request,
+        priority=7,
+        scheduling_gates=("scheduling.volcano.sh/queue-allocation-gate",),
+        annotations={
+            "scheduling.k8s.io/group-name": "trainer",
+            "scheduling.volcano.sh/queue-allocation-gate": "true",
+        },
+        labels={"app": "trainer"},
+        node_selector={"gpu": "a100"},
+        required_node_affinity=(
+            objects.NodeSelectorTerm(
+                match_expressions=(
+                    objects.NodeSelectorRequirement(key="zone", operator="In", values=("a", "b")),
+                ),
+                match_fields=(
+                    objects.NodeSelectorRequirement(
+                        key="metadata.name", operator="NotIn", values=("n9",)
+                    ),
+                ),
+            ),
+        ),
+        tolerations=(
+            objects.Toleration(key="gpu", operator="Exists", effect="NoSchedule"),
+            objects.Toleration(key="team", operator="Equal", value="ml"),
+        ),
+        preemptable=True,
+        preemption_policy="Never",
+        unschedulable=True,
+        scheduler_name="volcano",
+        created=datetime.datetime(2026, 3, 4, 5, 6, 7, tzinfo=datetime.UTC),
+        uid="abc",
+    )
+
+
+STATUSES = {
+    "running": ("Running", False, "n1", objects.TaskStatus.RUNNING),
+    "running and being deleted": ("Running", True, "n1", objects.TaskStatus.RELEASING),
+    "pending without a node": ("Pending", False, "", objects.TaskStatus.PENDING),
+    "pending with a node": ("Pending", False, "n1", objects.TaskStatus.BOUND),
+    "pending and being deleted": ("Pending", True, "n1", objects.TaskStatus.RELEASING),
+    "succeeded": ("Succeeded", False, "n1", objects.TaskStatus.SUCCEEDED),
+    "failed": ("Failed", True, "n1", objects.TaskStatus.FAILED),
+    "unknown phase": ("Unknown", False, "n1", objects.TaskStatus.UNKNOWN),
+    "a phase Kubernetes does not have": ("Evicted", False, "", objects.TaskStatus.UNKNOWN),
+}
+
+
+@pytest.mark.parametrize(
+    ("phase", "deleting", "node_name", "expected"), STATUSES.values(), ids=STATUSES.keys()
+)
+def test_the_task_status_follows_volcanos_get_task_status(
+    phase: str, deleting: bool, node_name: str, expected: objects.TaskStatus
+) -> None:
+    metadata = {"deletionTimestamp": "2026-01-01T00:00:00Z"} if deleting else {}
+    manifest = pod_manifest(
+        spec={"containers": [container()], "nodeName": node_name},
+        status={"phase": phase},
+        **metadata,
+    )
+    assert manifests.task_status(phase, deleting=deleting, node_name=node_name) == expected
+    assert manifests.parse_pod(manifest).status == expected
+
+
+REQUESTS = {
+    "containers are summed": (
+        {"containers": [container({"cpu": "1", "memory": "1Gi"}), container({"cpu": "500m"})]},
+        resources.Resource(1500, GI, {}),
+        resources.Resource(1500, GI, {}),
+    ),
+    "limits stand in for missing requests, per resource": (
+        {
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {
+                        "requests": {"cpu": "1"},
+                        "limits": {"cpu": "4", "memory": "2Gi", GPU: "1"},
+                    },
+                }
+            ]
+        },
+        resources.Resource(1000, 2 * GI, {GPU: 1000}),
+        resources.Resource(1000, 2 * GI, {GPU: 1000}),
+    ),
+    "a large init container raises only the init request": (
+        {
+            "initContainers": [container({"cpu": "4"}), container({"memory": "1Gi"})],
+            "containers": [container({"cpu": "1", "memory": "2Gi"})],
+        },
+        resources.Resource(1000, 2 * GI, {}),
+        resources.Resource(4000, 2 * GI, {}),
+    ),
+    "a sidecar adds to the pod and to the init containers after it": (
+        {
+            "initContainers": [
+                container({"cpu": "1"}),
+                container({"cpu": "500m"}, restartPolicy="Always"),
+                container({"cpu": "3"}),
+            ],
+            "containers": [container({"cpu": "1"})],
+        },
+        resources.Resource(1500, 0, {}),
+        resources.Resource(3500, 0, {}),
+    ),
+    "the overhead is added to both": (
+        {
+            "initContainers": [container({"cpu": "2"})],
+            "containers": [container({"cpu": "1"})],
+            "overhead": {"cpu": "250m", "memory": "120Mi"},
+        },
+        resources.Resource(1250, 120 * 2**20, {}),
+        resources.Resource(2250, 120 * 2**20, {}),
+    ),
+}
+
+
+@pytest.mark.parametrize(("spec", "resreq", "init_resreq"), REQUESTS.values(), ids=REQUESTS.keys())
+def test_requests_are_the_effective_requests_kubernetes_computes(
+    spec: dict[str, Any], resreq: resources.Resource, init_resreq: resources.Resource
+) -> None:
+    pod = manifests.parse_pod(pod_manifest(spec=spec))
+    assert (pod.resreq, pod.init_resreq) == (resreq, init_resreq)
+
+
+CLASSES = {
+    "high": objects.PriorityClass(name="high", value=1000),
+    "everyday": objects.PriorityClass(name="everyday", value=10, global_default=True),
+    "also-default": objects.PriorityClass(name="also-default", value=20, global_default=True),
+}
+PRIORITIES = {
+    "the task-priority annotation wins over everything": (
+        {"volcano.sh/task-priority": "42"},
+        {"priority": 7, "priorityClassName": "high"},
+        CLASSES,
+        42,
+    ),
+    "spec.priority wins over the class name": (
+        {},
+        {"priority": 7, "priorityClassName": "high"},
+        CLASSES,
+        7,
+    ),
+    "the class name is looked up": ({}, {"priorityClassName": "high"}, CLASSES, 1000),
+    "the lowest global default applies when nothing is set": ({}, {}, CLASSES, 10),
+    "without classes the task priority is 1": ({}, {}, {}, 1),
+    "an unparsable annotation is ignored": (
+        {"volcano.sh/task-priority": "high"},
+        {"priority": 7},
+        {},
+        7,
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "spec", "classes", "expected"), PRIORITIES.values(), ids=PRIORITIES.keys()
+)
+def test_the_task_priority_follows_annotation_spec_class_default(
+    annotations: dict[str, str],
+    spec: dict[str, Any],
+    classes: dict[str, objects.PriorityClass],
+    expected: int,
+) -> None:
+    warnings: list[str] = []
+    manifest = pod_manifest(annotations=annotations, spec={"containers": [container()], **spec})
+    pod = manifests.parse_pod(manifest, priority_classes=classes, on_warning=warnings.append)
+    assert pod.priority == expected
+    assert bool(warnings) == (annotations.get("volcano.sh/task-priority") == "high")
+
+
+PREEMPTABLE = {
+    "absent is preemptable": ({}, {}, True),
+    "the annotation false": ({"volcano.sh/preemptable": "false"}, {}, False),
+    "the label false": ({}, {"volcano.sh/preemptable": "false"}, False),
+    "the annotation wins over the label": (
+        {"volcano.sh/preemptable": "true"},
+        {"volcano.sh/preemptable": "false"},
+        True,
+    ),
+    "Go's spellings of true": ({"volcano.sh/preemptable": "T"}, {}, True),
+    "an invalid value is not preemptable": ({"volcano.sh/preemptable": "yes"}, {}, False),
+}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "labels", "expected"), PREEMPTABLE.values(), ids=PREEMPTABLE.keys()
+)
+def test_preemptability_reads_the_annotation_then_the_label(
+    annotations: dict[str, str], labels: dict[str, str], expected: bool
+) -> None:
+    pod = manifests.parse_pod(pod_manifest(annotations=annotations, labels=labels))
+    assert pod.preemptable is expected
+
+
+BAD_PODS = {
+    "every malformed request is named": (
+        pod_manifest(
+            spec={
+                "containers": [
+                    container({"cpu": "one"}),
+                    {"name": "d", "resources": {"limits": {"memory": "1GB"}}},
+                ]
+            }
+        ),
+        [
+            'spec.containers[0].resources.requests["cpu"]: invalid quantity',
+            'spec.containers[1].resources.limits["memory"]: invalid quantity',
+        ],
+    ),
+    "an annotation must be a string (as the API server requires)": (
+        pod_manifest(annotations={"scheduling.volcano.sh/queue-allocation-gate": True}),  # type: ignore[dict-item]
+        [
+            'metadata.annotations["scheduling.volcano.sh/queue-allocation-gate"]: '
+            "must be a string (got true)"
+        ],
+    ),
+    "a priority class that is not given": (
+        pod_manifest(spec={"containers": [container()], "priorityClassName": "urgent"}),
+        ['spec.priorityClassName: no PriorityClass with this name was given (got "urgent")'],
+    ),
+    "containers must be a list": (
+        pod_manifest(spec={"containers": {"name": "c"}}),
+        ['spec.containers: must be a list (got {"name": "c"})'],
+    ),
+}
+
+
+@pytest.mark.parametrize(("manifest", "expected"), BAD_PODS.values(), ids=BAD_PODS.keys())
+def test_a_bad_pod_is_refused_naming_each_field(
+    manifest: dict[str, Any], expected: list[str]
+) -> None:
+    with pytest.raises(manifests.ManifestError) as caught:
+        manifests.parse_pod(manifest, origin="pods.yaml#1")
+    messages = [str(problem) for problem in caught.value.problems]
+    prefix = "pods.yaml#1: Pod ns1/p1: "
+    assert [m.startswith(prefix) for m in messages] == [True] * len(expected), messages
+    assert len(messages) == len(expected), messages
+    for message, start in zip(messages, expected, strict=True):
+        assert message[len(prefix) :].startswith(start), (message, start)

@@ -1,0 +1,327 @@
+"""PodGroups, Nodes, PriorityClasses, multi-document files, and the snapshot they describe."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import pytest
+
+from queuetree.api import manifests
+from queuetree.core import objects, resources
+
+GPU = "nvidia.com/gpu"
+GI = 2**30
+
+
+def test_a_pod_group_manifest_becomes_a_pod_group() -> None:
+    manifest = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg1", "namespace": "ml"},
+        "spec": {
+            "queue": "team-a",
+            "minMember": 4,
+            "minTaskMember": {"worker": 3, "ps": 1},
+            "minResources": {"cpu": "4", GPU: "4"},
+            "priorityClassName": "high",
+        },
+        "status": {"phase": "Inqueue"},
+    }
+    assert manifests.parse_pod_group(manifest) == objects.PodGroup(
+        namespace="ml",
+        name="pg1",
+        queue="team-a",
+        min_member=4,
+        min_task_member={"ps": 1, "worker": 3},
+        min_resources=resources.Resource(4000, 0, {GPU: 4000}),
+        priority_class_name="high",
+        phase=objects.PodGroupPhase.INQUEUE,
+        uid="ml-pg1",
+    )
+
+
+GROUP_DEFAULTS = {
+    "a bare group is in the default namespace and queue, with no minimum": (
+        {},
+        objects.PodGroup(
+            namespace="default", name="pg", queue="default", min_member=0, uid="default-pg"
+        ),
+    ),
+    "an empty queue is the default queue": (
+        {"spec": {"queue": ""}},
+        objects.PodGroup(
+            namespace="default", name="pg", queue="default", min_member=0, uid="default-pg"
+        ),
+    ),
+    "empty minResources is set and empty, not absent": (
+        {"spec": {"minResources": {}}},
+        objects.PodGroup(
+            namespace="default",
+            name="pg",
+            min_member=0,
+            min_resources=resources.EMPTY,
+            uid="default-pg",
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize(("extra", "expected"), GROUP_DEFAULTS.values(), ids=GROUP_DEFAULTS.keys())
+def test_pod_group_defaults_follow_volcano(
+    extra: dict[str, Any], expected: objects.PodGroup
+) -> None:
+    manifest = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg"},
+        **extra,
+    }
+    assert manifests.parse_pod_group(manifest) == expected
+
+
+NODES = {
+    "allocatable, labels, taints and cordon are read": (
+        {
+            "metadata": {"name": "n1", "labels": {"zone": "a"}},
+            "spec": {
+                "unschedulable": True,
+                "taints": [{"key": "gpu", "value": "a100", "effect": "NoSchedule"}],
+            },
+            "status": {
+                "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110", GPU: "8"},
+                "capacity": {"cpu": "17"},
+            },
+        },
+        objects.Node(
+            name="n1",
+            allocatable=resources.Resource(16000, 64 * GI, {"pods": 110, GPU: 8000}),
+            labels={"zone": "a"},
+            taints=(objects.Taint(key="gpu", value="a100", effect="NoSchedule"),),
+            unschedulable=True,
+        ),
+    ),
+    "capacity stands in for a missing allocatable": (
+        {"metadata": {"name": "n2"}, "status": {"capacity": {"cpu": "4", "pods": 10}}},
+        objects.Node(name="n2", allocatable=resources.Resource(4000, 0, {"pods": 10})),
+    ),
+}
+
+
+@pytest.mark.parametrize(("manifest", "expected"), NODES.values(), ids=NODES.keys())
+def test_a_node_manifest_becomes_a_node(manifest: dict[str, Any], expected: objects.Node) -> None:
+    assert manifests.parse_node({"apiVersion": "v1", "kind": "Node", **manifest}) == expected
+
+
+def test_a_priority_class_manifest_becomes_a_priority_class() -> None:
+    manifest = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "high"},
+        "value": 1000,
+        "globalDefault": True,
+    }
+    assert manifests.parse_priority_class(manifest) == objects.PriorityClass(
+        name="high", value=1000, global_default=True
+    )
+
+
+QUEUES = """\
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: root}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: default}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: team-a}
+spec: {parent: root, deserved: {cpu: 4}}
+"""
+
+WORKLOAD = """\
+apiVersion: v1
+kind: Namespace
+metadata: {name: ml}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: lone
+  namespace: ml
+  annotations: {scheduling.volcano.sh/queue-name: team-a}
+spec:
+  priorityClassName: high
+  containers: [{name: c, resources: {requests: {cpu: "1"}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: worker-0
+  namespace: ml
+  annotations: {scheduling.k8s.io/group-name: job}
+spec:
+  nodeName: n1
+  containers: [{name: c, resources: {requests: {cpu: "2"}}}]
+status: {phase: Running}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: job, namespace: ml}
+spec: {queue: team-a, minMember: 1}
+status: {phase: Running}
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1}
+  status: {allocatable: {cpu: "8", pods: "10"}}
+- apiVersion: scheduling.k8s.io/v1
+  kind: PriorityClass
+  metadata: {name: high}
+  value: 100
+"""
+
+
+def test_files_in_any_order_give_one_sorted_snapshot() -> None:
+    documents = manifests.load_documents(WORKLOAD, source="work.yaml")
+    documents += manifests.load_documents(QUEUES, source="queues.yaml")
+    parsed = manifests.build_snapshot(documents)
+    reversed_parsed = manifests.build_snapshot(list(reversed(documents)))
+    lone_request = resources.Resource(1000, 0, {})
+    assert parsed.snapshot == reversed_parsed.snapshot
+    assert parsed.warnings == ("work.yaml#0: Namespace ignored (a session does not need it)",)
+    assert list(parsed.snapshot.queues) == ["default", "root", "team-a"]
+    assert parsed.snapshot.nodes == {
+        "n1": objects.Node(name="n1", allocatable=resources.Resource(8000, 0, {"pods": 10}))
+    }
+    assert parsed.snapshot.priority_classes == {
+        "high": objects.PriorityClass(name="high", value=100)
+    }
+    assert dict(parsed.snapshot.pod_groups) == {
+        "ml/job": objects.PodGroup(
+            namespace="ml",
+            name="job",
+            queue="team-a",
+            min_member=1,
+            phase=objects.PodGroupPhase.RUNNING,
+            uid="ml-job",
+        ),
+        "ml/lone": objects.PodGroup(
+            namespace="ml",
+            name="lone",
+            queue="team-a",
+            min_member=1,
+            min_resources=lone_request,
+            phase=objects.PodGroupPhase.PENDING,
+            synthetic=True,
+            uid="ml-lone",
+        ),
+    }
+    assert {
+        key: (pod.group, pod.status, pod.priority) for key, pod in parsed.snapshot.pods.items()
+    } == {
+        "ml/lone": ("ml/lone", objects.TaskStatus.PENDING, 100),
+        "ml/worker-0": ("ml/job", objects.TaskStatus.RUNNING, 1),
+    }
+
+
+def problems_of(*texts: str) -> list[str]:
+    documents = []
+    for index, text in enumerate(texts):
+        documents += manifests.load_documents(textwrap.dedent(text), source=f"f{index}.yaml")
+    with pytest.raises(manifests.ManifestError) as caught:
+        manifests.build_snapshot(documents)
+    return [str(problem) for problem in caught.value.problems]
+
+
+def test_every_problem_of_every_file_is_reported_at_once() -> None:
+    found = problems_of(
+        """\
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: web}
+        ---
+        apiVersion: scheduling.volcano.sh/v1beta1
+        kind: PodGroup
+        metadata: {name: pg1, namespace: ns1}
+        spec: {queue: missing}
+        ---
+        apiVersion: v1
+        kind: Pod
+        metadata:
+          name: p1
+          namespace: ns1
+          annotations: {scheduling.k8s.io/group-name: nope}
+        spec: {containers: [{name: c}]}
+        """,
+        """\
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p2, namespace: ns1}
+        spec: {containers: [{name: c, resources: {requests: {cpu: lots}}}]}
+        ---
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p3, namespace: ns1}
+        spec: {containers: [{name: c}]}
+        ---
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p3, namespace: ns1}
+        spec: {containers: [{name: c}]}
+        ---
+        apiVersion: scheduling.volcano.sh/v1beta1
+        kind: Queue
+        metadata: {name: q}
+        """,
+    )
+    assert found == [
+        "f0.yaml#0: kind: unsupported kind (a session reads Queue, PodGroup, Pod, Node, "
+        'PriorityClass; workloads are not expanded) (got "Deployment")',
+        'f1.yaml#0: Pod ns1/p2: spec.containers[0].resources.requests["cpu"]: invalid quantity: '
+        + found[1].split("invalid quantity: ", 1)[1],
+        "f1.yaml#2: Pod ns1/p3: defined twice (first in f1.yaml#1)",
+        'f0.yaml#2: Pod ns1/p1: metadata.annotations["scheduling.k8s.io/group-name"]: '
+        'PodGroup ns1/nope is not given (got "nope")',
+        'f1.yaml#1: Pod ns1/p3: queue "default" is not given (a pod without '
+        'metadata.annotations["scheduling.volcano.sh/queue-name"] or a PodGroup goes to the '
+        "default queue; declare it, or name a queue)",
+        'f0.yaml#1: PodGroup ns1/pg1: spec.queue: queue "missing" is not given (got "missing")',
+    ]
+
+
+DOCUMENT_PROBLEMS = {
+    "a YAML syntax error names the line": (
+        "kind: Pod\nmetadata: {name: [}\n",
+        ["bad.yaml: invalid YAML at line 2, column 19: expected the node content, but found '}'"],
+    ),
+    "a document that is not an object": (
+        "- a\n- b\n",
+        ["bad.yaml#0: a document must be an object"],
+    ),
+    "a list whose items are not a list": (
+        "apiVersion: v1\nkind: List\nitems: 3\n",
+        ["bad.yaml#0: items: must be a list (got 3)"],
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), DOCUMENT_PROBLEMS.values(), ids=DOCUMENT_PROBLEMS.keys()
+)
+def test_unreadable_files_are_refused_with_their_location(text: str, expected: list[str]) -> None:
+    with pytest.raises(manifests.ManifestError) as caught:
+        manifests.load_documents(text, source="bad.yaml")
+    messages = [str(problem) for problem in caught.value.problems]
+    assert len(messages) == len(expected)
+    for message, start in zip(messages, expected, strict=True):
+        assert message.startswith(start), (message, start)
+
+
+def test_empty_documents_are_skipped() -> None:
+    assert manifests.load_documents("---\n---\n", source="empty.yaml") == []
