@@ -1,0 +1,49 @@
+# syntax=docker/dockerfile:1
+# One image for both components: `queuetree operator ...` and `queuetree webhook ...`
+# (the Deployments in manifests/ choose the subcommand). Build with `make image`, which runs
+#   docker build -t queuetree:dev .
+# Pin the base by digest in your own registry mirror for reproducible builds:
+#   --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:...
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+# --- build: install queuetree and its exactly pinned dependencies into a virtualenv -----------
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+RUN python -m venv /opt/queuetree
+WORKDIR /src
+# Dependencies change less often than the code: a separate layer keeps rebuilds fast.
+COPY pyproject.toml README.md ./
+RUN mkdir -p queuetree kubesim \
+    && touch queuetree/__init__.py kubesim/__init__.py \
+    && /opt/queuetree/bin/pip install . \
+    && /opt/queuetree/bin/pip uninstall --yes queuetree
+COPY queuetree ./queuetree
+COPY kubesim ./kubesim
+# --no-deps: the dependencies are already installed, exactly as pinned in pyproject.toml.
+# Byte-code is compiled here because the root filesystem is read-only at run time.
+RUN /opt/queuetree/bin/pip install --no-deps . \
+    && /opt/queuetree/bin/python -m compileall -q /opt/queuetree \
+    && /opt/queuetree/bin/queuetree --version
+
+# --- run: the slim base, the virtualenv, an unprivileged user ---------------------------------
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="queuetree" \
+      org.opencontainers.image.description="Hierarchical queue admission for Kubernetes (Volcano-compatible queues): operator and admission webhook" \
+      org.opencontainers.image.licenses="Apache-2.0"
+# 65532 is the conventional "nonroot" id; the manifests run as it too (runAsUser: 65532).
+RUN groupadd --system --gid 65532 queuetree \
+    && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
+       --shell /usr/sbin/nologin queuetree
+COPY --from=build /opt/queuetree /opt/queuetree
+ENV PATH=/opt/queuetree/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+USER 65532:65532
+# The webhook's TLS port and the metrics/health ports (documentation only: the Deployments
+# declare their own ports).
+EXPOSE 9443 8080 8081
+ENTRYPOINT ["queuetree"]
+CMD ["--help"]
