@@ -1,0 +1,643 @@
+"""Resource vectors: construction, accessors, arithmetic, helpers, identity and printing."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from queuetree.core import errors, resources
+from queuetree.core.resources import INFINITY, ZERO, Resource
+
+R = Resource
+INF = INFINITY
+UNL = resources.UNLIMITED
+G = 2**30
+GPU = "nvidia.com/gpu"
+
+
+def test_the_public_contract_names_exist() -> None:
+    nine = [
+        "less",
+        "less_equal",
+        "less_partly",
+        "less_equal_partly",
+        "equal",
+        "greater",
+        "greater_equal",
+        "greater_partly",
+        "greater_equal_partly",
+    ]
+    assert [name for name in nine if not callable(getattr(Resource, name, None))] == []
+    assert (ZERO.value, INFINITY.value) == (0, -1)
+    assert (resources.EMPTY, Resource.infinite()) == (R(0, 0, None), R(UNL, UNL, None))
+
+
+# -- construction from Kubernetes maps ----------------------------------------------------------
+
+FROM_RESOURCE_LIST: dict[str, tuple[dict[str, Any], Resource]] = {
+    "the spec's example": (
+        {
+            "cpu": "4m",
+            "memory": "2000",
+            "scalar.test/scalar1": "1",
+            "hugepages-test": "2",
+            "ephemeral-storage": "3",
+        },
+        R(
+            4,
+            2000,
+            {"scalar.test/scalar1": 1000, "hugepages-test": 2000, "ephemeral-storage": 3000},
+        ),
+    ),
+    "an empty list gives zero and scalars None": ({}, R(0, 0, None)),
+    "cpu and memory only keep scalars None": ({"cpu": "2", "memory": "1Gi"}, R(2000, G, None)),
+    "pods is a plain count": ({"pods": "110"}, R(0, 0, {"pods": 110})),
+    "count/ names are ignored": ({"count/pods": "5", "cpu": "1"}, R(1000, 0, None)),
+    "quirk 7.12: unprefixed custom names are dropped": (
+        {"gpu": "1", "rdma": "1000", "fpga": "1"},
+        R(0, 0, None),
+    ),
+    "an extended resource in milli-units": ({GPU: "2"}, R(0, 0, {GPU: 2000})),
+    "a kubernetes.io native name": (
+        {"kubernetes.io/batteries": "1"},
+        R(0, 0, {"kubernetes.io/batteries": 1000}),
+    ),
+    "attachable volumes": (
+        {"attachable-volumes-aws-ebs": "39"},
+        R(0, 0, {"attachable-volumes-aws-ebs": 39000}),
+    ),
+    "a requests.-prefixed name is dropped": ({"requests.nvidia.com/gpu": "1"}, R(0, 0, None)),
+    "an extended name that is not a qualified name is dropped": (
+        {"Nvidia.com/gpu": "1", "example.com/-bad": "1"},
+        R(0, 0, None),
+    ),
+    "memory rounds up to a byte and cpu to a milli": (
+        {"memory": "1.5", "cpu": "0.1m"},
+        R(1, 2, None),
+    ),
+    "numbers read as their decimal spelling": (
+        {"cpu": 2, "memory": 1024, GPU: 0.5},
+        R(2000, 1024, {GPU: 500}),
+    ),
+    "binary memory": ({"memory": "18Gi"}, R(0, 18 * G, None)),
+}
+
+
+@pytest.mark.parametrize(
+    ("resource_list", "expected"), FROM_RESOURCE_LIST.values(), ids=FROM_RESOURCE_LIST.keys()
+)
+def test_from_resource_list_applies_volcanos_name_rules(
+    resource_list: dict[str, Any], expected: Resource
+) -> None:
+    got = Resource.from_resource_list(resource_list, field="spec.capability")
+    assert (got, got.scalars is None) == (expected, expected.scalars is None)
+
+
+FROM_RESOURCE_LIST_ERRORS: dict[str, tuple[dict[str, Any], str]] = {
+    "a bad suffix names the field": (
+        {GPU: "1KB"},
+        "invalid quantity '1KB' in spec.capability[\"nvidia.com/gpu\"]: unknown suffix 'KB'",
+    ),
+    "a boolean is not a quantity": (
+        {"cpu": True},
+        "invalid quantity 'True' in spec.capability[\"cpu\"]: "
+        "a quantity must be a string or number",
+    ),
+    "null is not a quantity": (
+        {"memory": None},
+        "invalid quantity 'None' in spec.capability[\"memory\"]: "
+        "a quantity must be a string or number",
+    ),
+    "a dropped name is still parsed": (
+        {"rdma": "lots"},
+        "invalid quantity 'lots' in spec.capability[\"rdma\"]: unknown suffix 'lots'",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("resource_list", "message"),
+    FROM_RESOURCE_LIST_ERRORS.values(),
+    ids=FROM_RESOURCE_LIST_ERRORS.keys(),
+)
+def test_from_resource_list_rejects_a_malformed_quantity_naming_the_field(
+    resource_list: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(errors.QuantityError) as caught:
+        Resource.from_resource_list(resource_list, field="spec.capability")
+    assert str(caught.value).startswith(message)
+
+
+SCALAR_NAMES = {
+    "nvidia.com/gpu": True,
+    "example.com/foo": True,
+    "a.b/c_d.e-f": True,
+    "gpu": False,
+    "kubernetes.io/batteries": True,
+    "hugepages-2Mi": True,
+    "attachable-volumes-csi-x": True,
+    "requests.example.com/foo": False,
+    "Example.com/foo": False,
+    "example.com/": False,
+    "example.com/" + "x" * 64: False,
+    "/foo": False,
+}
+
+
+@pytest.mark.parametrize(("name", "expected"), SCALAR_NAMES.items(), ids=SCALAR_NAMES.keys())
+def test_scalar_resource_names_follow_kubernetes(name: str, expected: bool) -> None:
+    assert resources.is_scalar_resource_name(name) is expected
+
+
+# -- the constructor ------------------------------------------------------------------------------
+
+CONSTRUCTOR_ERRORS: dict[str, tuple[Callable[[], object], type[Exception], str]] = {
+    "a string amount": (
+        lambda: R("1"),
+        TypeError,
+        "Resource.milli_cpu must be an int or float, got '1'",
+    ),  # type: ignore[arg-type]
+    "a boolean amount": (
+        lambda: R(0, True),
+        TypeError,
+        "Resource.memory must be an int or float, got True",
+    ),
+    "NaN": (
+        lambda: R(math.nan),
+        ValueError,
+        "Resource.milli_cpu must be a number or +infinity, got nan",
+    ),
+    "minus infinity": (
+        lambda: R(0, 0, {GPU: -math.inf}),
+        ValueError,
+        "Resource.scalars['nvidia.com/gpu'] must be a number or +infinity, got -inf",
+    ),
+    "an empty scalar name": (
+        lambda: R(0, 0, {"": 1}),
+        ValueError,
+        "Resource scalar name must be a non-empty string: ''",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "message"), CONSTRUCTOR_ERRORS.values(), ids=CONSTRUCTOR_ERRORS.keys()
+)
+def test_the_constructor_rejects_what_is_not_an_amount(
+    build: Callable[[], object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error) as caught:
+        build()
+    assert str(caught.value) == message
+
+
+def test_the_constructor_copies_the_callers_mapping() -> None:
+    scalars = {GPU: 1000}
+    resource = R(0, 0, scalars)
+    scalars[GPU] = 5
+    assert resource.scalars == {GPU: 1000}
+
+
+def test_a_resource_cannot_be_changed() -> None:
+    resource = R(1, 2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        resource.milli_cpu = 5  # type: ignore[misc]
+
+
+# -- identity -----------------------------------------------------------------------------------
+
+EQUALITY = {
+    "same values": (R(1, 2, {GPU: 3}), R(1, 2, {GPU: 3}), True),
+    "int and float of the same value": (R(1, 2), R(1.0, 2.0), True),
+    "scalar order does not matter": (R(0, 0, {"a": 1, "b": 2}), R(0, 0, {"b": 2, "a": 1}), True),
+    "scalars None differs from an empty mapping": (R(1, 2), R(1, 2, {}), False),
+    "a key holding 0 differs from a missing key": (R(1, 2, {GPU: 0}), R(1, 2, {}), False),
+    "unlimited equals unlimited": (Resource.infinite(), R(UNL, UNL), True),
+    "different memory": (R(1, 2), R(1, 3), False),
+}
+
+
+@pytest.mark.parametrize(("left", "right", "expected"), EQUALITY.values(), ids=EQUALITY.keys())
+def test_equality_is_by_value_and_hash_agrees(
+    left: Resource, right: Resource, expected: bool
+) -> None:
+    assert (left == right, right == left) == (expected, expected)
+    if expected:
+        assert hash(left) == hash(right)
+        assert len({left, right}) == 1
+
+
+def test_a_resource_is_not_equal_to_other_types() -> None:
+    assert (R(0, 0) == 0, R(0, 0) != (0, 0, None)) == (False, True)
+
+
+# -- accessors ----------------------------------------------------------------------------------
+
+GET = {
+    "cpu": (R(5, 7, {GPU: 9}), "cpu", 5),
+    "memory": (R(5, 7, {GPU: 9}), "memory", 7),
+    "a present scalar": (R(5, 7, {GPU: 9}), GPU, 9),
+    "an absent scalar reads 0": (R(5, 7, {GPU: 9}), "rdma", 0),
+    "scalars None reads 0": (R(5, 7), GPU, 0),
+}
+
+
+@pytest.mark.parametrize(("resource", "name", "expected"), GET.values(), ids=GET.keys())
+def test_get_reads_a_dimension(resource: Resource, name: str, expected: int) -> None:
+    assert resource.get(name) == expected
+
+
+RESOURCE_NAMES = {
+    "quirk 7.11: pods counts, amounts below the tolerance do not": (
+        R(1000, 0, {GPU: 1000, "pods": 1, "x": 0.05}),
+        ["cpu", GPU, "pods"],
+    ),
+    "empty": (resources.EMPTY, []),
+    "unlimited": (Resource.infinite(), ["cpu", "memory"]),
+    "negative amounts are absent": (R(-5, 10, {GPU: -1}), ["memory"]),
+}
+
+
+@pytest.mark.parametrize(
+    ("resource", "expected"), RESOURCE_NAMES.values(), ids=RESOURCE_NAMES.keys()
+)
+def test_resource_names_lists_dimensions_of_at_least_the_tolerance(
+    resource: Resource, expected: list[str]
+) -> None:
+    assert resource.resource_names() == expected
+
+
+IS_EMPTY = {
+    "empty": (resources.EMPTY, True),
+    "quirk 7.11: pods is ignored": (R(0, 0, {"pods": 5}), True),
+    "below the tolerance": (R(0.05, 0, {GPU: 0.05}), True),
+    "a scalar": (R(0, 0, {GPU: 1}), False),
+    "cpu": (R(1, 0), False),
+    "negative amounts are empty": (R(-5, -5, {GPU: -1}), True),
+    "unlimited": (Resource.infinite(), False),
+}
+
+
+@pytest.mark.parametrize(("resource", "expected"), IS_EMPTY.values(), ids=IS_EMPTY.keys())
+def test_is_empty_ignores_pods_and_amounts_below_the_tolerance(
+    resource: Resource, expected: bool
+) -> None:
+    assert resource.is_empty() is expected
+
+
+IS_ZERO = {
+    "cpu below the tolerance": (R(0.05, 1), "cpu", True),
+    "memory present": (R(0.05, 1), "memory", False),
+    "any scalar of scalars None": (R(0, 0), GPU, True),
+    "a present scalar at 0": (R(0, 0, {GPU: 0}), GPU, True),
+    "a present scalar above 0": (R(0, 0, {GPU: 1}), GPU, False),
+}
+
+
+@pytest.mark.parametrize(("resource", "name", "expected"), IS_ZERO.values(), ids=IS_ZERO.keys())
+def test_is_zero_reads_one_dimension(resource: Resource, name: str, expected: bool) -> None:
+    assert resource.is_zero(name) is expected
+
+
+def test_is_zero_of_a_scalar_missing_from_a_mapping_raises_naming_it() -> None:
+    with pytest.raises(errors.UnknownResourceError) as caught:
+        R(1000, 0, {}).is_zero(GPU)
+    assert str(caught.value) == "unknown resource 'nvidia.com/gpu' in <cpu 1, memory 0>"
+
+
+# -- arithmetic ---------------------------------------------------------------------------------
+
+ADD = {
+    "cpu and memory": (R(1, 2), R(3, 4), R(4, 6)),
+    "an empty right mapping keeps scalars None": (R(1, 1), R(1, 1, {}), R(2, 2)),
+    "scalars None takes the right keys": (R(1, 1), R(0, 0, {GPU: 1}), R(1, 1, {GPU: 1})),
+    "an empty left mapping stays a mapping": (R(0, 0, {}), R(1, 1), R(1, 1, {})),
+    "union of keys": (R(0, 0, {"a": 1}), R(0, 0, {"a": 2, "b": 3}), R(0, 0, {"a": 3, "b": 3})),
+    "unlimited absorbs": (Resource.infinite(), R(1, 1, {GPU: 1}), R(UNL, UNL, {GPU: 1})),
+}
+
+
+@pytest.mark.parametrize(("left", "right", "expected"), ADD.values(), ids=ADD.keys())
+def test_add_sums_per_dimension(left: Resource, right: Resource, expected: Resource) -> None:
+    got = left + right
+    assert (got, got.scalars is None) == (expected, expected.scalars is None)
+
+
+SUB = {
+    "fits": (R(5, 5, {GPU: 5}), R(1, 1, {GPU: 1}), R(4, 4, {GPU: 4})),
+    "scalars None ignores the right scalars": (R(5, 5), R(1, 1, {GPU: 0}), R(4, 4)),
+    "a right-only key at 0 becomes present": (R(5, 5, {}), R(1, 1, {GPU: 0}), R(4, 4, {GPU: 0})),
+    "unlimited minus unlimited is 0": (Resource.infinite(), Resource.infinite(), R(0, 0)),
+    "unlimited minus finite stays unlimited": (Resource.infinite(), R(1, 1), Resource.infinite()),
+    "within the tolerance": (R(2, 2), R(2.0625, 2), R(-0.0625, 0)),
+}
+
+
+@pytest.mark.parametrize(("left", "right", "expected"), SUB.values(), ids=SUB.keys())
+def test_sub_subtracts_what_fits(left: Resource, right: Resource, expected: Resource) -> None:
+    got = left - right
+    assert (got, got.scalars is None) == (expected, expected.scalars is None)
+
+
+def test_sub_raises_naming_both_operands_when_the_right_side_does_not_fit() -> None:
+    with pytest.raises(errors.InsufficientResourceError) as caught:
+        R(1000, 18 * G) - R(2000, 0, {GPU: 1000})
+    assert (str(caught.value), caught.value.minuend, caught.value.subtrahend) == (
+        "resource is not sufficient to do operation: "
+        "<cpu 1, memory 18Gi> sub <cpu 2, memory 0, nvidia.com/gpu 1>",
+        "cpu 1, memory 18Gi",
+        "cpu 2, memory 0, nvidia.com/gpu 1",
+    )
+
+
+SUB_WITHOUT_ASSERT = {
+    "may go negative": (R(1, 1), R(2, 2), R(-1, -1)),
+    "a right-only key goes negative in a mapping": (
+        R(0, 0, {}),
+        R(0, 0, {GPU: 1000}),
+        R(0, 0, {GPU: -1000}),
+    ),
+    "scalars None ignores the right scalars": (R(0, 0), R(0, 0, {GPU: 1000}), R(0, 0)),
+}
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "expected"), SUB_WITHOUT_ASSERT.values(), ids=SUB_WITHOUT_ASSERT.keys()
+)
+def test_sub_without_assert_never_raises(
+    left: Resource, right: Resource, expected: Resource
+) -> None:
+    assert left.sub_without_assert(right) == expected
+
+
+MULTI = {
+    "halves": (R(1000, 2048, {GPU: 1000}), 0.5, R(500, 1024, {GPU: 500})),
+    "unlimited times 0 is 0": (Resource.infinite(), 0, R(0, 0)),
+    "unlimited times 2 stays unlimited": (Resource.infinite(), 2, Resource.infinite()),
+}
+
+
+@pytest.mark.parametrize(("resource", "ratio", "expected"), MULTI.values(), ids=MULTI.keys())
+def test_multi_scales_every_dimension(resource: Resource, ratio: float, expected: Resource) -> None:
+    assert resource.multi(ratio) == expected
+
+
+SET_MAX = {
+    "None returns the left side": (R(1, 2), None, R(1, 2)),
+    "scalars None takes the right mapping": (R(1, 5), R(2, 1, {GPU: 1}), R(2, 5, {GPU: 1})),
+    "per-key maximum and new keys": (
+        R(0, 0, {"a": 5, "b": 1}),
+        R(0, 0, {"b": 3, "c": 2}),
+        R(0, 0, {"a": 5, "b": 3, "c": 2}),
+    ),
+    "right scalars None keeps the left mapping": (R(0, 0, {"a": 1}), R(0, 0), R(0, 0, {"a": 1})),
+}
+
+
+@pytest.mark.parametrize(("left", "right", "expected"), SET_MAX.values(), ids=SET_MAX.keys())
+def test_set_max_resource_takes_the_larger_amount(
+    left: Resource, right: Resource | None, expected: Resource
+) -> None:
+    assert left.set_max_resource(right) == expected
+
+
+MIN_DIMENSION = {
+    "left scalars None: only cpu and memory": (R(5, 5), R(1, 9, {GPU: 1}), ZERO, R(1, 5)),
+    "right scalars None keeps the left under infinity": (
+        R(5, 5, {GPU: 3}),
+        R(9, 9),
+        INF,
+        R(5, 5, {GPU: 3}),
+    ),
+    "right scalars None zeroes the left under zero": (
+        R(5, 5, {GPU: 3}),
+        R(9, 9),
+        ZERO,
+        R(5, 5, {GPU: 0}),
+    ),
+    "shared keys take the minimum, right-only keys are ignored (infinity)": (
+        R(0, 0, {"a": 5, "b": 5}),
+        R(0, 0, {"a": 2, "c": 1}),
+        INF,
+        R(0, 0, {"a": 2, "b": 5}),
+    ),
+    "shared keys take the minimum, left-only keys become 0 (zero)": (
+        R(0, 0, {"a": 5, "b": 5}),
+        R(0, 0, {"a": 2, "c": 1}),
+        ZERO,
+        R(0, 0, {"a": 2, "b": 0}),
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "default", "expected"), MIN_DIMENSION.values(), ids=MIN_DIMENSION.keys()
+)
+def test_min_dimension_caps_the_left_dimensions(
+    left: Resource, right: Resource, default: resources.DimensionDefault, expected: Resource
+) -> None:
+    assert left.min_dimension(right, default) == expected
+
+
+DIFF = {
+    "cpu up, memory down, an equal key lands in decreased with 0": (
+        R(5, 1, {"a": 3}),
+        R(2, 4, {"a": 3}),
+        ZERO,
+        (R(3, 0, {}), R(0, 3, {"a": 0})),
+    ),
+    "missing keys read as 0 under zero": (
+        R(0, 0, {"a": 1}),
+        R(0, 0, {"b": 1}),
+        ZERO,
+        (R(0, 0, {"a": 1}), R(0, 0, {"b": 1})),
+    ),
+    "missing keys read as unlimited under infinity": (
+        R(0, 0, {"a": 1}),
+        R(0, 0, {"b": 1}),
+        INF,
+        (R(0, 0, {"b": UNL}), R(0, 0, {"a": UNL})),
+    ),
+    "both result mappings exist even without scalars": (
+        R(1, 1),
+        R(1, 1),
+        ZERO,
+        (R(0, 0, {}), R(0, 0, {})),
+    ),
+}
+
+
+@pytest.mark.parametrize(("left", "right", "default", "expected"), DIFF.values(), ids=DIFF.keys())
+def test_diff_splits_the_difference(
+    left: Resource,
+    right: Resource,
+    default: resources.DimensionDefault,
+    expected: tuple[Resource, Resource],
+) -> None:
+    assert left.diff(right, default) == expected
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def test_exceeded_part_of_no_right_side_is_the_left_side_itself() -> None:
+    left = R(1, 2, {GPU: 3})
+    assert resources.exceeded_part(left, None) is left
+
+
+EXCEEDED_PART = {
+    "no left side": (None, R(1, 1), resources.EMPTY),
+    "neither side": (None, None, resources.EMPTY),
+    "a key not exceeded is absent, not 0": (
+        R(5, 1, {"a": 3, "b": 1}),
+        R(2, 4, {"a": 1, "b": 2}),
+        R(3, 0, {"a": 2}),
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "expected"), EXCEEDED_PART.values(), ids=EXCEEDED_PART.keys()
+)
+def test_exceeded_part_keeps_what_the_left_has_above_the_right(
+    left: Resource | None, right: Resource | None, expected: Resource
+) -> None:
+    assert resources.exceeded_part(left, right) == expected
+
+
+def test_intersection_counts_pods_unless_ignored() -> None:
+    first = R(1000, 0, {"pods": 1, GPU: 1000, "x": 0.05})
+    second = R(1000, 5, {"pods": 2, GPU: 0})
+    assert (
+        resources.intersection(first, second),
+        resources.intersection_with_ignored_scalar_resources(first, second),
+    ) == (["cpu", "pods"], ["cpu"])
+
+
+MAXIMUM = {
+    "negative amounts are dropped": (
+        R(1, 5, {"a": -1, "b": 2}),
+        R(3, 2, {"b": 1, "c": -5}),
+        R(3, 5, {"b": 2}),
+    ),
+    "both scalars None": (R(1, 1), R(2, 0), R(2, 1)),
+    "one side None": (R(1, 1), R(0, 0, {"a": 1}), R(1, 1, {"a": 1})),
+}
+
+
+@pytest.mark.parametrize(("left", "right", "expected"), MAXIMUM.values(), ids=MAXIMUM.keys())
+def test_maximum_is_per_dimension(left: Resource, right: Resource, expected: Resource) -> None:
+    got = resources.maximum(left, right)
+    assert (got, got.scalars is None) == (expected, expected.scalars is None)
+
+
+MINIMUM = {
+    "left keys, a key the right lacks reads 0": (
+        R(1, 5, {"a": 3, "b": 2}),
+        R(3, 2, {"a": 1, "c": 1}),
+        R(1, 2, {"a": 1, "b": 0}),
+    ),
+    "one side None gives scalars None": (R(1, 1, {"a": 1}), R(0, 0), R(0, 0)),
+}
+
+
+@pytest.mark.parametrize(("left", "right", "expected"), MINIMUM.values(), ids=MINIMUM.keys())
+def test_minimum_is_per_dimension(left: Resource, right: Resource, expected: Resource) -> None:
+    got = resources.minimum(left, right)
+    assert (got, got.scalars is None) == (expected, expected.scalars is None)
+
+
+SHARE = {
+    "nothing of nothing": (0, 0, 0.0),
+    "something of nothing": (5, 0, 1.0),
+    "a quarter": (1, 4, 0.25),
+    "unlimited of unlimited": (UNL, UNL, 1.0),
+    "finite of unlimited": (5, UNL, 0.0),
+}
+
+
+@pytest.mark.parametrize(("part", "whole", "expected"), SHARE.values(), ids=SHARE.keys())
+def test_share_is_a_ratio_with_volcanos_zero_rules(
+    part: float, whole: float, expected: float
+) -> None:
+    assert resources.share(part, whole) == expected
+
+
+def test_sum_all_adds_everything() -> None:
+    assert (resources.sum_all([]), resources.sum_all([R(1, 2), R(3, 4, {GPU: 1})])) == (
+        resources.EMPTY,
+        R(4, 6, {GPU: 1}),
+    )
+
+
+# -- printing -----------------------------------------------------------------------------------
+
+HUMAN = {
+    "the brief's example": (R(9000, 18 * G, {GPU: 2000}), "cpu 9, memory 18Gi, nvidia.com/gpu 2"),
+    "scalars sorted after cpu and memory": (
+        R(1500, 1000, {"z/z": 1, "a/a": 1000}),
+        "cpu 1500m, memory 1k, a/a 1, z/z 1m",
+    ),
+    "pods as a count": (R(0, 0, {"pods": 110}), "cpu 0, memory 0, pods 110"),
+    "unlimited": (
+        R(UNL, UNL, {GPU: UNL}),
+        "cpu unlimited, memory unlimited, nvidia.com/gpu unlimited",
+    ),
+    "a fraction rounds up": (R(1500.2, 10.5), "cpu 1501m, memory 11"),
+}
+
+
+@pytest.mark.parametrize(("resource", "text"), HUMAN.values(), ids=HUMAN.keys())
+def test_format_human_prints_canonical_quantities(resource: Resource, text: str) -> None:
+    assert (resources.format_human(resource), str(resource)) == (text, text)
+
+
+DEBUG = {
+    "the spec's first example": (R(2000, 4096), "cpu 2000.00, memory 4096.00"),
+    "the spec's second example": (
+        R(UNL, UNL, {GPU: UNL}),
+        "cpu maxFloat, memory maxFloat, nvidia.com/gpu maxInt",
+    ),
+    "scalars sorted by name": (R(1, 2, {"b": 3, "a": 4}), "cpu 1.00, memory 2.00, a 4.00, b 3.00"),
+}
+
+
+@pytest.mark.parametrize(("resource", "text"), DEBUG.values(), ids=DEBUG.keys())
+def test_debug_string_matches_volcanos_string(resource: Resource, text: str) -> None:
+    assert resource.debug_string() == text
+
+
+TO_RESOURCE_LIST = {
+    "cpu, memory, scalars and pods": (
+        R(9000, 18 * G, {GPU: 2000, "pods": 110}),
+        {"cpu": "9", "memory": "18Gi", GPU: "2", "pods": "110"},
+    ),
+    "empty keeps cpu and memory": (resources.EMPTY, {"cpu": "0", "memory": "0"}),
+    "inexact bytes in decimal": (R(1500, 1_500_000), {"cpu": "1500m", "memory": "1500k"}),
+    "unlimited dimensions are omitted": (
+        R(UNL, 5, {GPU: UNL, "x/y": 1}),
+        {"memory": "5", "x/y": "1m"},
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("resource", "expected"), TO_RESOURCE_LIST.values(), ids=TO_RESOURCE_LIST.keys()
+)
+def test_to_resource_list_prints_kubernetes_quantities(
+    resource: Resource, expected: dict[str, str]
+) -> None:
+    assert resources.to_resource_list(resource) == expected
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [case[0] for case in list(TO_RESOURCE_LIST.values())[:3]],
+    ids=list(TO_RESOURCE_LIST.keys())[:3],
+)
+def test_to_resource_list_is_the_inverse_of_from_resource_list(resource: Resource) -> None:
+    assert Resource.from_resource_list(resources.to_resource_list(resource)) == resource
