@@ -89,9 +89,16 @@ class QueueVerdict:
     """A Warning for the queue's events when a request was refused or overridden; else ""."""
 
 
-def _depth_order(nodes: Mapping[str, QueueNode]) -> list[str]:
-    """Queue names, parents before children; queues on a parent cycle or under a missing
-    parent come after the well-formed tree, by name (they are decided on their own)."""
+_DETACHED = 1_000_000
+"""Depth given to queues not connected to root, so they sort after the well-formed tree."""
+
+
+def _depth_order(nodes: Mapping[str, QueueNode]) -> tuple[list[str], set[str]]:
+    """Queue names, parents before children, and the names of the queues connected to root.
+
+    Queues on a parent cycle or under a missing parent come after the well-formed tree, by name;
+    they are decided on their own (their parent, if any, is ignored).
+    """
     depths: dict[str, int] = {}
 
     def depth_of(name: str) -> int:
@@ -105,12 +112,13 @@ def _depth_order(nodes: Mapping[str, QueueNode]) -> list[str]:
             current = node.parent
         # A walk that ended on a cycle or a missing parent gives its whole path a large depth,
         # so such queues sort last and never wait for a parent that cannot be decided.
-        base = depths.get(current, 0 if current == objects.ROOT_QUEUE else 1_000_000)
+        base = depths.get(current, 0 if current == objects.ROOT_QUEUE else _DETACHED)
         for offset, visited in enumerate(reversed(seen), start=1):
             depths[visited] = base + offset
         return depths.get(name, base)
 
-    return sorted(nodes, key=lambda name: (depth_of(name), name))
+    order = sorted(nodes, key=lambda name: (depth_of(name), name))
+    return order, {name for name in nodes if depth_of(name) < _DETACHED}
 
 
 def reconcile_states(nodes: Mapping[str, QueueNode]) -> dict[str, QueueVerdict]:
@@ -123,7 +131,8 @@ def reconcile_states(nodes: Mapping[str, QueueNode]) -> dict[str, QueueVerdict]:
     state that would close it is reverted to Open, with a message.
     """
     verdicts: dict[str, QueueVerdict] = {}
-    for name in _depth_order(nodes):
+    order, rooted = _depth_order(nodes)
+    for name in order:
         node = nodes[name]
         if name == objects.ROOT_QUEUE:
             message = ""
@@ -136,7 +145,7 @@ def reconcile_states(nodes: Mapping[str, QueueNode]) -> dict[str, QueueVerdict]:
                 message=message,
             )
             continue
-        parent = verdicts.get(node.parent)
+        parent = verdicts.get(node.parent) if name in rooted else None
         parent_closed = parent is not None and parent.state in _CLOSED_OR_CLOSING
         message = ""
         state = node.state

@@ -1,0 +1,97 @@
+"""Gate removal: the patch that cannot hurt anyone, and the workers' outcomes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from queuetree.core import objects
+from queuetree.operator import gating, state
+from tests.operator import fakes
+
+GATE = objects.QUEUE_ALLOCATION_GATE
+
+PATCHES: dict[str, tuple[tuple[str, ...], list[dict[str, Any]] | None]] = {
+    "our gate alone is removed with tests of uid and gates": (
+        (GATE,),
+        [
+            {"op": "test", "path": "/metadata/uid", "value": "uid-p"},
+            {"op": "test", "path": "/spec/schedulingGates", "value": [{"name": GATE}]},
+            {"op": "remove", "path": "/spec/schedulingGates"},
+        ],
+    ),
+    "another controller's gate blocks removal": ((GATE, "example.com/other"), None),
+    "a pod without our gate is left alone": (("example.com/other",), None),
+    "a pod without gates is left alone": ((), None),
+}
+
+
+@pytest.mark.parametrize(("gates", "expected"), list(PATCHES.values()), ids=list(PATCHES))
+def test_build_gate_removal_patch_only_removes_a_lone_queue_gate(
+    gates: tuple[str, ...], expected: list[dict[str, Any]] | None
+) -> None:
+    assert gating.build_gate_removal_patch(fakes.pod("p", gates=gates)) == expected
+
+
+def make(
+    workers: int = 1,
+) -> tuple[state.ClusterState, fakes.FakeKube, gating.GateRemover, list[gating.Outcome]]:
+    cluster = state.ClusterState()
+    api = fakes.FakeKube()
+    outcomes: list[gating.Outcome] = []
+    remover = gating.GateRemover(
+        cluster=cluster, api=api, workers=workers, on_outcome=outcomes.append, clock=lambda: 10.0
+    )
+    return cluster, api, remover, outcomes
+
+
+async def test_offer_deduplicates_and_respects_the_bound() -> None:
+    _, _, remover, _ = make(workers=1)
+    assert remover.offer("ns/a", decided_at=0.0)
+    assert not remover.offer("ns/a", decided_at=0.0)
+    for index in range(gating.QUEUE_SLOTS_PER_WORKER - 1):
+        assert remover.offer(f"ns/p{index}", decided_at=0.0)
+    assert not remover.offer("ns/overflow", decided_at=0.0)
+    assert remover.pending == gating.QUEUE_SLOTS_PER_WORKER
+
+
+OUTCOMES = {
+    "success keeps the assumption until the watch confirms": (None, 0, True),
+    "a pod that is gone is a normal outcome": (404, 404, False),
+    "a failed test is a normal outcome": (422, 422, False),
+    "a server error drops the assumption for the next cycle": (500, 500, False),
+}
+
+
+@pytest.mark.parametrize(
+    ("failure", "status", "still_assumed"), list(OUTCOMES.values()), ids=list(OUTCOMES)
+)
+async def test_worker_outcomes(failure: int | None, status: int, still_assumed: bool) -> None:
+    cluster, api, remover, outcomes = make()
+    cluster.upsert_pod(fakes.pod("p"))
+    assert cluster.assume_ungated("ns/p", decided_at=9.5)
+    if failure is not None:
+        api.fail["pods/ns/p"] = [failure]
+    remover.start()
+    try:
+        assert remover.offer("ns/p", decided_at=9.5)
+        await fakes.wait_for(lambda: bool(outcomes))
+    finally:
+        await remover.stop()
+    assert outcomes == [gating.Outcome(key="ns/p", status=status, latency=0.5)]
+    assert ("ns/p" in cluster.view().assumed) is still_assumed
+
+
+async def test_a_pod_that_gained_company_is_not_patched() -> None:
+    cluster, api, remover, outcomes = make()
+    cluster.upsert_pod(fakes.pod("p"))
+    assert cluster.assume_ungated("ns/p", decided_at=10.0)
+    cluster.upsert_pod(fakes.pod("p", gates=("example.com/other", GATE)))
+    remover.start()
+    try:
+        assert remover.offer("ns/p", decided_at=10.0)
+        await fakes.wait_for(lambda: remover.pending == 0)
+    finally:
+        await remover.stop()
+    assert (api.calls, outcomes, dict(cluster.view().assumed)) == ([], [], {})
