@@ -1,0 +1,368 @@
+"""Pod semantics: defaults, status at creation, scheduling gates (KEP-3521) and spec immutability.
+
+Order in the write path (kube-apiserver's): `apply_defaults` when the body is decoded (before
+mutating admission), `prepare_for_create` after it (status reset, the SchedulingGated condition
+only if gates remain after the webhooks), then `validate_create` / `validate_update`.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from kubesim import errors
+
+GATED_CONDITION = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "SchedulingGated",
+    "message": "Scheduling is blocked due to non-empty scheduling gates",
+}
+
+DEFAULT_TOLERATIONS = (
+    {
+        "key": "node.kubernetes.io/not-ready",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+    {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+)
+
+_QUALIFIED_NAME = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+
+UPDATE_FORBIDDEN = (
+    "pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+    "`spec.tolerations` (only additions to existing tolerations),"
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+)
+
+
+def apply_defaults(pod: dict) -> None:
+    """The defaults of the v1 Pod type and the DefaultTolerationSeconds plugin (in place)."""
+    spec = pod.setdefault("spec", {})
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    spec.setdefault("priority", 0)
+    account = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+    spec["serviceAccountName"] = account
+    spec["serviceAccount"] = account
+    for field in ("initContainers", "containers"):
+        for container in spec.get(field) or []:
+            if isinstance(container, dict):
+                _default_container(container)
+    tolerations = spec.setdefault("tolerations", [])
+    if isinstance(tolerations, list):
+        for default in DEFAULT_TOLERATIONS:
+            if not any(
+                isinstance(t, dict)
+                and t.get("key") == default["key"]
+                and t.get("effect") in (None, "", "NoExecute")
+                for t in tolerations
+            ):
+                tolerations.append(dict(default))
+
+
+def _default_container(container: dict) -> None:
+    image = str(container.get("image", ""))
+    tagged = ":" in image.rsplit("/", 1)[-1] or "@" in image
+    if "imagePullPolicy" not in container:
+        latest = not tagged or image.endswith(":latest")
+        container["imagePullPolicy"] = "Always" if latest else "IfNotPresent"
+    container.setdefault("terminationMessagePath", "/dev/termination-log")
+    container.setdefault("terminationMessagePolicy", "File")
+    resources = container.setdefault("resources", {})
+    if isinstance(resources, dict) and isinstance(resources.get("limits"), dict):
+        requests = resources.setdefault("requests", {})
+        for name, value in resources["limits"].items():
+            requests.setdefault(name, value)
+    for port in container.get("ports") or []:
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
+
+
+def prepare_for_create(pod: dict) -> None:
+    """Reset the status to Pending with its QoS class; add the gated condition if gates remain."""
+    spec = pod.get("spec") or {}
+    status: dict[str, Any] = {"phase": "Pending", "qosClass": qos_class(spec)}
+    if spec.get("schedulingGates"):
+        status["conditions"] = [dict(GATED_CONDITION)]
+    pod["status"] = status
+
+
+def qos_class(spec: dict) -> str:
+    """Guaranteed, Burstable or BestEffort, as `qos.GetPodQOS` computes them (cpu and memory)."""
+    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+    requests: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
+    guaranteed = True
+    for container in containers:
+        resources = container.get("resources") or {}
+        c_requests = {
+            k: parse_quantity(v)
+            for k, v in (resources.get("requests") or {}).items()
+            if k in ("cpu", "memory")
+        }
+        c_limits = {
+            k: parse_quantity(v)
+            for k, v in (resources.get("limits") or {}).items()
+            if k in ("cpu", "memory")
+        }
+        for name, value in c_requests.items():
+            if value != 0:
+                requests[name] = requests.get(name, Decimal(0)) + value
+        for name, value in c_limits.items():
+            if value != 0:
+                limits[name] = limits.get(name, Decimal(0)) + value
+        if set(c_limits) != {"cpu", "memory"} or any(
+            c_requests.get(k, c_limits[k]) != c_limits[k] for k in c_limits
+        ):
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    if guaranteed and requests == limits:
+        return "Guaranteed"
+    return "Burstable"
+
+
+_SUFFIXES = {
+    "Ki": Decimal(1024),
+    "Mi": Decimal(1024) ** 2,
+    "Gi": Decimal(1024) ** 3,
+    "Ti": Decimal(1024) ** 4,
+    "Pi": Decimal(1024) ** 5,
+    "Ei": Decimal(1024) ** 6,
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[a-zA-Z]*)$")
+
+
+def parse_quantity(value: Any) -> Decimal:
+    """A Kubernetes quantity as a Decimal (`500m` -> 0.5, `1Gi` -> 1073741824); bad input is 0."""
+    match = _QUANTITY.match(str(value).strip())
+    if not match:
+        return Decimal(0)
+    number, suffix = match.groups()
+    try:
+        if suffix[:1] in ("e", "E"):
+            return Decimal(number + suffix)
+        return Decimal(number) * _SUFFIXES.get(suffix, Decimal(0))
+    except InvalidOperation:
+        return Decimal(0)
+
+
+def validate_create(pod: dict) -> list[errors.FieldCause]:
+    spec = pod.get("spec") or {}
+    causes: list[errors.FieldCause] = []
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        causes.append(errors.field_required("spec.containers", ""))
+    else:
+        seen: set[str] = set()
+        for i, container in enumerate(containers):
+            if not isinstance(container, dict):
+                causes.append(
+                    errors.field_invalid(f"spec.containers[{i}]", container, "must be an object")
+                )
+                continue
+            name = container.get("name")
+            if not name:
+                causes.append(errors.field_required(f"spec.containers[{i}].name", ""))
+            elif name in seen:
+                causes.append(errors.field_duplicate(f"spec.containers[{i}].name", name))
+            else:
+                seen.add(name)
+            if not container.get("image"):
+                causes.append(errors.field_required(f"spec.containers[{i}].image", ""))
+    causes.extend(_validate_gates(spec))
+    if spec.get("schedulingGates") and spec.get("nodeName"):
+        causes.append(
+            errors.field_forbidden(
+                "spec.nodeName", "cannot be set until all schedulingGates have been cleared"
+            )
+        )
+    return causes
+
+
+def _validate_gates(spec: dict) -> list[errors.FieldCause]:
+    causes = []
+    seen: set[str] = set()
+    for i, gate in enumerate(spec.get("schedulingGates") or []):
+        name = gate.get("name") if isinstance(gate, dict) else None
+        field = f"spec.schedulingGates[{i}].name"
+        if not isinstance(name, str) or not _QUALIFIED_NAME.match(name):
+            causes.append(
+                errors.field_invalid(
+                    field,
+                    name,
+                    "name part must consist of alphanumeric characters, '-', '_' or '.', and must "
+                    "start and end with an alphanumeric character",
+                )
+            )
+        elif name in seen:
+            causes.append(errors.field_duplicate(field, name))
+        else:
+            seen.add(name)
+    return causes
+
+
+def validate_update(new: dict, old: dict) -> list[errors.FieldCause]:
+    """Spec immutability with the exceptions of 1.32 and the gate rules of KEP-3521/3838."""
+    new_spec = new.get("spec") or {}
+    old_spec = old.get("spec") or {}
+    causes = _validate_gates(new_spec)
+    old_gates = [
+        g.get("name") for g in old_spec.get("schedulingGates") or [] if isinstance(g, dict)
+    ]
+    new_gates = [
+        g.get("name") for g in new_spec.get("schedulingGates") or [] if isinstance(g, dict)
+    ]
+    for i, name in enumerate(new_gates):
+        if name not in old_gates:
+            causes.append(
+                errors.field_forbidden(
+                    f"spec.schedulingGates[{i}].name",
+                    f"only deletion is allowed, but found new scheduling gate '{name}'",
+                )
+            )
+    if causes:
+        return causes
+    if new_spec == old_spec:
+        return []
+    if _neutralized(new_spec, old_spec, gated=bool(old_gates)) != _neutralized(
+        old_spec, old_spec, gated=bool(old_gates)
+    ):
+        if new_gates and new_spec.get("nodeName") and not old_spec.get("nodeName"):
+            return [
+                errors.field_forbidden(
+                    "spec.nodeName", "cannot be set until all schedulingGates have been cleared"
+                )
+            ]
+        return [errors.field_forbidden("spec", UPDATE_FORBIDDEN)]
+    return []
+
+
+def _neutralized(spec: dict, old: dict, *, gated: bool) -> dict:
+    """`spec` with every field an update may change replaced by the old value (when allowed)."""
+    result = copy.deepcopy(spec)
+    for field in ("containers", "initContainers"):
+        new_list = result.get(field) or []
+        old_list = old.get(field) or []
+        if len(new_list) == len(old_list):
+            for new_c, old_c in zip(new_list, old_list, strict=True):
+                if isinstance(new_c, dict) and isinstance(old_c, dict) and "image" in old_c:
+                    new_c["image"] = old_c["image"]
+    deadline, old_deadline = result.get("activeDeadlineSeconds"), old.get("activeDeadlineSeconds")
+    if deadline is not None and (old_deadline is None or deadline <= old_deadline):
+        if old_deadline is None:
+            result.pop("activeDeadlineSeconds")
+        else:
+            result["activeDeadlineSeconds"] = old_deadline
+    old_tolerations = old.get("tolerations") or []
+    new_tolerations = result.get("tolerations") or []
+    if all(t in new_tolerations for t in old_tolerations):
+        _set_or_pop(result, "tolerations", old.get("tolerations"))
+    # Gates may only be removed (checked by the caller), in any order.
+    _set_or_pop(result, "schedulingGates", old.get("schedulingGates"))
+    if gated:
+        if _selector_tightened(result.get("nodeSelector"), old.get("nodeSelector")):
+            _set_or_pop(result, "nodeSelector", old.get("nodeSelector"))
+        new_aff = (result.get("affinity") or {}).get("nodeAffinity")
+        old_aff = (old.get("affinity") or {}).get("nodeAffinity")
+        if _affinity_tightened(new_aff, old_aff):
+            affinity = result.get("affinity")
+            if isinstance(affinity, dict):
+                if old_aff is None:
+                    affinity.pop("nodeAffinity", None)
+                else:
+                    affinity["nodeAffinity"] = copy.deepcopy(old_aff)
+                if not affinity and "affinity" not in old:
+                    result.pop("affinity")
+    return result
+
+
+def _set_or_pop(spec: dict, field: str, value: Any) -> None:
+    if value is None:
+        spec.pop(field, None)
+    else:
+        spec[field] = copy.deepcopy(value)
+
+
+def _selector_tightened(new: Any, old: Any) -> bool:
+    """nodeSelector entries may be added while gated, never changed or removed."""
+    new = new or {}
+    old = old or {}
+    return isinstance(new, dict) and all(new.get(k) == v for k, v in old.items())
+
+
+def _affinity_tightened(new: Any, old: Any) -> bool:
+    """KEP-3838: node affinity may be set if it was nil; required terms may only gain
+    matchExpressions (or be anything if there were none); preferred terms may change freely."""
+    if old is None:
+        return True
+    if not isinstance(new, dict):
+        return False
+    req_field = "requiredDuringSchedulingIgnoredDuringExecution"
+    old_req = (old or {}).get(req_field)
+    new_req = new.get(req_field)
+    if old_req is None or not (old_req.get("nodeSelectorTerms") or []):
+        return True
+    if not isinstance(new_req, dict):
+        return False
+    old_terms = old_req.get("nodeSelectorTerms") or []
+    new_terms = new_req.get("nodeSelectorTerms") or []
+    if len(old_terms) != len(new_terms):
+        return False
+    for old_term, new_term in zip(old_terms, new_terms, strict=True):
+        for part in ("matchExpressions", "matchFields"):
+            old_items = old_term.get(part) or []
+            new_items = new_term.get(part) or []
+            if new_items[: len(old_items)] != old_items:
+                return False
+    return True
+
+
+def table_status(pod: dict) -> str:
+    """The STATUS column: Terminating, else SchedulingGated, else the reason or the phase."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return "Terminating"
+    if (pod.get("spec") or {}).get("schedulingGates"):
+        return "SchedulingGated"
+    status = pod.get("status") or {}
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):
+            return str(waiting["reason"])
+    return str(status.get("reason") or status.get("phase") or "Pending")
+
+
+def is_ready(pod: dict) -> bool:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
