@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import logging
 import sys
 from typing import TYPE_CHECKING, Any
@@ -86,13 +85,15 @@ def add_parser(subparsers: Any) -> None:
 
 def load_config(path: str) -> configs.SchedulerConfiguration:
     """The configuration in ``path`` (``queuetree.api.schedconf``), or the built-in default."""
-    schedconf: Any = importlib.import_module("queuetree.api.schedconf")
+    from queuetree.api import schedconf
+
     if not path:
-        default: configs.SchedulerConfiguration = schedconf.DEFAULT_CONFIGURATION
-        return default
+        return schedconf.parse_default().configuration
     with open(path, encoding="utf-8") as stream:
-        loaded: configs.SchedulerConfiguration = schedconf.parse_configuration(stream.read())
-        return loaded
+        parsed = schedconf.parse_configuration(stream.read(), source=path)
+    for warning in parsed.warnings:
+        print(f"queuetree operator: warning: {warning}", file=sys.stderr)
+    return parsed.configuration
 
 
 def run(args: argparse.Namespace) -> int:

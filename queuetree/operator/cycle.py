@@ -63,7 +63,7 @@ class AdmissionCycle:
         api: kube.KubeApi,
         remover: gating.GateRemover,
         session: SessionFn,
-        reclaim_session: SessionFn | None = None,
+        reclaim: bool = False,
         ancestor_reclaim_level: int = 0,
         metrics_: metrics.Metrics | None = None,
         period: float = 1.0,
@@ -76,7 +76,7 @@ class AdmissionCycle:
         self._api = api
         self._remover = remover
         self._session = session
-        self._reclaim_session = reclaim_session
+        self._reclaim = reclaim
         self._ancestor_reclaim_level = ancestor_reclaim_level
         self._metrics = metrics_
         self._period = period
@@ -136,7 +136,7 @@ class AdmissionCycle:
         explanations = explaining.plan_explanations(
             view, result, self._cluster.explanations(), budget=self._explanation_budget
         )
-        evictions = self._plan_evictions(view)
+        evictions = self._plan_evictions(view, result)
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(
                 self._write(writes, explanations, evictions), name="queuetree cycle writer"
@@ -156,12 +156,14 @@ class AdmissionCycle:
             evictions=tuple(e.victim for e in evictions),
         )
 
-    def _plan_evictions(self, view: state.StateView) -> list[reclaiming.Eviction]:
-        if self._reclaim_session is None:
+    def _plan_evictions(
+        self, view: state.StateView, result: decisions.SessionResult
+    ) -> list[reclaiming.Eviction]:
+        if not self._reclaim:
             return []
         plan = reclaiming.plan_reclaim(
             view.snapshot,
-            self._reclaim_session,
+            result,
             ancestor_reclaim_level=self._ancestor_reclaim_level,
         )
         return [e for e in plan if e.victim not in self._evicting]

@@ -1,17 +1,15 @@
 """Reclaim: evict pods of queues above their deserved share for pods kube-scheduler cannot place.
 
-Only pods that kube-scheduler already tried and left unschedulable (``PodScheduled=False``,
-reason ``Unschedulable``; ``Pod.unschedulable``) may reclaim: a pod that was just ungated has
-not been tried yet, and evicting for it could free room it never needed. When there is such a
-pod, the core session runs its reclaim action (configured with the capacity plugin's
-``ancestorReclaimLevel``) on the snapshot and returns victims; :func:`plan_reclaim` pairs each
-victim with the reclaimer placed on its node and words the rule for both events.
+The core session's reclaim action (run in the admission session when the configuration lists
+``reclaim``, with the capacity plugin's ``ancestorReclaimLevel``) chooses the victims, for pods
+that kube-scheduler already tried and left unschedulable (``PodScheduled=False``, reason
+``Unschedulable``; ``Pod.unschedulable``). :func:`plan_reclaim` pairs each victim with the
+reclaimer placed on its node and words the rule for the events on both pods.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
 from queuetree.core import decisions, objects
 
@@ -35,19 +33,11 @@ def _queue_of(snapshot: objects.Snapshot, pod: objects.Pod | None) -> str:
 
 def plan_reclaim(
     snapshot: objects.Snapshot,
-    session: Callable[[objects.Snapshot], decisions.SessionResult],
+    result: decisions.SessionResult,
     *,
     ancestor_reclaim_level: int = 0,
 ) -> list[Eviction]:
-    """The evictions the core's reclaim chose, or none when no pod is waiting for room."""
-    waiting = [
-        pod
-        for pod in snapshot.pods.values()
-        if pod.unschedulable and not pod.sch_gated and not pod.node_name
-    ]
-    if not waiting:
-        return []
-    result = session(snapshot)
+    """The evictions the core's reclaim chose, each paired with its reclaimer, in order."""
     if not result.evict:
         return []
     reclaimer_on_node = {node: key for key, node in sorted(result.pipeline.items())}

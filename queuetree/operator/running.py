@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import threading
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from typing import Any
 
 import kopf
 
-from queuetree.core import decisions, objects
+from queuetree.core import decisions, objects, sessions
 from queuetree.operator import (
     cycle,
     gating,
@@ -39,18 +38,14 @@ Flag = asyncio.Event | threading.Event
 
 def make_session(config: settings.OperatorSettings, *, admission_only: bool) -> cycle.SessionFn:
     """The core session bound to the configuration (``queuetree.core.sessions.run_session``)."""
-    # Imported by name at call time: the sessions module is the core's entry point and is
-    # imported only where a session actually runs.
-    sessions: Any = importlib.import_module("queuetree.core.sessions")
 
     def run_session(snapshot: objects.Snapshot) -> decisions.SessionResult:
-        result: decisions.SessionResult = sessions.run_session(
+        return sessions.run_session(
             snapshot,
             config=config.scheduler_config,
             feature_gates=config.feature_gates,
             admission_only=admission_only,
         )
-        return result
 
     return run_session
 
@@ -100,7 +95,6 @@ def build_cycle(
     api: kube.KubeApi,
     metrics_: metrics.Metrics,
     session: cycle.SessionFn,
-    reclaim_session: cycle.SessionFn | None,
 ) -> tuple[cycle.AdmissionCycle, gating.GateRemover]:
     def on_outcome(outcome: gating.Outcome) -> None:
         if outcome.status == 0:
@@ -117,7 +111,7 @@ def build_cycle(
         api=api,
         remover=remover,
         session=session,
-        reclaim_session=reclaim_session,
+        reclaim="reclaim" in config.scheduler_config.actions,
         ancestor_reclaim_level=ancestor_reclaim_level(config),
         metrics_=metrics_,
         period=config.cycle_period,
@@ -133,7 +127,6 @@ async def lead(
     api: kube.KubeApi,
     metrics_: metrics.Metrics,
     session: cycle.SessionFn,
-    reclaim_session: cycle.SessionFn | None,
 ) -> None:
     """Everything the leader does, until cancelled."""
     metrics_.leader.set(1)
@@ -143,7 +136,6 @@ async def lead(
         api=api,
         metrics_=metrics_,
         session=session,
-        reclaim_session=reclaim_session,
     )
     cluster.set_wake(admission.wake)
     remover.start()
@@ -173,7 +165,6 @@ async def run(
     stop_flag: Flag | None = None,
     ready_flag: Flag | None = None,
     session: cycle.SessionFn | None = None,
-    reclaim_session: cycle.SessionFn | None = None,
     metrics_: metrics.Metrics | None = None,
     on_state: Callable[[state.ClusterState], None] | None = None,
 ) -> None:
@@ -196,8 +187,6 @@ async def run(
         on_state(cluster)
     if session is None:
         session = make_session(config, admission_only=True)
-    if reclaim_session is None and "reclaim" in config.scheduler_config.actions:
-        reclaim_session = make_session(config, admission_only=False)
     async with client.ApiClient() as api_client:
         api = kube.AsyncKube(
             api_client,
@@ -212,7 +201,6 @@ async def run(
                 api=api,
                 metrics_=metrics_,
                 session=session,
-                reclaim_session=reclaim_session,
             )
 
         election = asyncio.create_task(
