@@ -91,7 +91,6 @@ class Resource:
     milli_cpu: Amount = 0
     memory: Amount = 0
     scalars: Mapping[str, Amount] | None = None
-    _hash: int = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name, value in (("milli_cpu", self.milli_cpu), ("memory", self.memory)):
@@ -694,19 +693,12 @@ class Resource:
         )
 
     def __hash__(self) -> int:
-        try:
-            return self._hash
-        except AttributeError:
-            scalars = self.scalars
-            value = hash(
-                (
-                    self.milli_cpu,
-                    self.memory,
-                    None if scalars is None else frozenset(scalars.items()),
-                )
-            )
-            object.__setattr__(self, "_hash", value)
-            return value
+        # Computed on demand, never at construction: the hot path builds vectors it never hashes.
+        # (Not cached: a cache slot would have to be a dataclass field, visible to asdict/copy.)
+        scalars = self.scalars
+        return hash(
+            (self.milli_cpu, self.memory, None if scalars is None else frozenset(scalars.items()))
+        )
 
 
 # Slot setters bypass the frozen __setattr__: the fast, trusted construction path.

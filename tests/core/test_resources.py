@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -229,6 +231,21 @@ def test_equality_is_by_value_and_hash_agrees(
     if expected:
         assert hash(left) == hash(right)
         assert len({left, right}) == 1
+
+
+COPIES: dict[str, Callable[[Resource], object]] = {
+    "copy": copy.copy,
+    "deepcopy": copy.deepcopy,
+    "pickle": lambda resource: pickle.loads(pickle.dumps(resource)),
+    "replace": lambda resource: dataclasses.replace(resource),
+    "asdict": lambda resource: Resource(**dataclasses.asdict(resource)),
+}
+
+
+@pytest.mark.parametrize("duplicate", COPIES.values(), ids=COPIES.keys())
+def test_a_resource_survives_copying_and_pickling(duplicate: Callable[[Resource], object]) -> None:
+    resource = R(1, 2, {GPU: 3}) + R(1, 1)  # built on the trusted fast path
+    assert duplicate(resource) == resource
 
 
 def test_a_resource_is_not_equal_to_other_types() -> None:
