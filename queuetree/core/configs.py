@@ -11,6 +11,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
+
+
+def _empty_mapping() -> Mapping[str, Any]:
+    """The shared empty read-only mapping (Python 3.11 refuses a mappingproxy as a default)."""
+    return _EMPTY
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 KNOWN_FLAGS = (
     "enableJobOrder",
@@ -46,9 +55,9 @@ KNOWN_PLUGINS = ("priority", "gang", "conformance", "predicates", "capacity", "n
 @dataclasses.dataclass(frozen=True, slots=True)
 class PluginOption:
     name: str
-    flags: Mapping[str, bool] = MappingProxyType({})
+    flags: Mapping[str, bool] = dataclasses.field(default_factory=_empty_mapping)
     """Canonical flag name -> value, only for flags the file sets."""
-    arguments: Mapping[str, object] = MappingProxyType({})
+    arguments: Mapping[str, object] = dataclasses.field(default_factory=_empty_mapping)
 
     def enabled(self, flag: str) -> bool:
         """Whether ``flag`` (canonical spelling) is on: a flag left out is on, but hierarchy."""

@@ -11,8 +11,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 from queuetree.core import objects, resources
+
+
+def _empty_mapping() -> Mapping[str, Any]:
+    """The shared empty read-only mapping (Python 3.11 refuses a mappingproxy as a default)."""
+    return _EMPTY
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,16 +60,18 @@ class SessionResult:
     """False when the queue tree is unusable as a whole (no root queue in hierarchy mode)."""
     errors: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
-    bind: Mapping[str, str] = MappingProxyType({})
+    bind: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
     """Pod key -> node name, for pods allocated and bound in this session."""
-    pipeline: Mapping[str, str] = MappingProxyType({})
+    pipeline: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
     """Pod key -> node name, for pods pipelined onto resources being released."""
     evict: tuple[str, ...] = ()
     """Pod keys to evict, in eviction order."""
     ungate: tuple[str, ...] = ()
     """Pod keys whose queue-allocation gate may be removed, in admission order."""
-    pod_groups: Mapping[str, objects.PodGroupPhase] = MappingProxyType({})
-    queues: Mapping[str, QueueFigures] = MappingProxyType({})
-    reasons: Mapping[str, str] = MappingProxyType({})
+    pod_groups: Mapping[str, objects.PodGroupPhase] = dataclasses.field(
+        default_factory=_empty_mapping
+    )
+    queues: Mapping[str, QueueFigures] = dataclasses.field(default_factory=_empty_mapping)
+    reasons: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
     """Pod key -> why a pending or gated pod was not admitted, for a person to act on."""
     events: tuple[Event, ...] = ()

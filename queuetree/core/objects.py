@@ -17,9 +17,17 @@ import datetime
 import enum
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import NewType
+from typing import Any, NewType
 
 from queuetree.core import resources
+
+
+def _empty_mapping() -> Mapping[str, Any]:
+    """The shared empty read-only mapping (Python 3.11 refuses a mappingproxy as a default)."""
+    return _EMPTY
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 QueueName = NewType("QueueName", str)
 PodKey = NewType("PodKey", str)
@@ -108,7 +116,7 @@ class Queue:
     """``status.state``; an empty state reads as Open."""
     allocated: resources.Resource = resources.EMPTY
     """``status.allocated`` as a controller last wrote it (read by the webhook only)."""
-    annotations: Mapping[str, str] = NO_LABELS
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
     created: datetime.datetime = EPOCH
     uid: str = ""
 
@@ -132,7 +140,7 @@ class PodGroup:
     name: str
     queue: str = DEFAULT_QUEUE
     min_member: int = 1
-    min_task_member: Mapping[str, int] = MappingProxyType({})
+    min_task_member: Mapping[str, int] = dataclasses.field(default_factory=_empty_mapping)
     min_resources: resources.Resource | None = None
     """None when ``spec.minResources`` is absent (enqueue then skips the capacity check, §3.7)."""
     priority_class_name: str = ""
@@ -198,9 +206,9 @@ class Pod:
     priority: int = 1
     node_name: str = ""
     scheduling_gates: tuple[str, ...] = ()
-    annotations: Mapping[str, str] = NO_LABELS
-    labels: Mapping[str, str] = NO_LABELS
-    node_selector: Mapping[str, str] = NO_LABELS
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
+    labels: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
+    node_selector: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
     required_node_affinity: tuple[NodeSelectorTerm, ...] = ()
     """ORed terms; empty means no required node affinity."""
     tolerations: tuple[Toleration, ...] = ()
@@ -237,7 +245,7 @@ class Node:
     name: str
     allocatable: resources.Resource = resources.EMPTY
     """Includes the ``pods`` count as a plain scalar."""
-    labels: Mapping[str, str] = NO_LABELS
+    labels: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
 
@@ -257,4 +265,6 @@ class Snapshot:
     pod_groups: Mapping[str, PodGroup]
     pods: Mapping[str, Pod]
     nodes: Mapping[str, Node]
-    priority_classes: Mapping[str, PriorityClass] = MappingProxyType({})
+    priority_classes: Mapping[str, PriorityClass] = dataclasses.field(
+        default_factory=_empty_mapping
+    )

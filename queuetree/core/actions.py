@@ -1,0 +1,448 @@
+"""The actions of a session: enqueue, allocate (and its admission-only form), backfill, reclaim,
+preempt. Each is a function over a :class:`frameworks.Session`; statements make every job's
+operations all-or-nothing (gang scheduling).
+
+Orders follow Volcano: queues by the tier-dispatched queue order (re-evaluated whenever a queue is
+pushed back, i.e. after each job), jobs by job order within a queue, tasks by task order within a
+job. Two shortcuts keep large admission cycles linear, without changing any result:
+
+* enqueue changes no figure the queue order reads (shares follow ``allocated`` only), so the
+  queue order is computed once instead of a pop and push per job;
+* in allocate, when a job changed nothing (``Session.version`` is unchanged: no allocation or
+  eviction happened), the queue that was first is still first, so it is kept without a heap
+  round trip.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import itertools
+from collections.abc import Callable
+
+from queuetree.core import frameworks, objects, vectors
+
+Statement = frameworks.Statement
+
+
+class _QueueItem:
+    """A heap entry ordered by the session's queue order."""
+
+    __slots__ = ("name", "session")
+
+    def __init__(self, session: frameworks.Session, name: str) -> None:
+        self.session = session
+        self.name = name
+
+    def __lt__(self, other: _QueueItem) -> bool:
+        return self.session.queue_order(self.name, other.name) < 0
+
+
+def _sorted_queues(session: frameworks.Session, names: set[str]) -> list[str]:
+    return sorted(names, key=functools.cmp_to_key(session.queue_order))
+
+
+# -- enqueue ---------------------------------------------------------------------------------
+
+
+def enqueue(session: frameworks.Session) -> None:
+    """Move pending pod groups to Inqueue when their queue admits their ``minResources``.
+
+    A group without ``minResources`` is admitted without asking any plugin (spec §3.7).
+    """
+    pending: dict[str, list[frameworks.Job]] = {}
+    for job in session.jobs.values():
+        if job.queue not in session.queues:
+            continue
+        pending.setdefault(job.queue, [])
+        if job.is_pending:
+            pending[job.queue].append(job)
+    for queue in _sorted_queues(session, set(pending)):
+        for job in sorted(pending[queue], key=session.job_key):
+            if job.min_resources is None or session.job_enqueueable(job):
+                session.job_enqueued(job)
+                job.phase = objects.PodGroupPhase.INQUEUE
+                session.enqueued.add(job.key)
+
+
+# -- allocate --------------------------------------------------------------------------------
+
+
+def _worksheet(
+    session: frameworks.Session, job: frameworks.Job, *, gated_only: bool
+) -> list[frameworks.Task]:
+    tasks = []
+    for task in job.tasks:
+        if task.status != objects.TaskStatus.PENDING:
+            continue
+        if task.sch_gated and not task.pod.only_queue_gate:
+            continue  # an external gate: not ours to judge until it is the only one left
+        if gated_only and not task.sch_gated:
+            continue  # admission mode: kube-scheduler places ungated pods
+        if vectors.is_empty(task.resreq, session.dims):
+            continue  # best effort: backfill's job
+        tasks.append(task)
+    # Reversed: the worksheet is consumed with pop() from the end, first task first.
+    tasks.sort(key=session.task_key, reverse=True)
+    return tasks
+
+
+def allocate(session: frameworks.Session, *, admission_only: bool = False) -> None:
+    """Volcano's allocate: per queue, per job, per task: capacity, gate admission, then nodes.
+
+    Gated tasks are never placed: a gated, opted-in task that its queue admits is reserved and
+    reported in ``ungate`` (spec §5.3). Deliberate fix (gang-aware ungating): a job's gated
+    tasks are ungated only when, counting the job's running and already-ungated tasks, at least
+    ``minMember`` of them fit; otherwise none is.
+    """
+    gate_on = session.feature_gates.get(objects.FEATURE_SCHEDULING_GATES_QUEUE_ADMISSION, False)
+    enqueue_configured = "enqueue" in session.config.actions
+    worksheets: dict[str, list[frameworks.Task]] = {}
+    job_heaps: dict[str, list[tuple[frameworks.OrderKey, int, frameworks.Job]]] = {}
+    counter = itertools.count()
+    for job in sorted(session.jobs.values(), key=lambda j: j.key):
+        if job.is_pending:
+            if enqueue_configured:
+                continue
+            job.phase = objects.PodGroupPhase.INQUEUE
+        invalid = session.job_valid(job)
+        if invalid is not None:
+            session.job_messages[job.key] = invalid
+            continue
+        if job.queue not in session.queues:
+            continue
+        tasks = _worksheet(session, job, gated_only=admission_only)
+        if not tasks:
+            continue
+        worksheets[job.key] = tasks
+        job_heaps.setdefault(job.queue, []).append((session.job_key(job), next(counter), job))
+    for entries in job_heaps.values():
+        heapq.heapify(entries)
+    heap = [_QueueItem(session, name) for name in job_heaps]
+    heapq.heapify(heap)
+    current: _QueueItem | None = heapq.heappop(heap) if heap else None
+    while current is not None:
+        jobs = job_heaps[current.name]
+        if not jobs:
+            current = heapq.heappop(heap) if heap else None
+            continue
+        _, _, job = heapq.heappop(jobs)
+        version = session.version
+        tasks = worksheets[job.key]
+        again = _allocate_job(session, job, tasks, gate_on=gate_on, admission_only=admission_only)
+        if again and tasks:
+            heapq.heappush(jobs, (session.job_key(job), next(counter), job))
+        if session.version != version and heap:
+            # Shares changed: let the queue order decide again (Volcano pushes the queue back).
+            current = heapq.heappushpop(heap, current)
+
+
+def _allocate_job(
+    session: frameworks.Session,
+    job: frameworks.Job,
+    tasks: list[frameworks.Task],
+    *,
+    gate_on: bool,
+    admission_only: bool,
+) -> bool:
+    """One pass over a job's worksheet; True when the job was committed (it may go again)."""
+    queue = job.queue
+    stmt = Statement(session)
+    gates = Statement(session)
+    admitted = 0
+    while tasks:
+        task = tasks.pop()
+        if not session.allocatable(queue, task):
+            continue
+        if task.sch_gated:
+            if gate_on and task.pod.opted_in:
+                gates.reserve(task)
+                admitted += 1
+            elif task.pod.only_queue_gate:
+                session.task_messages[task.key] = (
+                    f"pod {task.key} has the scheduling gate {objects.QUEUE_ALLOCATION_GATE} but "
+                    f'not the opt-in annotation {objects.QUEUE_ALLOCATION_GATE}: "true"; the gate '
+                    "will not be removed automatically"
+                )
+            continue
+        if admission_only:
+            continue
+        node = _best_node(session, task)
+        if node is None:
+            continue
+        if vectors.less_equal_zero(task.init_resreq, node.idle):
+            stmt.allocate(task, node.name)
+        else:
+            stmt.pipeline(task, node.name)
+        if session.job_ready(job):
+            break
+    if gates.operations:
+        in_flight = job.ready + job.waiting + session.in_flight.get(job.key, 0)
+        if in_flight + admitted >= job.min_member:
+            gates.commit()
+        else:
+            session.job_messages[job.key] = (
+                f"pod group {job.key}: only {in_flight + admitted} of minMember "
+                f"{job.min_member} pods fit in queue {queue!r}; its gated pods stay gated "
+                "together"
+            )
+            gates.discard()
+    if not stmt.operations:
+        return bool(gates.operations) or admitted > 0
+    if session.job_ready(job):
+        stmt.commit()
+        return True
+    if session.job_pipelined(job):
+        # Volcano leaves a pipelined job's operations in the session without committing them.
+        return False
+    stmt.discard()
+    return False
+
+
+def _fit_error(
+    session: frameworks.Session, task: frameworks.Task, node: frameworks.NodeState
+) -> str | None:
+    if not vectors.less_equal_zero(task.init_resreq, node.future_idle()):
+        return "Insufficient resources"
+    return session.predicate(task, node)
+
+
+def _best_node(session: frameworks.Session, task: frameworks.Task) -> frameworks.NodeState | None:
+    idle: list[frameworks.NodeState] = []
+    future: list[frameworks.NodeState] = []
+    reasons: dict[str, int] = {}
+    for node in session.node_list:
+        error = _fit_error(session, task, node)
+        if error is not None:
+            reasons[error] = reasons.get(error, 0) + 1
+            continue
+        if vectors.less_equal_zero(task.init_resreq, node.idle):
+            idle.append(node)
+        else:
+            future.append(node)
+    for candidates in (idle, future):
+        if candidates:
+            # Highest score wins; ties go to the first node by name.
+            return max(candidates, key=lambda n: (session.node_score(task, n), _neg_name(n)))
+    total = len(session.node_list)
+    detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+    task.job.fit_errors[task.key] = f"0/{total} nodes are available" + (
+        f": {detail}" if detail else ""
+    )
+    return None
+
+
+def _neg_name(node: frameworks.NodeState) -> tuple[int, ...]:
+    return tuple(-ord(c) for c in node.name)
+
+
+# -- backfill --------------------------------------------------------------------------------
+
+
+def backfill(session: frameworks.Session) -> None:
+    """Place best-effort tasks (empty requests) of admitted jobs on the first feasible node."""
+    for job in sorted(session.jobs.values(), key=session.job_key):
+        if job.is_pending or job.queue not in session.queues:
+            continue
+        for task in sorted(job.tasks, key=session.task_key):
+            if task.status != objects.TaskStatus.PENDING or task.sch_gated:
+                continue
+            if not vectors.is_empty(task.resreq, session.dims):
+                continue
+            for node in session.node_list:
+                if session.predicate(task, node) is None:
+                    stmt = Statement(session)
+                    stmt.allocate(task, node.name)
+                    stmt.commit()
+                    break
+
+
+# -- reclaim and preempt ---------------------------------------------------------------------
+
+
+def _preemptor_tasks(session: frameworks.Session, job: frameworks.Job) -> list[frameworks.Task]:
+    tasks = [
+        t
+        for t in job.tasks
+        if t.status == objects.TaskStatus.PENDING
+        and not t.sch_gated
+        and (not session.admission_only or t.pod.unschedulable)
+    ]
+    tasks.sort(key=session.task_key)
+    return tasks
+
+
+def _evict_for(
+    session: frameworks.Session,
+    stmt: Statement,
+    task: frameworks.Task,
+    *,
+    candidates_on: Callable[[frameworks.NodeState], list[frameworks.Task]],
+    choose: Callable[[frameworks.Task, list[frameworks.Task]], frameworks.Victims],
+) -> bool:
+    """Try nodes in order; on the first where chosen victims make room, evict them in victim
+    order until the task fits and pipeline it there. True when the task was pipelined."""
+    for node in session.node_list:
+        if session.predicate(task, node, for_preemption=True) is not None:
+            continue
+        candidates = candidates_on(node)
+        if not candidates:
+            continue
+        victims = choose(task, candidates)
+        if not victims:
+            continue
+        future = node.future_idle()
+        room = list(future)
+        for victim in victims:
+            vectors.iadd(room, victim.resreq)
+        if not vectors.less_equal_zero(task.init_resreq, room):
+            continue
+        order = sorted(victims, key=session.victim_key(task))
+        node_stmt = Statement(session)
+        available = future
+        for victim in order:
+            if vectors.less_equal_zero(task.init_resreq, available):
+                break
+            node_stmt.evict(victim)
+            vectors.iadd(available, victim.resreq)
+        if not vectors.less_equal_zero(task.init_resreq, available):
+            node_stmt.discard()
+            continue
+        node_stmt.pipeline(task, node.name)
+        stmt.merge(node_stmt)
+        return True
+    return False
+
+
+def reclaim(session: frameworks.Session) -> None:
+    """Take back resources other queues borrowed, for starving jobs of queues under their
+    deserved share (spec §3.8, §3.9, §3.11)."""
+    queues: set[str] = set()
+    preemptors: dict[str, list[frameworks.Job]] = {}
+    for job in sorted(session.jobs.values(), key=lambda j: j.key):
+        if job.is_pending or job.queue not in session.queues:
+            continue
+        if session.job_valid(job) is not None:
+            continue
+        queues.add(job.queue)
+        if session.job_starving(job):
+            preemptors.setdefault(job.queue, []).append(job)
+    heap = [_QueueItem(session, name) for name in queues]
+    heapq.heapify(heap)
+    while heap:
+        item = heapq.heappop(heap)
+        jobs = sorted(preemptors.get(item.name, []), key=session.job_key)
+        if not jobs:
+            continue
+        job = jobs[0]
+        preemptors[item.name].remove(job)
+        stmt = Statement(session)
+        tasks = _preemptor_tasks(session, job)
+        while session.job_starving(job) and tasks:
+            task = tasks.pop(0)
+            if task.pod.preemption_policy == "Never":
+                continue
+            if not session.preemptive(item.name, [task]):
+                continue
+            _evict_for(
+                session,
+                stmt,
+                task,
+                candidates_on=functools.partial(_reclaimees, session, job),
+                choose=session.reclaimable,
+            )
+        if session.job_pipelined(job):
+            stmt.commit()
+        else:
+            stmt.discard()
+        if preemptors[item.name]:
+            heapq.heappush(heap, item)
+
+
+def _reclaimees(
+    session: frameworks.Session, job: frameworks.Job, node: frameworks.NodeState
+) -> list[frameworks.Task]:
+    out = []
+    for task in node.tasks.values():
+        if task.status != objects.TaskStatus.RUNNING or not task.pod.preemptable:
+            continue
+        other = task.job
+        if other.queue == job.queue:
+            continue
+        queue = session.queues.get(other.queue)
+        if queue is None or not queue.is_reclaimable:
+            continue
+        out.append(task)
+    return sorted(out, key=lambda t: t.key)
+
+
+def preempt(session: frameworks.Session) -> None:
+    """Within a queue: starving jobs evict lower-priority jobs' tasks (then, within a job,
+    lower-priority tasks) through the tiers' preemptable votes."""
+    by_queue: dict[str, list[frameworks.Job]] = {}
+    for job in sorted(session.jobs.values(), key=lambda j: j.key):
+        if job.is_pending or job.queue not in session.queues:
+            continue
+        if session.job_valid(job) is not None:
+            continue
+        if session.job_starving(job):
+            by_queue.setdefault(job.queue, []).append(job)
+    for queue in _sorted_queues(session, set(by_queue)):
+        for job in sorted(by_queue[queue], key=session.job_key):
+            stmt = Statement(session)
+            tasks = _preemptor_tasks(session, job)
+            while session.job_starving(job) and tasks:
+                task = tasks.pop(0)
+                if task.pod.preemption_policy == "Never":
+                    continue
+                if not session.allocatable(queue, task):
+                    continue
+                _evict_for(
+                    session,
+                    stmt,
+                    task,
+                    candidates_on=functools.partial(_preemptees, job, same_job=False),
+                    choose=session.preemptable,
+                )
+            if session.job_pipelined(job):
+                stmt.commit()
+            else:
+                stmt.discard()
+        # Phase 2: tasks of one job preempt that job's lower-priority tasks.
+        for job in sorted(by_queue[queue], key=session.job_key):
+            stmt = Statement(session)
+            for task in _preemptor_tasks(session, job):
+                if task.pod.preemption_policy == "Never":
+                    continue
+                _evict_for(
+                    session,
+                    stmt,
+                    task,
+                    candidates_on=functools.partial(_preemptees, job, same_job=True),
+                    choose=session.preemptable,
+                )
+            stmt.commit()
+
+
+def _preemptees(
+    job: frameworks.Job, node: frameworks.NodeState, *, same_job: bool
+) -> list[frameworks.Task]:
+    out = []
+    for task in node.tasks.values():
+        if task.status != objects.TaskStatus.RUNNING or not task.pod.preemptable:
+            continue
+        if (task.job is job) != same_job:
+            continue
+        if task.job.queue != job.queue:
+            continue
+        out.append(task)
+    return sorted(out, key=lambda t: t.key)
+
+
+ACTIONS: dict[str, Callable[[frameworks.Session], None]] = {
+    "enqueue": enqueue,
+    "allocate": allocate,
+    "backfill": backfill,
+    "reclaim": reclaim,
+    "preempt": preempt,
+}

@@ -1,0 +1,780 @@
+"""The capacity plugin: queue quotas, flat (spec §3.3) and hierarchical (§3.4-3.10).
+
+Each queue gets a :class:`QueueAttr` with dense figures (``vectors``): ``deserved``,
+``allocated``, ``request``, ``elastic``, ``inqueue``, ``capability``, ``real_capability``,
+``guarantee`` and, for gate admission (§5.3), ``reserved``. Work runs only in leaf queues; in
+hierarchy mode every figure a leaf gains is added to each ancestor (bottom-up accounting), and
+capacity checks walk the leaf-first chain ``[leaf, parent, ..., root]``.
+
+Deliberate fixes over the reference (docs/compatibility.md):
+
+* structural faults are isolated: a queue on a parent cycle, a queue whose parent is missing
+  (and the queues below them), and a job in a non-leaf queue block only themselves and are
+  reported in ``errors``; the reference stops the whole session;
+* a missing ``root`` queue is synthesised (infinite, as Volcano's cache creates it) with a warning;
+* reserved (ungated, not yet placed) pods count at every ancestor, not only at their leaf;
+* every ancestor's share is recomputed when allocations change.
+
+Rejections are recorded (:class:`Blocker`) so that ``explaining`` can tell a person which queue
+blocks a pod, on which resource, with the figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from queuetree.core import configs, decisions, frameworks, objects, vectors
+
+NAME = "capacity"
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class QueueAttr:
+    """The capacity figures of one queue in one session (Volcano's ``queueAttr``)."""
+
+    name: str
+    queue: objects.Queue
+    deserved: vectors.Vec
+    deserved_keys: frozenset[int]
+    guarantee: vectors.Vec
+    capability: vectors.Vec
+    capability_keys: frozenset[int]
+    capability_set: bool
+    allocated: vectors.Vec
+    request: vectors.Vec
+    elastic: vectors.Vec
+    inqueue: vectors.Vec
+    reserved: vectors.Vec
+    real_capability: vectors.Vec
+    ancestors: tuple[QueueAttr, ...] = ()
+    """Root first, parent last; empty for root (and for every queue in flat mode)."""
+    chain: tuple[QueueAttr, ...] = ()
+    """Leaf first: the queue itself, its parent, ..., root."""
+    children: list[QueueAttr] = dataclasses.field(default_factory=list)
+    share: float = 0.0
+    has_deserved: bool = False
+    """``deserved`` is not empty (pods aside): set once the deserved figure is final."""
+    broken: str = ""
+    """Why the queue cannot admit anything (cycle, missing parent); "" when it is sound."""
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    @property
+    def ancestor_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.ancestors)
+
+    def depth_ancestor(self, level: int) -> QueueAttr | None:
+        """The ancestor ``level`` steps up (1 = parent), or None above root."""
+        if level > len(self.ancestors):
+            return None
+        return self.ancestors[len(self.ancestors) - level]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Blocker:
+    """Why the capacity plugin refused a task (the input of an explanation)."""
+
+    kind: str
+    """``quota``, ``state``, ``not-leaf``, ``broken`` or ``enqueue``."""
+    queue: str
+    leaf: str
+    dim: int = -1
+    requested: float = 0.0
+    allocated: float = 0.0
+    reserved: float = 0.0
+    capability: float = 0.0
+    detail: str = ""
+
+
+class CapacityPlugin(frameworks.Plugin):
+    name = NAME
+    hooks = frozenset(
+        {
+            "queue_order",
+            "victim_queue_order",
+            "reclaimable",
+            "preemptive",
+            "allocatable",
+            "job_enqueueable",
+            "job_enqueued",
+        }
+    )
+
+    def __init__(self, option: configs.PluginOption) -> None:
+        super().__init__(option)
+        self.hierarchy = option.enabled("enableHierarchy")
+        self.level = 0
+        self.attrs: dict[str, QueueAttr] = {}
+        self.reserved_tasks: dict[str, QueueAttr] = {}
+        """Task key -> the leaf whose chain holds the task's reserved request."""
+        self.blockers: dict[str, Blocker] = {}
+        """Task key or job key -> the last rejection."""
+        self.gate_on = False
+
+    # -- 1. session open --------------------------------------------------------------------
+
+    def on_session_open(self, session: frameworks.Session) -> None:
+        self.session = session
+        self.dims = session.dims
+        self._parse_arguments(session)
+        self.gate_on = session.feature_gates.get(
+            objects.FEATURE_SCHEDULING_GATES_QUEUE_ADMISSION, False
+        )
+        if self.hierarchy:
+            self._build_hierarchy(session)
+        else:
+            self._build_flat(session)
+        for attr in self.attrs.values():
+            attr.share = vectors.share(attr.allocated, attr.deserved, self.dims)
+            attr.has_deserved = not vectors.is_empty(attr.deserved, self.dims)
+        if self.gate_on:
+            self._rebuild_reserved(session)
+
+    def _parse_arguments(self, session: frameworks.Session) -> None:
+        raw = self.option.arguments.get("ancestorReclaimLevel")
+        if raw is None:
+            return
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            session.warnings.append(
+                f"capacity plugin: argument ancestorReclaimLevel must be an integer, "
+                f"got {raw!r}; using 0"
+            )
+            return
+        if raw < 0:
+            session.warnings.append(
+                f"ancestorReclaimLevel should be non-negative, got {raw}. Falling back to 0."
+            )
+            return
+        self.level = raw
+
+    def _new_attr(self, queue: objects.Queue) -> QueueAttr:
+        dims = self.dims
+        zero = dims.zero
+        return QueueAttr(
+            name=queue.name,
+            queue=queue,
+            deserved=dims.vec(queue.deserved),
+            deserved_keys=dims.present(queue.deserved),
+            guarantee=dims.vec(queue.guarantee),
+            capability=dims.vec(queue.capability),
+            capability_keys=dims.present(queue.capability),
+            capability_set=queue.capability is not None
+            and not _is_empty_resource(dims.vec(queue.capability)),
+            allocated=zero(),
+            request=zero(),
+            elastic=zero(),
+            inqueue=zero(),
+            reserved=zero(),
+            real_capability=zero(),
+        )
+
+    def _account_jobs(self, session: frameworks.Session) -> None:
+        """Spec §3.2, then bottom-up: every delta of a leaf is added to its ancestors."""
+        for job in session.jobs.values():
+            attr = self.attrs.get(job.queue)
+            if attr is None or attr.broken or not attr.is_leaf:
+                continue
+            allocated = self.dims.zero()
+            request = self.dims.zero()
+            ready = 0
+            gated = self.dims.zero()
+            for task in job.tasks:
+                if task.status in objects.ALLOCATED_STATUSES:
+                    vectors.iadd(allocated, task.resreq)
+                    vectors.iadd(request, task.resreq)
+                    ready += 1
+                elif task.status == objects.TaskStatus.PENDING:
+                    vectors.iadd(request, task.resreq)
+                if task.sch_gated and not task.pod.only_queue_gate:
+                    vectors.iadd(gated, task.resreq)
+            inqueue = self.dims.zero()
+            minimum = job.min_resources
+            if minimum is not None and (
+                job.phase == objects.PodGroupPhase.INQUEUE
+                or (job.phase == objects.PodGroupPhase.RUNNING and ready >= job.min_member)
+            ):
+                inqueue = self._deduct_gated(
+                    [m - a if m > a else 0.0 for m, a in zip(minimum, allocated, strict=True)],
+                    gated,
+                )
+            elastic = vectors.exceeded(
+                allocated, minimum if minimum is not None else self.dims.zero()
+            )
+            for target in attr.chain:
+                vectors.iadd(target.allocated, allocated)
+                vectors.iadd(target.request, request)
+                vectors.iadd(target.inqueue, inqueue)
+                vectors.iadd(target.elastic, elastic)
+
+    def _deduct_gated(self, res: vectors.Vec, gated: vectors.Vec) -> vectors.Vec:
+        """``DeductSchGated``: pods held by other gates do not count as inqueue."""
+        if vectors.is_empty(gated, self.dims):
+            return res
+        return [r - g if r > g else 0.0 for r, g in zip(res, gated, strict=True)]
+
+    def _build_flat(self, session: frameworks.Session) -> None:
+        dims = self.dims
+        total_guarantee = dims.zero()
+        for queue in session.queues.values():
+            vectors.iadd(total_guarantee, dims.vec(queue.guarantee))
+        total = session.total_resource
+        spare = vectors.exceeded(total, total_guarantee)
+        spare_keys = frozenset(
+            i for i in range(2, dims.size) if total[i] > total_guarantee[i] and total[i] != 0
+        )
+        for queue in session.queues.values():
+            attr = self._new_attr(queue)
+            attr.chain = (attr,)
+            if attr.capability_set:
+                for i in (vectors.CPU, vectors.MEMORY):
+                    if attr.capability[i] <= 0:
+                        attr.capability[i] = vectors.MAXF
+            real = vectors.add(spare, attr.guarantee)
+            real_keys = spare_keys | dims.present(queue.guarantee)
+            if attr.capability_set:
+                for i in range(dims.size):
+                    if (i < 2 or i in attr.capability_keys) and attr.capability[i] < real[i]:
+                        real[i] = attr.capability[i]
+            attr.real_capability = real
+            # deserved.MinDimensionResource(realCapability, Infinity), then Max(., guarantee).
+            for i in range(dims.size):
+                if (i < 2 or i in real_keys) and real[i] < attr.deserved[i]:
+                    attr.deserved[i] = real[i]
+            self._max_with_guarantee(attr)
+            self.attrs[queue.name] = attr
+        self._account_jobs(session)
+
+    def _max_with_guarantee(self, attr: QueueAttr) -> None:
+        for i, g in enumerate(attr.guarantee):
+            if g > attr.deserved[i]:
+                attr.deserved[i] = g
+        attr.deserved_keys = attr.deserved_keys | frozenset(
+            i for i in range(2, self.dims.size) if attr.guarantee[i] != 0
+        )
+
+    def _build_hierarchy(self, session: frameworks.Session) -> None:
+        dims = self.dims
+        queues = dict(session.queues)
+        if objects.ROOT_QUEUE not in queues:
+            # Volcano's cache creates root at start-up; a snapshot without it gets an implicit one.
+            queues[objects.ROOT_QUEUE] = objects.Queue(name=objects.ROOT_QUEUE, reclaimable=False)
+            session.warnings.append(
+                'queue "root" is not in the snapshot: using an implicit root with unlimited '
+                "capability"
+            )
+        for queue in queues.values():
+            self.attrs[queue.name] = self._new_attr(queue)
+        self._link_tree(session, queues)
+        root = self.attrs[objects.ROOT_QUEUE]
+        self._block_jobs_in_parents(session)
+        self._account_jobs(session)
+        # 4. root: an empty capability is infinite (every node scalar too): jobs may exceed the
+        # cluster's current size; a set capability is used as written.
+        if _is_empty_resource(root.capability):
+            infinite = dims.zero()
+            infinite[vectors.CPU] = vectors.MAXF
+            infinite[vectors.MEMORY] = vectors.MAXF
+            keys = set()
+            for node in session.node_list:
+                for i in range(2, dims.size):
+                    if node.allocatable[i] != 0 or dims.names[i] in (
+                        node.node.allocatable.scalars or {}
+                    ):
+                        keys.add(i)
+            for i in keys:
+                infinite[i] = vectors.MAXI
+            root.capability = infinite
+            root.capability_keys = frozenset(keys)
+        root.real_capability = list(root.capability)
+        self._check_hierarchy(session, root)
+
+    def _link_tree(self, session: frameworks.Session, queues: dict[str, objects.Queue]) -> None:
+        """Ancestors and children; queues on a cycle or under a missing parent are broken."""
+        attrs = self.attrs
+        resolved: dict[str, tuple[QueueAttr, ...] | None] = {objects.ROOT_QUEUE: ()}
+        for name in sorted(attrs):
+            path: list[str] = []
+            on_path: set[str] = set()
+            current = name
+            outcome: tuple[QueueAttr, ...] | None = None
+            reason = ""
+            while True:
+                if current in resolved:
+                    outcome = resolved[current]
+                    break
+                if current in on_path:
+                    cycle = path[path.index(current) :]
+                    reason = "cycle"
+                    session.errors.append(
+                        f"queue {current!r}: spec.parent forms a cycle "
+                        f"({' -> '.join([*cycle, current])}); queues on it and below it admit "
+                        "nothing"
+                    )
+                    for member in cycle:
+                        loop = " -> ".join([*cycle, member])
+                        attrs[member].broken = f"queue {member!r} is on a parent cycle ({loop})"
+                        resolved[member] = None
+                    break
+                path.append(current)
+                on_path.add(current)
+                parent = attrs[current].queue.parent_name
+                if parent not in attrs:
+                    session.errors.append(
+                        f"queue {current!r}: spec.parent {parent!r} does not exist; it and the "
+                        "queues below it admit nothing"
+                    )
+                    attrs[current].broken = f"queue {current!r} has a missing parent {parent!r}"
+                    resolved[current] = None
+                    reason = "missing"
+                    break
+                current = parent
+            # Walk the recorded path back down, giving each queue its ancestors.
+            for member in reversed(path):
+                if member in resolved:
+                    outcome = resolved[member]
+                    continue
+                if outcome is None:
+                    if not attrs[member].broken:
+                        attrs[member].broken = (
+                            f"queue {member!r} is below a broken queue "
+                            f"({'cycle' if reason == 'cycle' else 'missing parent'})"
+                        )
+                    resolved[member] = None
+                    continue
+                parent_attr = attrs[attrs[member].queue.parent_name]
+                outcome = (*outcome, parent_attr)
+                resolved[member] = outcome
+        for name, attr in sorted(attrs.items()):
+            ancestors = resolved.get(name)
+            if name == objects.ROOT_QUEUE:
+                attr.chain = (attr,)
+                continue
+            if ancestors is None:
+                attr.chain = (attr,)
+                continue
+            attr.ancestors = ancestors
+            attr.chain = (attr, *reversed(ancestors))
+            ancestors[-1].children.append(attr)
+
+    def _block_jobs_in_parents(self, session: frameworks.Session) -> None:
+        seen: set[str] = set()
+        for job in sorted(session.jobs.values(), key=lambda j: j.key):
+            attr = self.attrs.get(job.queue)
+            if attr is None or attr.is_leaf or attr.broken:
+                continue
+            session.errors.append(
+                f"pod group {job.key}: spec.queue {job.queue!r} is not a leaf queue (it has "
+                f"children {', '.join(sorted(c.name for c in attr.children))}); only this "
+                "pod group is held back"
+            )
+            seen.add(job.queue)
+
+    def _check_hierarchy(self, session: frameworks.Session, parent: QueueAttr) -> None:
+        """``checkHierarchicalQueue``: inheritance, real capability, sums (warnings only)."""
+        dims = self.dims
+        total_deserved = dims.zero()
+        total_guarantee = dims.zero()
+        for child in parent.children:
+            self._max_with_guarantee(child)
+            vectors.iadd(total_deserved, child.deserved)
+            vectors.iadd(total_guarantee, child.guarantee)
+            for i in (vectors.CPU, vectors.MEMORY):
+                if child.capability[i] <= 0:
+                    child.capability[i] = parent.capability[i]
+            for i in parent.capability_keys - child.capability_keys:
+                child.capability[i] = parent.capability[i]
+            child.capability_keys = child.capability_keys | parent.capability_keys
+            exceeding = [
+                dims.names[i]
+                for i in range(dims.size)
+                if (i < 2 or i in child.capability_keys)
+                and (i < 2 or i in parent.capability_keys)
+                and not vectors.le(child.capability[i], parent.capability[i])
+            ]
+            if exceeding:
+                session.warnings.append(
+                    f"queue {child.name!r}: capability exceeds parent {parent.name!r} on "
+                    f"{', '.join(exceeding)}; the parent's limit applies"
+                )
+        if parent.name == objects.ROOT_QUEUE:
+            parent.guarantee = total_guarantee
+            parent.deserved = total_deserved
+            parent.deserved_keys = frozenset().union(*(c.deserved_keys for c in parent.children))
+        for child in parent.children:
+            real = vectors.add(
+                vectors.exceeded(parent.real_capability, total_guarantee), child.guarantee
+            )
+            for i in range(dims.size):
+                if (i < 2 or i in child.capability_keys) and child.capability[i] < real[i]:
+                    real[i] = child.capability[i]
+            child.real_capability = real
+        if parent.children and parent.name != objects.ROOT_QUEUE:
+            over = [
+                dims.names[i]
+                for i in range(dims.size)
+                if total_deserved[i] > parent.deserved[i] and i != dims.pods
+            ]
+            if over:
+                session.warnings.append(
+                    f"queue {parent.name!r}: the children's deserved "
+                    f"({dims.format(total_deserved)}) "
+                    f"exceeds its deserved ({dims.format(parent.deserved)}) on {', '.join(over)}"
+                )
+            over = [
+                dims.names[i]
+                for i in range(dims.size)
+                if total_guarantee[i] > parent.guarantee[i] and i != dims.pods
+            ]
+            if over:
+                session.warnings.append(
+                    f"queue {parent.name!r}: the children's guarantee "
+                    f"({dims.format(total_guarantee)}) exceeds its guarantee "
+                    f"({dims.format(parent.guarantee)}) on {', '.join(over)}"
+                )
+        for child in parent.children:
+            self._check_hierarchy(session, child)
+
+    def _rebuild_reserved(self, session: frameworks.Session) -> None:
+        """§5.3: pending, ungated, opted-in pods keep holding their queue's capacity."""
+        for job in session.jobs.values():
+            attr = self.attrs.get(job.queue)
+            if attr is None:
+                continue
+            for task in job.tasks:
+                if (
+                    task.status == objects.TaskStatus.PENDING
+                    and not task.sch_gated
+                    and task.pod.opted_in
+                ):
+                    self._reserve(task, attr)
+
+    # -- 2. reserved capacity ---------------------------------------------------------------
+
+    def _reserve(self, task: frameworks.Task, attr: QueueAttr) -> None:
+        if task.key in self.reserved_tasks:
+            return
+        self.reserved_tasks[task.key] = attr
+        for target in attr.chain:
+            vectors.iadd(target.reserved, task.resreq)
+
+    def _unreserve(self, task: frameworks.Task) -> None:
+        attr = self.reserved_tasks.pop(task.key, None)
+        if attr is None:
+            return
+        for target in attr.chain:
+            vectors.isub(target.reserved, task.resreq)
+
+    def on_reserve(self, task: frameworks.Task) -> None:
+        attr = self.attrs.get(task.job.queue)
+        if attr is not None:
+            self._reserve(task, attr)
+
+    def on_unreserve(self, task: frameworks.Task) -> None:
+        self._unreserve(task)
+
+    # -- 3. events --------------------------------------------------------------------------
+
+    def on_allocate(self, task: frameworks.Task) -> None:
+        attr = self.attrs.get(task.job.queue)
+        if attr is None:
+            return
+        for target in attr.chain:
+            vectors.iadd(target.allocated, task.resreq)
+            # Deliberate fix: every ancestor's share follows its allocation.
+            target.share = vectors.share(target.allocated, target.deserved, self.dims)
+        if self.gate_on:
+            self._unreserve(task)
+
+    def on_deallocate(self, task: frameworks.Task) -> None:
+        attr = self.attrs.get(task.job.queue)
+        if attr is None:
+            return
+        for target in attr.chain:
+            vectors.isub(target.allocated, task.resreq)
+            target.share = vectors.share(target.allocated, target.deserved, self.dims)
+        if self.gate_on and task.pod.opted_in and task.status != objects.TaskStatus.RELEASING:
+            # Volcano re-reserves every annotated task, even a running one being evicted
+            # (spec §7.6); a task that is leaving its node no longer needs its queue's room.
+            self._reserve(task, attr)
+
+    # -- 4. ordering ------------------------------------------------------------------------
+
+    def queue_order(self, left: str, right: str) -> int:
+        la = self.attrs.get(left)
+        ra = self.attrs.get(right)
+        if la is None or ra is None:
+            return 0
+        if la.queue.priority != ra.queue.priority:
+            return ra.queue.priority - la.queue.priority
+        if not self.hierarchy:
+            return _compare_share(la, ra)
+        if la.is_leaf != ra.is_leaf:
+            return -1 if la.is_leaf else 1
+        if not la.is_leaf:
+            return _compare_share(la, ra)
+        level = _queue_level(la, ra)
+        lrep = la.ancestors[level + 1] if level + 1 < len(la.ancestors) else la
+        rrep = ra.ancestors[level + 1] if level + 1 < len(ra.ancestors) else ra
+        return _compare_share(lrep, rrep)
+
+    def victim_queue_order(self, left: str, right: str, preemptor: str) -> int:
+        if not self.hierarchy:
+            return 0
+        la, ra, pa = self.attrs.get(left), self.attrs.get(right), self.attrs.get(preemptor)
+        if la is None or ra is None or pa is None:
+            return 0
+        ll = _queue_level(la, pa)
+        rl = _queue_level(ra, pa)
+        if ll == rl:
+            return 0
+        return -1 if ll > rl else 1
+
+    # -- 5. checks --------------------------------------------------------------------------
+
+    def _usable(self, attr: QueueAttr | None, key: str) -> bool:
+        if attr is None:
+            return False
+        if attr.queue.state != objects.QueueState.OPEN:
+            self.blockers[key] = Blocker(
+                kind="state", queue=attr.name, leaf=attr.name, detail=attr.queue.state.value
+            )
+            return False
+        if attr.broken:
+            self.blockers[key] = Blocker(
+                kind="broken", queue=attr.name, leaf=attr.name, detail=attr.broken
+            )
+            return False
+        if self.hierarchy and not attr.is_leaf:
+            self.blockers[key] = Blocker(kind="not-leaf", queue=attr.name, leaf=attr.name)
+            return False
+        return True
+
+    def allocatable(self, queue: str, task: frameworks.Task) -> bool:
+        attr = self.attrs.get(queue)
+        if not self._usable(attr, task.key):
+            return False
+        assert attr is not None
+        req = task.resreq
+        held = task.key in self.reserved_tasks
+        for target in attr.chain:
+            allocated = target.allocated
+            reserved = target.reserved
+            limit = target.real_capability
+            for i in task.req_dims:
+                used = allocated[i] + reserved[i]
+                if held:
+                    used -= req[i]
+                if used + req[i] > limit[i]:
+                    self.blockers[task.key] = Blocker(
+                        kind="quota",
+                        queue=target.name,
+                        leaf=attr.name,
+                        dim=i,
+                        requested=req[i],
+                        allocated=allocated[i],
+                        reserved=reserved[i] - (req[i] if held else 0.0),
+                        capability=limit[i],
+                    )
+                    return False
+        # A gated, opted-in task that passes is reserved by the caller (Statement.reserve), so
+        # that a gang that does not fit as a whole can roll its admissions back.
+        return True
+
+    def job_enqueueable(self, job: frameworks.Job) -> int:
+        attr = self.attrs.get(job.queue)
+        if not self._usable(attr, job.key):
+            return frameworks.REJECT
+        assert attr is not None
+        minimum = job.min_resources
+        if minimum is None:
+            return frameworks.PERMIT
+        req_dims = vectors.requested_dims(minimum, self.dims)
+        for target in attr.chain:
+            for i in req_dims:
+                future = minimum[i] + target.allocated[i] + target.inqueue[i] - target.elastic[i]
+                if future > target.real_capability[i]:
+                    self.blockers[job.key] = Blocker(
+                        kind="enqueue",
+                        queue=target.name,
+                        leaf=attr.name,
+                        dim=i,
+                        requested=minimum[i],
+                        allocated=target.allocated[i] + target.inqueue[i] - target.elastic[i],
+                        capability=target.real_capability[i],
+                    )
+                    self.session.events.append(
+                        decisions.Event(
+                            kind="PodGroup",
+                            key=job.key,
+                            type="Normal",
+                            reason="Unschedulable",
+                            message="queue resource quota insufficient: "
+                            f"insufficient {self.dims.names[i]}",
+                        )
+                    )
+                    return frameworks.REJECT
+        return frameworks.PERMIT
+
+    def job_enqueued(self, job: frameworks.Job) -> None:
+        attr = self.attrs.get(job.queue)
+        if attr is None or job.min_resources is None:
+            return
+        gated = self.dims.zero()
+        for task in job.tasks:
+            if task.sch_gated and not task.pod.only_queue_gate:
+                vectors.iadd(gated, task.resreq)
+        delta = self._deduct_gated(list(job.min_resources), gated)
+        for target in attr.chain:
+            vectors.iadd(target.inqueue, delta)
+
+    def preemptive(self, queue: str, tasks: list[frameworks.Task]) -> bool:
+        attr = self.attrs.get(queue)
+        if not self._usable(attr, tasks[0].key if tasks else queue):
+            return False
+        assert attr is not None
+        total = self.dims.zero()
+        for task in tasks:
+            vectors.iadd(total, task.resreq)
+        future = vectors.add(attr.allocated, total)
+        if (
+            vectors.first_exceeding(
+                future, attr.real_capability, vectors.requested_dims(total, self.dims)
+            )
+            >= 0
+        ):
+            return False
+        if vectors.partly_within_zero_filtered(future, attr.deserved, total, self.dims):
+            return True
+        if self.hierarchy and self.level > 0:
+            for level in range(1, self.level + 1):
+                ancestor = attr.depth_ancestor(level)
+                if ancestor is None or ancestor.name == objects.ROOT_QUEUE:
+                    continue
+                if vectors.partly_within_zero_filtered(
+                    vectors.add(ancestor.allocated, total), ancestor.deserved, total, self.dims
+                ):
+                    return True
+        return False
+
+    def reclaimable(
+        self, reclaimer: frameworks.Task, reclaimees: list[frameworks.Task]
+    ) -> tuple[frameworks.Victims, int]:
+        rattr = self.attrs.get(reclaimer.job.queue)
+        if rattr is None or rattr.broken:
+            return [], frameworks.REJECT
+        dims = self.dims
+        session = self.session
+        working: dict[str, vectors.Vec] = {}
+        victims: frameworks.Victims = []
+        candidates = sorted(
+            reclaimees,
+            key=session.victim_key(reclaimer),
+        )
+        reclaimer_names = vectors.names(reclaimer.init_resreq)
+        for ee in candidates:
+            attr = self.attrs.get(ee.job.queue)
+            if attr is None:
+                continue
+            ee_names = vectors.names(ee.resreq)
+            if not (ee_names & reclaimer_names) - {dims.pods}:
+                continue
+            alloc = working.setdefault(attr.name, list(attr.allocated))
+            after = vectors.sub(alloc, ee.resreq)
+            if not vectors.less_equal_zero(attr.guarantee, after):
+                continue  # guarantee protection
+            if not ee_names & vectors.names(attr.deserved):
+                # An immediate victim: the victim's queue deserves nothing of what it holds.
+                if (
+                    self.hierarchy
+                    and self.level > 0
+                    and _shares_non_root_ancestor(rattr, attr, self.level)
+                    and not vectors.names(reclaimer.resreq) & vectors.names(rattr.deserved)
+                ):
+                    continue  # leaf-level contention-avoidance gate
+            elif not vectors.greater_on_relevant(
+                alloc, attr.deserved, attr.deserved_keys, ee.resreq, dims
+            ):
+                continue
+            checked: dict[str, vectors.Vec] = {}
+            if self.hierarchy and self.level > 0:
+                blocked = False
+                for level in range(1, self.level + 1):
+                    ancestor, need = _ancestor_to_check(rattr, attr, level)
+                    if not need:
+                        continue
+                    if ancestor is None:
+                        blocked = True
+                        break
+                    a = working.setdefault(ancestor.name, list(ancestor.allocated))
+                    checked[ancestor.name] = a
+                    if not ee_names & vectors.names(ancestor.deserved):
+                        continue
+                    if not vectors.greater_on_relevant(
+                        a, ancestor.deserved, ancestor.deserved_keys, ee.resreq, dims
+                    ):
+                        blocked = True
+                        break
+                if blocked:
+                    continue
+            vectors.isub(alloc, ee.resreq)
+            for a in checked.values():
+                vectors.isub(a, ee.resreq)
+            victims.append(ee)
+        return victims, frameworks.PERMIT
+
+    # -- 6. figures -------------------------------------------------------------------------
+
+    def figures(self) -> dict[str, Any]:
+        return dict(self.attrs)
+
+
+def _is_empty_resource(vec: vectors.Vec) -> bool:
+    # Root's capability counts as unset when every figure is below EPS, pods included
+    # (Volcano's IsEmpty skips pods, so a pods-only capability is "empty").
+    return all(value < vectors.EPS for value in vec[:2]) and all(
+        value < vectors.EPS for value in vec[2:]
+    )
+
+
+def _compare_share(left: QueueAttr, right: QueueAttr) -> int:
+    """``compareShareWithDeserved``: smaller share first; on equal shares a queue with a
+    deserved quota goes before a best-effort one."""
+    if left.share == right.share:
+        if left.has_deserved == right.has_deserved:
+            return 0
+        return -1 if left.has_deserved else 1
+    return -1 if left.share < right.share else 1
+
+
+def _queue_level(left: QueueAttr, right: QueueAttr) -> int:
+    """``getQueueLevel``: index of the deepest common entry of the two ancestor lists."""
+    level = 0
+    for i in range(min(len(left.ancestors), len(right.ancestors))):
+        if left.ancestors[i] is right.ancestors[i]:
+            level = i
+        else:
+            return level
+    return level
+
+
+def _shares_non_root_ancestor(a: QueueAttr, b: QueueAttr, level: int) -> bool:
+    mine = {a.depth_ancestor(i) for i in range(1, level + 1)}
+    mine.discard(None)
+    mine = {x for x in mine if x is not None and x.name != objects.ROOT_QUEUE}
+    theirs = {b.depth_ancestor(i) for i in range(1, level + 1)}
+    return bool(mine & theirs)
+
+
+def _ancestor_to_check(
+    rattr: QueueAttr, eattr: QueueAttr, level: int
+) -> tuple[QueueAttr | None, bool]:
+    mine = eattr.depth_ancestor(level)
+    if mine is None or mine.name == objects.ROOT_QUEUE:
+        return None, False
+    theirs = rattr.depth_ancestor(level)
+    if theirs is mine:
+        return None, False
+    return mine, True

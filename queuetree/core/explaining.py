@@ -1,0 +1,114 @@
+"""Explanations: why a pending or gated pod was not admitted, in words a person can act on.
+
+Every reason names the queue that blocks the pod (its leaf queue, or which ancestor), the
+resource and the figures in canonical Kubernetes quantities, for example::
+
+    queue "org" (ancestor of leaf queue "team-a") has no room for cpu: requested 2, used 14 of
+    capability 16
+
+"used" is the queue's allocation plus the requests of admitted pods that are not placed yet
+(reserved); the split is added when something is reserved.
+"""
+
+from __future__ import annotations
+
+from queuetree.core import capacity, frameworks, objects, vectors
+
+
+def explain_blocker(blocker: capacity.Blocker, dims: vectors.Dims) -> str:
+    where = f"queue {blocker.queue!r}"
+    if blocker.queue != blocker.leaf:
+        where += f" (ancestor of leaf queue {blocker.leaf!r})"
+    if blocker.kind == "state":
+        return f"{where} is {blocker.detail}: only Open queues admit pods"
+    if blocker.kind == "not-leaf":
+        return f"{where} has child queues: only leaf queues admit pods"
+    if blocker.kind == "broken":
+        return f"{where} cannot admit pods: {blocker.detail}"
+    i = blocker.dim
+    name = dims.names[i]
+    requested = dims.format_value(i, blocker.requested)
+    used = dims.format_value(i, blocker.allocated + blocker.reserved)
+    limit = dims.format_value(i, blocker.capability)
+    if blocker.kind == "enqueue":
+        return (
+            f"{where} cannot take the pod group's minResources on {name}: requested "
+            f"{requested}, used {used} of capability {limit} (allocated plus inqueue groups)"
+        )
+    text = (
+        f"{where} has no room for {name}: requested {requested}, used {used} of capability {limit}"
+    )
+    if blocker.reserved > 0:
+        text += (
+            f" ({dims.format_value(i, blocker.allocated)} allocated, "
+            f"{dims.format_value(i, blocker.reserved)} reserved by admitted pods not yet placed)"
+        )
+    return text
+
+
+def explain(session: frameworks.Session, plugin: capacity.CapacityPlugin | None) -> dict[str, str]:
+    """Pod key -> reason, for every pending pod that this session neither placed nor ungated."""
+    admitted = set(session.bound) | set(session.pipelined) | set(session.ungated)
+    reasons: dict[str, str] = {}
+    blockers = plugin.blockers if plugin is not None else {}
+    for key in sorted(session.tasks):
+        task = session.tasks[key]
+        if task.status != objects.TaskStatus.PENDING or key in admitted:
+            continue
+        pod = task.pod
+        job = task.job
+        if (
+            not pod.sch_gated
+            and pod.opted_in
+            and session.feature_gates.get(objects.FEATURE_SCHEDULING_GATES_QUEUE_ADMISSION, False)
+        ):
+            continue  # admitted earlier: waiting for a node, holding its queue's room
+        if session.admission_only and not pod.sch_gated and not pod.unschedulable:
+            continue  # kube-scheduler's to place
+        reason = _reason(session, task, job, blockers)
+        if reason:
+            reasons[key] = reason
+    return reasons
+
+
+def _reason(
+    session: frameworks.Session,
+    task: frameworks.Task,
+    job: frameworks.Job,
+    blockers: dict[str, capacity.Blocker],
+) -> str:
+    pod = task.pod
+    if pod.sch_gated and not pod.only_queue_gate:
+        others = [g for g in pod.scheduling_gates if g != objects.QUEUE_ALLOCATION_GATE]
+        return (
+            f"waiting for other scheduling gates ({', '.join(others)}) to be removed; queue "
+            "admission starts once only the queue-allocation gate is left"
+        )
+    if job.queue not in session.queues:
+        return f"queue {job.queue!r} does not exist: create it or set the pod group's spec.queue"
+    if task.key in session.task_messages:
+        return session.task_messages[task.key]
+    if job.key in blockers and job.is_pending:
+        return f"pod group {job.key} is not admitted: " + explain_blocker(
+            blockers[job.key], session.dims
+        )
+    if task.key in blockers:
+        return explain_blocker(blockers[task.key], session.dims)
+    if job.key in session.job_messages:
+        return session.job_messages[job.key]
+    if job.is_pending:
+        return f"pod group {job.key} is still Pending (not enqueued in this session)"
+    if task.key in job.fit_errors:
+        return f"no node fits the pod: {job.fit_errors[task.key]}"
+    if pod.sch_gated and not pod.opted_in:
+        return (
+            f'the pod lacks the opt-in annotation {objects.QUEUE_ALLOCATION_GATE}: "true"; '
+            "its gate is not removed automatically"
+        )
+    if pod.sch_gated and not session.feature_gates.get(
+        objects.FEATURE_SCHEDULING_GATES_QUEUE_ADMISSION, False
+    ):
+        return "the feature gate SchedulingGatesQueueAdmission is off: gates are not removed"
+    if pod.sch_gated and vectors.is_empty(task.resreq, session.dims):
+        return "the pod requests no resources (best effort): queue admission does not handle it"
+    return "not admitted in this session: its job did not get a turn or did not become ready"

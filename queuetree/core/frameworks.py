@@ -1,0 +1,629 @@
+"""The session framework: mutable per-session state, plugin tiers and statements.
+
+Volcano's scheduler opens a *session* over a snapshot, lets every configured plugin register
+callbacks, runs the configured *actions*, and closes the session. This module holds the parts
+that are independent of any one policy:
+
+* the per-session records :class:`Task`, :class:`Job` and :class:`NodeState` (built from the
+  immutable snapshot, mutated only through a :class:`Statement` or the event methods);
+* :class:`Plugin`, the base of every policy, whose hooks the session dispatches across the tiers
+  exactly as spec §3.11 (Volcano's ``session_plugins.go``) does;
+* :class:`Statement`, the transaction of tentative operations (evict, pipeline, allocate, and our
+  ``reserve`` for gate admissions) that is committed or discarded in reverse order.
+
+Neighbours: ``plugins`` and ``capacity`` implement the hooks, ``actions`` drives them,
+``sessions.run_session`` builds a :class:`Session` and turns it into decisions.
+
+Orders: job and task orders are *key functions* (a plugin's comparator in Volcano always compares
+one property of each side, so a key per enabled plugin, in tier order, followed by the default
+creation-time-then-uid tie-break, compares exactly as Volcano's first-non-zero dispatch). Queue
+order stays a comparator because the hierarchical capacity order compares two queues' ancestors
+pairwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from queuetree.core import configs, decisions, objects, vectors
+
+READY_STATUSES = frozenset(
+    {
+        objects.TaskStatus.BOUND,
+        objects.TaskStatus.BINDING,
+        objects.TaskStatus.RUNNING,
+        objects.TaskStatus.ALLOCATED,
+        objects.TaskStatus.SUCCEEDED,
+    }
+)
+"""Volcano's ``ReadyTaskNum`` statuses."""
+
+VALID_STATUSES = READY_STATUSES | {objects.TaskStatus.PENDING, objects.TaskStatus.PIPELINED}
+"""Volcano's ``ValidTaskNum`` statuses."""
+
+PERMIT = 1
+ABSTAIN = 0
+REJECT = -1
+
+OrderKey = tuple[Any, ...]
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class Task:
+    """One pod of the session. ``resreq``/``init_resreq`` are dense vectors (``vectors``)."""
+
+    pod: objects.Pod
+    key: str
+    job: Job
+    resreq: vectors.Vec
+    init_resreq: vectors.Vec
+    req_dims: tuple[int, ...]
+    """Dimensions the request needs (value > 0, never ``pods``)."""
+    status: objects.TaskStatus
+    node: str
+    priority: int
+    default_order: tuple[datetime.datetime, str]
+    """Creation time, then uid (the pod key when the uid is empty)."""
+
+    @property
+    def sch_gated(self) -> bool:
+        return bool(self.pod.scheduling_gates)
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class Job:
+    """A pod group with its tasks; counters follow every status change."""
+
+    group: objects.PodGroup
+    key: str
+    queue: str
+    priority: int
+    min_member: int
+    min_resources: vectors.Vec | None
+    phase: objects.PodGroupPhase
+    default_order: tuple[datetime.datetime, str]
+    tasks: list[Task] = dataclasses.field(default_factory=list)
+    ready: int = 0
+    """Tasks in :data:`READY_STATUSES`."""
+    waiting: int = 0
+    """Pipelined tasks."""
+    valid: int = 0
+    ungated: int = 0
+    """Gated tasks admitted (ungated) in this session."""
+    fit_errors: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Task key -> why no node fits (last attempt)."""
+
+    @property
+    def is_pending(self) -> bool:
+        return self.phase == objects.PodGroupPhase.PENDING
+
+    @property
+    def is_ready(self) -> bool:
+        return self.ready >= self.min_member
+
+    @property
+    def is_pipelined(self) -> bool:
+        return self.ready + self.waiting >= self.min_member
+
+    @property
+    def is_starving(self) -> bool:
+        return self.ready + self.waiting < self.min_member
+
+    def add_task(self, task: Task) -> None:
+        self.tasks.append(task)
+        self._count(task.status, 1)
+
+    def _count(self, status: objects.TaskStatus, delta: int) -> None:
+        if status in READY_STATUSES:
+            self.ready += delta
+        elif status == objects.TaskStatus.PIPELINED:
+            self.waiting += delta
+        if status in VALID_STATUSES:
+            self.valid += delta
+
+    def set_status(self, task: Task, status: objects.TaskStatus) -> None:
+        self._count(task.status, -1)
+        task.status = status
+        self._count(status, 1)
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class NodeState:
+    """A node's bookkeeping (Volcano's NodeInfo): idle, releasing and pipelined amounts."""
+
+    node: objects.Node
+    allocatable: vectors.Vec
+    idle: vectors.Vec
+    releasing: vectors.Vec
+    pipelined: vectors.Vec
+    tasks: dict[str, Task] = dataclasses.field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    def future_idle(self) -> vectors.Vec:
+        """``Idle + Releasing - Pipelined``: what is free once evictions complete."""
+        return [
+            i + r - p for i, r, p in zip(self.idle, self.releasing, self.pipelined, strict=True)
+        ]
+
+    def add(self, task: Task) -> None:
+        self.tasks[task.key] = task
+        if task.status == objects.TaskStatus.RELEASING:
+            vectors.iadd(self.releasing, task.resreq)
+            vectors.isub(self.idle, task.resreq)
+        elif task.status == objects.TaskStatus.PIPELINED:
+            vectors.iadd(self.pipelined, task.resreq)
+        else:
+            vectors.isub(self.idle, task.resreq)
+
+    def remove(self, task: Task) -> None:
+        del self.tasks[task.key]
+        if task.status == objects.TaskStatus.RELEASING:
+            vectors.isub(self.releasing, task.resreq)
+            vectors.iadd(self.idle, task.resreq)
+        elif task.status == objects.TaskStatus.PIPELINED:
+            vectors.isub(self.pipelined, task.resreq)
+        else:
+            vectors.iadd(self.idle, task.resreq)
+
+
+Victims = list[Task]
+
+
+class Plugin:
+    """Base of every policy. A plugin implements the hooks it lists in :attr:`hooks`.
+
+    Hooks and the tier flag that enables each (spec §3.11; a flag the configuration leaves out
+    is on, ``configs.PluginOption.enabled``):
+
+    ========================  =====================  ==========================================
+    hook                      flag                   dispatch
+    ========================  =====================  ==========================================
+    job_order_key             enableJobOrder         keys in tier order, then creation, uid
+    task_order_key            enableTaskOrder        keys in tier order, then creation, uid
+    queue_order               enableQueueOrder       first non-zero, then creation, name
+    victim_queue_order        (none)                 first non-zero, else reverse queue order
+    reclaimable/preemptable   enableReclaimable/...  per tier: intersection; empty -> none
+    job_ready                 enableJobReady         all must pass
+    job_pipelined             enableJobPipelined     any reject fails; a tier with a permit wins
+    job_starving              enableJobStarving      first tier with a plugin decides (all)
+    job_valid                 (none)                 first failure
+    job_enqueueable           enableJobEnqueued      as job_pipelined
+    job_enqueued              enableJobEnqueued      every plugin is told
+    predicate                 enablePredicate        first failure
+    node_order                enableNodeOrder        sum of scores
+    preemptive                enablePreemptive       all must pass
+    allocatable               enabledAllocatable     all must pass
+    ========================  =====================  ==========================================
+    """
+
+    name = ""
+    hooks: frozenset[str] = frozenset()
+
+    def __init__(self, option: configs.PluginOption) -> None:
+        self.option = option
+
+    def on_session_open(self, session: Session) -> None:
+        """Read the session and build plugin state."""
+
+    # Event handlers (every plugin hears every event, like Volcano's EventHandler).
+    def on_allocate(self, task: Task) -> None:
+        """A task took resources: allocated, pipelined or un-evicted."""
+
+    def on_deallocate(self, task: Task) -> None:
+        """A task gave resources back: evicted, un-pipelined or un-allocated."""
+
+    def on_reserve(self, task: Task) -> None:
+        """A gated task was admitted (its gate will be removed)."""
+
+    def on_unreserve(self, task: Task) -> None:
+        """A gated task's admission was rolled back (gang of the group did not fit)."""
+
+    # Hooks (only called when listed in ``hooks``).
+    def job_order_key(self, job: Job) -> Any:
+        raise NotImplementedError
+
+    def task_order_key(self, task: Task) -> Any:
+        raise NotImplementedError
+
+    def queue_order(self, left: str, right: str) -> int:
+        raise NotImplementedError
+
+    def victim_queue_order(self, left: str, right: str, preemptor: str) -> int:
+        raise NotImplementedError
+
+    def reclaimable(self, reclaimer: Task, reclaimees: list[Task]) -> tuple[Victims, int]:
+        raise NotImplementedError
+
+    def preemptable(self, preemptor: Task, preemptees: list[Task]) -> tuple[Victims, int]:
+        raise NotImplementedError
+
+    def job_ready(self, job: Job) -> bool:
+        raise NotImplementedError
+
+    def job_pipelined(self, job: Job) -> int:
+        raise NotImplementedError
+
+    def job_starving(self, job: Job) -> bool:
+        raise NotImplementedError
+
+    def job_valid(self, job: Job) -> str | None:
+        raise NotImplementedError
+
+    def job_enqueueable(self, job: Job) -> int:
+        raise NotImplementedError
+
+    def job_enqueued(self, job: Job) -> None:
+        raise NotImplementedError
+
+    def predicate(self, task: Task, node: NodeState, *, for_preemption: bool) -> str | None:
+        raise NotImplementedError
+
+    def node_order(self, task: Task, node: NodeState) -> float:
+        raise NotImplementedError
+
+    def preemptive(self, queue: str, tasks: list[Task]) -> bool:
+        raise NotImplementedError
+
+    def allocatable(self, queue: str, task: Task) -> bool:
+        raise NotImplementedError
+
+
+HOOK_FLAGS: Mapping[str, str | None] = {
+    "job_order_key": "enableJobOrder",
+    "task_order_key": "enableTaskOrder",
+    "queue_order": "enableQueueOrder",
+    "victim_queue_order": None,
+    "reclaimable": "enableReclaimable",
+    "preemptable": "enablePreemptable",
+    "job_ready": "enableJobReady",
+    "job_pipelined": "enableJobPipelined",
+    "job_starving": "enableJobStarving",
+    "job_valid": None,
+    "job_enqueueable": "enableJobEnqueued",
+    "job_enqueued": "enableJobEnqueued",
+    "predicate": "enablePredicate",
+    "node_order": "enableNodeOrder",
+    "preemptive": "enablePreemptive",
+    "allocatable": "enabledAllocatable",
+}
+
+
+@dataclasses.dataclass(slots=True)
+class Operation:
+    kind: str
+    """``evict``, ``pipeline``, ``allocate`` or ``reserve``."""
+    task: Task
+    node: str = ""
+    old_status: objects.TaskStatus = objects.TaskStatus.PENDING
+
+
+class Session:
+    """One scheduling session: the state, the tiers and the dispatchers of spec §3.11."""
+
+    def __init__(
+        self,
+        *,
+        config: configs.SchedulerConfiguration,
+        dims: vectors.Dims,
+        queues: Mapping[str, objects.Queue],
+        jobs: dict[str, Job],
+        tasks: dict[str, Task],
+        nodes: dict[str, NodeState],
+        feature_gates: Mapping[str, bool],
+        admission_only: bool,
+    ) -> None:
+        self.config = config
+        self.dims = dims
+        self.queues = queues
+        self.jobs = jobs
+        self.tasks = tasks
+        self.nodes = nodes
+        self.node_list = [nodes[name] for name in sorted(nodes)]
+        self.feature_gates = feature_gates
+        self.admission_only = admission_only
+        self.total_resource = dims.zero()
+        for node in self.node_list:
+            vectors.iadd(self.total_resource, node.allocatable)
+        self.tiers: list[list[Plugin]] = []
+        self.plugins: list[Plugin] = []
+        self.errors: list[str] = []
+        self.events: list[decisions.Event] = []
+        self.warnings: list[str] = []
+        self.version = 0
+        """Bumped on every allocate/deallocate event: queue order may have changed."""
+        # Decisions, filled by Statement.commit and the admission step.
+        self.bound: dict[str, str] = {}
+        self.pipelined: dict[str, str] = {}
+        self.evicted: list[str] = []
+        self.ungated: list[str] = []
+        self.enqueued: set[str] = set()
+        # Explanations gathered on the way (``explaining`` turns them into reasons).
+        self.job_messages: dict[str, str] = {}
+        self.task_messages: dict[str, str] = {}
+        self.in_flight: dict[str, int] = {}
+        """Job key -> pending, ungated, opted-in tasks (admitted earlier, not yet placed)."""
+        self._fns: dict[str, list[list[Callable[..., Any]]]] = {}
+
+    # -- set-up -----------------------------------------------------------------------------
+
+    def register(self, tiers: list[list[Plugin]]) -> None:
+        """Open every plugin (tier order), then index the enabled hooks per tier."""
+        self.tiers = tiers
+        self.plugins = [plugin for tier in tiers for plugin in tier]
+        for plugin in self.plugins:
+            plugin.on_session_open(self)
+        for hook, flag in HOOK_FLAGS.items():
+            per_tier: list[list[Callable[..., Any]]] = []
+            for tier in tiers:
+                per_tier.append(
+                    [
+                        getattr(plugin, hook)
+                        for plugin in tier
+                        if hook in plugin.hooks and (flag is None or plugin.option.enabled(flag))
+                    ]
+                )
+            self._fns[hook] = per_tier
+        job_keys = [fn for tier in self._fns["job_order_key"] for fn in tier]
+        task_keys = [fn for tier in self._fns["task_order_key"] for fn in tier]
+        self._job_keys = job_keys
+        self._task_keys = task_keys
+        self._allocatable = [fn for tier in self._fns["allocatable"] for fn in tier]
+        self._predicates = [fn for tier in self._fns["predicate"] for fn in tier]
+        self._node_orders = [fn for tier in self._fns["node_order"] for fn in tier]
+
+    def flat(self, hook: str) -> list[Callable[..., Any]]:
+        return [fn for tier in self._fns[hook] for fn in tier]
+
+    # -- orders -----------------------------------------------------------------------------
+
+    def job_key(self, job: Job) -> OrderKey:
+        """Ascending key: the first job in order has the smallest key."""
+        return (*(fn(job) for fn in self._job_keys), job.default_order)
+
+    def job_plugin_key(self, job: Job) -> OrderKey:
+        """The plugins' part of the job key only (Volcano's ``JobOrderCompareFn``)."""
+        return tuple(fn(job) for fn in self._job_keys)
+
+    def task_key(self, task: Task) -> OrderKey:
+        return (*(fn(task) for fn in self._task_keys), task.default_order)
+
+    def queue_order(self, left: str, right: str) -> int:
+        """Negative when ``left`` goes first (Volcano's ``QueueOrderFn`` as a comparator)."""
+        for fn in self.flat("queue_order"):
+            verdict: int = fn(left, right)
+            if verdict:
+                return verdict
+        return _compare(self._queue_default(left), self._queue_default(right))
+
+    def _queue_default(self, name: str) -> tuple[datetime.datetime, str]:
+        queue = self.queues.get(name)
+        return (queue.created if queue else objects.EPOCH, name)
+
+    def victim_queue_order(self, left: str, right: str, preemptor: str) -> int:
+        """Negative when ``left``'s tasks are evicted first."""
+        for fn in self.flat("victim_queue_order"):
+            verdict: int = fn(left, right, preemptor)
+            if verdict:
+                return verdict
+        # Volcano returns ``!QueueOrderFn(l, r)``: reverse queue order.
+        return -self.queue_order(left, right)
+
+    def victim_order(self, left: Task, right: Task, preemptor: Task) -> int:
+        """``BuildVictimsPriorityQueue``: negative when ``left`` is evicted first."""
+        if left.job is right.job:
+            return -_compare(self.task_key(left), self.task_key(right))
+        if left.job.queue != right.job.queue:
+            return self.victim_queue_order(left.job.queue, right.job.queue, preemptor.job.queue)
+        verdict = _compare(self.job_plugin_key(left.job), self.job_plugin_key(right.job))
+        if verdict:
+            # The job that goes later in job order loses its tasks first.
+            return -verdict
+        return -_compare(self.task_key(left), self.task_key(right))
+
+    def victim_key(self, preemptor: Task) -> Callable[[Task], Any]:
+        """A sort key putting the task to evict first first (for ``sorted``)."""
+
+        def order(left: Task, right: Task) -> int:
+            return self.victim_order(left, right, preemptor)
+
+        return functools.cmp_to_key(order)
+
+    # -- votes ------------------------------------------------------------------------------
+
+    def _evictable(self, hook: str, task: Task, candidates: list[Task]) -> Victims:
+        victims: Victims | None = None
+        for tier in self._fns[hook]:
+            for fn in tier:
+                found, abstain = fn(task, candidates)
+                if abstain == ABSTAIN:
+                    continue
+                if not found:
+                    victims = None
+                    break
+                if victims is None:
+                    victims = list(found)
+                else:
+                    keep = {id(t) for t in found}
+                    victims = [t for t in victims if id(t) in keep]
+            if victims is not None:
+                return victims
+        return victims or []
+
+    def reclaimable(self, reclaimer: Task, reclaimees: list[Task]) -> Victims:
+        return self._evictable("reclaimable", reclaimer, reclaimees)
+
+    def preemptable(self, preemptor: Task, preemptees: list[Task]) -> Victims:
+        return self._evictable("preemptable", preemptor, preemptees)
+
+    def job_ready(self, job: Job) -> bool:
+        return all(fn(job) for fn in self.flat("job_ready"))
+
+    def _tier_vote(self, hook: str, job: Job) -> bool:
+        for tier in self._fns[hook]:
+            found = False
+            for fn in tier:
+                vote = fn(job)
+                if vote < 0:
+                    return False
+                if vote > 0:
+                    found = True
+            if found:
+                return True
+        return True
+
+    def job_pipelined(self, job: Job) -> bool:
+        return self._tier_vote("job_pipelined", job)
+
+    def job_enqueueable(self, job: Job) -> bool:
+        return self._tier_vote("job_enqueueable", job)
+
+    def job_enqueued(self, job: Job) -> None:
+        for fn in self.flat("job_enqueued"):
+            fn(job)
+
+    def job_starving(self, job: Job) -> bool:
+        for tier in self._fns["job_starving"]:
+            if tier:
+                return all(fn(job) for fn in tier)
+        return False
+
+    def job_valid(self, job: Job) -> str | None:
+        for fn in self.flat("job_valid"):
+            message: str | None = fn(job)
+            if message is not None:
+                return message
+        return None
+
+    def predicate(self, task: Task, node: NodeState, *, for_preemption: bool = False) -> str | None:
+        for fn in self._predicates:
+            message: str | None = fn(task, node, for_preemption=for_preemption)
+            if message is not None:
+                return message
+        return None
+
+    def node_score(self, task: Task, node: NodeState) -> float:
+        return float(sum(fn(task, node) for fn in self._node_orders))
+
+    def preemptive(self, queue: str, tasks: list[Task]) -> bool:
+        return all(fn(queue, tasks) for fn in self.flat("preemptive"))
+
+    def allocatable(self, queue: str, task: Task) -> bool:
+        return all(fn(queue, task) for fn in self._allocatable)
+
+    # -- events -----------------------------------------------------------------------------
+
+    def fire_allocate(self, task: Task) -> None:
+        self.version += 1
+        for plugin in self.plugins:
+            plugin.on_allocate(task)
+
+    def fire_deallocate(self, task: Task) -> None:
+        self.version += 1
+        for plugin in self.plugins:
+            plugin.on_deallocate(task)
+
+
+def _compare(left: Any, right: Any) -> int:
+    if left < right:
+        return -1
+    if right < left:
+        return 1
+    return 0
+
+
+class Statement:
+    """Tentative operations of one job (Volcano's Statement): commit records decisions,
+    discard undoes every operation in reverse order."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.operations: list[Operation] = []
+
+    def evict(self, task: Task) -> None:
+        session = self.session
+        node = session.nodes[task.node]
+        old = task.status
+        node.remove(task)
+        task.job.set_status(task, objects.TaskStatus.RELEASING)
+        node.add(task)
+        session.fire_deallocate(task)
+        self.operations.append(Operation("evict", task, task.node, old))
+
+    def pipeline(self, task: Task, node_name: str) -> None:
+        session = self.session
+        old = task.status
+        task.job.set_status(task, objects.TaskStatus.PIPELINED)
+        task.node = node_name
+        session.nodes[node_name].add(task)
+        session.fire_allocate(task)
+        self.operations.append(Operation("pipeline", task, node_name, old))
+
+    def allocate(self, task: Task, node_name: str) -> None:
+        session = self.session
+        old = task.status
+        task.job.set_status(task, objects.TaskStatus.ALLOCATED)
+        task.node = node_name
+        session.nodes[node_name].add(task)
+        session.fire_allocate(task)
+        self.operations.append(Operation("allocate", task, node_name, old))
+
+    def reserve(self, task: Task) -> None:
+        """Admit a gated task: its gate will be removed; capacity holds its request."""
+        task.job.ungated += 1
+        for plugin in self.session.plugins:
+            plugin.on_reserve(task)
+        self.operations.append(Operation("reserve", task))
+
+    def merge(self, other: Statement) -> None:
+        self.operations.extend(other.operations)
+        other.operations = []
+
+    @property
+    def has_evictions(self) -> bool:
+        return any(op.kind == "evict" for op in self.operations)
+
+    def discard(self) -> None:
+        session = self.session
+        for op in reversed(self.operations):
+            task = op.task
+            if op.kind == "evict":
+                node = session.nodes[op.node]
+                node.remove(task)
+                task.job.set_status(task, op.old_status)
+                node.add(task)
+                session.fire_allocate(task)
+            elif op.kind in ("pipeline", "allocate"):
+                session.nodes[op.node].remove(task)
+                task.job.set_status(task, op.old_status)
+                task.node = ""
+                session.fire_deallocate(task)
+            else:
+                task.job.ungated -= 1
+                for plugin in session.plugins:
+                    plugin.on_unreserve(task)
+        self.operations = []
+
+    def commit(self) -> None:
+        session = self.session
+        for op in self.operations:
+            key = op.task.key
+            if op.kind == "evict":
+                session.evicted.append(key)
+            elif op.kind == "pipeline":
+                session.pipelined[key] = op.node
+            elif op.kind == "allocate":
+                session.bound[key] = op.node
+            else:
+                session.ungated.append(key)
+        self.operations = []
+
+
+def iter_sorted(items: Iterable[Any], key: Callable[[Any], OrderKey]) -> list[Any]:
+    return sorted(items, key=key)

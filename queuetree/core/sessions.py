@@ -1,0 +1,313 @@
+"""One scheduling session, from snapshot to decisions: the entry point of the core.
+
+``run_session`` is what ``queuetree session`` and the operator call. Phases of the cycle:
+
+1. dimensions: every resource name in the snapshot gets an index (``vectors.Dims``);
+2. state: jobs (pod groups, synthetic ones for lone pods), tasks and nodes, in dense vectors;
+3. plugins: the configured tiers are instantiated (unknown names are warnings) and opened;
+4. actions: the configured actions in order; in admission mode only enqueue, the admission of
+   gated pods and reclaim for pods kube-scheduler left Unschedulable (no binds, no pipelines);
+5. decisions: binds, pipelines, evictions, ungates, pod group phases, queue figures, reasons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from queuetree.core import (
+    actions,
+    capacity,
+    configs,
+    decisions,
+    explaining,
+    frameworks,
+    objects,
+    plugins,
+    resources,
+    vectors,
+)
+
+
+def run_session(
+    snapshot: objects.Snapshot,
+    *,
+    config: configs.SchedulerConfiguration,
+    feature_gates: Mapping[str, bool],
+    admission_only: bool = False,
+) -> decisions.SessionResult:
+    """Run one session over ``snapshot`` and return its decisions; never raises on bad trees.
+
+    Structural faults of the queue tree (cycles, missing parents, pods in non-leaf queues) are
+    reported in ``errors`` and block only the queues and pod groups involved; ``ready`` is False
+    when any such fault exists (the reference scheduler would have admitted nothing at all).
+    """
+    # 1. dimensions
+    dims = vectors.Dims.of(_scalar_names(snapshot))
+    # 2. state
+    session = _build_session(
+        snapshot,
+        dims=dims,
+        config=config,
+        feature_gates=feature_gates,
+        admission_only=admission_only,
+    )
+    # 3. plugins
+    tiers = plugins.build_tiers(config, session.warnings)
+    session.register(tiers)
+    capacity_plugin = next(
+        (p for p in session.plugins if isinstance(p, capacity.CapacityPlugin)), None
+    )
+    # 4. actions
+    for name in config.actions:
+        if admission_only:
+            if name == "enqueue":
+                actions.enqueue(session)
+            elif name == "allocate":
+                actions.allocate(session, admission_only=True)
+            elif name == "reclaim":
+                actions.reclaim(session)
+            continue
+        action = actions.ACTIONS.get(name)
+        if action is None:
+            session.warnings.append(f"action {name!r} is not supported and is skipped")
+            continue
+        action(session)
+    if admission_only and "allocate" not in config.actions:
+        # The operator's whole purpose is gate admission: run it even if the file omits allocate.
+        actions.allocate(session, admission_only=True)
+    # 5. decisions
+    return _result(session, capacity_plugin)
+
+
+def _scalar_names(snapshot: objects.Snapshot) -> set[str]:
+    names: set[str] = set()
+
+    def see(resource: resources.Resource | None) -> None:
+        if resource is not None and resource.scalars:
+            names.update(resource.scalars)
+
+    for node in snapshot.nodes.values():
+        see(node.allocatable)
+    for queue in snapshot.queues.values():
+        see(queue.capability)
+        see(queue.deserved)
+        see(queue.guarantee)
+    for group in snapshot.pod_groups.values():
+        see(group.min_resources)
+    seen: set[int] = set()
+    for pod in snapshot.pods.values():
+        for resource in (pod.resreq, pod.init_resreq):
+            if id(resource) not in seen:
+                seen.add(id(resource))
+                see(resource)
+    return names
+
+
+OCCUPYING = frozenset(
+    {
+        objects.TaskStatus.ALLOCATED,
+        objects.TaskStatus.PIPELINED,
+        objects.TaskStatus.BINDING,
+        objects.TaskStatus.BOUND,
+        objects.TaskStatus.RUNNING,
+        objects.TaskStatus.RELEASING,
+    }
+)
+
+
+def _build_session(
+    snapshot: objects.Snapshot,
+    *,
+    dims: vectors.Dims,
+    config: configs.SchedulerConfiguration,
+    feature_gates: Mapping[str, bool],
+    admission_only: bool,
+) -> frameworks.Session:
+    priority_classes = snapshot.priority_classes
+    default_priority = next(
+        (
+            pc.value
+            for pc in sorted(priority_classes.values(), key=lambda p: p.name)
+            if pc.global_default
+        ),
+        0,
+    )
+    jobs: dict[str, frameworks.Job] = {}
+    for key, group in snapshot.pod_groups.items():
+        jobs[key] = _new_job(
+            group,
+            key=key,
+            dims=dims,
+            priority_classes=priority_classes,
+            default_priority=default_priority,
+        )
+    nodes: dict[str, frameworks.NodeState] = {}
+    for name, node in snapshot.nodes.items():
+        allocatable = dims.vec(node.allocatable)
+        nodes[name] = frameworks.NodeState(
+            node=node,
+            allocatable=allocatable,
+            idle=list(allocatable),
+            releasing=dims.zero(),
+            pipelined=dims.zero(),
+        )
+    tasks: dict[str, frameworks.Task] = {}
+    cache: dict[int, tuple[vectors.Vec, tuple[int, ...]]] = {}
+    gate_on = feature_gates.get(objects.FEATURE_SCHEDULING_GATES_QUEUE_ADMISSION, False)
+    in_flight: dict[str, int] = {}
+    for key, pod in snapshot.pods.items():
+        job = jobs.get(pod.group)
+        if job is None:
+            group = objects.PodGroup(
+                namespace=pod.namespace,
+                name=pod.name,
+                queue=pod.annotations.get(objects.QUEUE_NAME_ANNOTATION, objects.DEFAULT_QUEUE),
+                synthetic=True,
+                created=pod.created,
+                uid=pod.uid,
+            )
+            job = _new_job(
+                group,
+                key=pod.group or key,
+                dims=dims,
+                priority_classes=priority_classes,
+                default_priority=default_priority,
+            )
+            jobs[job.key] = job
+        resreq, req_dims = _cached_vec(cache, pod.resreq, dims)
+        init_resreq = resreq
+        if pod.init_resreq is not pod.resreq:
+            # What must be free on the node: the larger of the requests and the init request.
+            init = _cached_vec(cache, pod.init_resreq, dims)[0]
+            if any(x > y for x, y in zip(init, resreq, strict=True)):
+                init_resreq = [max(x, y) for x, y in zip(init, resreq, strict=True)]
+        task = frameworks.Task(
+            pod=pod,
+            key=key,
+            job=job,
+            resreq=resreq,
+            init_resreq=init_resreq,
+            req_dims=req_dims,
+            status=pod.status,
+            node=pod.node_name,
+            priority=_task_priority(pod),
+            default_order=(pod.created, pod.uid or key),
+        )
+        job.add_task(task)
+        tasks[key] = task
+        state = nodes.get(pod.node_name)
+        if state is not None and pod.status in OCCUPYING:
+            state.add(task)
+        if (
+            gate_on
+            and pod.status == objects.TaskStatus.PENDING
+            and not pod.sch_gated
+            and pod.opted_in
+        ):
+            in_flight[job.key] = in_flight.get(job.key, 0) + 1
+    session = frameworks.Session(
+        config=config,
+        dims=dims,
+        queues=snapshot.queues,
+        jobs=jobs,
+        tasks=tasks,
+        nodes=nodes,
+        feature_gates=feature_gates,
+        admission_only=admission_only,
+    )
+    session.in_flight = in_flight
+    return session
+
+
+def _cached_vec(
+    cache: dict[int, tuple[vectors.Vec, tuple[int, ...]]],
+    resource: resources.Resource,
+    dims: vectors.Dims,
+) -> tuple[vectors.Vec, tuple[int, ...]]:
+    # Pods often share one request object; converting it once keeps session open cheap.
+    # Vectors of tasks are never mutated, so sharing them is safe.
+    hit = cache.get(id(resource))
+    if hit is None:
+        vec = dims.vec(resource)
+        hit = (vec, vectors.requested_dims(vec, dims))
+        cache[id(resource)] = hit
+    return hit
+
+
+def _task_priority(pod: objects.Pod) -> int:
+    raw = pod.annotations.get(objects.TASK_PRIORITY_ANNOTATION)
+    if raw is not None:
+        try:
+            return int(raw)
+        except ValueError:
+            pass
+    return pod.priority
+
+
+def _new_job(
+    group: objects.PodGroup,
+    *,
+    key: str,
+    dims: vectors.Dims,
+    priority_classes: Mapping[str, objects.PriorityClass],
+    default_priority: int,
+) -> frameworks.Job:
+    priority_class = priority_classes.get(group.priority_class_name)
+    return frameworks.Job(
+        group=group,
+        key=key,
+        queue=group.queue,
+        priority=priority_class.value if priority_class else default_priority,
+        min_member=group.min_member,
+        min_resources=dims.vec(group.min_resources) if group.min_resources is not None else None,
+        phase=group.phase,
+        default_order=(group.created, group.uid or key),
+    )
+
+
+def _result(
+    session: frameworks.Session, plugin: capacity.CapacityPlugin | None
+) -> decisions.SessionResult:
+    dims = session.dims
+    queues: dict[str, decisions.QueueFigures] = {}
+    if plugin is not None:
+        for name in sorted(plugin.attrs):
+            attr = plugin.attrs[name]
+            if name not in session.queues:
+                continue  # the implicit root is not a queue of the cluster
+            queues[name] = decisions.QueueFigures(
+                allocated=dims.to_resource(attr.allocated),
+                deserved=dims.to_resource(attr.deserved),
+                capability=dims.to_resource(attr.capability),
+                real_capability=dims.to_resource(attr.real_capability),
+                guarantee=dims.to_resource(attr.guarantee),
+                reserved=dims.to_resource(attr.reserved),
+                inqueue=dims.to_resource(attr.inqueue),
+                share=attr.share,
+                state=attr.queue.state,
+            )
+    phases: dict[str, objects.PodGroupPhase] = {}
+    for key in sorted(session.jobs):
+        job = session.jobs[key]
+        phase = job.phase
+        if phase in (objects.PodGroupPhase.INQUEUE, objects.PodGroupPhase.PENDING) and (
+            job.ready >= job.min_member and job.ready > 0
+        ):
+            phase = objects.PodGroupPhase.RUNNING
+        phases[key] = phase
+    pipeline = {} if session.admission_only else dict(sorted(session.pipelined.items()))
+    bind = {} if session.admission_only else dict(sorted(session.bound.items()))
+    return decisions.SessionResult(
+        ready=not session.errors,
+        errors=tuple(session.errors),
+        warnings=tuple(session.warnings),
+        bind=MappingProxyType(bind),
+        pipeline=MappingProxyType(pipeline),
+        evict=tuple(session.evicted),
+        ungate=tuple(session.ungated),
+        pod_groups=MappingProxyType(phases),
+        queues=MappingProxyType(queues),
+        reasons=MappingProxyType(explaining.explain(session, plugin)),
+        events=tuple(session.events),
+    )
