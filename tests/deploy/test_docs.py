@@ -1,0 +1,55 @@
+"""The deployment docs stay in step with the manifests they describe."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+
+from tests.deploy import test_manifests
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+OWN_DOCS = ["concepts.md", "configuration.md", "operations.md"]
+
+
+def anchors(markdown: str) -> set[str]:
+    """GitHub-style heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    found = set()
+    for heading in re.findall(r"^#+ (.+)$", markdown, flags=re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(slug)
+    return found
+
+
+@pytest.mark.parametrize("document", OWN_DOCS)
+def test_links_between_the_deployment_docs_reach_their_headings(document: str) -> None:
+    text = (DOCS / document).read_text(encoding="utf-8")
+    broken = []
+    for target, anchor in re.findall(r"\]\(([\w\-]*\.md)?#?([\w\-]*)\)", text):
+        if target and target not in OWN_DOCS:
+            continue  # other components' documents are checked by their owners
+        path = DOCS / (target or document)
+        if anchor and anchor not in anchors(path.read_text(encoding="utf-8")):
+            broken.append(f"{target or document}#{anchor}")
+    assert broken == []
+
+
+@pytest.mark.parametrize("deployment", ["queuetree-operator", "queuetree-webhook"])
+def test_every_flag_the_manifests_pass_is_documented(deployment: str) -> None:
+    objects = test_manifests.overlay("default")
+    pod = test_manifests.one(objects, "Deployment", deployment)["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    flags = [arg.split("=")[0] for arg in container["args"] if arg.startswith("--")]
+    documented = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    assert [f for f in flags if f"`{f}`" not in documented] == []
+
+
+def test_every_overlay_is_documented() -> None:
+    overlays = sorted(p.name for p in (ROOT / "manifests" / "overlays").iterdir() if p.is_dir())
+    documented = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    assert (overlays, [o for o in overlays if f"manifests/overlays/{o}`" not in documented]) == (
+        sorted(test_manifests.OVERLAYS),
+        [],
+    )
