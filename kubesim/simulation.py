@@ -510,6 +510,46 @@ def choose_node(
     return None, fit_error_message(reasons_by_node)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Placement:
+    """The scheduler's verdict on one pod: a node, or None and the FitError message."""
+
+    pod: PodInfo
+    node: str | None
+    message: str
+
+
+def plan_placements(
+    candidates: Iterable[PodInfo], nodes: Mapping[str, NodeInfo], usage: Mapping[str, Usage]
+) -> list[Placement]:
+    """Place pods one by one in (creationTimestamp, name, namespace) order.
+
+    Each placement counts for the pods after it, as kube-scheduler's assumed pods do, so one
+    pass never overcommits a node. `usage` is not changed: touched nodes are copied.
+    """
+    ordered_nodes = dict(sorted(nodes.items()))
+    planned: dict[str, Usage] = dict(usage)
+    copied: set[str] = set()
+    placements = []
+    for pod in sorted(candidates, key=lambda p: (p.created, p.name, p.namespace)):
+        node, message = choose_node(pod, ordered_nodes, planned)
+        if node is not None:
+            if node not in copied:
+                previous = planned.get(node) or Usage()
+                planned[node] = dataclasses.replace(previous, requests=dict(previous.requests))
+                copied.add(node)
+            planned[node].add(pod)
+        placements.append(Placement(pod=pod, node=node, message=message))
+    return placements
+
+
+def needs_unschedulable_update(pod: PodInfo, message: str) -> bool:
+    """Whether `PodScheduled` must be (re)written: only when status, reason or message change."""
+    current = pod.condition("PodScheduled") or {}
+    wanted = ("False", "Unschedulable", message)
+    return (current.get("status"), current.get("reason"), current.get("message")) != wanted
+
+
 # --- Node manifests --------------------------------------------------------------------------
 
 
@@ -846,7 +886,7 @@ class _Simulator:
     # --- scheduler ---
 
     def schedule(self) -> None:
-        """One pass: place every candidate in (creationTimestamp, name) order."""
+        """One pass over the candidates (see `plan_placements`), then the writes it implies."""
         if self.retry_all:
             self.to_schedule |= self.unschedulable
             self.unschedulable.clear()
@@ -854,20 +894,16 @@ class _Simulator:
         candidates = [self.pods[uid] for uid in self.to_schedule if uid in self.pods]
         self.to_schedule.clear()
         candidates = [p for p in candidates if p.wants_scheduling and p.uid not in self.assumed]
-        candidates.sort(key=lambda p: (p.created, p.name, p.namespace))
-        nodes = {name: self.nodes[name] for name in sorted(self.nodes)}
-        for pod in candidates:
-            node, message = choose_node(pod, nodes, self.usage)
-            if node is not None:
-                self.assumed[pod.uid] = node
-                self._count(pod.uid, node, pod)
-                self._spawn(self._bind(pod, node))
+        for decision in plan_placements(candidates, self.nodes, self.usage):
+            pod = decision.pod
+            if decision.node is not None:
+                self.assumed[pod.uid] = decision.node
+                self._count(pod.uid, decision.node, pod)
+                self._spawn(self._bind(pod, decision.node))
             else:
                 self.unschedulable.add(pod.uid)
-                current = pod.condition("PodScheduled") or {}
-                wanted = ("False", "Unschedulable", message)
-                if (current.get("status"), current.get("reason"), current.get("message")) != wanted:
-                    self._spawn(self._mark_unschedulable(pod, message))
+                if needs_unschedulable_update(pod, decision.message):
+                    self._spawn(self._mark_unschedulable(pod, decision.message))
 
     async def _bind(self, pod: PodInfo, node: str) -> None:
         binding = {

@@ -636,3 +636,66 @@ def test_a_bad_nodes_file_is_an_error_naming_the_document(
     with pytest.raises(ValueError) as caught:
         simulation.load_nodes_file(str(path))
     assert str(caught.value) == f"{path}: {message}"
+
+
+def test_a_pass_places_pods_in_creation_order_each_counting_for_the_next() -> None:
+    nodes = {n.name: n for n in map(make_node, ["a:cpu=2,memory=8Gi", "b:cpu=1,memory=8Gi"])}
+    usage = {name: simulation.Usage() for name in nodes}
+    candidates = [
+        make_pod("late", cpu="1", created="2026-01-01T00:00:09Z"),
+        make_pod("second", cpu="1", created="2026-01-01T00:00:01Z"),
+        make_pod("first", cpu="1", created="2026-01-01T00:00:01Z"),
+        make_pod("early", cpu="1", created="2026-01-01T00:00:00Z"),
+    ]
+
+    placements = simulation.plan_placements(candidates, nodes, usage)
+
+    assert [(p.pod.name, p.node, p.message) for p in placements] == [
+        ("early", "a", ""),
+        ("first", "b", ""),
+        ("second", "a", ""),
+        ("late", None, "0/2 nodes are available: 2 Insufficient cpu."),
+    ]
+    assert {name: u.requests for name, u in usage.items()} == {"a": {}, "b": {}}
+
+
+def with_condition(**condition: str) -> simulation.PodInfo:
+    pod = make_pod()
+    raw = {
+        **pod.obj,
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", **condition}]},
+    }
+    return simulation.pod_info(raw)
+
+
+UPDATE_CASES = {
+    "no condition yet": (make_pod(), True),
+    "the gate condition is replaced": (
+        with_condition(status="False", reason="SchedulingGated", message="blocked"),
+        True,
+    ),
+    "the same message is not rewritten": (
+        with_condition(
+            status="False",
+            reason="Unschedulable",
+            message="0/1 nodes are available: 1 Too many pods.",
+        ),
+        False,
+    ),
+    "another message is rewritten": (
+        with_condition(
+            status="False",
+            reason="Unschedulable",
+            message="0/2 nodes are available: 2 Too many pods.",
+        ),
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize(("pod", "expected"), UPDATE_CASES.values(), ids=UPDATE_CASES.keys())
+def test_the_unschedulable_condition_is_written_only_when_it_changes(
+    pod: simulation.PodInfo, expected: bool
+) -> None:
+    message = "0/1 nodes are available: 1 Too many pods."
+    assert simulation.needs_unschedulable_update(pod, message) is expected
