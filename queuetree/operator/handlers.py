@@ -36,6 +36,11 @@ def build_registry(cluster: state.ClusterState) -> kopf.OperatorRegistry:
     """A kopf registry whose handlers keep ``cluster`` current."""
     registry = kopf.OperatorRegistry()
 
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> Any:
+        # A registry of our own has no default login: in-cluster, then KUBECONFIG, as kopf does.
+        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
     @kopf.index(*QUEUES, registry=registry)
     def index_queue(body: Any, **_: Any) -> None:
         try:

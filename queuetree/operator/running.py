@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -176,7 +177,8 @@ async def run(
     try:
         loader()
     except kube_config.ConfigException:
-        await kube_config.load_kube_config()
+        # Read KUBECONFIG now: the library's default location was fixed when it was imported.
+        await kube_config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
     metrics_ = metrics_ or metrics.create()
     if config.metrics_port:
         import prometheus_client

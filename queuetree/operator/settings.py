@@ -21,7 +21,7 @@ class OperatorSettings:
         default_factory=configs.SchedulerConfiguration
     )
     """The session's actions and plugin tiers (``--scheduler-conf``)."""
-    feature_gates: Mapping[str, bool] = features.DEFAULTS
+    feature_gates: Mapping[str, bool] = dataclasses.field(default_factory=lambda: features.DEFAULTS)
     gate_workers: int = 5
     """Gate-removal workers (``--gate-removal-worker-num``; below 1 falls back to 5, as Volcano)."""
     qps: float = 50.0

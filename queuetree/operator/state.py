@@ -32,7 +32,7 @@ class QueueRecord:
     """A queue as parsed, plus the raw ``status`` the controller compares its writes against."""
 
     queue: objects.Queue
-    status: Mapping[str, Any] = MappingProxyType({})
+    status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

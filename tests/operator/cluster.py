@@ -1,0 +1,224 @@
+"""A kubesim cluster with the CRDs and simulated nodes, and the operator running in a thread.
+
+Tests talk to kubesim over HTTP like any client (:class:`Client`), run the real operator
+(``queuetree.operator.running.run``) in its own thread and event loop (:class:`OperatorThread`),
+and poll for the states they expect with a deadline (:func:`eventually`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pathlib
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import yaml
+
+from kubesim import harness, simulation
+from queuetree.api import schedconf
+from queuetree.core import objects
+from queuetree.operator import metrics, running, settings, state
+
+T = TypeVar("T")
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+GATE = objects.QUEUE_ALLOCATION_GATE
+QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
+
+
+class Client:
+    """JSON over HTTP to kubesim, with its bearer token."""
+
+    def __init__(self, cluster: harness.Cluster) -> None:
+        self.url = cluster.url
+        self.token = cluster.sim.token
+        self.sim = cluster.sim
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+    ) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path,
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": content_type},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"null")
+
+    def create(self, path: str, body: Any) -> Any:
+        status, answer = self.request("POST", path, body)
+        assert status in (200, 201), (status, answer)
+        return answer
+
+    def pod(self, name: str, namespace: str = "default") -> dict[str, Any] | None:
+        return self.sim.get_object("", "pods", namespace, name)
+
+    def pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        return self.sim.list_objects("", "pods", namespace)
+
+    def queue(self, name: str) -> dict[str, Any] | None:
+        return self.sim.get_object("scheduling.volcano.sh", "queues", "", name)
+
+    def delete_pod(self, name: str, namespace: str = "default") -> None:
+        status, answer = self.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        assert status in (200, 202, 404), (status, answer)
+
+    def install_crds(self) -> None:
+        for path in sorted((ROOT / "crds").glob("scheduling.volcano.sh_*.yaml")):
+            self.create(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                yaml.safe_load(path.read_text()),
+            )
+
+    def create_queue(
+        self,
+        name: str,
+        *,
+        parent: str = "root",
+        capability: dict[str, str] | None = None,
+        **spec: Any,
+    ) -> None:
+        body_spec: dict[str, Any] = {"parent": parent, **spec}
+        if capability is not None:
+            body_spec["capability"] = capability
+        self.create(
+            QUEUES,
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": body_spec,
+            },
+        )
+
+    def create_pod(
+        self,
+        name: str,
+        *,
+        queue: str,
+        requests: dict[str, str],
+        namespace: str = "default",
+        gates: tuple[str, ...] = (GATE,),
+        node_selector: dict[str, str] | None = None,
+        group: str = "",
+    ) -> dict[str, Any]:
+        annotations = {GATE: "true", objects.QUEUE_NAME_ANNOTATION: queue}
+        if group:
+            annotations[objects.GROUP_NAME_ANNOTATION] = group
+        spec: dict[str, Any] = {
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"requests": requests}}
+            ],
+        }
+        # The gate a webhook would inject on CREATE; created here directly, as a client may.
+        if gates:
+            spec["schedulingGates"] = [{"name": gate} for gate in gates]
+        if node_selector:
+            spec["nodeSelector"] = node_selector
+        return self.create(
+            f"/api/v1/namespaces/{namespace}/pods",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+                "spec": spec,
+            },
+        )
+
+
+def gates_of(pod: dict[str, Any] | None) -> list[str]:
+    if pod is None:
+        return []
+    return [gate["name"] for gate in pod.get("spec", {}).get("schedulingGates") or []]
+
+
+def eventually(probe: Callable[[], T], *, deadline: float = 20.0, what: str = "") -> T:
+    """Poll ``probe`` until it returns something truthy; fail after ``deadline`` seconds."""
+    limit = time.monotonic() + deadline
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > limit:
+            raise AssertionError(f"not reached before the deadline: {what or probe}")
+        time.sleep(0.02)
+
+
+class OperatorThread:
+    """The real operator in a thread with its own event loop; :meth:`stop` ends it."""
+
+    def __init__(self, config: settings.OperatorSettings) -> None:
+        self.config = config
+        self.metrics = metrics.create()
+        self.state: state.ClusterState | None = None
+        self._stop = threading.Event()
+        self._error: list[BaseException] = []
+        self._thread = threading.Thread(target=self._main, name=f"operator {config.identity}")
+
+    def _main(self) -> None:
+        def keep(cluster: state.ClusterState) -> None:
+            self.state = cluster
+
+        try:
+            asyncio.run(
+                running.run(self.config, stop_flag=self._stop, metrics_=self.metrics, on_state=keep)
+            )
+        except BaseException as error:  # reported by stop()
+            self._error.append(error)
+
+    def start(self) -> OperatorThread:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "the operator did not stop"
+        assert not self._error, self._error
+
+    def cycles(self) -> float:
+        value = self.metrics.registry.get_sample_value("queuetree_cycle_duration_seconds_count")
+        return value or 0.0
+
+    def leading(self) -> bool:
+        return self.metrics.registry.get_sample_value("queuetree_leader") == 1.0
+
+
+def operator_settings(**overrides: Any) -> settings.OperatorSettings:
+    options: dict[str, Any] = {
+        "scheduler_config": schedconf.parse_default().configuration,
+        "metrics_port": 0,
+        "leader_elect": False,
+        "lease_namespace": "default",
+        "cycle_period": 0.2,
+        "qps": 0.0,
+        **overrides,
+    }
+    return settings.OperatorSettings(**options)
+
+
+def nodes(*flags: str) -> list[dict[str, Any]]:
+    return [simulation.parse_node_flag(flag) for flag in flags]
+
+
+def start(tmp_path: pathlib.Path, *node_flags: str) -> Iterator[tuple[harness.Cluster, Client]]:
+    with harness.running(
+        tmp_path, simulate=simulation.SimulationOptions(nodes=nodes(*node_flags))
+    ) as cluster:
+        client = Client(cluster)
+        client.install_crds()
+        yield cluster, client
