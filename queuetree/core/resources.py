@@ -578,21 +578,7 @@ class Resource:
         """Dimensions the request uses (positive, ``pods`` skipped) where ``self`` ≤ ``other``
         within ``EPS``: ``(found, names)``. ``request`` None: ``(False, [])``.
         """
-        if request is None:
-            return False, []
-        names: list[str] = []
-        if request.milli_cpu > 0 and _le(self.milli_cpu, other.milli_cpu):
-            names.append(CPU)
-        if request.memory > 0 and _le(self.memory, other.memory):
-            names.append(MEMORY)
-        wanted = request.scalars
-        if wanted:
-            for name, amount in wanted.items():
-                if name in IGNORED_SCALAR_RESOURCES or not amount > 0:
-                    continue
-                if _le(self.get(name), other.get(name)):
-                    names.append(name)
-        return bool(names), names
+        return self._partly_with_dimension(other, request, zero_filtered=False)
 
     def less_equal_partly_with_dimension_zero_filtered(
         self, other: Resource, request: Resource | None
@@ -600,14 +586,41 @@ class Resource:
         """:meth:`less_equal_partly_with_dimension` on the request's dimensions where ``self`` or
         ``other`` holds at least ``EPS`` (a dimension both lack cannot vouch for anything).
         """
+        return self._partly_with_dimension(other, request, zero_filtered=True)
+
+    def _partly_with_dimension(
+        self, other: Resource, request: Resource | None, *, zero_filtered: bool
+    ) -> tuple[bool, list[str]]:
         if request is None:
             return False, []
-
-        def keep(name: str, amount: Amount) -> bool:
-            return amount > 0 and not (self.get(name) < EPS and other.get(name) < EPS)
-
-        filtered = _filter_request(request, keep)
-        return self.less_equal_partly_with_dimension(other, filtered)
+        names: list[str] = []
+        mine, bound = self.milli_cpu, other.milli_cpu
+        if (
+            request.milli_cpu > 0
+            and not (zero_filtered and mine < EPS and bound < EPS)
+            and (mine <= bound or mine - bound < EPS)
+        ):
+            names.append(CPU)
+        mine, bound = self.memory, other.memory
+        if (
+            request.memory > 0
+            and not (zero_filtered and mine < EPS and bound < EPS)
+            and (mine <= bound or mine - bound < EPS)
+        ):
+            names.append(MEMORY)
+        if request.scalars:
+            left = self.scalars or _EMPTY
+            right = other.scalars or _EMPTY
+            for name, wanted in request.scalars.items():
+                if name in IGNORED_SCALAR_RESOURCES or not wanted > 0:
+                    continue
+                mine = left.get(name, 0)
+                bound = right.get(name, 0)
+                if zero_filtered and mine < EPS and bound < EPS:
+                    continue
+                if mine <= bound or mine - bound < EPS:
+                    names.append(name)
+        return bool(names), names
 
     def greater_partly_with_dimension(
         self, other: Resource | None, request: Resource | None
@@ -616,23 +629,7 @@ class Resource:
         (strict): ``(found, names)``. ``request`` None: ``(False, [])``; ``other`` None reads as
         an empty vector.
         """
-        if request is None:
-            return False, []
-        if other is None:
-            other = EMPTY
-        names: list[str] = []
-        if request.milli_cpu > 0 and self.milli_cpu > other.milli_cpu:
-            names.append(CPU)
-        if request.memory > 0 and self.memory > other.memory:
-            names.append(MEMORY)
-        wanted = request.scalars
-        if wanted:
-            for name, amount in wanted.items():
-                if name in IGNORED_SCALAR_RESOURCES or not amount > 0:
-                    continue
-                if self.get(name) > other.get(name):
-                    names.append(name)
-        return bool(names), names
+        return self._greater_partly(other, request, relevant_only=False)
 
     def greater_partly_with_relevant_dimensions(
         self, other: Resource | None, request: Resource | None
@@ -642,21 +639,39 @@ class Resource:
         ``other.scalars`` (even holding 0). ``request`` None: ``(False, [])``; ``other`` None
         reads as an empty vector.
         """
+        return self._greater_partly(other, request, relevant_only=True)
+
+    def _greater_partly(
+        self, other: Resource | None, request: Resource | None, *, relevant_only: bool
+    ) -> tuple[bool, list[str]]:
         if request is None:
             return False, []
         if other is None:
             other = EMPTY
-        keys = other.scalars or _EMPTY
-        bound = other
-
-        def keep(name: str, amount: Amount) -> bool:
-            if not amount > 0:
-                return False
-            if name in (CPU, MEMORY):
-                return bound.get(name) >= EPS
-            return name in keys
-
-        return self.greater_partly_with_dimension(other, _filter_request(request, keep))
+        names: list[str] = []
+        if (
+            request.milli_cpu > 0
+            and not (relevant_only and other.milli_cpu < EPS)
+            and self.milli_cpu > other.milli_cpu
+        ):
+            names.append(CPU)
+        if (
+            request.memory > 0
+            and not (relevant_only and other.memory < EPS)
+            and self.memory > other.memory
+        ):
+            names.append(MEMORY)
+        if request.scalars:
+            left = self.scalars or _EMPTY
+            right = other.scalars or _EMPTY
+            for name, wanted in request.scalars.items():
+                if name in IGNORED_SCALAR_RESOURCES or not wanted > 0:
+                    continue
+                if relevant_only and name not in right:
+                    continue
+                if left.get(name, 0) > right.get(name, 0):
+                    names.append(name)
+        return bool(names), names
 
     # -- printing ----------------------------------------------------------------------------
 
@@ -747,16 +762,6 @@ def _close(left: Amount, right: Amount) -> bool:
 
 def _debug_amount(value: Amount, unlimited: str) -> str:
     return unlimited if value == UNLIMITED else f"{value:.2f}"
-
-
-def _filter_request(request: Resource, keep: Callable[[str, Amount], bool]) -> Resource:
-    """The request reduced to the dimensions ``keep`` accepts (dropped CPU/memory become 0)."""
-    scalars = request.scalars
-    return _make(
-        request.milli_cpu if keep(CPU, request.milli_cpu) else 0,
-        request.memory if keep(MEMORY, request.memory) else 0,
-        None if scalars is None else {k: v for k, v in scalars.items() if keep(k, v)},
-    )
 
 
 def _quantity_text(raw: object, path: str) -> str:
