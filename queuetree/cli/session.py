@@ -1,0 +1,141 @@
+"""``queuetree session``: one scheduling session over manifest files, printed as one JSON object.
+
+Parse (``queuetree.api``) → run (``queuetree.core.sessions.run_session``) → render
+(``queuetree.api.results``). Exit 0 when the input was understood, whatever the session decided
+(an unusable queue tree is ``"ready": false`` with ``errors``, still exit 0); exit 2, with every
+problem on stderr and nothing on stdout, when a file cannot be read or understood.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from typing import Any, TextIO
+
+from queuetree.api import manifests, problems, results, schedconf
+from queuetree.cli import flags
+from queuetree.core import sessions
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+"""Files read from a directory given to ``-f``, in name order (as kubectl does)."""
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "session",
+        help="run one scheduling session over manifest files and print the decisions as JSON",
+        description=(
+            "Read Queue, PodGroup, Pod, Node and PriorityClass manifests, run one scheduling "
+            "session with the configured actions, and print one JSON object: ready, errors, "
+            "warnings, bind, pipeline, evict, ungate, podGroups, queues, reasons. "
+            "Exit 0 when the input was understood, 2 when it was not."
+        ),
+    )
+    parser.add_argument(
+        "-f",
+        "--filename",
+        dest="filenames",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="multi-document YAML or JSON manifests; a directory reads its *.yaml, *.yml and "
+        "*.json files; - reads stdin; repeat for more files",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help="scheduler configuration in the volcano-scheduler.conf format, or a ConfigMap "
+        "holding one (default: queuetree's built-in configuration, examples/config/default.conf)",
+    )
+    flags.add_feature_gates_flag(parser)
+    flags.add_bool_flag(
+        parser,
+        "--admission-only",
+        default=False,
+        help="run as the operator does: admit and ungate, reclaim for unschedulable pods, "
+        "but never bind or pipeline (kube-scheduler places pods)",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        snapshot, configuration = read_inputs(args.filenames, config=args.config, stdin=sys.stdin)
+    except problems.InputError as error:
+        for problem in error.problems:
+            print(f"queuetree session: {problem}", file=sys.stderr)
+        count = len(error.problems)
+        print(
+            f"queuetree session: input not understood ({count} problem{'s' * (count != 1)})",
+            file=sys.stderr,
+        )
+        return 2
+    result = sessions.run_session(
+        snapshot.snapshot,
+        config=configuration.configuration,
+        feature_gates=args.feature_gates,
+        admission_only=args.admission_only,
+    )
+    output = results.render_session_result(
+        result, warnings=(*configuration.warnings, *snapshot.warnings)
+    )
+    print(json.dumps(output, sort_keys=True, indent=2))
+    return 0
+
+
+def read_inputs(
+    filenames: list[str], *, config: str | None, stdin: TextIO
+) -> tuple[manifests.ParsedSnapshot, schedconf.ParsedConfiguration]:
+    """Read and parse every file, collecting the problems of all of them before raising
+    :class:`problems.InputError`."""
+    found: list[problems.Problem] = []
+    documents: list[manifests.Document] = []
+    for source, text in _read_sources(filenames, stdin=stdin, found=found):
+        try:
+            documents.extend(manifests.load_documents(text, source=source))
+        except manifests.ManifestError as error:
+            found.extend(error.problems)
+    configuration: schedconf.ParsedConfiguration | None = None
+    if config is None:
+        configuration = schedconf.parse_default()
+    else:
+        for source, text in _read_sources([config], stdin=stdin, found=found):
+            try:
+                configuration = schedconf.parse_configuration(text, source=source)
+            except schedconf.ConfigurationError as error:
+                found.extend(error.problems)
+    snapshot: manifests.ParsedSnapshot | None = None
+    try:
+        snapshot = manifests.build_snapshot(documents)
+    except manifests.ManifestError as error:
+        found.extend(error.problems)
+    if found or snapshot is None or configuration is None:
+        raise problems.InputError(found)
+    return snapshot, configuration
+
+
+def _read_sources(
+    names: list[str], *, stdin: TextIO, found: list[problems.Problem]
+) -> list[tuple[str, str]]:
+    """``(source, text)`` per file; unreadable files become problems."""
+    texts: list[tuple[str, str]] = []
+    for name in names:
+        if name == "-":
+            texts.append(("<stdin>", stdin.read()))
+            continue
+        path = pathlib.Path(name)
+        paths = (
+            sorted(p for p in path.iterdir() if p.suffix in MANIFEST_SUFFIXES and p.is_file())
+            if path.is_dir()
+            else [path]
+        )
+        for item in paths:
+            try:
+                texts.append((str(item), item.read_text(encoding="utf-8")))
+            except (OSError, UnicodeDecodeError) as error:
+                reason: Any = error.strerror if isinstance(error, OSError) else error.reason
+                found.append(problems.Problem(message=f"cannot read: {reason}", origin=str(item)))
+    return texts
