@@ -13,8 +13,9 @@ from types import ModuleType
 
 import queuetree
 from queuetree.cli import operator as cli_operator
+from queuetree.cli import session as cli_session
 
-_COMMANDS: tuple[ModuleType, ...] = (cli_operator,)
+_COMMANDS: tuple[ModuleType, ...] = (cli_operator, cli_session)
 
 
 def build_parser() -> argparse.ArgumentParser:
