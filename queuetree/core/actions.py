@@ -51,15 +51,23 @@ def enqueue(session: frameworks.Session) -> None:
     A group without ``minResources`` is admitted without asking any plugin (spec §3.7).
     """
     pending: dict[str, list[frameworks.Job]] = {}
+    free: list[frameworks.Job] = []
     for job in session.jobs.values():
-        if job.queue not in session.queues:
+        if job.queue not in session.queues or not job.is_pending:
             continue
-        pending.setdefault(job.queue, [])
-        if job.is_pending:
-            pending[job.queue].append(job)
+        if job.min_resources is None:
+            # Admitted without a vote (spec §3.7); such a job moves no figure that another job's
+            # vote reads, so its place in the order cannot change any outcome.
+            free.append(job)
+        else:
+            pending.setdefault(job.queue, []).append(job)
+    for job in free:
+        session.job_enqueued(job)
+        job.phase = objects.PodGroupPhase.INQUEUE
+        session.enqueued.add(job.key)
     for queue in _sorted_queues(session, set(pending)):
         for job in sorted(pending[queue], key=session.job_key):
-            if job.min_resources is None or session.job_enqueueable(job):
+            if session.job_enqueueable(job):
                 session.job_enqueued(job)
                 job.phase = objects.PodGroupPhase.INQUEUE
                 session.enqueued.add(job.key)
@@ -79,11 +87,12 @@ def _worksheet(
             continue  # an external gate: not ours to judge until it is the only one left
         if gated_only and not task.sch_gated:
             continue  # admission mode: kube-scheduler places ungated pods
-        if vectors.is_empty(task.resreq, session.dims):
-            continue  # best effort: backfill's job
+        if not task.req_dims:
+            continue  # best effort (an empty request): backfill's job
         tasks.append(task)
     # Reversed: the worksheet is consumed with pop() from the end, first task first.
-    tasks.sort(key=session.task_key, reverse=True)
+    if len(tasks) > 1:
+        tasks.sort(key=session.task_key, reverse=True)
     return tasks
 
 
@@ -318,24 +327,27 @@ def reclaim(session: frameworks.Session) -> None:
     """Take back resources other queues borrowed, for starving jobs of queues under their
     deserved share (spec §3.8, §3.9, §3.11)."""
     queues: set[str] = set()
-    preemptors: dict[str, list[frameworks.Job]] = {}
+    preemptors: dict[str, list[tuple[frameworks.OrderKey, int, frameworks.Job]]] = {}
+    counter = itertools.count()
     for job in sorted(session.jobs.values(), key=lambda j: j.key):
         if job.is_pending or job.queue not in session.queues:
             continue
         if session.job_valid(job) is not None:
             continue
         queues.add(job.queue)
-        if session.job_starving(job):
-            preemptors.setdefault(job.queue, []).append(job)
-    heap = [_QueueItem(session, name) for name in queues]
+        # A starving job without a task that may reclaim would only be popped and put back.
+        if session.job_starving(job) and _preemptor_tasks(session, job):
+            preemptors.setdefault(job.queue, []).append((session.job_key(job), next(counter), job))
+    for entries in preemptors.values():
+        heapq.heapify(entries)
+    heap = [_QueueItem(session, name) for name in queues if name in preemptors]
     heapq.heapify(heap)
     while heap:
         item = heapq.heappop(heap)
-        jobs = sorted(preemptors.get(item.name, []), key=session.job_key)
+        jobs = preemptors[item.name]
         if not jobs:
             continue
-        job = jobs[0]
-        preemptors[item.name].remove(job)
+        _, _, job = heapq.heappop(jobs)
         stmt = Statement(session)
         tasks = _preemptor_tasks(session, job)
         while session.job_starving(job) and tasks:
@@ -355,7 +367,7 @@ def reclaim(session: frameworks.Session) -> None:
             stmt.commit()
         else:
             stmt.discard()
-        if preemptors[item.name]:
+        if jobs:
             heapq.heappush(heap, item)
 
 

@@ -172,46 +172,68 @@ class CapacityPlugin(frameworks.Plugin):
         )
 
     def _account_jobs(self, session: frameworks.Session) -> None:
-        """Spec §3.2, then bottom-up: every delta of a leaf is added to its ancestors."""
+        """Spec §3.2, then bottom-up: every figure of a leaf is added to its ancestors.
+
+        Sums are gathered per leaf first and pushed up the chain once per leaf (not once per
+        job), which keeps session open linear in pods with a small constant.
+        """
+        dims = self.dims
+        leaves: dict[str, tuple[vectors.Vec, vectors.Vec, vectors.Vec, vectors.Vec]] = {}
+        allocated_statuses = objects.ALLOCATED_STATUSES
+        pending = objects.TaskStatus.PENDING
         for job in session.jobs.values():
             attr = self.attrs.get(job.queue)
             if attr is None or attr.broken or not attr.is_leaf:
                 continue
-            allocated = self.dims.zero()
-            request = self.dims.zero()
+            sums = leaves.get(attr.name)
+            if sums is None:
+                sums = leaves[attr.name] = (dims.zero(), dims.zero(), dims.zero(), dims.zero())
+            leaf_allocated, leaf_request, leaf_inqueue, leaf_elastic = sums
+            allocated: vectors.Vec | None = None
+            gated: vectors.Vec | None = None
             ready = 0
-            gated = self.dims.zero()
             for task in job.tasks:
-                if task.status in objects.ALLOCATED_STATUSES:
+                status = task.status
+                if status in allocated_statuses:
+                    if allocated is None:
+                        allocated = dims.zero()
                     vectors.iadd(allocated, task.resreq)
-                    vectors.iadd(request, task.resreq)
                     ready += 1
-                elif task.status == objects.TaskStatus.PENDING:
-                    vectors.iadd(request, task.resreq)
-                if task.sch_gated and not task.pod.only_queue_gate:
+                elif status == pending:
+                    vectors.iadd(leaf_request, task.resreq)
+                if task.pod.scheduling_gates and not task.pod.only_queue_gate:
+                    if gated is None:
+                        gated = dims.zero()
                     vectors.iadd(gated, task.resreq)
-            inqueue = self.dims.zero()
+            if allocated is not None:
+                vectors.iadd(leaf_allocated, allocated)
+                vectors.iadd(leaf_request, allocated)
             minimum = job.min_resources
             if minimum is not None and (
                 job.phase == objects.PodGroupPhase.INQUEUE
                 or (job.phase == objects.PodGroupPhase.RUNNING and ready >= job.min_member)
             ):
-                inqueue = self._deduct_gated(
-                    [m - a if m > a else 0.0 for m, a in zip(minimum, allocated, strict=True)],
-                    gated,
+                rest = (
+                    [m - a if m > a else 0.0 for m, a in zip(minimum, allocated, strict=True)]
+                    if allocated is not None
+                    else minimum
                 )
-            elastic = vectors.exceeded(
-                allocated, minimum if minimum is not None else self.dims.zero()
-            )
-            for target in attr.chain:
-                vectors.iadd(target.allocated, allocated)
-                vectors.iadd(target.request, request)
-                vectors.iadd(target.inqueue, inqueue)
-                vectors.iadd(target.elastic, elastic)
+                vectors.iadd(leaf_inqueue, self._deduct_gated(rest, gated))
+            if allocated is not None:
+                vectors.iadd(
+                    leaf_elastic,
+                    vectors.exceeded(allocated, minimum if minimum is not None else dims.zero()),
+                )
+        for name, (allocated_sum, request_sum, inqueue_sum, elastic_sum) in leaves.items():
+            for target in self.attrs[name].chain:
+                vectors.iadd(target.allocated, allocated_sum)
+                vectors.iadd(target.request, request_sum)
+                vectors.iadd(target.inqueue, inqueue_sum)
+                vectors.iadd(target.elastic, elastic_sum)
 
-    def _deduct_gated(self, res: vectors.Vec, gated: vectors.Vec) -> vectors.Vec:
+    def _deduct_gated(self, res: vectors.Vec, gated: vectors.Vec | None) -> vectors.Vec:
         """``DeductSchGated``: pods held by other gates do not count as inqueue."""
-        if vectors.is_empty(gated, self.dims):
+        if gated is None or vectors.is_empty(gated, self.dims):
             return res
         return [r - g if r > g else 0.0 for r, g in zip(res, gated, strict=True)]
 

@@ -51,6 +51,7 @@ def explain(session: frameworks.Session, plugin: capacity.CapacityPlugin | None)
     admitted = set(session.bound) | set(session.pipelined) | set(session.ungated)
     reasons: dict[str, str] = {}
     blockers = plugin.blockers if plugin is not None else {}
+    cache: dict[capacity.Blocker, str] = {}
     for key in sorted(session.tasks):
         task = session.tasks[key]
         if task.status != objects.TaskStatus.PENDING or key in admitted:
@@ -65,7 +66,7 @@ def explain(session: frameworks.Session, plugin: capacity.CapacityPlugin | None)
             continue  # admitted earlier: waiting for a node, holding its queue's room
         if session.admission_only and not pod.sch_gated and not pod.unschedulable:
             continue  # kube-scheduler's to place
-        reason = _reason(session, task, job, blockers)
+        reason = _reason(session, task, job, blockers, cache)
         if reason:
             reasons[key] = reason
     return reasons
@@ -76,6 +77,7 @@ def _reason(
     task: frameworks.Task,
     job: frameworks.Job,
     blockers: dict[str, capacity.Blocker],
+    cache: dict[capacity.Blocker, str],
 ) -> str:
     pod = task.pod
     if pod.sch_gated and not pod.only_queue_gate:
@@ -93,7 +95,12 @@ def _reason(
             blockers[job.key], session.dims
         )
     if task.key in blockers:
-        return explain_blocker(blockers[task.key], session.dims)
+        blocker = blockers[task.key]
+        text = cache.get(blocker)
+        if text is None:
+            # Pods refused by the same queue at the same figures share one sentence.
+            text = cache[blocker] = explain_blocker(blocker, session.dims)
+        return text
     if job.key in session.job_messages:
         return session.job_messages[job.key]
     if job.is_pending:

@@ -385,7 +385,7 @@ class Session:
 
     def job_key(self, job: Job) -> OrderKey:
         """Ascending key: the first job in order has the smallest key."""
-        return (*(fn(job) for fn in self._job_keys), job.default_order)
+        return (*[fn(job) for fn in self._job_keys], job.default_order)
 
     def job_plugin_key(self, job: Job) -> OrderKey:
         """The plugins' part of the job key only (Volcano's ``JobOrderCompareFn``)."""
