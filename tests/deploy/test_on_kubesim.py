@@ -1,0 +1,183 @@
+"""The CRDs and the sandbox overlay applied with real kubectl to kubesim (the in-repo API server).
+
+This is as close to a cluster as this machine gets: the CRDs are registered and served,
+Volcano's queue manifests go through the served schema, `kubectl get queues` prints the
+printer columns, and the webhook configurations route (and fail closed) as configured.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import textwrap
+
+import pytest
+
+from kubesim import harness
+from tests.deploy import test_crds
+
+kubesim = harness.kubesim
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CRDS = ("crd/queues.scheduling.volcano.sh", "crd/podgroups.scheduling.volcano.sh")
+
+
+def apply_kustomization(cluster: harness.Cluster, directory: str) -> None:
+    applied = cluster.kubectl("apply", "--server-side", "-k", str(ROOT / directory))
+    assert applied.returncode == 0, applied.stderr
+    waited = cluster.kubectl("wait", "--for=condition=Established", *CRDS, "--timeout=20s")
+    assert waited.returncode == 0, waited.stderr
+
+
+def apply_text(cluster: harness.Cluster, manifest: str) -> subprocess.CompletedProcess[str]:
+    return cluster.kubectl("apply", "-f", "-", input=textwrap.dedent(manifest))
+
+
+def table(output: str) -> list[list[str]]:
+    return [line.split() for line in output.strip().splitlines()]
+
+
+def test_every_volcano_queue_manifest_applies_through_the_served_schema(
+    kubesim: harness.Cluster,
+) -> None:
+    apply_kustomization(kubesim, "crds")
+    results = {
+        name: apply_text(kubesim, manifest).returncode
+        for name, manifest in test_crds.VALID_QUEUES.items()
+    }
+    assert results == dict.fromkeys(test_crds.VALID_QUEUES, 0)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ("spec: {weight: 0}", "spec.weight"),
+        ("spec: {dequeueStrategy: lifo}", "spec.dequeueStrategy"),
+    ],
+    ids=["weight 0", "unknown dequeue strategy"],
+)
+def test_the_served_schema_refuses_a_bad_queue_naming_the_field(
+    kubesim: harness.Cluster, fields: str, field: str
+) -> None:
+    apply_kustomization(kubesim, "crds")
+    manifest = "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: bad}\n"
+    result = apply_text(kubesim, manifest + fields)
+    assert (result.returncode != 0, field in result.stderr) == (True, True), result.stderr
+
+
+def test_kubectl_get_queues_shows_parent_state_and_the_cpu_and_memory_figures(
+    kubesim: harness.Cluster,
+) -> None:
+    apply_kustomization(kubesim, "crds")
+    created = apply_text(
+        kubesim,
+        """
+        apiVersion: scheduling.volcano.sh/v1beta1
+        kind: Queue
+        metadata: {name: vision}
+        spec: {parent: research, weight: 2}
+        """,
+    )
+    assert created.returncode == 0, created.stderr
+    status = {
+        "status": {
+            "state": "Open",
+            "allocated": {"cpu": "3", "memory": "12Gi"},
+            "deserved": {"cpu": "4", "memory": "16Gi"},
+            "realCapability": {"cpu": "8", "memory": "32Gi"},
+            "reserved": {"cpu": "500m"},
+        }
+    }
+    patched = kubesim.kubectl(
+        "patch", "queue", "vision", "--subresource=status", "--type=merge", "-p", json.dumps(status)
+    )
+    assert patched.returncode == 0, patched.stderr
+    narrow = kubesim.kubectl("get", "q")
+    wide = kubesim.kubectl("get", "queues", "-o", "wide")
+    assert (narrow.returncode, wide.returncode) == (0, 0), narrow.stderr + wide.stderr
+    narrow_rows, wide_rows = table(narrow.stdout), table(wide.stdout)
+    assert (narrow_rows[0], narrow_rows[1][:-1]) == (
+        [
+            "NAME",
+            "PARENT",
+            "STATE",
+            "CPU-DESERVED",
+            "CPU-ALLOCATED",
+            "MEM-DESERVED",
+            "MEM-ALLOCATED",
+            "AGE",
+        ],
+        ["vision", "research", "Open", "4", "3", "16Gi", "12Gi"],
+    )
+    assert (wide_rows[0][7:11], wide_rows[1][7:11]) == (
+        ["CPU-CAPABILITY", "MEM-CAPABILITY", "CPU-RESERVED", "WEIGHT"],
+        ["8", "32Gi", "500m", "2"],
+    )
+
+
+def test_kubectl_applies_the_sandbox_overlay(kubesim: harness.Cluster) -> None:
+    apply_kustomization(kubesim, "manifests/overlays/sandbox")
+    listed = kubesim.kubectl(
+        "get",
+        "mutatingwebhookconfigurations,validatingwebhookconfigurations",
+        "-o",
+        "name",
+    )
+    assert listed.stdout.split() == [
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/queuetree-mutating-webhook",
+        "validatingwebhookconfiguration.admissionregistration.k8s.io/queuetree-validating-webhook",
+    ]
+
+
+def test_with_no_webhook_running_queue_changes_fail_closed(kubesim: harness.Cluster) -> None:
+    apply_kustomization(kubesim, "manifests/overlays/sandbox")
+    result = apply_text(kubesim, test_crds.VALID_QUEUES["a Volcano default queue"])
+    refused = 'failed calling webhook "mutatequeue.volcano.sh"' in result.stderr
+    assert (result.returncode != 0, refused) == (True, True), result.stderr
+
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p
+  namespace: {namespace}
+  annotations: {{scheduling.volcano.sh/queue-allocation-gate: "true"}}
+spec:
+  containers: [{{name: main, image: registry.k8s.io/pause:3.9}}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("namespace", "labels"),
+    [
+        ("kube-system", {}),
+        ("queuetree-system", {}),
+        ("break-glass", {"queuetree.io/admission": "disabled"}),
+    ],
+    ids=["kube-system", "queuetree's own namespace", "a namespace labelled admission=disabled"],
+)
+def test_with_no_webhook_running_pods_in_excluded_namespaces_are_still_created(
+    kubesim: harness.Cluster, namespace: str, labels: dict[str, str]
+) -> None:
+    apply_kustomization(kubesim, "manifests/overlays/sandbox")
+    if labels:
+        namespace_manifest = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": namespace, "labels": labels},
+        }
+        created = kubesim.kubectl("apply", "-f", "-", input=json.dumps(namespace_manifest))
+        assert created.returncode == 0, created.stderr
+    result = apply_text(kubesim, POD.format(namespace=namespace))
+    assert result.returncode == 0, result.stderr
+
+
+def test_with_no_webhook_running_an_opted_in_pod_elsewhere_is_refused(
+    kubesim: harness.Cluster,
+) -> None:
+    apply_kustomization(kubesim, "manifests/overlays/sandbox")
+    result = apply_text(kubesim, POD.format(namespace="default"))
+    refused = 'failed calling webhook "mutatepod.volcano.sh"' in result.stderr
+    assert (result.returncode != 0, refused) == (True, True), result.stderr
