@@ -49,9 +49,14 @@ def test_kubectl_get_prints_the_printer_columns_of_a_custom_resource(
     apply_crd(kubesim)
     assert kubesim.kubectl("apply", "-f", str(conftest.DATA / "widget-w1.yaml")).returncode == 0
     patched = kubesim.kubectl(
-        "patch", "widget", "w1", "--subresource=status", "--type=merge",
-        "-p", '{"status":{"conditions":[{"type":"Ready","status":"True"}]}}',
-    )  # fmt: skip
+        "patch",
+        "widget",
+        "w1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status":{"conditions":[{"type":"Ready","status":"True"}]}}',
+    )
     assert patched.returncode == 0, patched.stderr
     result = kubesim.kubectl("get", "widgets")
     assert result.returncode == 0, result.stderr
@@ -70,7 +75,7 @@ def test_kubectl_get_prints_the_printer_columns_of_a_custom_resource(
         (("patch", "widget", "w1", "--type=json", "-p", REPLACE_SIZE_9), 9),
     ],
     ids=["client-side apply", "server-side apply", "merge patch", "json patch"],
-)  # fmt: skip
+)
 def test_kubectl_changes_a_custom_resource(
     kubesim: harness.Cluster, tmp_path: pathlib.Path, args: tuple[str, ...], expected_size: int
 ) -> None:

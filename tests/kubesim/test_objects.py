@@ -1,0 +1,457 @@
+"""Object semantics over HTTP (kubesim-spec §2.4, §2.5, §2.7): codes, Status bodies, RVs,
+generation, no-op writes, dry runs, finalizers, the status subresource and the patch types."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubesim import harness
+from tests.kubesim import conftest
+from tests.kubesim.conftest import CONFIGMAPS, PODS, WIDGETS, call
+
+
+def failure(code: int, reason: str, message: str, **details: Any) -> dict:
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return body
+
+
+async def test_create_sets_uid_rv_timestamp_and_answers_201(kubesim: harness.Cluster) -> None:
+    answer = await call(kubesim, "POST", CONFIGMAPS, conftest.configmap("c1"))
+    assert answer.status == 201
+    meta = answer.body["metadata"]
+    assert sorted(meta) == ["creationTimestamp", "name", "namespace", "resourceVersion", "uid"]
+    assert (meta["creationTimestamp"][-1], meta["resourceVersion"].isdigit()) == ("Z", True)
+    read = await call(kubesim, "GET", f"{CONFIGMAPS}/c1")
+    assert (read.status, read.body) == (200, answer.body)
+
+
+async def test_generate_name_appends_five_characters(kubesim: harness.Cluster) -> None:
+    body = conftest.configmap("")
+    body["metadata"] = {"generateName": "gen-"}
+    answer = await call(kubesim, "POST", CONFIGMAPS, body)
+    name = answer.body["metadata"]["name"]
+    assert (answer.status, name[:4], len(name)) == (201, "gen-", 9)
+    assert set(name[4:]) <= set("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "expected"),
+    [
+        (
+            "GET",
+            f"{CONFIGMAPS}/missing",
+            None,
+            failure(
+                404, "NotFound", 'configmaps "missing" not found', name="missing", kind="configmaps"
+            ),
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/nowhere/configmaps",
+            conftest.configmap("c1"),
+            failure(
+                404, "NotFound", 'namespaces "nowhere" not found', name="nowhere", kind="namespaces"
+            ),
+        ),
+        (
+            "DELETE",
+            f"{WIDGETS}/missing",
+            None,
+            failure(
+                404,
+                "NotFound",
+                'widgets.example.com "missing" not found',
+                name="missing",
+                group="example.com",
+                kind="widgets",
+            ),
+        ),
+        (
+            "POST",
+            PODS,
+            conftest.pod("p1", gates=("example.com/g",), nodeName="n1"),
+            failure(
+                422,
+                "Invalid",
+                'Pod "p1" is invalid: spec.nodeName: Forbidden: cannot be set until all '
+                "schedulingGates have been cleared",
+                name="p1",
+                kind="Pod",
+                causes=[
+                    {
+                        "reason": "FieldValueForbidden",
+                        "message": "Forbidden: cannot be set until all schedulingGates "
+                        "have been cleared",
+                        "field": "spec.nodeName",
+                    }
+                ],
+            ),
+        ),
+        (
+            "POST",
+            CONFIGMAPS,
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}},
+            failure(
+                400,
+                "BadRequest",
+                "the kind in the data (Secret) does not match the expected kind (ConfigMap)",
+            ),
+        ),
+    ],
+    ids=[
+        "get missing",
+        "create in a missing namespace",
+        "delete a missing custom resource",
+        "invalid pod",
+        "wrong kind",
+    ],
+)
+async def test_errors_are_status_bodies_with_the_upstream_codes(
+    kubesim: harness.Cluster, method: str, path: str, body: Any, expected: dict
+) -> None:
+    await conftest.install_widgets(kubesim)
+    answer = await call(kubesim, method, path, body)
+    assert (answer.status, answer.body) == (expected["code"], expected)
+
+
+async def test_creating_a_taken_name_is_409_already_exists(kubesim: harness.Cluster) -> None:
+    await call(kubesim, "POST", CONFIGMAPS, conftest.configmap("c1"))
+    answer = await call(kubesim, "POST", CONFIGMAPS, conftest.configmap("c1"))
+    assert (answer.status, answer.body["reason"], answer.body["message"]) == (
+        409,
+        "AlreadyExists",
+        'configmaps "c1" already exists',
+    )
+
+
+async def test_a_stale_resource_version_is_409_conflict(kubesim: harness.Cluster) -> None:
+    created = (await call(kubesim, "POST", CONFIGMAPS, conftest.configmap("c1"))).body
+    created["data"] = {"k": "v2"}
+    first = await call(kubesim, "PUT", f"{CONFIGMAPS}/c1", created)
+    second = await call(kubesim, "PUT", f"{CONFIGMAPS}/c1", created)
+    merge = await call(
+        kubesim,
+        "PATCH",
+        f"{CONFIGMAPS}/c1",
+        {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}, "data": {}},
+        content_type="application/merge-patch+json",
+    )
+    message = (
+        'Operation cannot be fulfilled on configmaps "c1": the object has been modified; '
+        "please apply your changes to the latest version and try again"
+    )
+    assert first.status == 200
+    assert [(a.status, a.body["reason"], a.body["message"]) for a in (second, merge)] == [
+        (409, "Conflict", message),
+        (409, "Conflict", message),
+    ]
+
+
+async def test_a_no_op_write_keeps_the_resource_version(kubesim: harness.Cluster) -> None:
+    created = (await call(kubesim, "POST", CONFIGMAPS, conftest.configmap("c1"))).body
+    same = await call(
+        kubesim,
+        "PATCH",
+        f"{CONFIGMAPS}/c1",
+        {"data": {"k": "v"}},
+        content_type="application/merge-patch+json",
+    )
+    put = await call(kubesim, "PUT", f"{CONFIGMAPS}/c1", created)
+    assert [same.body, put.body] == [created, created]
+
+
+async def test_generation_bumps_on_spec_changes_only(kubesim: harness.Cluster) -> None:
+    await conftest.install_widgets(kubesim)
+    await call(kubesim, "POST", WIDGETS, conftest.widget("w1", size=1))
+    generations = []
+    for path, body in [
+        ("w1", {"metadata": {"labels": {"a": "b"}}}),
+        ("w1/status", {"status": {"phase": "x"}}),
+        ("w1", {"spec": {"size": 2}}),
+        ("w1", {"spec": {"size": 3}}),
+    ]:
+        answer = await call(
+            kubesim, "PATCH", f"{WIDGETS}/{path}", body, content_type="application/merge-patch+json"
+        )
+        generations.append(answer.body["metadata"]["generation"])
+    assert generations == [1, 1, 2, 3]
+
+
+async def test_the_main_endpoint_keeps_status_and_status_keeps_the_rest(
+    kubesim: harness.Cluster,
+) -> None:
+    await conftest.install_widgets(kubesim)
+    await call(kubesim, "POST", WIDGETS, conftest.widget("w1", size=1))
+    main = await call(
+        kubesim,
+        "PATCH",
+        f"{WIDGETS}/w1",
+        {"spec": {"size": 2}, "status": {"phase": "ignored"}},
+        content_type="application/merge-patch+json",
+    )
+    status = await call(
+        kubesim,
+        "PATCH",
+        f"{WIDGETS}/w1/status",
+        {"spec": {"size": 9}, "status": {"phase": "Ready"}},
+        content_type="application/merge-patch+json",
+    )
+    assert ("status" in main.body, main.body["spec"]["size"]) == (False, 2)
+    assert (status.body["status"], status.body["spec"]["size"]) == ({"phase": "Ready"}, 2)
+
+
+async def test_status_of_a_resource_without_the_subresource_is_404(
+    kubesim: harness.Cluster,
+) -> None:
+    await call(kubesim, "POST", CONFIGMAPS, conftest.configmap("c1"))
+    answer = await call(kubesim, "GET", f"{CONFIGMAPS}/c1/status")
+    assert answer.status == 404
+
+
+@pytest.mark.parametrize(
+    ("method", "path_suffix", "body", "content_type"),
+    [
+        ("POST", "", conftest.configmap("c2"), "application/json"),
+        ("PUT", "/c1", None, "application/json"),
+        ("PATCH", "/c1", {"data": {"k": "changed"}}, "application/merge-patch+json"),
+        ("DELETE", "/c1", None, "application/json"),
+    ],
+    ids=["create", "update", "patch", "delete"],
+)
+async def test_dry_run_changes_nothing(
+    kubesim: harness.Cluster, method: str, path_suffix: str, body: Any, content_type: str
+) -> None:
+    created = (await call(kubesim, "POST", CONFIGMAPS, conftest.configmap("c1"))).body
+    if body is None and method == "PUT":
+        body = {**created, "data": {"k": "changed"}}
+    answer = await call(
+        kubesim,
+        method,
+        CONFIGMAPS + path_suffix,
+        body,
+        content_type=content_type,
+        params={"dryRun": "All"},
+    )
+    assert answer.status in (200, 201), answer.body
+    assert kubesim.sim.list_objects("", "configmaps", "default") == [created]
+
+
+async def test_finalizers_hold_a_deleted_object_until_they_are_removed(
+    kubesim: harness.Cluster,
+) -> None:
+    await call(kubesim, "POST", CONFIGMAPS, conftest.configmap("c1", finalizers=["example.com/f"]))
+    deleted = await call(kubesim, "DELETE", f"{CONFIGMAPS}/c1", {"propagationPolicy": "Background"})
+    meta = deleted.body["metadata"]
+    assert (deleted.status, meta["deletionGracePeriodSeconds"], "deletionTimestamp" in meta) == (
+        200,
+        0,
+        True,
+    )
+    added = await call(
+        kubesim,
+        "PATCH",
+        f"{CONFIGMAPS}/c1",
+        [{"op": "add", "path": "/metadata/finalizers/-", "value": "example.com/new"}],
+        content_type="application/json-patch+json",
+    )
+    assert (added.status, added.body["reason"]) == (422, "Invalid")
+    assert "no new finalizers can be added if the object is being deleted" in added.body["message"]
+    released = await call(
+        kubesim,
+        "PATCH",
+        f"{CONFIGMAPS}/c1",
+        {"metadata": {"finalizers": None}},
+        content_type="application/merge-patch+json",
+    )
+    assert released.status == 200
+    assert kubesim.sim.get_object("", "configmaps", "default", "c1") is None
+
+
+@pytest.mark.parametrize(
+    ("preconditions", "expected_status"),
+    [
+        ({"uid": "not-the-uid"}, 409),
+        ({"resourceVersion": "1"}, 409),
+        ({}, 200),
+    ],
+    ids=["wrong uid", "wrong resource version", "none"],
+)
+async def test_delete_honours_preconditions(
+    kubesim: harness.Cluster, preconditions: dict, expected_status: int
+) -> None:
+    await call(kubesim, "POST", CONFIGMAPS, conftest.configmap("c1"))
+    answer = await call(kubesim, "DELETE", f"{CONFIGMAPS}/c1", {"preconditions": preconditions})
+    assert answer.status == expected_status
+    exists = kubesim.sim.get_object("", "configmaps", "default", "c1") is not None
+    assert exists == (expected_status != 200)
+
+
+async def test_delete_without_finalizers_answers_a_success_status(kubesim: harness.Cluster) -> None:
+    created = (await call(kubesim, "POST", CONFIGMAPS, conftest.configmap("c1"))).body
+    answer = await call(kubesim, "DELETE", f"{CONFIGMAPS}/c1")
+    assert (answer.status, answer.body) == (
+        200,
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": {"name": "c1", "kind": "configmaps", "uid": created["metadata"]["uid"]},
+            "code": 200,
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("content_type", "patch", "expected_status", "expected_data"),
+    [
+        (
+            "application/json-patch+json",
+            [{"op": "add", "path": "/data/n", "value": "1"}],
+            200,
+            {"k": "v", "n": "1"},
+        ),
+        (
+            "application/json-patch+json",
+            [{"op": "test", "path": "/data/k", "value": "other"}],
+            422,
+            {"k": "v"},
+        ),
+        (
+            "application/json-patch+json",
+            [{"op": "remove", "path": "/data/missing"}],
+            422,
+            {"k": "v"},
+        ),
+        ("application/json-patch+json", {"op": "add"}, 400, {"k": "v"}),
+        ("application/merge-patch+json", {"data": {"k": None, "n": "2"}}, 200, {"n": "2"}),
+        ("application/strategic-merge-patch+json", {"data": {"n": "3"}}, 200, {"k": "v", "n": "3"}),
+        (
+            "application/apply-patch+yaml",
+            {"apiVersion": "v1", "kind": "ConfigMap", "data": {"n": "4"}},
+            400,
+            {"k": "v"},
+        ),
+        ("text/plain", {"data": {}}, 415, {"k": "v"}),
+    ],
+    ids=[
+        "json patch",
+        "json patch failed test",
+        "json patch bad path",
+        "json patch not a list",
+        "merge patch",
+        "strategic merge patch",
+        "apply without fieldManager",
+        "unknown content type",
+    ],
+)
+async def test_patch_types_and_their_failures(
+    kubesim: harness.Cluster,
+    content_type: str,
+    patch: Any,
+    expected_status: int,
+    expected_data: dict,
+) -> None:
+    await call(kubesim, "POST", CONFIGMAPS, conftest.configmap("c1"))
+    answer = await call(kubesim, "PATCH", f"{CONFIGMAPS}/c1", patch, content_type=content_type)
+    assert answer.status == expected_status, answer.body
+    stored = kubesim.sim.get_object("", "configmaps", "default", "c1")
+    assert stored is not None
+    assert stored["data"] == expected_data
+
+
+async def test_strategic_merge_patch_is_refused_for_custom_resources(
+    kubesim: harness.Cluster,
+) -> None:
+    await conftest.install_widgets(kubesim)
+    await call(kubesim, "POST", WIDGETS, conftest.widget("w1", size=1))
+    answer = await call(
+        kubesim,
+        "PATCH",
+        f"{WIDGETS}/w1",
+        {"spec": {"size": 2}},
+        content_type="application/strategic-merge-patch+json",
+    )
+    assert (answer.status, answer.body["reason"]) == (415, "UnsupportedMediaType")
+
+
+async def test_apply_patch_creates_then_merges(kubesim: harness.Cluster) -> None:
+    params = {"fieldManager": "test", "force": "true"}
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c1"}, "data": {"a": "1"}}
+    created = await call(
+        kubesim,
+        "PATCH",
+        f"{CONFIGMAPS}/c1",
+        body,
+        content_type="application/apply-patch+yaml",
+        params=params,
+    )
+    body["data"] = {"b": "2"}
+    merged = await call(
+        kubesim,
+        "PATCH",
+        f"{CONFIGMAPS}/c1",
+        body,
+        content_type="application/apply-patch+yaml",
+        params=params,
+    )
+    assert (created.status, merged.status, merged.body["data"]) == (201, 200, {"a": "1", "b": "2"})
+
+
+async def test_creating_in_a_terminating_namespace_is_403(kubesim: harness.Cluster) -> None:
+    await call(
+        kubesim,
+        "POST",
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns1"}},
+    )
+    await call(
+        kubesim,
+        "POST",
+        "/api/v1/namespaces/ns1/configmaps",
+        conftest.configmap("held", finalizers=["x/y"]),
+    )
+    deleted = await call(kubesim, "DELETE", "/api/v1/namespaces/ns1")
+    refused = await call(
+        kubesim, "POST", "/api/v1/namespaces/ns1/configmaps", conftest.configmap("c2")
+    )
+    assert (deleted.status, deleted.body["status"]["phase"]) == (200, "Terminating")
+    assert (refused.status, refused.body["reason"]) == (403, "Forbidden")
+    await call(
+        kubesim,
+        "PATCH",
+        "/api/v1/namespaces/ns1/configmaps/held",
+        {"metadata": {"finalizers": None}},
+        content_type="application/merge-patch+json",
+    )
+    assert kubesim.sim.get_object("", "namespaces", "", "ns1") is None
+
+
+async def test_the_initial_namespaces_exist_with_their_name_label(kubesim: harness.Cluster) -> None:
+    answer = await call(kubesim, "GET", "/api/v1/namespaces")
+    assert [(n["metadata"]["name"], n["metadata"]["labels"]) for n in answer.body["items"]] == [
+        (name, {"kubernetes.io/metadata.name": name})
+        for name in ("default", "kube-node-lease", "kube-public", "kube-system")
+    ]
+
+
+async def test_query_booleans_are_parsed_like_go(kubesim: harness.Cluster) -> None:
+    answers = [
+        (
+            await call(kubesim, "GET", CONFIGMAPS, params={"watch": value, "timeoutSeconds": "1"})
+        ).status
+        for value in ("True", "false", "yes")
+    ]
+    assert answers == [200, 200, 400]
