@@ -13,9 +13,11 @@ from types import ModuleType
 
 import queuetree
 from queuetree.cli import operator as cli_operator
+from queuetree.cli import review as cli_review
 from queuetree.cli import session as cli_session
+from queuetree.cli import webhook as cli_webhook
 
-_COMMANDS: tuple[ModuleType, ...] = (cli_operator, cli_session)
+_COMMANDS: tuple[ModuleType, ...] = (cli_operator, cli_session, cli_webhook, cli_review)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,133 @@
+"""``queuetree review``: run one webhook endpoint on one AdmissionReview, offline.
+
+``queuetree review --path PATH -f REVIEW.json [--queues QUEUES.yaml] [webhook flags]`` runs
+exactly the code of the webhook endpoint ``PATH`` (``queuetree.webhooks.reviewing.review``) with
+the queues of ``QUEUES.yaml`` as the cluster, and prints the bytes the webhook would send.
+``QUEUES.yaml`` holds Queue manifests (status included) and may also hold Namespace and
+PodGroup manifests (namespace opt-in and pod-group queues for the pod endpoints).
+
+Exit codes: 0 whenever a response was produced, allowed or not; 2 when an input file cannot be
+read or is not an AdmissionReview (the message the webhook would send with its HTTP 400 goes
+to stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import yaml
+
+from queuetree.cli import webhook
+from queuetree.core import objects
+from queuetree.webhooks import reviewing, views
+
+
+class _InputError(Exception):
+    pass
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "review",
+        help="answer one AdmissionReview offline, exactly as the webhook would",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--path",
+        required=True,
+        choices=sorted(reviewing.ENDPOINTS),
+        help="the webhook endpoint to run",
+    )
+    parser.add_argument(
+        "-f",
+        "--filename",
+        required=True,
+        metavar="REVIEW.json",
+        help="the AdmissionReview request (JSON; - for stdin)",
+    )
+    parser.add_argument(
+        "--queues",
+        metavar="QUEUES.yaml",
+        help="existing queues (multi-document YAML; Namespace and PodGroup documents too)",
+    )
+    webhook.add_review_flags(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        body = _read_bytes(args.filename)
+        view = load_view(args.queues) if args.queues else views.ClusterView()
+    except _InputError as exc:
+        print(f"queuetree review: {exc}", file=sys.stderr)
+        return 2
+    answer = reviewing.review(args.path, body, view=view, settings=webhook.settings_from(args))
+    if answer.status != 200:
+        print(f"queuetree review: {args.filename}: {answer.body.decode()}", file=sys.stderr, end="")
+        return 2
+    sys.stdout.buffer.write(answer.body)
+    sys.stdout.flush()
+    return 0
+
+
+def _read_bytes(path: str) -> bytes:
+    try:
+        if path == "-":
+            return sys.stdin.buffer.read()
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError as exc:
+        raise _InputError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def load_view(path: str) -> views.ClusterView:
+    """The cluster of a ``--queues`` file: Queue, Namespace and PodGroup documents."""
+    queues: list[objects.Queue] = []
+    namespaces: dict[str, Mapping[str, str]] = {}
+    pod_groups: dict[str, str] = {}
+    for index, document in _documents(path):
+        where = f"{path}#{index}"
+        kind = document.get("kind")
+        if kind == "Queue":
+            queue = views.queue_from_manifest(document)
+            if queue is None:
+                raise _InputError(f"{where}: a Queue needs metadata.name")
+            queues.append(queue)
+        elif kind == "Namespace":
+            found = views.namespace_annotations(document)
+            if found is None:
+                raise _InputError(f"{where}: a Namespace needs metadata.name")
+            namespaces[found[0]] = found[1]
+        elif kind == "PodGroup":
+            group = views.pod_group_queue(document)
+            if group is None:
+                raise _InputError(f"{where}: a PodGroup needs metadata.name")
+            pod_groups[group[0]] = group[1]
+        else:
+            raise _InputError(f"{where}: kind {kind!r} (expected Queue, Namespace or PodGroup)")
+    return views.ClusterView.of(queues=queues, namespaces=namespaces, pod_groups=pod_groups)
+
+
+def _documents(path: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    try:
+        with open(path, "rb") as file:
+            loaded = list(yaml.safe_load_all(file))
+    except OSError as exc:
+        raise _InputError(f"cannot read {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise _InputError(f"{path}: not YAML: {exc}") from exc
+    for index, document in enumerate(loaded):
+        if document is None:
+            continue
+        if not isinstance(document, dict):
+            raise _InputError(f"{path}#{index}: a document must be a mapping")
+        if document.get("kind") == "List":
+            for item in document.get("items") or []:
+                if isinstance(item, dict):
+                    yield index, item
+            continue
+        yield index, document

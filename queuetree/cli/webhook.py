@@ -1,0 +1,187 @@
+"""``queuetree webhook``: the admission webhook server, and the review flags it shares with
+``queuetree review``.
+
+Every flag is documented in docs/webhook.md. Names follow Kubernetes and Volcano components
+(``--tls-cert-file``, ``--max-queue-depth``...); booleans take ``--flag``, ``--flag=true`` and
+``--flag=false``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from queuetree.cli import flags
+from queuetree.webhooks import server
+from queuetree.webhooks import settings as settings_
+
+
+def add_review_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags that change answers (shared by ``webhook`` and ``review``)."""
+    group = parser.add_argument_group("review rules")
+    group.add_argument(
+        "--max-queue-depth",
+        type=_positive_int,
+        default=5,
+        metavar="N",
+        help="most queue levels below root; a child of root is level 1 (default 5)",
+    )
+    flags.add_bool_flag(
+        group,
+        "--enable-root-queue-protection",
+        default=True,
+        help="refuse changes to the root queue's capability, deserved and guarantee",
+    )
+    flags.add_bool_flag(
+        group,
+        "--enable-queue-allocated-pods-check",
+        default=False,
+        help="refuse deleting a queue whose status.allocated still counts pods",
+    )
+    flags.add_feature_gates_flag(parser)
+
+
+def settings_from(args: argparse.Namespace) -> settings_.ReviewSettings:
+    return settings_.ReviewSettings(
+        max_queue_depth=args.max_queue_depth,
+        enable_root_queue_protection=args.enable_root_queue_protection,
+        enable_queue_allocated_pods_check=args.enable_queue_allocated_pods_check,
+        feature_gates=args.feature_gates,
+    )
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "webhook",
+        help="run the admission webhook server (queues and pods)",
+        description="The admission webhook server: queue validation and mutation, gate "
+        "injection for opted-in pods, pod queue checks. TLS only. See docs/webhook.md.",
+    )
+    serving = parser.add_argument_group("serving")
+    serving.add_argument("--port", type=_port, default=9443, help="HTTPS port (default 9443)")
+    serving.add_argument(
+        "--bind-address", default="0.0.0.0", help="address to listen on (default 0.0.0.0)"
+    )
+    serving.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=0,
+        help="plain-HTTP port for /metrics, /healthz and /readyz; 0 serves them only on the "
+        "HTTPS port (default 0)",
+    )
+    serving.add_argument(
+        "--tls-min-version",
+        choices=("VersionTLS12", "VersionTLS13"),
+        default="VersionTLS12",
+        help="lowest TLS version accepted (default VersionTLS12)",
+    )
+    certs = parser.add_argument_group("certificates")
+    certs.add_argument(
+        "--cert-mode",
+        choices=("files", "self-managed", "cert-manager"),
+        default="files",
+        help="files: serve --tls-cert-file/--tls-private-key-file and reload them when they "
+        "change; self-managed: generate a CA and serving certificate, keep them in a Secret "
+        "and inject the CA into the webhook configurations; cert-manager: read the Secret "
+        "cert-manager writes, write nothing (default files)",
+    )
+    certs.add_argument("--tls-cert-file", metavar="FILE", help="serving certificate (PEM)")
+    certs.add_argument("--tls-private-key-file", metavar="FILE", help="its private key (PEM)")
+    certs.add_argument(
+        "--cert-check-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how often to look for rotated certificate files or a renewed Secret (default 10)",
+    )
+    certs.add_argument(
+        "--secret-name",
+        default="queuetree-webhook-certs",
+        help="self-managed and cert-manager: the Secret holding the serving certificate",
+    )
+    certs.add_argument(
+        "--service-name",
+        default="queuetree-webhook",
+        help="self-managed: the Service the certificate is for",
+    )
+    certs.add_argument(
+        "--namespace",
+        default=os.environ.get("POD_NAMESPACE", "queuetree-system"),
+        help="namespace of the Secret and the Service (default $POD_NAMESPACE or queuetree-system)",
+    )
+    certs.add_argument(
+        "--mutating-webhook-config-name",
+        default="queuetree-mutating-webhook",
+        help="self-managed: MutatingWebhookConfiguration whose caBundle to keep current",
+    )
+    certs.add_argument(
+        "--validating-webhook-config-name",
+        default="queuetree-validating-webhook",
+        help="self-managed: ValidatingWebhookConfiguration whose caBundle to keep current",
+    )
+    cluster = parser.add_argument_group("cluster")
+    cluster.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig to use (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)",
+    )
+    cluster.add_argument(
+        "--cache-wait",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="how long a review waits for a queue it does not know yet to reach the cache "
+        "before answering that it does not exist (default 1)",
+    )
+    add_review_flags(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.cert_mode == "files" and not (args.tls_cert_file and args.tls_private_key_file):
+        print(
+            "queuetree webhook: --cert-mode=files needs --tls-cert-file and "
+            "--tls-private-key-file (or use --cert-mode=self-managed)",
+            file=sys.stderr,
+        )
+        return 2
+    config = server.ServerConfig(
+        port=args.port,
+        bind_address=args.bind_address,
+        metrics_port=args.metrics_port,
+        tls_min_version=args.tls_min_version,
+        cert_mode=args.cert_mode,
+        tls_cert_file=args.tls_cert_file,
+        tls_private_key_file=args.tls_private_key_file,
+        cert_check_interval=args.cert_check_interval,
+        secret_name=args.secret_name,
+        service_name=args.service_name,
+        namespace=args.namespace,
+        mutating_webhook_config_name=args.mutating_webhook_config_name,
+        validating_webhook_config_name=args.validating_webhook_config_name,
+        kubeconfig=args.kubeconfig,
+        cache_wait=args.cache_wait,
+        settings=settings_from(args),
+    )
+    return server.main(config)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port out of range: {value}")
+    return value

@@ -1,0 +1,804 @@
+"""Queue-tree validation: every rule of Volcano's queue webhook, as pure functions.
+
+Each function returns a list of :class:`FieldError` and never stops at the first problem, so a
+person sees everything to fix in one answer. The admission webhook joins them into one denial
+message; the operator reports them on queues (the same rules, one implementation).
+
+Paths are relative to the Queue object (``spec.deserved.cpu``); the webhook prefixes them with
+``requestBody.`` as Volcano does. Quantities in messages are canonical Kubernetes strings and sums
+use :func:`resources.format_human` (``cpu 9, memory 18Gi``), never raw milli-units or bytes.
+
+The rules (spec-volcano-semantics.md §4.1), in the order the webhook applies them:
+
+1. :func:`validate_fields`: quantities (valid, >= 0, whole numbers for integer resources),
+   ``guarantee <= deserved <= capability`` per resource, the state, the legacy hierarchy
+   annotations.
+2. :func:`validate_parent`: self-parenting, the depth limit, a parent that already runs pods
+   cannot get its first child; beyond the reference, a parent that does not exist and a parent
+   that would close a cycle (Volcano's cycle detection is unreachable, spec §7 item 2).
+3. :func:`validate_root_update`: root's quota cannot change (``--enable-root-queue-protection``).
+4. :func:`validate_quota_in_tree`: a child's capability against its nearest capped ancestor, the
+   sums of siblings against the parent, a parent's update against its whole subtree.
+5. :func:`validate_deletion`: root, default, queues with children, queues with allocated pods.
+
+:func:`soft_problems` lists what is allowed but probably wrong (the webhook returns them as
+warnings, which kubectl prints).
+
+Edge semantics kept from the reference: a queue whose ``spec.parent`` is "" or ``root`` is a
+direct child of root, and direct children of root get no sibling-sum or ancestor checks (root's
+deserved and guarantee are recomputed by the scheduler, spec §7 item 8); resource vectors follow
+``Resource.from_resource_list``, so names the scheduler ignores (``gpu`` without a domain) take
+part in no sum (:func:`soft_problems` warns about them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import decimal
+import enum
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from queuetree.core import errors, objects, quantities, resources
+
+
+class ErrorType(enum.StrEnum):
+    """The kind of a field error, spelled as Kubernetes' ``field.ErrorType`` prints it."""
+
+    INVALID = "Invalid value"
+    FORBIDDEN = "Forbidden"
+    NOT_FOUND = "Not found"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FieldError:
+    """One problem: where (``path``), what kind, the offending value (if any) and why.
+
+    Renders as Kubernetes' ``field.Error`` does: ``spec.deserved.cpu: Invalid value: "-1": must
+    be greater than or equal to 0``; without a value: ``spec: Forbidden: <detail>``.
+    """
+
+    path: str
+    type: ErrorType
+    detail: str
+    value: str | None = None
+
+    def render(self, prefix: str = "") -> str:
+        """The error as text, its path prefixed by ``prefix`` (``requestBody.``)."""
+        if self.value is None:
+            return f"{prefix}{self.path}: {self.type}: {self.detail}"
+        return f'{prefix}{self.path}: {self.type}: "{self.value}": {self.detail}'
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+def aggregate(messages: list[str]) -> str:
+    """One message for many, as Kubernetes' ``utilerrors.NewAggregate`` prints them:
+    one error alone, several as ``[e1, e2]``."""
+    if len(messages) == 1:
+        return messages[0]
+    return "[" + ", ".join(messages) + "]"
+
+
+# -- the tree ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueTree:
+    """The existing queues by name, and their children by effective parent.
+
+    Root is implicit: a queue whose parent is ``root`` (or "") has a valid parent even when no
+    ``root`` Queue object exists yet (the operator creates it). Build with :meth:`of`.
+    """
+
+    queues: Mapping[str, objects.Queue]
+    children: Mapping[str, tuple[str, ...]]
+    """Effective parent name -> child names, sorted (listing order of the reference)."""
+
+    @classmethod
+    def of(cls, queues: Iterable[objects.Queue]) -> QueueTree:
+        by_name = {queue.name: queue for queue in queues}
+        children: dict[str, list[str]] = {}
+        for name in sorted(by_name):
+            parent = by_name[name].parent_name
+            if parent:
+                children.setdefault(parent, []).append(name)
+        return cls(
+            queues=MappingProxyType(by_name),
+            children=MappingProxyType({k: tuple(v) for k, v in children.items()}),
+        )
+
+    def children_of(self, name: str) -> tuple[str, ...]:
+        return self.children.get(name, ())
+
+    def exists(self, name: str) -> bool:
+        return name == objects.ROOT_QUEUE or name in self.queues
+
+    def iter_ancestors(self, parent: str, *, start: str) -> Iterator[str]:
+        """Walk up from ``parent`` (exclusive of root), stopping before a repeat or a missing queue.
+
+        ``start`` is the name of the queue whose parent ``parent`` is: reaching it means a
+        cycle, and the walk yields it once and stops.
+        """
+        seen = {start}
+        current = parent
+        while current and current != objects.ROOT_QUEUE:
+            yield current
+            if current in seen or current not in self.queues:
+                return
+            seen.add(current)
+            current = self.queues[current].parent_name
+
+
+EMPTY_TREE = QueueTree.of(())
+
+
+# -- 1. fields of one queue --------------------------------------------------------------------
+
+
+_NO_VALUES: Mapping[str, Any] = MappingProxyType({})
+
+
+def _no_values() -> Mapping[str, Any]:
+    """The shared empty read-only mapping (Python 3.11 refuses a mappingproxy as a default)."""
+    return _NO_VALUES
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueFields:
+    """A queue's fields as written (quantities still strings), for :func:`validate_fields`.
+
+    ``capability``, ``deserved`` and ``guarantee`` are the raw maps of ``spec.capability``,
+    ``spec.deserved`` and ``spec.guarantee.resource``; values may be strings or JSON numbers.
+    """
+
+    name: str
+    capability: Mapping[str, object] = dataclasses.field(default_factory=_no_values)
+    deserved: Mapping[str, object] = dataclasses.field(default_factory=_no_values)
+    guarantee: Mapping[str, object] = dataclasses.field(default_factory=_no_values)
+    state: str = ""
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=_no_values)
+
+
+ALLOWED_STATES = (objects.QueueState.OPEN, objects.QueueState.CLOSED)
+"""States a user may write (the controller alone moves a queue to Closing or Unknown)."""
+
+_INTEGER_RESOURCES = frozenset(
+    {
+        "pods",
+        "services",
+        "replicationcontrollers",
+        "resourcequotas",
+        "secrets",
+        "configmaps",
+        "persistentvolumeclaims",
+        "services.nodeports",
+        "services.loadbalancers",
+    }
+)
+
+
+def is_integer_resource_name(name: str) -> bool:
+    """Kubernetes ``IsIntegerResourceName``: object counts (``pods``...) and extended resources
+    (``nvidia.com/gpu``) must be whole numbers."""
+    return name in _INTEGER_RESOURCES or resources.is_extended_resource_name(name)
+
+
+def parse_resource_list(
+    values: Mapping[str, object], *, path: str
+) -> tuple[dict[str, quantities.Quantity], list[FieldError]]:
+    """Parse every quantity of a resource map; collect an error for each one that is malformed,
+    negative, or fractional where the resource is counted in whole units.
+
+    Returns the quantities that parsed (negative and fractional ones included, so relations can
+    still be checked) and the errors.
+    """
+    parsed: dict[str, quantities.Quantity] = {}
+    problems: list[FieldError] = []
+    for name, raw in values.items():
+        where = f"{path}.{name}"
+        try:
+            quantity = quantities.parse(_quantity_text(raw), field=where)
+        except errors.QuantityError as exc:
+            problems.append(FieldError(where, ErrorType.INVALID, exc.reason, value=exc.text))
+            continue
+        parsed[name] = quantity
+        text = quantities.format_quantity(quantity)
+        if quantity.value < 0:
+            problems.append(
+                FieldError(where, ErrorType.INVALID, "must be greater than or equal to 0", text)
+            )
+        if is_integer_resource_name(name) and quantity.value != quantity.value.to_integral_value():
+            problems.append(FieldError(where, ErrorType.INVALID, "must be an integer", text))
+    return parsed, problems
+
+
+def _quantity_text(raw: object) -> str:
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        return repr(raw)
+    # Let the parser explain it, with the value as a person would write it.
+    return repr(raw)
+
+
+def validate_fields(
+    fields: QueueFields,
+    *,
+    tree: QueueTree = EMPTY_TREE,
+    previous: QueueFields | None = None,
+) -> list[FieldError]:
+    """Rules that need only the queue itself (and, for the legacy annotations, the others).
+
+    ``previous`` is the stored queue on an UPDATE: a state the queue already has is accepted
+    even when a user could not write it (the controller sets Closing and Unknown; the reference
+    refuses every edit of a Closing queue).
+
+    In Volcano's order: capability entries, deserved entries, guarantee entries and
+    ``deserved >= guarantee`` per guaranteed resource (a guarantee without a deserved of the same
+    name is an error), ``deserved <= capability`` per resource both set (a resource missing from
+    capability is unlimited), the state, the legacy ``volcano.sh/hierarchy`` annotations.
+    """
+    capability, problems = parse_resource_list(fields.capability, path="spec.capability")
+    deserved, more = parse_resource_list(fields.deserved, path="spec.deserved")
+    problems += more
+    guarantee, more = parse_resource_list(fields.guarantee, path="spec.guarantee.resource")
+    problems += more
+    for name, minimum in guarantee.items():
+        shown_minimum = quantities.format_quantity(minimum)
+        if name not in fields.deserved:
+            problems.append(
+                FieldError(
+                    f"spec.deserved.{name}",
+                    ErrorType.INVALID,
+                    f"deserved[{name}] must be >= guarantee[{name}]={shown_minimum}",
+                    value="<nil>",
+                )
+            )
+        elif name in deserved and deserved[name].value < minimum.value:
+            shown = quantities.format_quantity(deserved[name])
+            problems.append(
+                FieldError(
+                    f"spec.deserved.{name}",
+                    ErrorType.INVALID,
+                    f"deserved[{name}]={shown} must be >= guarantee[{name}]={shown_minimum}",
+                    value=shown,
+                )
+            )
+    for name, share in deserved.items():
+        limit = capability.get(name)
+        if limit is not None and share.value > limit.value:
+            shown = quantities.format_quantity(share)
+            problems.append(
+                FieldError(
+                    f"spec.deserved.{name}",
+                    ErrorType.INVALID,
+                    f"deserved[{name}]={shown} must be <= "
+                    f"capability[{name}]={quantities.format_quantity(limit)}",
+                    value=shown,
+                )
+            )
+    unchanged_state = previous is not None and previous.state == fields.state
+    if fields.state and fields.state not in ALLOWED_STATES and not unchanged_state:
+        problems.append(
+            FieldError(
+                "spec.state",
+                ErrorType.INVALID,
+                "queue state must be in [Open Closed]",
+                value=fields.state,
+            )
+        )
+    problems += _validate_legacy_hierarchy(fields, tree)
+    return problems
+
+
+_GO_FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(?i:inf|infinity|nan)")
+
+
+def _validate_legacy_hierarchy(fields: QueueFields, tree: QueueTree) -> list[FieldError]:
+    hierarchy = fields.annotations.get(objects.HIERARCHY_ANNOTATION, "")
+    weights = fields.annotations.get(objects.HIERARCHY_WEIGHTS_ANNOTATION, "")
+    if not hierarchy and not weights:
+        return []
+    path = "metadata.annotations"
+    problems: list[FieldError] = []
+    parts, weight_parts = hierarchy.split("/"), weights.split("/")
+    if len(parts) != len(weight_parts):
+        problems.append(
+            FieldError(
+                path,
+                ErrorType.INVALID,
+                f"{objects.HIERARCHY_ANNOTATION} must have the same length with "
+                f"{objects.HIERARCHY_WEIGHTS_ANNOTATION}",
+                value=hierarchy,
+            )
+        )
+    for weight in weight_parts:
+        if not _GO_FLOAT.fullmatch(weight):
+            problems.append(
+                FieldError(
+                    path,
+                    ErrorType.INVALID,
+                    f"{weight} in the {weights} is invalid number: "
+                    f'strconv.ParseFloat: parsing "{weight}": invalid syntax',
+                    value=weights,
+                )
+            )
+        elif not float(weight) > 0:
+            problems.append(
+                FieldError(
+                    path,
+                    ErrorType.INVALID,
+                    f"{weight} in the {weights} must be larger than 0",
+                    value=weights,
+                )
+            )
+    for other in tree.queues.values():
+        theirs = other.annotations.get(objects.HIERARCHY_ANNOTATION, "")
+        if other.name != fields.name and theirs.startswith(hierarchy + "/"):
+            problems.append(
+                FieldError(
+                    path,
+                    ErrorType.INVALID,
+                    f"{hierarchy} is not allowed to be in the sub path of {theirs} "
+                    f"of queue {other.name}",
+                    value=hierarchy,
+                )
+            )
+    return problems
+
+
+# -- 2. the parent -----------------------------------------------------------------------------
+
+
+def validate_parent(queue: objects.Queue, *, tree: QueueTree, max_depth: int) -> list[FieldError]:
+    """Check ``queue``'s parent, for a CREATE or an UPDATE that changes ``spec.parent``.
+
+    - a parent "" or ``root`` is always valid (root is implicit);
+    - a queue cannot be its own parent;
+    - the parent must exist, and following parents upward must never lead back to ``queue``
+      (both beyond the reference, which only bounds cycles through the depth walk);
+    - depth: ``queue`` is level 1 and each ancestor below root adds one; more than
+      ``max_depth`` levels is refused. Beyond the reference, an UPDATE that moves a queue with
+      descendants also counts the deepest of them;
+    - a parent with no children yet whose ``status.allocated`` has pods cannot become a parent
+      (its pods would run in a non-leaf queue). A parent that already has children is not
+      checked (as in the reference: spec §7 item 1).
+    """
+    parent = queue.parent
+    if not parent or parent == objects.ROOT_QUEUE:
+        return _validate_subtree_depth(queue, depth=1, tree=tree, max_depth=max_depth)
+    path = "spec.parent"
+    if parent == queue.name:
+        return [
+            FieldError(
+                path,
+                ErrorType.INVALID,
+                f"queue {queue.name} cannot use itself as parent",
+                value=parent,
+            )
+        ]
+    chain = list(tree.iter_ancestors(parent, start=queue.name))
+    if chain[-1] in chain[:-1]:
+        loop = " -> ".join(chain[chain.index(chain[-1]) :])
+        return [
+            FieldError(
+                path,
+                ErrorType.INVALID,
+                f"the ancestors of queue {queue.name} form the cycle {loop}",
+                value=parent,
+            )
+        ]
+    if chain[-1] == queue.name:
+        loop = " -> ".join([queue.name, *chain])
+        return [
+            FieldError(
+                path,
+                ErrorType.INVALID,
+                f"queue {queue.name} cannot have parent {parent}: "
+                f"that would create the cycle {loop}",
+                value=parent,
+            )
+        ]
+    if chain[-1] not in tree.queues:
+        missing = chain[-1]
+        detail = (
+            f"parent queue {parent} of queue {queue.name} does not exist"
+            if missing == parent
+            else f"ancestor queue {missing} of queue {queue.name} does not exist"
+        )
+        return [FieldError(path, ErrorType.NOT_FOUND, detail, value=parent)]
+    depth = 1 + len(chain)
+    if depth > max_depth:
+        return [
+            FieldError(
+                path,
+                ErrorType.INVALID,
+                f"queue {queue.name} exceeds the maximum allowed depth of {max_depth}",
+                value=parent,
+            )
+        ]
+    problems = _validate_subtree_depth(queue, depth=depth, tree=tree, max_depth=max_depth)
+    pods = tree.queues[parent].allocated.get(resources.PODS)
+    if not tree.children_of(parent) and pods:
+        problems.append(
+            FieldError(
+                path,
+                ErrorType.FORBIDDEN,
+                f"queue {parent} cannot be the parent queue of queue {queue.name} "
+                f"because it has allocated Pods: {_count(pods)}",
+            )
+        )
+    return problems
+
+
+def _validate_subtree_depth(
+    queue: objects.Queue, *, depth: int, tree: QueueTree, max_depth: int
+) -> list[FieldError]:
+    height, deepest = _subtree_height(queue.name, tree)
+    if height == 0 or depth + height <= max_depth:
+        return []
+    return [
+        FieldError(
+            "spec.parent",
+            ErrorType.INVALID,
+            f"moving queue {queue.name} to level {depth} puts its descendant {deepest} at level "
+            f"{depth + height}, beyond the maximum allowed depth of {max_depth}",
+            value=queue.parent,
+        )
+    ]
+
+
+def _subtree_height(name: str, tree: QueueTree) -> tuple[int, str]:
+    """Levels below ``name`` and the deepest descendant (first by name); cycles are cut."""
+    best, deepest = 0, ""
+    frontier, seen, level = [name], {name}, 0
+    while frontier:
+        level += 1
+        below = [c for n in frontier for c in tree.children_of(n) if c not in seen]
+        if not below:
+            break
+        seen.update(below)
+        best, deepest = level, min(below)
+        frontier = below
+    return best, deepest
+
+
+# -- 3. root protection ------------------------------------------------------------------------
+
+
+def validate_root_update(new: QueueFields, old: QueueFields) -> list[FieldError]:
+    """Root's capability, deserved and guarantee cannot change (quantities compared by value,
+    so ``1`` and ``1000m`` are the same, and an absent map equals an empty one)."""
+    if new.name != objects.ROOT_QUEUE:
+        return []
+    changed = [
+        field
+        for field, before, after in (
+            ("capability", old.capability, new.capability),
+            ("deserved", old.deserved, new.deserved),
+            ("guarantee", old.guarantee, new.guarantee),
+        )
+        if _values(before) != _values(after)
+    ]
+    if not changed:
+        return []
+    return [
+        FieldError(
+            "spec",
+            ErrorType.FORBIDDEN,
+            "root queue's resource attributes (capability, deserved, guarantee) cannot be "
+            f"modified (changed: {', '.join(changed)})",
+        )
+    ]
+
+
+def _values(values: Mapping[str, object]) -> dict[str, decimal.Decimal | str]:
+    """Quantities by name, by value; an unparsable one compares by its text."""
+    result: dict[str, decimal.Decimal | str] = {}
+    for name, raw in values.items():
+        try:
+            result[name] = quantities.parse(_quantity_text(raw)).value
+        except errors.QuantityError:
+            result[name] = repr(raw)
+    return result
+
+
+def quota_changed(new: objects.Queue, old: objects.Queue) -> bool:
+    """Whether an UPDATE touches what :func:`validate_quota_in_tree` checks (the reference's
+    ``needsValidate``): the parent, capability, deserved or guarantee."""
+    return (
+        new.parent != old.parent
+        or new.capability != old.capability
+        or new.deserved != old.deserved
+        or new.guarantee != old.guarantee
+    )
+
+
+# -- 4. quota in the tree ----------------------------------------------------------------------
+
+
+def validate_quota_in_tree(queue: objects.Queue, *, tree: QueueTree) -> list[FieldError]:
+    """Check ``queue``'s quota against its ancestors, its siblings and its subtree.
+
+    Nothing is checked for root (its figures are the scheduler's). For a queue below a non-root
+    parent: each capability dimension against the nearest ancestor that caps it, and the sums of
+    guarantee and deserved over all children of the parent (this queue included) against the
+    parent's (``less_partly`` with the Zero default: the parent must cover the sum in every
+    dimension, so a parent without deserved admits no child deserved). For a queue with
+    children: its capability against the largest capability in each child's subtree, and the
+    sums of its children against its own guarantee and deserved.
+    """
+    if queue.name == objects.ROOT_QUEUE:
+        return []
+    problems: list[FieldError] = []
+    parent = queue.parent_name
+    if parent != objects.ROOT_QUEUE and parent in tree.queues:
+        problems += _validate_against_ancestors(queue, tree)
+        siblings = [tree.queues[name] for name in tree.children_of(parent) if name != queue.name]
+        problems += _validate_sums(tree.queues[parent], [*siblings, queue], child=True)
+    children = [tree.queues[name] for name in tree.children_of(queue.name) if name in tree.queues]
+    if children:
+        problems += _validate_subtree_capability(queue, children, tree)
+        problems += _validate_sums(queue, children, child=False)
+    return problems
+
+
+def _validate_against_ancestors(queue: objects.Queue, tree: QueueTree) -> list[FieldError]:
+    if queue.capability is None:
+        return []
+    problems = []
+    for name in queue.capability.resource_names():
+        value = queue.capability.get(name)
+        for ancestor in tree.iter_ancestors(queue.parent_name, start=queue.name):
+            found = tree.queues.get(ancestor)
+            if found is None or found.name == queue.name:
+                break
+            limit = found.capability.get(name) if found.capability is not None else 0
+            if limit > 0:
+                if value > limit:
+                    shown = format_amount(name, value)
+                    problems.append(
+                        FieldError(
+                            f"spec.capability.{name}",
+                            ErrorType.INVALID,
+                            f"queue {queue.name} capability[{name}]={shown} exceeds its "
+                            f"ancestor's capability={format_amount(name, limit)} "
+                            f"(queue {ancestor})",
+                            value=shown,
+                        )
+                    )
+                break
+    return problems
+
+
+def _validate_sums(
+    parent: objects.Queue, children: list[objects.Queue], *, child: bool
+) -> list[FieldError]:
+    """The children's guarantee and deserved sums against ``parent``'s.
+
+    ``child`` says whose request is under review: a child's (the error is on the child's
+    fields) or the parent's (the error is on the parent's fields).
+    """
+    problems = []
+    for field, path, limit, total in (
+        (
+            "guarantee",
+            "spec.guarantee.resource",
+            parent.guarantee,
+            resources.sum_all(c.guarantee for c in children),
+        ),
+        (
+            "deserved",
+            "spec.deserved",
+            parent.deserved,
+            resources.sum_all(c.deserved for c in children),
+        ),
+    ):
+        if limit.less_partly(total, resources.ZERO):
+            subject = "parent queue" if child else "queue"
+            problems.append(
+                FieldError(
+                    path,
+                    ErrorType.FORBIDDEN,
+                    f"{subject} {parent.name} validation failed: sum of children's {field} "
+                    f"({resources.format_human(total)}) exceeds parent's {field} limit "
+                    f"({resources.format_human(limit)}) (children: {_names(children)})",
+                )
+            )
+    return problems
+
+
+def _validate_subtree_capability(
+    queue: objects.Queue, children: list[objects.Queue], tree: QueueTree
+) -> list[FieldError]:
+    if queue.capability is None:
+        return []
+    problems = []
+    for name in queue.capability.resource_names():
+        value = queue.capability.get(name)
+        widest: resources.Amount = 0
+        holder = ""
+        for child in children:
+            found, who = _subtree_max_capability(child, name, tree, seen={queue.name})
+            if found > widest:
+                widest, holder = found, who
+        if value < widest:
+            shown = format_amount(name, value)
+            problems.append(
+                FieldError(
+                    f"spec.capability.{name}",
+                    ErrorType.INVALID,
+                    f"queue {queue.name} capability[{name}]={shown} is smaller than its "
+                    f"descendants' max capability={format_amount(name, widest)} "
+                    f"(queue {holder})",
+                    value=shown,
+                )
+            )
+    return problems
+
+
+def _subtree_max_capability(
+    queue: objects.Queue, name: str, tree: QueueTree, *, seen: set[str]
+) -> tuple[resources.Amount, str]:
+    """The queue's own capability of ``name`` when positive, else the largest in its children's
+    subtrees (0 when nobody caps it). Cycles are cut."""
+    own = queue.capability.get(name) if queue.capability is not None else 0
+    if own > 0:
+        return own, queue.name
+    seen = seen | {queue.name}
+    best: tuple[resources.Amount, str] = (0, "")
+    for child_name in tree.children_of(queue.name):
+        child = tree.queues.get(child_name)
+        if child is None or child_name in seen:
+            continue
+        found = _subtree_max_capability(child, name, tree, seen=seen)
+        if found[0] > best[0]:
+            best = found
+    return best
+
+
+# -- 5. deletion -------------------------------------------------------------------------------
+
+
+def validate_deletion(
+    name: str,
+    *,
+    queue: objects.Queue | None,
+    tree: QueueTree,
+    check_allocated_pods: bool,
+) -> list[FieldError]:
+    """Whether the queue ``name`` may be deleted.
+
+    ``default`` and ``root`` never; with ``check_allocated_pods``, not while ``status.allocated``
+    counts pods; not while it has child queues. The queue's state does not matter (an Open queue
+    may be deleted, as in the reference). ``queue`` is the object being deleted when known.
+    """
+    path = "metadata.name"
+    if name == objects.DEFAULT_QUEUE:
+        return [FieldError(path, ErrorType.FORBIDDEN, "`default` queue can not be deleted")]
+    if name == objects.ROOT_QUEUE:
+        return [FieldError(path, ErrorType.FORBIDDEN, "`root` queue can not be deleted")]
+    problems = []
+    pods = queue.allocated.get(resources.PODS) if queue is not None else 0
+    if check_allocated_pods and pods:
+        problems.append(
+            FieldError(
+                path,
+                ErrorType.FORBIDDEN,
+                f"queue {name} cannot be deleted because it has allocated Pods: {_count(pods)}",
+            )
+        )
+    children = tree.children_of(name)
+    if children:
+        problems.append(
+            FieldError(
+                path,
+                ErrorType.FORBIDDEN,
+                f"queue {name} can not be deleted because it has {len(children)} child queues: "
+                f"{', '.join(children)}",
+            )
+        )
+    return problems
+
+
+# -- soft problems -----------------------------------------------------------------------------
+
+
+def soft_problems(
+    fields: QueueFields, queue: objects.Queue | None, *, tree: QueueTree
+) -> list[str]:
+    """What is allowed but almost certainly not meant, as sentences (webhook warnings).
+
+    - a resource name the scheduler ignores (not ``cpu``, ``memory``, ``pods``,
+      ``ephemeral-storage`` or a Kubernetes scalar name such as ``nvidia.com/gpu``): the quota
+      silently does nothing (spec §1.2);
+    - a root capability that is set but omits a resource some queue of the tree uses: every
+      request for that resource is refused, since children inherit no key for it (spec §7
+      item 7);
+    - a new child of a Closed or Closing parent: the queue controller closes it at once.
+    """
+    warnings = []
+    for field, values in (
+        ("spec.capability", fields.capability),
+        ("spec.deserved", fields.deserved),
+        ("spec.guarantee.resource", fields.guarantee),
+    ):
+        for name in values:
+            if not _scheduler_reads(name):
+                warnings.append(
+                    f'{field}.{name}: the scheduler ignores the resource name "{name}": extended '
+                    "resources need a domain prefix such as nvidia.com/gpu"
+                )
+    if queue is None:
+        return warnings
+    root = queue if queue.name == objects.ROOT_QUEUE else tree.queues.get(objects.ROOT_QUEUE)
+    if root is not None and root.capability is not None:
+        capped = set(root.capability.resource_names())
+        others = (q for q in tree.queues.values() if q.name not in (queue.name, root.name))
+        used = sorted(
+            {n for q in (queue, *others) for n in _scalar_names(q)} - capped - {resources.PODS}
+        )
+        if used:
+            warnings.append(
+                f"root queue capability ({resources.format_human(root.capability)}) omits "
+                f"{', '.join(used)}: every request for {'them' if len(used) > 1 else 'it'} "
+                "will be refused; add them to root's capability or leave it empty (unlimited)"
+            )
+    parent = tree.queues.get(queue.parent_name)
+    if (
+        parent is not None
+        and queue.name not in tree.queues
+        and parent.state in (objects.QueueState.CLOSED, objects.QueueState.CLOSING)
+    ):
+        warnings.append(
+            f"parent queue {parent.name} is {parent.state}: queue {queue.name} will be closed "
+            "by the queue controller until the parent is opened"
+        )
+    return warnings
+
+
+def _scheduler_reads(name: str) -> bool:
+    return (
+        name in (resources.CPU, resources.MEMORY, resources.PODS, "ephemeral-storage")
+        or name.startswith("count/")
+        or resources.is_scalar_resource_name(name)
+    )
+
+
+def _scalar_names(queue: objects.Queue) -> set[str]:
+    names: set[str] = set()
+    for vector in (queue.capability, queue.deserved, queue.guarantee):
+        if vector is not None and vector.scalars:
+            names.update(n for n, v in vector.scalars.items() if v >= resources.EPS)
+    return names
+
+
+# -- formatting --------------------------------------------------------------------------------
+
+
+def format_amount(name: str, value: resources.Amount) -> str:
+    """One dimension of a vector as a canonical quantity (``20``, ``500m``, ``40Gi``, ``2``)."""
+    if value == resources.UNLIMITED:
+        return "unlimited"
+    whole = value if isinstance(value, int) else int(-(-value // 1))
+    if name == resources.MEMORY:
+        return quantities.format_bytes(whole)
+    if name == resources.PODS:
+        return str(whole)
+    return quantities.format_milli(whole)
+
+
+def _names(queues: list[objects.Queue], *, shown: int = 10) -> str:
+    """``a, b, c`` or, for long lists, the first ``shown`` names and how many more."""
+    names = [q.name for q in queues]
+    if len(names) <= shown:
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown} more"
+
+
+def _count(value: resources.Amount) -> str:
+    return format_amount(resources.PODS, value)

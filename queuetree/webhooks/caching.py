@@ -1,0 +1,266 @@
+"""Watch-backed caches of queues, namespaces and pod groups, for the review functions.
+
+A review must never LIST the cluster: at hundreds of pod creations per second that would be
+hundreds of LISTs per second against the API server. Each :class:`Informer` LISTs its resource
+once, then WATCHes from the list's ``resourceVersion`` (with bookmarks, so a quiet resource
+still advances it); when the API server answers ``410 Gone`` (the version was compacted away)
+it LISTs again and replaces its contents. Connection errors are retried with a capped backoff,
+keeping the last known contents.
+
+:class:`ClusterCache` combines three informers into one :class:`views.ClusterView`, rebuilt at
+most once per change (lazily, when a review asks), and is ready once every informer has listed
+once (``/readyz``). :meth:`ClusterCache.wait_for_queues` lets a review that missed a queue wait
+briefly for the watch to deliver it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from queuetree.core import objects
+from queuetree.webhooks import views
+
+logger = logging.getLogger(__name__)
+
+ListFn = Callable[..., Awaitable[Any]]
+"""A kubernetes-asyncio ``list_*`` method (with its positional arguments bound)."""
+ResetFn = Callable[[list[Mapping[str, Any]]], None]
+EventFn = Callable[[str, Mapping[str, Any]], None]
+
+
+class Expired(Exception):
+    """The watch's resourceVersion is too old (HTTP 410 or an ERROR event with code 410)."""
+
+
+class Informer:
+    """List then watch one resource, calling ``on_reset`` with every LIST and ``on_event``
+    with every ADDED, MODIFIED or DELETED object, in order."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        list_fn: ListFn,
+        on_reset: ResetFn,
+        on_event: EventFn,
+        watch_timeout: int = 300,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self.name = name
+        self._list_fn = list_fn
+        self._on_reset = on_reset
+        self._on_event = on_event
+        self._watch_timeout = watch_timeout
+        self._max_backoff = max_backoff
+        self.synced = asyncio.Event()
+        """Set after the first successful LIST."""
+        self.resource_version = ""
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+        backoff = 0.5
+        while True:
+            try:
+                await self._list()
+                backoff = 0.5
+                while True:
+                    await self._watch()
+            except asyncio.CancelledError:
+                raise
+            except Expired:
+                logger.info("%s: watch expired at %s, listing again", self.name, self.rv_text)
+            except Exception as exc:  # the cache keeps serving what it has; retry
+                logger.warning(
+                    "%s: %s: %s; retrying in %.1fs", self.name, type(exc).__name__, exc, backoff
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self._max_backoff)
+
+    @property
+    def rv_text(self) -> str:
+        return self.resource_version or "(none)"
+
+    async def _list(self) -> None:
+        response = await self._list_fn(_preload_content=False, _request_timeout=60)
+        async with response:
+            data = json.loads(await response.read())
+        items = data.get("items") or []
+        self.resource_version = (data.get("metadata") or {}).get("resourceVersion", "")
+        self._on_reset([item for item in items if isinstance(item, dict)])
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        response = await self._list_fn(
+            watch=True,
+            resource_version=self.resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=self._watch_timeout,
+            _preload_content=False,
+            _request_timeout=self._watch_timeout + 30,
+        )
+        async with response:
+            if response.status == 410:
+                raise Expired()
+            async for line in response.content:
+                if line.strip():
+                    self._handle(json.loads(line))
+
+    def _handle(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise Expired()
+            raise RuntimeError(f"watch error: {obj.get('message') or obj}")
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self.resource_version = version
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            self._on_event(kind, obj)
+
+
+class ClusterCache:
+    """Queues, namespace annotations and pod-group queues, kept current by watches."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, objects.Queue] = {}
+        self._namespaces: dict[str, Mapping[str, str]] = {}
+        self._pod_groups: dict[str, str] = {}
+        self._view: views.ClusterView | None = None
+        self._changed = asyncio.Event()
+        """Set (and replaced by a fresh event) at every change: what waiting reviews wait on."""
+        self.informers: list[Informer] = []
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def view(self) -> views.ClusterView:
+        """The current view (rebuilt only after a change)."""
+        if self._view is None:
+            self._view = views.ClusterView.of(
+                queues=self._queues.values(),
+                namespaces=self._namespaces,
+                pod_groups=self._pod_groups,
+            )
+        return self._view
+
+    def ready(self) -> bool:
+        return bool(self.informers) and all(i.synced.is_set() for i in self.informers)
+
+    async def wait_for_queues(self, names: Iterable[str], patience: float) -> bool:
+        """Wait up to ``patience`` seconds until every queue of ``names`` is cached."""
+        wanted = set(names)
+
+        def present() -> bool:
+            return wanted <= self._queues.keys()
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + patience
+        while not present():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
+        return True
+
+    # -- writing (from informers) --------------------------------------------------------------
+
+    def reset_queues(self, items: list[Mapping[str, Any]]) -> None:
+        self._queues = {}
+        for item in items:
+            self._put_queue(item)
+        self._touch()
+
+    def queue_event(self, kind: str, obj: Mapping[str, Any]) -> None:
+        if kind == "DELETED":
+            name = (obj.get("metadata") or {}).get("name")
+            self._queues.pop(str(name), None)
+        else:
+            self._put_queue(obj)
+        self._touch()
+
+    def _put_queue(self, obj: Mapping[str, Any]) -> None:
+        queue = views.queue_from_manifest(obj)
+        if queue is not None:
+            self._queues[queue.name] = queue
+
+    def reset_namespaces(self, items: list[Mapping[str, Any]]) -> None:
+        self._namespaces = {}
+        for item in items:
+            self.namespace_event("ADDED", item)
+        self._touch()
+
+    def namespace_event(self, kind: str, obj: Mapping[str, Any]) -> None:
+        found = views.namespace_annotations(obj)
+        if found is None:
+            return
+        if kind == "DELETED":
+            self._namespaces.pop(found[0], None)
+        else:
+            self._namespaces[found[0]] = found[1]
+        self._touch()
+
+    def reset_pod_groups(self, items: list[Mapping[str, Any]]) -> None:
+        self._pod_groups = {}
+        for item in items:
+            self.pod_group_event("ADDED", item)
+        self._touch()
+
+    def pod_group_event(self, kind: str, obj: Mapping[str, Any]) -> None:
+        found = views.pod_group_queue(obj)
+        if found is None:
+            return
+        if kind == "DELETED":
+            self._pod_groups.pop(found[0], None)
+        else:
+            self._pod_groups[found[0]] = found[1]
+        self._touch()
+
+    def _touch(self) -> None:
+        self._view = None
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    # -- wiring --------------------------------------------------------------------------------
+
+    def connect(self, api_client: Any) -> list[Informer]:
+        """Create the three informers on a kubernetes-asyncio ``ApiClient``."""
+        from kubernetes_asyncio import client
+
+        custom = client.CustomObjectsApi(api_client)
+        core = client.CoreV1Api(api_client)
+
+        def custom_list(plural: str) -> ListFn:
+            async def list_fn(**kwargs: Any) -> Any:
+                return await custom.list_cluster_custom_object(
+                    "scheduling.volcano.sh", "v1beta1", plural, **kwargs
+                )
+
+            return list_fn
+
+        self.informers = [
+            Informer(
+                name="queues",
+                list_fn=custom_list("queues"),
+                on_reset=self.reset_queues,
+                on_event=self.queue_event,
+            ),
+            Informer(
+                name="namespaces",
+                list_fn=core.list_namespace,
+                on_reset=self.reset_namespaces,
+                on_event=self.namespace_event,
+            ),
+            Informer(
+                name="podgroups",
+                list_fn=custom_list("podgroups"),
+                on_reset=self.reset_pod_groups,
+                on_event=self.pod_group_event,
+            ),
+        ]
+        return self.informers

@@ -1,0 +1,469 @@
+"""Serving certificates for the webhook: from files, self-managed, or read from a Secret.
+
+kube-apiserver calls the webhook over HTTPS and trusts only the ``caBundle`` of the webhook
+configuration, checking the serving certificate's subject alternative names. Three sources:
+
+- ``files``: ``--tls-cert-file`` and ``--tls-private-key-file`` (a mounted Secret, for
+  example); the files are re-read when they change, so a rotated certificate is served without
+  a restart (new handshakes use it; open connections keep theirs).
+- ``self-managed``: the webhook makes its own CA and serving certificate with ``cryptography``,
+  keeps them in a Secret (so every replica serves the same pair) and writes the CA into the
+  ``caBundle`` of its Mutating and Validating webhook configurations. Replicas race safely: the
+  Secret is created with ``create`` (a 409 means another replica won: read and use theirs) and
+  renewed with ``replace`` carrying the ``resourceVersion`` read (a 409 means someone renewed
+  first: read again); every replica then writes the same ``caBundle``, which is idempotent.
+- ``cert-manager``: read the Secret cert-manager writes (``tls.crt``, ``tls.key``), never write
+  it nor the ``caBundle`` (cert-manager's cainjector does that).
+
+Keys are ECDSA P-256 (fast to make; accepted by Go, OpenSSL and kubectl). The CA is valid for
+ten years, the serving certificate for one; both are renewed when less than a quarter of their
+lifetime remains, or when the serving certificate does not cover the Service's DNS names.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime
+import hashlib
+import logging
+import os
+import pathlib
+import ssl
+import tempfile
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509 import oid
+
+logger = logging.getLogger(__name__)
+
+CA_VALIDITY = datetime.timedelta(days=3650)
+SERVING_VALIDITY = datetime.timedelta(days=365)
+BACKDATE = datetime.timedelta(minutes=5)
+"""Certificates start a little in the past so clock skew never makes them "not yet valid"."""
+
+CA_CERT_KEY, CA_KEY_KEY = "ca.crt", "ca.key"
+TLS_CERT_KEY, TLS_KEY_KEY = "tls.crt", "tls.key"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KeyPair:
+    """A certificate (PEM) and its private key (PKCS#8 PEM)."""
+
+    cert_pem: bytes
+    key_pem: bytes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Bundle:
+    """What a self-managed Secret holds: the CA pair and the serving pair."""
+
+    ca: KeyPair
+    serving: KeyPair
+
+    @property
+    def ca_bundle(self) -> str:
+        """The ``caBundle`` value: base64 of the CA certificate's PEM."""
+        return base64.b64encode(self.ca.cert_pem).decode("ascii")
+
+
+def service_dns_names(service: str, namespace: str) -> list[str]:
+    """The names kube-apiserver may use for a Service, shortest first."""
+    return [
+        service,
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+    ]
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _usage(*, sign_certs: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=sign_certs,
+        crl_sign=sign_certs,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def generate_ca(*, common_name: str, now: datetime.datetime | None = None) -> KeyPair:
+    """A self-signed CA for signing serving certificates."""
+    now = now or _now()
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(oid.NameOID.COMMON_NAME, common_name)])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(now + CA_VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_usage(sign_certs=True), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def issue_serving(
+    ca: KeyPair,
+    *,
+    dns_names: list[str],
+    ip_addresses: tuple[str, ...] = (),
+    now: datetime.datetime | None = None,
+) -> KeyPair:
+    """A serving certificate for ``dns_names`` (SANs; the first is also the common name)."""
+    import ipaddress
+
+    now = now or _now()
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
+    ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"CA key: expected an ECDSA key, got {type(ca_key).__name__}")
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(oid.NameOID.COMMON_NAME, dns_names[-1])]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(now + SERVING_VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_usage(sign_certs=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def generate_bundle(*, service: str, namespace: str) -> Bundle:
+    ca = generate_ca(common_name=f"queuetree-webhook-ca.{namespace}")
+    return Bundle(ca, issue_serving(ca, dns_names=service_dns_names(service, namespace)))
+
+
+def renewal_reason(
+    bundle: Bundle, *, dns_names: list[str], now: datetime.datetime | None = None
+) -> str | None:
+    """Why ``bundle`` must be replaced, or None when it is good: a certificate that does not
+    parse, that expires within a quarter of its lifetime, a serving certificate not signed by
+    the CA, or one that lacks a DNS name."""
+    now = now or _now()
+    try:
+        ca = x509.load_pem_x509_certificate(bundle.ca.cert_pem)
+        serving = x509.load_pem_x509_certificate(bundle.serving.cert_pem)
+        serialization.load_pem_private_key(bundle.serving.key_pem, password=None)
+        serialization.load_pem_private_key(bundle.ca.key_pem, password=None)
+    except ValueError as exc:
+        return f"unreadable certificate or key: {exc}"
+    for label, cert in (("CA", ca), ("serving certificate", serving)):
+        lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
+        if cert.not_valid_after_utc - now < lifetime / 4:
+            return f"the {label} expires at {cert.not_valid_after_utc.isoformat()}"
+    if serving.issuer != ca.subject:
+        return "the serving certificate is not signed by the CA"
+    try:
+        sans = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+        names = set(sans.value.get_values_for_type(x509.DNSName))
+    except x509.ExtensionNotFound:
+        names = set()
+    lacking = [n for n in dns_names if n not in names]
+    if lacking:
+        return f"the serving certificate lacks {', '.join(lacking)}"
+    return None
+
+
+def server_context(min_version: str = "VersionTLS12") -> ssl.SSLContext:
+    """A server TLS context, TLS 1.2 or newer (``VersionTLS13`` for 1.3 only); load a pair into
+    it with :func:`load_pair`."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = (
+        ssl.TLSVersion.TLSv1_3 if min_version == "VersionTLS13" else ssl.TLSVersion.TLSv1_2
+    )
+    return context
+
+
+def load_pair(context: ssl.SSLContext, pair: KeyPair) -> None:
+    """Serve ``pair`` from ``context`` for every new handshake.
+
+    ``ssl`` reads certificates only from files: the pair goes through a private temporary
+    directory (``$TMPDIR``; in the Deployment an emptyDir, the root filesystem is read-only),
+    removed at once.
+    """
+    with tempfile.TemporaryDirectory(prefix="queuetree-tls-") as tmp:
+        cert_path, key_path = pathlib.Path(tmp) / "tls.crt", pathlib.Path(tmp) / "tls.key"
+        cert_path.write_bytes(pair.cert_pem)
+        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as key_file:
+            key_file.write(pair.key_pem)
+        context.load_cert_chain(cert_path, key_path)
+
+
+# -- sources -----------------------------------------------------------------------------------
+
+
+class FileSource:
+    """Certificate and key files, re-read when their contents change."""
+
+    def __init__(self, cert_file: str, key_file: str) -> None:
+        self.cert_file = cert_file
+        self.key_file = key_file
+        self._digest = b""
+
+    def read(self) -> KeyPair:
+        try:
+            return KeyPair(
+                pathlib.Path(self.cert_file).read_bytes(),
+                pathlib.Path(self.key_file).read_bytes(),
+            )
+        except OSError as exc:
+            raise CertificateError(f"cannot read {exc.filename}: {exc.strerror}") from exc
+
+    def refresh(self, context: ssl.SSLContext) -> bool:
+        """Load the files into ``context`` if they changed since the last load; True if so.
+
+        A half-written rotation (a certificate that does not match its key yet) is skipped and
+        retried at the next refresh, so the previous pair keeps being served.
+        """
+        pair = self.read()
+        digest = hashlib.sha256(pair.cert_pem + b"\0" + pair.key_pem).digest()
+        if digest == self._digest:
+            return False
+        try:
+            load_pair(context, pair)
+        except (ssl.SSLError, ValueError) as exc:
+            if not self._digest:
+                raise CertificateError(
+                    f"{self.cert_file} and {self.key_file}: not a usable pair: {exc}"
+                ) from exc
+            logger.warning("certificate files changed but do not load yet: %s", exc)
+            return False
+        self._digest = digest
+        return True
+
+
+class CertificateError(Exception):
+    """Certificates that cannot be loaded, read or stored; the message says which and why."""
+
+
+class SecretSource:
+    """The pair in a Secret: self-managed (create, renew, inject the CA) or read-only."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        namespace: str,
+        secret_name: str,
+        service_name: str,
+        manage: bool,
+        mutating_config: str = "",
+        validating_config: str = "",
+    ) -> None:
+        self._api_client = api_client
+        self.namespace = namespace
+        self.secret_name = secret_name
+        self.service_name = service_name
+        self.manage = manage
+        self.mutating_config = mutating_config
+        self.validating_config = validating_config
+        self._digest = b""
+
+    async def refresh(self, context: ssl.SSLContext) -> bool:
+        """Make sure the Secret holds a good pair (self-managed), load it if it changed, and
+        keep the caBundles current. True when a new pair was loaded."""
+        pair, ca_bundle = await self._current_pair()
+        changed = False
+        digest = hashlib.sha256(pair.cert_pem + b"\0" + pair.key_pem).digest()
+        if digest != self._digest:
+            try:
+                load_pair(context, pair)
+            except (ssl.SSLError, ValueError) as exc:
+                raise CertificateError(
+                    f"Secret {self.namespace}/{self.secret_name}: not a usable pair: {exc}"
+                ) from exc
+            self._digest = digest
+            changed = True
+        if self.manage and ca_bundle:
+            await self.inject_ca_bundle(ca_bundle)
+        return changed
+
+    async def _current_pair(self) -> tuple[KeyPair, str]:
+        from kubernetes_asyncio import client
+
+        core = client.CoreV1Api(self._api_client)
+        for _attempt in range(5):
+            secret = await self._read_secret(core)
+            if not self.manage:
+                if secret is None:
+                    raise CertificateError(
+                        f"Secret {self.namespace}/{self.secret_name} does not exist yet"
+                    )
+                return _pair_from(secret, TLS_CERT_KEY, TLS_KEY_KEY), ""
+            dns_names = service_dns_names(self.service_name, self.namespace)
+            bundle = _bundle_from(secret) if secret is not None else None
+            reason = (
+                renewal_reason(bundle, dns_names=dns_names) if bundle else "the Secret is missing"
+            )
+            if reason is None and bundle is not None:
+                return bundle.serving, bundle.ca_bundle
+            logger.info("Secret %s/%s: %s; generating", self.namespace, self.secret_name, reason)
+            fresh = generate_bundle(service=self.service_name, namespace=self.namespace)
+            if await self._write_secret(core, fresh, secret):
+                return fresh.serving, fresh.ca_bundle
+            # Another replica wrote first (409): read theirs on the next attempt.
+        raise CertificateError(
+            f"Secret {self.namespace}/{self.secret_name}: kept conflicting with other writers"
+        )
+
+    async def _read_secret(self, core: Any) -> dict[str, Any] | None:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        try:
+            response = await core.read_namespaced_secret(
+                self.secret_name, self.namespace, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        async with response:
+            secret: dict[str, Any] = await response.json()
+        return secret
+
+    async def _write_secret(
+        self, core: Any, bundle: Bundle, existing: dict[str, Any] | None
+    ) -> bool:
+        """Create or replace the Secret; False on a 409 (another replica wrote first)."""
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        def b64(data: bytes) -> str:
+            return base64.b64encode(data).decode("ascii")
+
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": self.secret_name,
+                "namespace": self.namespace,
+                "labels": {"app.kubernetes.io/managed-by": "queuetree-webhook"},
+            },
+            "type": "kubernetes.io/tls",
+            "data": {
+                TLS_CERT_KEY: b64(bundle.serving.cert_pem),
+                TLS_KEY_KEY: b64(bundle.serving.key_pem),
+                CA_CERT_KEY: b64(bundle.ca.cert_pem),
+                CA_KEY_KEY: b64(bundle.ca.key_pem),
+            },
+        }
+        try:
+            if existing is None:
+                await core.create_namespaced_secret(self.namespace, body, _preload_content=False)
+            else:
+                body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+                await core.replace_namespaced_secret(
+                    self.secret_name, self.namespace, body, _preload_content=False
+                )
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    async def inject_ca_bundle(self, ca_bundle: str) -> None:
+        """Write ``ca_bundle`` into every webhook of the two configurations, where it differs.
+
+        A configuration that does not exist yet is skipped (the next refresh tries again).
+        """
+        from kubernetes_asyncio import client
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        api = client.AdmissionregistrationV1Api(self._api_client)
+        for name, read, patch in (
+            (
+                self.mutating_config,
+                api.read_mutating_webhook_configuration,
+                api.patch_mutating_webhook_configuration,
+            ),
+            (
+                self.validating_config,
+                api.read_validating_webhook_configuration,
+                api.patch_validating_webhook_configuration,
+            ),
+        ):
+            if not name:
+                continue
+            try:
+                response: Any = await read(name, _preload_content=False)
+            except ApiException as exc:
+                if exc.status == 404:
+                    logger.warning("webhook configuration %s not found; caBundle not set", name)
+                    continue
+                raise
+            async with response:
+                config = await response.json()
+            operations = []
+            for index, webhook in enumerate(config.get("webhooks") or []):
+                client_config = webhook.get("clientConfig") or {}
+                if client_config.get("caBundle") != ca_bundle:
+                    operations.append(
+                        {
+                            "op": "replace" if "caBundle" in client_config else "add",
+                            "path": f"/webhooks/{index}/clientConfig/caBundle",
+                            "value": ca_bundle,
+                        }
+                    )
+            if operations:
+                await patch(name, operations, _preload_content=False)
+                logger.info("caBundle written into %d webhooks of %s", len(operations), name)
+
+
+def _decoded(secret: dict[str, Any], key: str) -> bytes:
+    data = secret.get("data") or {}
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise CertificateError(f"Secret {secret['metadata']['name']}: no {key}")
+    return base64.b64decode(value)
+
+
+def _pair_from(secret: dict[str, Any], cert_key: str, key_key: str) -> KeyPair:
+    return KeyPair(_decoded(secret, cert_key), _decoded(secret, key_key))
+
+
+def _bundle_from(secret: dict[str, Any]) -> Bundle | None:
+    try:
+        return Bundle(
+            ca=_pair_from(secret, CA_CERT_KEY, CA_KEY_KEY),
+            serving=_pair_from(secret, TLS_CERT_KEY, TLS_KEY_KEY),
+        )
+    except (CertificateError, ValueError):
+        return None

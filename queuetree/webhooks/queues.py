@@ -1,0 +1,243 @@
+"""Queue admission: ``/queues/validate`` and ``/queues/mutate`` as pure functions.
+
+Each takes the checked request, the cluster view and the settings, and returns the
+AdmissionReview response; the rules themselves live in ``queuetree.core.validation`` (shared
+with the operator). Field paths are prefixed ``requestBody.`` as in Volcano's messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from queuetree.api import admission, manifests
+from queuetree.core import objects, validation
+from queuetree.webhooks import settings as settings_
+from queuetree.webhooks import verdicts, views
+
+PATH_PREFIX = "requestBody."
+
+
+def validate(
+    request: admission.Request,
+    view: views.ClusterView,
+    settings: settings_.ReviewSettings,
+) -> verdicts.Verdict:
+    """``/queues/validate`` (CREATE, UPDATE, DELETE): every rule, all problems in one denial.
+
+    CREATE and UPDATE: the fields; on CREATE or a parent change, the parent; root protection;
+    on CREATE or a quota/parent change, the quota against ancestors, siblings and subtree.
+    DELETE reads only the name and the stored object (``oldObject``; ``object`` is null).
+    Soft problems come back as warnings, with an allowed or a denied answer alike.
+    """
+    tree = view.tree
+    if request.operation == "DELETE":
+        old = _queue_or_none(request.old_object, request.name)
+        problems = validation.validate_deletion(
+            request.name,
+            queue=old or tree.queues.get(request.name),
+            tree=tree,
+            check_allocated_pods=settings.enable_queue_allocated_pods_check,
+        )
+        return verdicts.Verdict(_answer(request.uid, problems, warnings=[]))
+    if request.operation not in ("CREATE", "UPDATE"):
+        return verdicts.Verdict(
+            admission.deny(
+                request.uid,
+                f"invalid operation `{request.operation}`, "
+                "expect operation to be `CREATE`, `UPDATE` or `DELETE`",
+                code=400,
+                reason="BadRequest",
+            )
+        )
+    if request.object is None:
+        return verdicts.Verdict(_missing_object(request))
+    fields, problems = read_fields(request.object, name=request.name)
+    previous = None
+    if request.operation == "UPDATE" and request.old_object is not None:
+        previous, _ = read_fields(request.old_object, name=request.name)
+    problems += validation.validate_fields(fields, tree=tree, previous=previous)
+    queue = None
+    if not problems:
+        queue, more = _parse(request.object, name=fields.name)
+        problems += more
+    warnings: list[str] = []
+    missing: tuple[str, ...] = ()
+    if queue is not None:
+        old = _queue_or_none(request.old_object, request.name)
+        if old is None or queue.parent != old.parent:
+            found = validation.validate_parent(queue, tree=tree, max_depth=settings.max_queue_depth)
+            missing = tuple(
+                e.value or "" for e in found if e.type is validation.ErrorType.NOT_FOUND
+            )
+            problems += found
+        if settings.enable_root_queue_protection and previous is not None:
+            problems += validation.validate_root_update(fields, previous)
+        if old is None or validation.quota_changed(queue, old):
+            problems += validation.validate_quota_in_tree(queue, tree=tree)
+    warnings = validation.soft_problems(fields, queue, tree=tree)
+    return verdicts.Verdict(_answer(request.uid, problems, warnings=warnings), missing=missing)
+
+
+def mutate(
+    request: admission.Request,
+    view: views.ClusterView,
+    settings: settings_.ReviewSettings,
+) -> verdicts.Verdict:
+    """``/queues/mutate`` (CREATE): the defaults of spec §4.2, plus ``spec.parent``.
+
+    In order: the legacy ``volcano.sh/hierarchy`` annotations get a ``root/`` prefix (and the
+    weights ``1/``) when both are set and the hierarchy does not start with ``root``;
+    ``spec.reclaimable`` absent -> true; ``spec.weight`` absent or 0 -> 1; beyond the reference,
+    ``spec.parent`` absent or "" -> ``root`` for every queue but root (the queue controller
+    would patch it a moment later; doing it at admission means nobody ever sees it empty).
+    """
+    del view, settings  # the defaults depend on the object alone
+    if request.operation != "CREATE":
+        return verdicts.Verdict(
+            admission.deny(
+                request.uid,
+                f"invalid operation `{request.operation}`, expect operation to be `CREATE`",
+                code=400,
+                reason="BadRequest",
+            )
+        )
+    if request.object is None:
+        return verdicts.Verdict(_missing_object(request))
+    queue = request.object
+    patch: list[admission.RawPatchOperation] = []
+    annotations = _mapping(_mapping(queue.get("metadata")).get("annotations"))
+    hierarchy = annotations.get(objects.HIERARCHY_ANNOTATION)
+    weights = annotations.get(objects.HIERARCHY_WEIGHTS_ANNOTATION)
+    if (
+        isinstance(hierarchy, str)
+        and isinstance(weights, str)
+        and hierarchy
+        and weights
+        and not hierarchy.startswith(objects.ROOT_QUEUE)
+    ):
+        patch.append(
+            {
+                "op": "add",
+                "path": "/metadata/annotations/" + verdicts.pointer(objects.HIERARCHY_ANNOTATION),
+                "value": f"root/{hierarchy}",
+            }
+        )
+        patch.append(
+            {
+                "op": "add",
+                "path": "/metadata/annotations/"
+                + verdicts.pointer(objects.HIERARCHY_WEIGHTS_ANNOTATION),
+                "value": f"1/{weights}",
+            }
+        )
+    spec = queue.get("spec")
+    if not isinstance(spec, Mapping):
+        patch.append({"op": "add", "path": "/spec", "value": {}})
+        spec = {}
+    if spec.get("reclaimable") is None:
+        patch.append({"op": "add", "path": "/spec/reclaimable", "value": True})
+    if spec.get("weight") in (None, 0):
+        patch.append({"op": "add", "path": "/spec/weight", "value": 1})
+    name = _mapping(queue.get("metadata")).get("name") or request.name
+    if name != objects.ROOT_QUEUE and not spec.get("parent"):
+        patch.append({"op": "add", "path": "/spec/parent", "value": objects.ROOT_QUEUE})
+    return verdicts.Verdict(admission.allow(request.uid, patch=patch))
+
+
+# -- reading the object ------------------------------------------------------------------------
+
+
+def read_fields(
+    queue: Mapping[str, Any], *, name: str = ""
+) -> tuple[validation.QueueFields, list[validation.FieldError]]:
+    """The raw fields :func:`validation.validate_fields` checks, and type errors on the way
+    (a map that is not an object, a state that is not a string)."""
+    problems: list[validation.FieldError] = []
+    metadata = _mapping(queue.get("metadata"))
+    spec = _mapping(queue.get("spec"))
+    guarantee = _object_at(_mapping(spec.get("guarantee")), "resource", "spec.guarantee", problems)
+    state = _mapping(queue.get("status")).get("state", "")
+    if not isinstance(state, str):
+        problems.append(
+            validation.FieldError(
+                "spec.state", validation.ErrorType.INVALID, "must be a string", value=repr(state)
+            )
+        )
+        state = ""
+    annotations = _object_at(metadata, "annotations", "metadata", problems)
+    written_name = metadata.get("name")
+    fields = validation.QueueFields(
+        name=written_name if isinstance(written_name, str) and written_name else name,
+        capability=_object_at(spec, "capability", "spec", problems),
+        deserved=_object_at(spec, "deserved", "spec", problems),
+        guarantee=guarantee,
+        state=state,
+        annotations=MappingProxyType({k: v for k, v in annotations.items() if isinstance(v, str)}),
+    )
+    return fields, problems
+
+
+def _object_at(
+    parent: Mapping[str, Any], key: str, path: str, problems: list[validation.FieldError]
+) -> Mapping[str, Any]:
+    value = parent.get(key)
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, Mapping):
+        problems.append(
+            validation.FieldError(
+                f"{path}.{key}",
+                validation.ErrorType.INVALID,
+                "must be an object",
+                value=type(value).__name__,
+            )
+        )
+        return MappingProxyType({})
+    return value
+
+
+def _parse(
+    manifest: Mapping[str, Any], *, name: str
+) -> tuple[objects.Queue | None, list[validation.FieldError]]:
+    """The core Queue of a manifest whose fields already passed, or the parser's problems."""
+    if not _mapping(manifest.get("metadata")).get("name"):
+        manifest = {**manifest, "metadata": {**_mapping(manifest.get("metadata")), "name": name}}
+    try:
+        return manifests.parse_queue(manifest), []
+    except manifests.ManifestError as exc:
+        return None, [
+            validation.FieldError(p.field or "object", validation.ErrorType.INVALID, p.message)
+            for p in exc.problems
+        ]
+
+
+def _queue_or_none(manifest: Mapping[str, Any] | None, name: str) -> objects.Queue | None:
+    if manifest is None:
+        return None
+    if not _mapping(manifest.get("metadata")).get("name") and name:
+        manifest = {**manifest, "metadata": {**_mapping(manifest.get("metadata")), "name": name}}
+    return views.queue_from_manifest(manifest)
+
+
+def _answer(
+    uid: str, problems: list[validation.FieldError], *, warnings: list[str]
+) -> admission.RawReview:
+    if not problems:
+        return admission.allow(uid, warnings=warnings)
+    message = validation.aggregate([p.render(PATH_PREFIX) for p in problems])
+    return admission.deny(uid, message, warnings=warnings)
+
+
+def _missing_object(request: admission.Request) -> admission.RawReview:
+    return admission.deny(
+        request.uid,
+        f"request.object: a {request.operation} review must carry the object",
+        code=400,
+        reason="BadRequest",
+    )
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else MappingProxyType({})

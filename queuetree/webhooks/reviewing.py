@@ -1,0 +1,192 @@
+"""One review, from request bytes to response bytes: the code both the server and
+``queuetree review`` run, so that they answer byte for byte the same.
+
+:func:`review` decodes the body, checks it is an AdmissionReview for the endpoint's resource,
+calls the endpoint's pure function and encodes the answer. Every input gets an answer: a body
+that is not an AdmissionReview gets HTTP 400 with a ``metav1.Status`` naming the problem; a
+review of the wrong resource or operation gets a denial with code 400; a failure inside a review
+function (a bug) gets a denial with code 500 and the reason, never an HTTP 500 or a dropped
+connection.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from queuetree.api import admission
+from queuetree.webhooks import pods, queues, verdicts, views
+from queuetree.webhooks import settings as settings_
+
+ReviewFn = Callable[
+    [admission.Request, views.ClusterView, settings_.ReviewSettings], verdicts.Verdict
+]
+
+MAX_BODY_BYTES = 3 * 1024 * 1024
+"""Largest request body read (3 MiB: kube-apiserver's own limit on an object is 3 MiB, so a
+review of a legal object always fits); larger bodies get HTTP 413."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A webhook path, the resource it reviews and the function that decides."""
+
+    path: str
+    name: str
+    """The webhook's name in the configurations (Volcano's names, where Volcano has the path)."""
+    resource: admission.Resource
+    operations: frozenset[str]
+    fn: ReviewFn
+    mutating: bool
+
+
+QUEUES = admission.Resource("scheduling.volcano.sh", "v1beta1", "queues")
+PODS = admission.Resource("", "v1", "pods")
+
+ENDPOINTS: Mapping[str, Endpoint] = MappingProxyType(
+    {
+        e.path: e
+        for e in (
+            Endpoint(
+                "/queues/validate",
+                "validatequeue.volcano.sh",
+                QUEUES,
+                frozenset({"CREATE", "UPDATE", "DELETE"}),
+                queues.validate,
+                mutating=False,
+            ),
+            Endpoint(
+                "/queues/mutate",
+                "mutatequeue.volcano.sh",
+                QUEUES,
+                frozenset({"CREATE"}),
+                queues.mutate,
+                mutating=True,
+            ),
+            Endpoint(
+                "/pods/mutate",
+                "mutatepod.volcano.sh",
+                PODS,
+                frozenset({"CREATE"}),
+                pods.mutate,
+                mutating=True,
+            ),
+            Endpoint(
+                "/pods/validate",
+                "validatepod.queuetree.io",
+                PODS,
+                frozenset({"CREATE"}),
+                pods.validate,
+                mutating=False,
+            ),
+        )
+    }
+)
+
+
+class Outcome(enum.StrEnum):
+    """How a review ended (the ``outcome`` label of the metrics)."""
+
+    ALLOWED = "allowed"
+    PATCHED = "patched"
+    DENIED = "denied"
+    REJECTED = "rejected"
+    """Not an AdmissionReview, wrong resource or operation: the caller's mistake."""
+    ERROR = "error"
+    """A review function failed (a bug): denied with code 500."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Answer:
+    """What to send: the HTTP status, the body bytes, and facts for metrics and retries."""
+
+    status: int
+    body: bytes
+    outcome: Outcome
+    missing: tuple[str, ...] = ()
+
+
+def review(
+    path: str,
+    body: bytes,
+    *,
+    view: views.ClusterView,
+    settings: settings_.ReviewSettings,
+) -> Answer:
+    """Answer one AdmissionReview posted to ``path`` (see the module docstring)."""
+    endpoint = ENDPOINTS.get(path)
+    if endpoint is None:
+        known = ", ".join(ENDPOINTS)
+        return bad_request(404, "NotFound", f"no webhook at {path!r} (served: {known})")
+    if len(body) > MAX_BODY_BYTES:
+        return bad_request(
+            413,
+            "RequestEntityTooLarge",
+            f"the request body has {len(body)} bytes, more than the limit of {MAX_BODY_BYTES}",
+        )
+    try:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        # ValueError covers malformed JSON, invalid UTF-8 and over-long integers;
+        # RecursionError a body nested deeper than the decoder's stack.
+        return bad_request(400, "BadRequest", f"the request body is not valid JSON: {exc}")
+    try:
+        request = admission.read_request(decoded)
+    except admission.ReviewError as exc:
+        return bad_request(400, "BadRequest", f"not a usable AdmissionReview: {exc}")
+    if request.resource != endpoint.resource or request.sub_resource:
+        resource = f"{request.resource}" + (
+            f"/{request.sub_resource}" if request.sub_resource else ""
+        )
+        return _rejected(
+            request.uid,
+            f"{endpoint.path} reviews {endpoint.resource}, but the request is for {resource}: "
+            "check the rules of the webhook configuration",
+        )
+    try:
+        verdict = endpoint.fn(request, view, settings)
+    except Exception as exc:  # a bug must still get an answer, never a dropped connection
+        return Answer(
+            200,
+            admission.encode(
+                admission.deny(
+                    request.uid,
+                    f"internal error in {endpoint.path} reviewing {request.operation} "
+                    f"{request.name or '(unnamed)'}: {type(exc).__name__}: {exc}",
+                    code=500,
+                    reason="InternalError",
+                )
+            ),
+            Outcome.ERROR,
+        )
+    response = verdict.review["response"]
+    if not response["allowed"]:
+        status = response.get("status")
+        outcome = Outcome.REJECTED if status and status["code"] == 400 else Outcome.DENIED
+    else:
+        outcome = Outcome.PATCHED if "patch" in response else Outcome.ALLOWED
+    return Answer(200, admission.encode(verdict.review), outcome, verdict.missing)
+
+
+def _rejected(uid: str, message: str) -> Answer:
+    review_ = admission.deny(uid, message, code=400, reason="BadRequest")
+    return Answer(200, admission.encode(review_), Outcome.REJECTED)
+
+
+def bad_request(status: int, reason: str, message: str) -> Answer:
+    """An HTTP error answer with a ``metav1.Status`` body (not an AdmissionReview: there is no
+    request uid to answer to)."""
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": status,
+    }
+    return Answer(
+        status, json.dumps(body, separators=(",", ":")).encode() + b"\n", Outcome.REJECTED
+    )

@@ -1,0 +1,292 @@
+"""The admission webhook server: aiohttp over TLS, health, readiness and metrics.
+
+The server only moves bytes: each review handler reads the body, calls
+``reviewing.review`` (the same function ``queuetree review`` runs) and writes its answer. The
+cluster comes from a :class:`ViewSource`: the watch-backed ``caching.ClusterCache`` in
+production, a fixed view in tests and benchmarks.
+
+Routes: ``POST /queues/validate``, ``/queues/mutate``, ``/pods/mutate``, ``/pods/validate``;
+``GET /healthz`` (the process answers), ``/readyz`` (the caches have synced and a certificate
+is loaded), ``/metrics`` (Prometheus). Bodies above 3 MiB get 413 without being read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+import ssl
+import time
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from queuetree.webhooks import caching, certificates, metrics, reviewing, views
+from queuetree.webhooks import settings as settings_
+
+logger = logging.getLogger(__name__)
+
+
+class ViewSource(Protocol):
+    """Where reviews get the cluster from."""
+
+    def view(self) -> views.ClusterView: ...
+
+    def ready(self) -> bool: ...
+
+    async def wait_for_queues(self, names: Iterable[str], patience: float) -> bool: ...
+
+
+@dataclasses.dataclass(slots=True)
+class StaticSource:
+    """A fixed view, always ready (tests, benchmarks, ``queuetree review``)."""
+
+    fixed: views.ClusterView = dataclasses.field(default_factory=views.ClusterView)
+
+    def view(self) -> views.ClusterView:
+        return self.fixed
+
+    def ready(self) -> bool:
+        return True
+
+    async def wait_for_queues(self, names: Iterable[str], patience: float) -> bool:
+        return set(names) <= self.fixed.tree.queues.keys()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Everything ``queuetree webhook`` was asked to do (its flags, see docs/webhook.md)."""
+
+    settings: settings_.ReviewSettings = dataclasses.field(default_factory=settings_.ReviewSettings)
+    port: int = 9443
+    bind_address: str = "0.0.0.0"
+    metrics_port: int = 0
+    """0: /metrics, /healthz and /readyz only on the HTTPS port."""
+    tls_min_version: str = "VersionTLS12"
+    cert_mode: str = "files"
+    """``files``, ``self-managed`` or ``cert-manager``."""
+    tls_cert_file: str | None = None
+    tls_private_key_file: str | None = None
+    cert_check_interval: float = 10.0
+    secret_name: str = "queuetree-webhook-certs"
+    service_name: str = "queuetree-webhook"
+    namespace: str = "queuetree-system"
+    mutating_webhook_config_name: str = "queuetree-mutating-webhook"
+    validating_webhook_config_name: str = "queuetree-validating-webhook"
+    kubeconfig: str | None = None
+    cache_wait: float = 1.0
+    """Seconds a review waits for a queue missing from the cache before saying it is missing."""
+
+
+SOURCE = web.AppKey("source", ViewSource)
+SETTINGS = web.AppKey("settings", settings_.ReviewSettings)
+METRICS = web.AppKey("metrics", metrics.Metrics)
+CACHE_WAIT = web.AppKey("cache_wait", float)
+CERTIFICATE_LOADED = web.AppKey("certificate_loaded", asyncio.Event)
+
+
+def build_app(
+    *,
+    source: ViewSource,
+    settings: settings_.ReviewSettings,
+    metrics_: metrics.Metrics | None = None,
+    cache_wait: float = 1.0,
+    certificate_loaded: asyncio.Event | None = None,
+) -> web.Application:
+    """The aiohttp application (no TLS here: that is the site's business)."""
+    # aiohttp answers 413 as soon as a body passes the limit, without reading the rest.
+    app = web.Application(client_max_size=reviewing.MAX_BODY_BYTES)
+    app[SOURCE] = source
+    app[SETTINGS] = settings
+    app[METRICS] = metrics_ or metrics.Metrics()
+    app[CACHE_WAIT] = cache_wait
+    loaded = certificate_loaded or asyncio.Event()
+    if certificate_loaded is None:
+        loaded.set()
+    app[CERTIFICATE_LOADED] = loaded
+    for path in reviewing.ENDPOINTS:
+        app.router.add_post(path, handle_review)
+    add_health_routes(app)
+    return app
+
+
+def add_health_routes(app: web.Application) -> None:
+    app.router.add_get("/healthz", handle_healthz)
+    app.router.add_get("/readyz", handle_readyz)
+    app.router.add_get("/metrics", handle_metrics)
+
+
+async def handle_review(request: web.Request) -> web.Response:
+    """Parse -> pure review -> render; a review that missed a queue is retried once the cache
+    has it (or after ``cache_wait``)."""
+    started = time.perf_counter()
+    app = request.app
+    body = await request.read()
+    answer = reviewing.review(request.path, body, view=app[SOURCE].view(), settings=app[SETTINGS])
+    if answer.missing and await app[SOURCE].wait_for_queues(answer.missing, app[CACHE_WAIT]):
+        answer = reviewing.review(
+            request.path, body, view=app[SOURCE].view(), settings=app[SETTINGS]
+        )
+    app[METRICS].observe(request.path, answer.outcome, time.perf_counter() - started)
+    return web.Response(status=answer.status, body=answer.body, content_type="application/json")
+
+
+async def handle_healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+async def handle_readyz(request: web.Request) -> web.Response:
+    app = request.app
+    problems = []
+    if not app[SOURCE].ready():
+        problems.append("caches not synced")
+    if not app[CERTIFICATE_LOADED].is_set():
+        problems.append("no serving certificate loaded")
+    app[METRICS].cache_ready.set(0 if problems and "caches not synced" in problems else 1)
+    if problems:
+        return web.Response(status=503, text="not ready: " + ", ".join(problems) + "\n")
+    return web.Response(text="ok\n")
+
+
+async def handle_metrics(request: web.Request) -> web.Response:
+    app = request.app
+    app[METRICS].cache_ready.set(1 if app[SOURCE].ready() else 0)
+    return web.Response(body=app[METRICS].render(), headers={"Content-Type": metrics.CONTENT_TYPE})
+
+
+# -- running -----------------------------------------------------------------------------------
+
+
+class CertificateKeeper:
+    """Loads the serving pair into one TLS context and keeps it current."""
+
+    def __init__(self, config: ServerConfig, api_client: Any | None) -> None:
+        self.context = certificates.server_context(config.tls_min_version)
+        self.loaded = asyncio.Event()
+        self._config = config
+        self._files: certificates.FileSource | None = None
+        self._secret: certificates.SecretSource | None = None
+        if config.cert_mode == "files":
+            if not config.tls_cert_file or not config.tls_private_key_file:
+                raise certificates.CertificateError(
+                    "--cert-mode=files needs --tls-cert-file and --tls-private-key-file"
+                )
+            self._files = certificates.FileSource(config.tls_cert_file, config.tls_private_key_file)
+        else:
+            self._secret = certificates.SecretSource(
+                api_client,
+                namespace=config.namespace,
+                secret_name=config.secret_name,
+                service_name=config.service_name,
+                manage=config.cert_mode == "self-managed",
+                mutating_config=config.mutating_webhook_config_name,
+                validating_config=config.validating_webhook_config_name,
+            )
+
+    async def refresh(self) -> bool:
+        if self._files is not None:
+            changed = self._files.refresh(self.context)
+        else:
+            assert self._secret is not None
+            changed = await self._secret.refresh(self.context)
+        self.loaded.set()
+        return changed
+
+    async def keep_current(self, metrics_: metrics.Metrics) -> None:
+        while True:
+            await asyncio.sleep(self._config.cert_check_interval)
+            try:
+                if await self.refresh():
+                    metrics_.certificate_loads.inc()
+                    logger.info("serving certificate reloaded")
+            except Exception as exc:  # keep serving the previous pair
+                logger.warning("certificate refresh failed: %s", exc)
+
+
+async def serve(config: ServerConfig, *, stop: asyncio.Event | None = None) -> None:
+    """Run the webhook until ``stop`` is set (or SIGTERM/SIGINT when not given)."""
+    from kubernetes_asyncio import client
+    from kubernetes_asyncio import config as kube_config
+
+    stop = stop or _stop_on_signals()
+    if config.kubeconfig:
+        await kube_config.load_kube_config(config_file=config.kubeconfig)
+    else:
+        try:
+            kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
+        except kube_config.ConfigException:
+            await kube_config.load_kube_config()
+    async with client.ApiClient() as api_client:
+        cache = caching.ClusterCache()
+        keeper = CertificateKeeper(config, api_client)
+        await keeper.refresh()
+        metrics_ = metrics.Metrics()
+        metrics_.certificate_loads.inc()
+        app = build_app(
+            source=cache,
+            settings=config.settings,
+            metrics_=metrics_,
+            cache_wait=config.cache_wait,
+            certificate_loaded=keeper.loaded,
+        )
+        async with _background(
+            [i.run() for i in cache.connect(api_client)] + [keeper.keep_current(metrics_)]
+        ):
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            sites = [
+                web.TCPSite(runner, config.bind_address, config.port, ssl_context=keeper.context)
+            ]
+            if config.metrics_port:
+                health = web.Application()
+                health[SOURCE], health[METRICS] = cache, metrics_
+                health[CERTIFICATE_LOADED] = keeper.loaded
+                add_health_routes(health)
+                health_runner = web.AppRunner(health, access_log=None)
+                await health_runner.setup()
+                sites.append(web.TCPSite(health_runner, config.bind_address, config.metrics_port))
+            for site in sites:
+                await site.start()
+            logger.info("serving on https://%s:%d", config.bind_address, config.port)
+            try:
+                await stop.wait()
+            finally:
+                await runner.cleanup()
+                if config.metrics_port:
+                    await health_runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def _background(coroutines: list[Any]) -> AsyncIterator[None]:
+    tasks = [asyncio.create_task(c) for c in coroutines]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _stop_on_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+def main(config: ServerConfig) -> int:
+    """``queuetree webhook``: 0 after a clean stop, 2 when certificates cannot be loaded."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        asyncio.run(serve(config))
+    except certificates.CertificateError as exc:
+        logger.error("%s", exc)
+        return 2
+    except ssl.SSLError as exc:
+        logger.error("TLS: %s", exc)
+        return 2
+    return 0

@@ -1,0 +1,33 @@
+"""The webhook's settings: what its flags set, in one record (flags in ``queuetree.cli.webhook``).
+
+The names and defaults are those of Volcano's webhook-manager, so a Volcano deployment's flags
+mean the same here; ``queuetree review`` accepts the same flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from queuetree.core import features
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReviewSettings:
+    """How the review functions decide (no transport or certificate settings here)."""
+
+    max_queue_depth: int = 5
+    """``--max-queue-depth``: most levels below root; a queue directly under root is level 1."""
+    enable_root_queue_protection: bool = True
+    """``--enable-root-queue-protection``: refuse changes to root's capability, deserved and
+    guarantee (the scheduler derives root's figures; editing them is almost always a mistake)."""
+    enable_queue_allocated_pods_check: bool = False
+    """``--enable-queue-allocated-pods-check``: refuse deleting a queue whose ``status.allocated``
+    still counts pods. Off by default, as in Volcano: the count lags the pods by a cycle."""
+    feature_gates: Mapping[str, bool] = dataclasses.field(default_factory=lambda: features.DEFAULTS)
+    """``--feature-gates``; ``SchedulingGatesQueueAdmission`` is on by default in queuetree."""
+
+    @property
+    def gates_pods(self) -> bool:
+        """Whether ``/pods/mutate`` injects the queue-allocation gate."""
+        return bool(self.feature_gates.get(features.SCHEDULING_GATES_QUEUE_ADMISSION, False))

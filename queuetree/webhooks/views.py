@@ -1,0 +1,104 @@
+"""What the review functions know about the cluster: a plain, immutable view.
+
+The server's watch-backed caches (``caching``) and ``queuetree review``'s ``--queues`` file both
+produce a :class:`ClusterView`; the review functions read nothing else, so tests need no server.
+
+- queues: the queue tree (``validation.QueueTree``), from Queue objects, status included;
+- namespaces: each namespace's annotations (the gate opt-in and the queue-name default);
+- pod groups: ``namespace/name`` -> ``spec.queue``, to find the queue of a pod in a group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from queuetree.api import manifests
+from queuetree.core import objects, validation
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterView:
+    tree: validation.QueueTree = validation.EMPTY_TREE
+    namespaces: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    """Namespace name -> its annotations (absent namespaces have none)."""
+    pod_groups: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """PodGroup ``namespace/name`` -> the queue it names."""
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        queues: Iterable[objects.Queue] = (),
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
+        pod_groups: Mapping[str, str] | None = None,
+    ) -> ClusterView:
+        return cls(
+            tree=validation.QueueTree.of(queues),
+            namespaces=MappingProxyType(dict(namespaces or {})),
+            pod_groups=MappingProxyType(dict(pod_groups or {})),
+        )
+
+    def namespace_annotations(self, namespace: str) -> Mapping[str, str]:
+        return self.namespaces.get(namespace, objects.NO_LABELS)
+
+
+def queue_from_manifest(manifest: Mapping[str, Any]) -> objects.Queue | None:
+    """A stored Queue as a core object, or None when it has no name.
+
+    Stored queues are read tolerantly: one that ``manifests.parse_queue`` refuses (written before
+    the webhook ran, or with a quantity the scheduler drops) still counts in the tree with its
+    name, parent, state and whatever quota parses, because leaving it out would hide children
+    and siblings from every rule.
+    """
+    try:
+        return manifests.parse_queue(manifest)
+    except manifests.ManifestError:
+        pass
+    metadata = _mapping(manifest.get("metadata"))
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    spec = _mapping(manifest.get("spec"))
+    parent = spec.get("parent")
+    state = _mapping(manifest.get("status")).get("state")
+    states = {s.value: s for s in objects.QueueState}
+    annotations = {
+        k: v for k, v in _mapping(metadata.get("annotations")).items() if isinstance(v, str)
+    }
+    return objects.Queue(
+        name=name,
+        parent=parent if isinstance(parent, str) else "",
+        state=states.get(state, objects.QueueState.OPEN)
+        if isinstance(state, str)
+        else (objects.QueueState.OPEN),
+        annotations=MappingProxyType(annotations),
+    )
+
+
+def namespace_annotations(manifest: Mapping[str, Any]) -> tuple[str, Mapping[str, str]] | None:
+    """``(name, annotations)`` of a Namespace manifest, or None without a name."""
+    metadata = _mapping(manifest.get("metadata"))
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    annotations = _mapping(metadata.get("annotations"))
+    return name, MappingProxyType({k: v for k, v in annotations.items() if isinstance(v, str)})
+
+
+def pod_group_queue(manifest: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(namespace/name, queue)`` of a PodGroup manifest (queue ``default`` when unset)."""
+    metadata = _mapping(manifest.get("metadata"))
+    name, namespace = metadata.get("name"), metadata.get("namespace") or "default"
+    if not isinstance(name, str) or not name or not isinstance(namespace, str):
+        return None
+    queue = _mapping(manifest.get("spec")).get("queue")
+    return f"{namespace}/{name}", queue if isinstance(queue, str) and queue else (
+        objects.DEFAULT_QUEUE
+    )
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else MappingProxyType({})
