@@ -37,7 +37,6 @@ import copy
 import dataclasses
 import datetime
 import decimal
-import fractions
 import itertools
 import json
 import logging
@@ -449,21 +448,20 @@ def filter_reasons(pod: PodInfo, node: NodeInfo, usage: Usage) -> list[str]:
     return reasons
 
 
-def least_allocated_score(pod: PodInfo, node: NodeInfo, usage: Usage) -> fractions.Fraction:
+def least_allocated_score(pod: PodInfo, node: NodeInfo, usage: Usage) -> float:
     """Free room after placing `pod`, the mean over cpu and memory of free/allocatable (0..1).
 
-    A resource the node lacks scores 0. Exact fractions, so only identical room ties.
+    A resource the node lacks, or that the pod would overcommit, scores 0. The same inputs
+    always give the same float, so equal room ties exactly (and the name decides).
     """
-    scores = []
+    total = 0.0
     for allocatable, used in (
         (node.allocatable.get("cpu", 0), usage.nonzero_cpu + pod.nonzero[0]),
         (node.allocatable.get("memory", 0), usage.nonzero_memory + pod.nonzero[1]),
     ):
-        if allocatable <= 0 or used > allocatable:
-            scores.append(fractions.Fraction(0))
-        else:
-            scores.append(fractions.Fraction(allocatable - used, allocatable))
-    return sum(scores, fractions.Fraction(0)) / len(scores)
+        if allocatable > 0 and used <= allocatable:
+            total += (allocatable - used) / allocatable
+    return total / 2
 
 
 def fit_error_message(reasons_by_node: Mapping[str, list[str]]) -> str:
@@ -494,7 +492,7 @@ def choose_node(
     The feasible node with the highest `least_allocated_score` wins; ties go to the smallest
     name.
     """
-    best: tuple[fractions.Fraction, str] | None = None
+    best: tuple[float, str] | None = None
     reasons_by_node: dict[str, list[str]] = {}
     for name, node in sorted(nodes.items()):
         node_usage = usage.get(name) or Usage()
