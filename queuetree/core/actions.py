@@ -142,8 +142,12 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
         if again and tasks:
             heapq.heappush(jobs, (session.job_key(job), next(counter), job))
         if session.version != version and heap:
-            # Shares changed: let the queue order decide again (Volcano pushes the queue back).
-            current = heapq.heappushpop(heap, current)
+            # Shares changed, possibly of every queue under a common ancestor: re-establish the
+            # order of all queues (Volcano only pushes this one back, leaving the others where
+            # their stale shares put them), then take the first.
+            heap.append(current)
+            heapq.heapify(heap)
+            current = heapq.heappop(heap)
 
 
 def _allocate_job(
@@ -167,7 +171,7 @@ def _allocate_job(
             if gate_on and task.pod.opted_in:
                 gates.reserve(task)
                 admitted += 1
-            elif task.pod.only_queue_gate:
+            elif task.pod.only_queue_gate and not task.pod.opted_in:
                 session.task_messages[task.key] = (
                     f"pod {task.key} has the scheduling gate {objects.QUEUE_ALLOCATION_GATE} but "
                     f'not the opt-in annotation {objects.QUEUE_ALLOCATION_GATE}: "true"; the gate '

@@ -94,6 +94,8 @@ def _reason(
         return f"pod group {job.key} is not admitted: " + explain_blocker(
             blockers[job.key], session.dims
         )
+    if job.key in session.job_messages:
+        return session.job_messages[job.key]
     if task.key in blockers:
         blocker = blockers[task.key]
         text = cache.get(blocker)
@@ -101,8 +103,6 @@ def _reason(
             # Pods refused by the same queue at the same figures share one sentence.
             text = cache[blocker] = explain_blocker(blocker, session.dims)
         return text
-    if job.key in session.job_messages:
-        return session.job_messages[job.key]
     if job.is_pending:
         return f"pod group {job.key} is still Pending (not enqueued in this session)"
     if task.key in job.fit_errors:

@@ -1,0 +1,406 @@
+"""Gate admission (spec §5.3), the seed's reservation race, and the deliberate fixes.
+
+Each deliberate fix has a case whose expectation differs from what the reference scheduler
+does; the id says what the reference would do instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from queuetree.core import configs, objects, sessions
+from tests import builders as b
+
+INQUEUE = objects.PodGroupPhase.INQUEUE
+
+
+def _config(
+    *, hierarchy: bool, actions: tuple[str, ...] = ("enqueue", "allocate")
+) -> configs.SchedulerConfiguration:
+    return b.config(
+        [b.plugin("priority"), b.plugin("gang"), b.plugin("conformance")],
+        [
+            b.plugin("predicates"),
+            b.plugin("capacity", hierarchy=hierarchy),
+            b.plugin("nodeorder"),
+        ],
+        actions=actions,
+    )
+
+
+NODE = b.node("n1").allocatable(cpu="8", memory="8Gi", pods="20")
+
+
+def _race_pod(name: str, seconds: int) -> b.PodBuilder:
+    return (
+        b.pod("ns", name)
+        .group(f"pg-{name}")
+        .requests(cpu="1", memory="1Gi")
+        .admission()
+        .created(seconds)
+    )
+
+
+def _race_group(name: str) -> b.PodGroupBuilder:
+    return b.pod_group("ns", f"pg-{name}").queue("q").phase(INQUEUE)
+
+
+RACE_QUEUES = (b.queue("root"), b.queue("q").capability(cpu="1", memory="1Gi"))
+QUOTA_Q = "queue 'q' has no room for cpu: requested 1, used 1 of capability 1"
+RACE_STEPS = {
+    "1: three gated pods, room for one: the oldest is ungated": (
+        (
+            _race_group("pod-1"),
+            _race_pod("pod-1", 1),
+            _race_group("pod-2"),
+            _race_pod("pod-2", 2),
+            _race_group("pod-3"),
+            _race_pod("pod-3", 3),
+        ),
+        ("ns/pod-1",),
+        {
+            "ns/pod-2": QUOTA_Q + " (0 allocated, 1 reserved by admitted pods not yet placed)",
+            "ns/pod-3": QUOTA_Q + " (0 allocated, 1 reserved by admitted pods not yet placed)",
+        },
+    ),
+    "2: pod-1 runs and holds the queue": (
+        (
+            _race_group("pod-1"),
+            b.pod("ns", "pod-1")
+            .group("pg-pod-1")
+            .requests(cpu="1", memory="1Gi")
+            .opted_in()
+            .running_on("n1")
+            .created(1),
+            _race_group("pod-2"),
+            _race_pod("pod-2", 2),
+            _race_group("pod-3"),
+            _race_pod("pod-3", 3),
+        ),
+        (),
+        {"ns/pod-2": QUOTA_Q, "ns/pod-3": QUOTA_Q},
+    ),
+    "3: pod-1 is gone: pod-2 is ungated": (
+        (
+            _race_group("pod-2"),
+            _race_pod("pod-2", 2),
+            _race_group("pod-3"),
+            _race_pod("pod-3", 3),
+        ),
+        ("ns/pod-2",),
+        {"ns/pod-3": QUOTA_Q + " (0 allocated, 1 reserved by admitted pods not yet placed)"},
+    ),
+    "4: pod-2 is ungated but unplaceable: its reservation keeps pod-3 gated": (
+        (
+            _race_group("pod-2"),
+            b.pod("ns", "pod-2")
+            .group("pg-pod-2")
+            .requests(cpu="1", memory="1Gi")
+            .opted_in()
+            .node_selector(**{"kubernetes.io/fake-node": "fake"})
+            .unschedulable()
+            .created(2),
+            _race_group("pod-3"),
+            _race_pod("pod-3", 3),
+        ),
+        (),
+        {"ns/pod-3": QUOTA_Q + " (0 allocated, 1 reserved by admitted pods not yet placed)"},
+    ),
+    "5: pod-2 is deleted: pod-3 is ungated": (
+        (_race_group("pod-3"), _race_pod("pod-3", 3)),
+        ("ns/pod-3",),
+        {},
+    ),
+}
+
+
+@pytest.mark.parametrize("hierarchy", [False, True], ids=["flat", "hierarchical"])
+@pytest.mark.parametrize(("objs", "ungate", "reasons"), RACE_STEPS.values(), ids=RACE_STEPS.keys())
+def test_reservation_race_of_the_seed_admits_one_pod_at_a_time(
+    hierarchy: bool, objs: tuple[object, ...], ungate: tuple[str, ...], reasons: dict[str, str]
+) -> None:
+    result = sessions.run_session(
+        b.snapshot(NODE, *RACE_QUEUES, *objs),  # type: ignore[arg-type]
+        config=_config(hierarchy=hierarchy, actions=("enqueue", "allocate", "reclaim")),
+        feature_gates=b.GATES_ON,
+        admission_only=True,
+    )
+    assert (result.errors, result.ungate, dict(result.reasons), result.evict) == (
+        (),
+        ungate,
+        reasons,
+        (),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    objects: tuple[object, ...]
+    ungate: tuple[str, ...] = ()
+    bind: dict[str, str] = dataclasses.field(default_factory=dict)
+    reasons: dict[str, str] = dataclasses.field(default_factory=dict)
+    errors: tuple[str, ...] = ()
+    hierarchy: bool = True
+    admission_only: bool = True
+    gates: object = dataclasses.field(default_factory=lambda: b.GATES_ON)
+
+
+def _gated(
+    name: str, queue: str, *, cpu: str = "1", seconds: int = 0, **extra: str
+) -> tuple[b.PodGroupBuilder, b.PodBuilder]:
+    return (
+        b.pod_group("ns", name).queue(queue).phase(INQUEUE),
+        b.pod("ns", name)
+        .group(name)
+        .requests(cpu=cpu, memory="1Gi", **extra)
+        .admission()
+        .created(seconds),
+    )
+
+
+TREE = (
+    b.queue("root"),
+    b.queue("org").capability(cpu="2"),
+    b.queue("team-a").parent("org"),
+    b.queue("team-b").parent("org"),
+)
+
+CASES = {
+    "a gated pod that fits every ancestor is ungated": Case(
+        objects=(NODE, *TREE, *_gated("p1", "team-a")),
+        ungate=("ns/p1",),
+    ),
+    "a leaf inherits its parent's capability when it has none": Case(
+        objects=(NODE, *TREE, *_gated("p1", "team-a", cpu="3")),
+        reasons={
+            "ns/p1": "queue 'team-a' has no room for cpu: requested 3, used 0 of capability 2"
+        },
+    ),
+    "a sibling's usage fills the ancestor, and the reason names the ancestor": Case(
+        objects=(
+            NODE,
+            *TREE,
+            b.pod_group("ns", "busy").queue("team-b").phase(objects.PodGroupPhase.RUNNING),
+            b.pod("ns", "busy").group("busy").requests(cpu="2", memory="1Gi").running_on("n1"),
+            *_gated("p1", "team-a"),
+        ),
+        reasons={
+            "ns/p1": "queue 'org' (ancestor of leaf queue 'team-a') has no room for cpu: "
+            "requested 1, used 2 of capability 2"
+        },
+    ),
+    "GPUs: a request for a scalar the queue may not use is refused": Case(
+        objects=(
+            b.node("g1").allocatable(cpu="8", memory="8Gi", gpu="4", pods="20"),
+            b.queue("root"),
+            b.queue("gpu-team").capability(gpu="2"),
+            *_gated("p1", "gpu-team", gpu="2"),
+            *_gated("p2", "gpu-team", gpu="1", seconds=1),
+        ),
+        ungate=("ns/p1",),
+        reasons={
+            "ns/p2": "queue 'gpu-team' has no room for nvidia.com/gpu: requested 1, used 2 of "
+            "capability 2 (0 allocated, 2 reserved by admitted pods not yet placed)"
+        },
+    ),
+    "a Closed queue admits nothing": Case(
+        objects=(
+            NODE,
+            b.queue("root"),
+            b.queue("shut").state(objects.QueueState.CLOSED),
+            *_gated("p1", "shut"),
+        ),
+        reasons={"ns/p1": "queue 'shut' is Closed: only Open queues admit pods"},
+    ),
+    "a pod with another gate is left alone until only ours is left": Case(
+        objects=(
+            NODE,
+            *TREE,
+            b.pod_group("ns", "p1").queue("team-a").phase(INQUEUE),
+            b.pod("ns", "p1")
+            .group("p1")
+            .requests(cpu="1")
+            .opted_in()
+            .gated(objects.QUEUE_ALLOCATION_GATE, "example.com/other"),
+        ),
+        reasons={
+            "ns/p1": "waiting for other scheduling gates (example.com/other) to be removed; "
+            "queue admission starts once only the queue-allocation gate is left"
+        },
+    ),
+    "our gate without the opt-in annotation is never removed": Case(
+        objects=(
+            NODE,
+            *TREE,
+            b.pod_group("ns", "p1").queue("team-a").phase(INQUEUE),
+            b.pod("ns", "p1").group("p1").requests(cpu="1").gated(),
+        ),
+        reasons={
+            "ns/p1": "pod ns/p1 has the scheduling gate scheduling.volcano.sh/queue-allocation-gate"
+            ' but not the opt-in annotation scheduling.volcano.sh/queue-allocation-gate: "true"; '
+            "the gate will not be removed automatically"
+        },
+    ),
+    "with the feature gate off nothing is ungated": Case(
+        objects=(NODE, *TREE, *_gated("p1", "team-a")),
+        gates=b.GATES_OFF,
+        reasons={
+            "ns/p1": "the feature gate SchedulingGatesQueueAdmission is off: gates are not removed"
+        },
+    ),
+    "flat mode: the leaf's own capability is the only limit": Case(
+        objects=(
+            NODE,
+            b.queue("flat").capability(cpu="1"),
+            *_gated("p1", "flat"),
+            *_gated("p2", "flat", seconds=1),
+        ),
+        hierarchy=False,
+        ungate=("ns/p1",),
+        reasons={
+            "ns/p2": "queue 'flat' has no room for cpu: requested 1, used 1 of capability 1 "
+            "(0 allocated, 1 reserved by admitted pods not yet placed)"
+        },
+    ),
+    "an unbalanced tree: a shallow and a deep leaf share their ancestor's capability": Case(
+        objects=(
+            NODE,
+            b.queue("root"),
+            b.queue("top").capability(cpu="2"),
+            b.queue("shallow").parent("top"),
+            b.queue("mid").parent("top"),
+            b.queue("deep").parent("mid"),
+            *_gated("p1", "deep", seconds=1),
+            *_gated("p2", "shallow", seconds=2),
+            *_gated("p3", "deep", seconds=3),
+        ),
+        ungate=("ns/p1", "ns/p3"),
+        reasons={
+            "ns/p2": "queue 'top' (ancestor of leaf queue 'shallow') has no room for cpu: "
+            "requested 1, used 2 of capability 2 (0 allocated, 2 reserved by admitted pods "
+            "not yet placed)"
+        },
+    ),
+    # -- deliberate fixes -------------------------------------------------------------------
+    "fix: a parent cycle blocks only its queues (reference: nothing is admitted)": Case(
+        objects=(
+            NODE,
+            b.queue("root"),
+            b.queue("a").parent("b"),
+            b.queue("b").parent("a"),
+            b.queue("ok"),
+            *_gated("p1", "ok"),
+            *_gated("p2", "a"),
+        ),
+        ungate=("ns/p1",),
+        errors=(
+            "queue 'a': spec.parent forms a cycle (a -> b -> a); queues on it and below it "
+            "admit nothing",
+        ),
+        reasons={
+            "ns/p2": "queue 'a' cannot admit pods: queue 'a' is on a parent cycle (a -> b -> a)"
+        },
+    ),
+    "fix: a pod group in a non-leaf queue blocks only itself (reference: nothing admitted)": Case(
+        objects=(NODE, *TREE, *_gated("p1", "org"), *_gated("p2", "team-b")),
+        ungate=("ns/p2",),
+        errors=(
+            "pod group ns/p1: spec.queue 'org' is not a leaf queue (it has children team-a, "
+            "team-b); only this pod group is held back",
+        ),
+        reasons={"ns/p1": "queue 'org' has child queues: only leaf queues admit pods"},
+    ),
+    "fix: a missing parent blocks only its subtree (reference: nothing is admitted)": Case(
+        objects=(
+            NODE,
+            b.queue("root"),
+            b.queue("lost").parent("gone"),
+            b.queue("ok"),
+            *_gated("p1", "lost"),
+            *_gated("p2", "ok"),
+        ),
+        ungate=("ns/p2",),
+        errors=(
+            "queue 'lost': spec.parent 'gone' does not exist; it and the queues below it admit "
+            "nothing",
+        ),
+        reasons={
+            "ns/p1": "queue 'lost' cannot admit pods: queue 'lost' has a missing parent 'gone'"
+        },
+    ),
+    "fix: reserved pods count at the ancestor (reference: p2 is ungated past org's limit)": Case(
+        objects=(
+            NODE,
+            *TREE,
+            b.pod_group("ns", "p1").queue("team-a").phase(INQUEUE),
+            b.pod("ns", "p1")
+            .group("p1")
+            .requests(cpu="2", memory="1Gi")
+            .opted_in()
+            .unschedulable(),
+            *_gated("p2", "team-b"),
+        ),
+        reasons={
+            "ns/p2": "queue 'org' (ancestor of leaf queue 'team-b') has no room for cpu: "
+            "requested 1, used 2 of capability 2 (0 allocated, 2 reserved by admitted pods not "
+            "yet placed)"
+        },
+    ),
+    "fix: a gang is ungated only when minMember pods fit (reference: two of three ungated)": Case(
+        objects=(
+            NODE,
+            *TREE,
+            b.pod_group("ns", "gang").queue("team-a").phase(INQUEUE).min_member(3),
+            *(
+                b.pod("ns", f"g{i}")
+                .group("gang")
+                .requests(cpu="1", memory="1Gi")
+                .admission()
+                .created(i)
+                for i in range(3)
+            ),
+        ),
+        reasons={
+            "ns/g0": "pod group ns/gang: only 2 of minMember 3 pods fit in queue 'team-a'; its "
+            "gated pods stay gated together",
+            "ns/g1": "pod group ns/gang: only 2 of minMember 3 pods fit in queue 'team-a'; its "
+            "gated pods stay gated together",
+            "ns/g2": "pod group ns/gang: only 2 of minMember 3 pods fit in queue 'team-a'; its "
+            "gated pods stay gated together",
+        },
+    ),
+    "a gang whose minMember fits is ungated together": Case(
+        objects=(
+            NODE,
+            *TREE,
+            b.pod_group("ns", "gang").queue("team-a").phase(INQUEUE).min_member(2),
+            *(
+                b.pod("ns", f"g{i}")
+                .group("gang")
+                .requests(cpu="1", memory="1Gi")
+                .admission()
+                .created(i)
+                for i in range(2)
+            ),
+        ),
+        ungate=("ns/g0", "ns/g1"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_gate_admission_decides_and_explains(case: Case) -> None:
+    result = sessions.run_session(
+        b.snapshot(*case.objects),  # type: ignore[arg-type]
+        config=_config(hierarchy=case.hierarchy),
+        feature_gates=case.gates,  # type: ignore[arg-type]
+        admission_only=case.admission_only,
+    )
+    assert (result.errors, result.ungate, dict(result.bind), dict(result.reasons)) == (
+        case.errors,
+        case.ungate,
+        case.bind,
+        case.reasons,
+    )
