@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import pathlib
 import re
 
 import pytest
 
+from queuetree import cli
 from tests.deploy import test_manifests
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -53,3 +55,25 @@ def test_every_overlay_is_documented() -> None:
         sorted(test_manifests.OVERLAYS),
         [],
     )
+
+
+def option_strings(command: str) -> set[str]:
+    """Every ``--flag`` spelling the ``queuetree <command>`` parser accepts."""
+    parser = cli.build_parser()
+    (subparsers,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    subparser: argparse.ArgumentParser = subparsers.choices[command]
+    return set(subparser._option_string_actions)
+
+
+def documented_flags(section: str) -> list[str]:
+    """Flags named in the table of ``### `queuetree <section>``` in configuration.md."""
+    text = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    body = text.split(f"### `queuetree {section}`", 1)[1].split("\n### ", 1)[0]
+    rows = [line for line in body.splitlines() if line.startswith("| `--")]
+    return [flag for row in rows for flag in re.findall(r"`(--[a-z0-9-]+)`", row.split("|")[1])]
+
+
+@pytest.mark.parametrize("command", ["operator", "webhook"])
+def test_every_documented_flag_exists_in_the_command(command: str) -> None:
+    documented = documented_flags(command)
+    assert (documented != [], sorted(set(documented) - option_strings(command))) == (True, [])

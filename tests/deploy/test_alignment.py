@@ -1,0 +1,137 @@
+"""The manifests agree with the code they run: flags parse, ports and probes match, config loads.
+
+The Deployments' argument lists are the one place the components' flags are written for a
+cluster; these tests parse them with the real ``queuetree`` argument parser, so a renamed flag
+fails here rather than in a crash-looping pod.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+import pytest
+
+from queuetree import cli
+from queuetree.api import schedconf
+from tests.deploy import test_manifests
+
+NAMESPACE = test_manifests.NAMESPACE
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' ``$(VAR)`` expansion of container args (unknown names stay as written)."""
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m[1], m[0]), text)
+
+
+def container_of(overlay: str, deployment: str) -> dict[str, Any]:
+    objects = test_manifests.overlay(overlay)
+    pod = test_manifests.one(objects, "Deployment", deployment)["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    return dict(container)
+
+
+def parsed_args(overlay: str, deployment: str) -> argparse.Namespace:
+    container = container_of(overlay, deployment)
+    env = {}
+    for variable in container.get("env", []):
+        if "value" in variable:
+            env[variable["name"]] = variable["value"]
+        elif variable.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == (
+            "metadata.namespace"
+        ):
+            env[variable["name"]] = NAMESPACE
+    assert container["command"] == ["queuetree"]
+    argv = [expand(arg, env) for arg in container["args"]]
+    return cli.build_parser().parse_args(argv)
+
+
+def probe_targets(container: dict[str, Any]) -> dict[str, tuple[str, int, str]]:
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    targets = {}
+    for kind in ("livenessProbe", "readinessProbe"):
+        get = container[kind]["httpGet"]
+        targets[kind] = (get.get("scheme", "HTTP"), ports[get["port"]], get["path"])
+    return targets
+
+
+@pytest.mark.parametrize("overlay", test_manifests.DEPLOYING_OVERLAYS)
+def test_the_operator_arguments_parse_and_match_its_ports_and_probes(overlay: str) -> None:
+    args = parsed_args(overlay, "queuetree-operator")
+    container = container_of(overlay, "queuetree-operator")
+    actual = {
+        "command": args.command,
+        "config": args.config,
+        "leader_elect": args.leader_elect,
+        "lease": (args.lock_object_namespace, args.lock_object_name),
+        "metrics port": (
+            args.metrics_port,
+            {p["name"]: p["containerPort"] for p in container["ports"]}["metrics"],
+        ),
+        "probes": probe_targets(container),
+    }
+    assert actual == {
+        "command": "operator",
+        "config": "/etc/queuetree/scheduler.conf",
+        "leader_elect": True,
+        "lease": (NAMESPACE, "queuetree-operator"),
+        "metrics port": (8080, 8080),
+        # kopf's liveness endpoint serves exactly the path of --health-port's URL: /healthz.
+        "probes": {
+            "livenessProbe": ("HTTP", args.health_port, "/healthz"),
+            "readinessProbe": ("HTTP", args.health_port, "/healthz"),
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("overlay", "cert_mode"),
+    [("default", "self-managed"), ("e2e", "self-managed"), ("cert-manager", "cert-manager")],
+)
+def test_the_webhook_arguments_parse_and_match_its_ports_probes_and_names(
+    overlay: str, cert_mode: str
+) -> None:
+    args = parsed_args(overlay, "queuetree-webhook")
+    container = container_of(overlay, "queuetree-webhook")
+    objects = test_manifests.overlay(overlay)
+    actual = {
+        "command": args.command,
+        "cert_mode": args.cert_mode,
+        "namespace": args.namespace,
+        "secret": args.secret_name,
+        "service exists": args.service_name in test_manifests.by_kind(objects, "Service"),
+        "configurations exist": (
+            args.mutating_webhook_config_name
+            in test_manifests.by_kind(objects, "MutatingWebhookConfiguration"),
+            args.validating_webhook_config_name
+            in test_manifests.by_kind(objects, "ValidatingWebhookConfiguration"),
+        ),
+        "probes": probe_targets(container),
+    }
+    assert actual == {
+        "command": "webhook",
+        "cert_mode": cert_mode,
+        "namespace": NAMESPACE,
+        "secret": "queuetree-webhook-certs",
+        "service exists": True,
+        "configurations exist": (True, True),
+        "probes": {
+            "livenessProbe": ("HTTPS", args.port, "/healthz"),
+            "readinessProbe": ("HTTPS", args.port, "/readyz"),
+        },
+    }
+
+
+def test_the_shipped_scheduler_configuration_parses_without_warnings() -> None:
+    objects = test_manifests.overlay("default")
+    configmap = next(
+        o
+        for o in objects
+        if o["kind"] == "ConfigMap"
+        and o["metadata"]["name"].startswith("queuetree-scheduler-config")
+    )
+    parsed = schedconf.parse_configuration(
+        configmap["data"]["scheduler.conf"], source="scheduler.conf"
+    )
+    assert parsed.warnings == ()
