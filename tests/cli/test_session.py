@@ -1,0 +1,319 @@
+"""``queuetree session``: DESIGN.md's contract (one JSON object, exit 0 or 2), flags, errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+import subprocess
+import sys
+import textwrap
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from queuetree import cli
+from queuetree.api import schedconf
+from queuetree.core import configs, decisions, errors, objects, quantities, sessions
+
+ROOT = pathlib.Path(__file__).parents[2]
+EXAMPLES = ROOT / "examples"
+EXAMPLE_ARGS = [
+    "-f",
+    str(EXAMPLES / "queues" / "hierarchy.yaml"),
+    "-f",
+    str(EXAMPLES / "nodes.yaml"),
+    "-f",
+    str(EXAMPLES / "pods"),
+]
+CONTRACT_KEYS = [
+    "bind",
+    "errors",
+    "evict",
+    "pipeline",
+    "podGroups",
+    "queues",
+    "ready",
+    "reasons",
+    "ungate",
+    "warnings",
+]
+QUEUE_KEYS = ["allocated", "capability", "deserved", "realCapability", "share", "state"]
+
+SMALL_CLUSTER = """\
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: root}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: default}
+spec: {capability: {cpu: "2"}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "4", memory: 8Gi, pods: "10"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p1, namespace: ns1}
+spec: {containers: [{name: c, resources: {requests: {cpu: "1", memory: 1Gi}}}]}
+"""
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = cli.main(["session", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_the_command_prints_one_json_object_with_the_contract_keys_sorted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(EXAMPLE_ARGS, capsys)
+    output = json.loads(out)
+    assert (code, err) == (0, "")
+    assert out == json.dumps(output, sort_keys=True, indent=2) + "\n"
+    assert list(output) == CONTRACT_KEYS
+    assert {name: list(figures) for name, figures in output["queues"].items()} == dict.fromkeys(
+        output["queues"], QUEUE_KEYS
+    )
+    assert output["queues"]["vision-segmentation"] == {
+        "allocated": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "8"},
+        "capability": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"},
+        "deserved": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "4"},
+        "realCapability": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"},
+        "share": 2.0,
+        "state": "Open",
+    }
+
+
+def test_the_real_command_runs_as_a_process_and_reads_stdin() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "queuetree", "session", "-f", "-"],
+        input=SMALL_CLUSTER,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(done.stdout)["bind"] == {"ns1/p1": "n1"}
+
+
+@pytest.fixture
+def recorded(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The keyword arguments of every ``run_session`` call (which still runs)."""
+    calls: list[dict[str, Any]] = []
+    real = sessions.run_session
+
+    def spy(
+        snapshot: objects.Snapshot,
+        *,
+        config: configs.SchedulerConfiguration,
+        feature_gates: Mapping[str, bool],
+        admission_only: bool = False,
+    ) -> decisions.SessionResult:
+        calls.append(
+            {
+                "config": config,
+                "feature_gates": dict(feature_gates),
+                "admission_only": admission_only,
+            }
+        )
+        return real(
+            snapshot, config=config, feature_gates=feature_gates, admission_only=admission_only
+        )
+
+    monkeypatch.setattr(sessions, "run_session", spy)
+    return calls
+
+
+GATES_ON = {"SchedulingGatesQueueAdmission": True}
+GATES_OFF = {"SchedulingGatesQueueAdmission": False}
+FLAGS = {
+    "defaults": ([], GATES_ON, False),
+    "--admission-only alone means true": (["--admission-only"], GATES_ON, True),
+    "--admission-only=true": (["--admission-only=true"], GATES_ON, True),
+    "--admission-only=false": (["--admission-only=false"], GATES_ON, False),
+    "feature gates": (["--feature-gates=SchedulingGatesQueueAdmission=false"], GATES_OFF, False),
+}
+
+
+@pytest.mark.parametrize(("flags", "gates", "admission_only"), FLAGS.values(), ids=FLAGS.keys())
+def test_flags_reach_the_session_in_kubernetes_style(
+    flags: list[str],
+    gates: dict[str, bool],
+    admission_only: bool,
+    recorded: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(SMALL_CLUSTER))
+    code, _, err = run(["-f", "-", *flags], capsys)
+    assert (code, err) == (0, "")
+    assert recorded == [
+        {
+            "config": schedconf.parse_default().configuration,
+            "feature_gates": gates,
+            "admission_only": admission_only,
+        }
+    ]
+
+
+def test_a_configuration_file_replaces_the_default_and_its_warnings_come_first(
+    tmp_path: pathlib.Path,
+    recorded: list[dict[str, Any]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = tmp_path / "volcano-scheduler.conf"
+    config.write_text("actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: binpack\n")
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ns1}\n---\n" + SMALL_CLUSTER
+    )
+    code, out, _ = run(["-f", str(cluster), "--config", str(config)], capsys)
+    assert code == 0
+    assert recorded[0]["config"] == configs.SchedulerConfiguration(
+        actions=("enqueue", "allocate"), tiers=(configs.Tier(),)
+    )
+    assert json.loads(out)["warnings"][:2] == [
+        f"{config}: tiers[0].plugins[0]: plugin 'binpack' is not implemented by queuetree, ignored",
+        f"{cluster}#0: Namespace ignored (a session does not need it)",
+    ]
+
+
+def write(directory: pathlib.Path, name: str, text: str) -> str:
+    path = directory / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+INPUT_ERRORS: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
+    "a file that does not exist": (
+        {},
+        ["-f", "{tmp}/missing.yaml"],
+        ["{tmp}/missing.yaml: cannot read: No such file or directory"],
+    ),
+    "a malformed quantity names the object and the field": (
+        {
+            "q.yaml": """\
+            apiVersion: scheduling.volcano.sh/v1beta1
+            kind: Queue
+            metadata: {name: team-a}
+            spec: {capability: {nvidia.com/gpu: two}}
+            """
+        },
+        ["-f", "{tmp}/q.yaml"],
+        [
+            '{tmp}/q.yaml#0: Queue team-a: spec.capability["nvidia.com/gpu"]: invalid quantity: '
+            '{reason} (got "two")'
+        ],
+    ),
+    "an unknown kind, and a pod group naming a missing queue, in two files": (
+        {
+            "a.yaml": """\
+            apiVersion: batch/v1
+            kind: Job
+            metadata: {name: j}
+            """,
+            "b.yaml": """\
+            apiVersion: scheduling.volcano.sh/v1beta1
+            kind: PodGroup
+            metadata: {name: pg, namespace: ns1}
+            spec: {queue: nowhere}
+            """,
+        },
+        ["-f", "{tmp}/a.yaml", "-f", "{tmp}/b.yaml"],
+        [
+            "{tmp}/a.yaml#0: kind: unsupported kind (a session reads Queue, PodGroup, Pod, Node, "
+            'PriorityClass; workloads are not expanded) (got "Job")',
+            '{tmp}/b.yaml#0: PodGroup ns1/pg: spec.queue: queue "nowhere" is not given '
+            '(got "nowhere")',
+        ],
+    ),
+    "a configuration with proportion and capacity": (
+        {
+            "c.conf": """\
+            actions: allocate
+            tiers:
+            - plugins: [{name: proportion}, {name: capacity}]
+            """,
+            "empty.yaml": "",
+        },
+        ["-f", "{tmp}/empty.yaml", "--config", "{tmp}/c.conf"],
+        [
+            "{tmp}/c.conf: tiers: proportion and capacity cannot be enabled together: both "
+            "manage queue shares; remove proportion (queuetree implements capacity)"
+        ],
+    ),
+    "YAML that does not parse": (
+        {"bad.yaml": "kind: Pod\nmetadata: {name: [}\n"},
+        ["-f", "{tmp}/bad.yaml"],
+        [
+            "{tmp}/bad.yaml: invalid YAML at line 2, column 19: expected the node content, "
+            "but found '}}'"
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("files", "argv", "expected"), INPUT_ERRORS.values(), ids=INPUT_ERRORS.keys()
+)
+def test_input_that_is_not_understood_exits_2_with_every_problem_on_stderr(
+    files: dict[str, str],
+    argv: list[str],
+    expected: list[str],
+    tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name, text in files.items():
+        write(tmp_path, name, text)
+    code, out, err = run([arg.format(tmp=tmp_path) for arg in argv], capsys)
+    lines = err.splitlines()
+    with pytest.raises(errors.QuantityError) as bad_quantity:
+        quantities.parse("two")
+    reason = bad_quantity.value.reason
+    count = len(expected)
+    assert (code, out) == (2, "")
+    assert lines == [
+        *(f"queuetree session: {e.format(tmp=tmp_path, reason=reason)}" for e in expected),
+        f"queuetree session: input not understood ({count} problem{'s' * (count != 1)})",
+    ]
+
+
+USAGE_ERRORS = {
+    "no file": ([], "the following arguments are required: -f/--filename"),
+    "an unknown feature gate": (
+        ["-f", "-", "--feature-gates=Nope=true"],
+        "unknown feature gate 'Nope'",
+    ),
+    "a boolean flag with a value that is not a boolean": (
+        ["-f", "-", "--admission-only=maybe"],
+        "invalid boolean value 'maybe'",
+    ),
+}
+
+
+@pytest.mark.parametrize(("argv", "message"), USAGE_ERRORS.values(), ids=USAGE_ERRORS.keys())
+def test_usage_errors_exit_2_with_the_reason(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["session", *argv])
+    assert caught.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_directory_reads_its_manifest_files_in_name_order(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    documents = SMALL_CLUSTER.split("---\n")
+    for index, document in enumerate(documents):
+        write(tmp_path, f"{index}.yaml", document)
+    write(tmp_path, "notes.txt", "not a manifest")
+    code, out, err = run(["-f", str(tmp_path)], capsys)
+    assert (code, err) == (0, "")
+    assert json.loads(out)["bind"] == {"ns1/p1": "n1"}
