@@ -186,7 +186,7 @@ class AdmissionCycle:
             if write.meta:
                 await self._api.patch_queue(write.name, write.meta)
             if write.status:
-                await self._api.patch_queue_status(write.name, write.status)
+                await self._api.patch_queue_status(write.name, {"status": dict(write.status)})
             if write.warning:
                 await self._api.create_event(
                     EVENT_NAMESPACE,

@@ -222,3 +222,82 @@ def start(tmp_path: pathlib.Path, *node_flags: str) -> Iterator[tuple[harness.Cl
         client = Client(cluster)
         client.install_crds()
         yield cluster, client
+
+
+def queue_of(pod: dict[str, Any]) -> str:
+    annotations = pod.get("metadata", {}).get("annotations") or {}
+    return annotations.get(objects.QUEUE_NAME_ANNOTATION) or objects.DEFAULT_QUEUE
+
+
+def holds_capacity(pod: dict[str, Any]) -> bool:
+    """Bound, or ungated and waiting for a node: what counts as allocated plus reserved."""
+    if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+        return False
+    if pod.get("metadata", {}).get("deletionTimestamp"):
+        return False
+    return not gates_of(pod)
+
+
+def subtree_usage(client: Client) -> dict[str, dict[str, int]]:
+    """Queue name -> summed requests (cpu in milli, others in units) of pods holding capacity
+    in the queue's subtree."""
+    queues = {
+        q["metadata"]["name"]: q for q in client.sim.list_objects("scheduling.volcano.sh", "queues")
+    }
+    usage: dict[str, dict[str, int]] = {name: {} for name in queues}
+    for pod in client.pods():
+        if not holds_capacity(pod):
+            continue
+        requests = simulation.pod_requests(pod.get("spec", {}))
+        name: str | None = queue_of(pod)
+        seen: set[str] = set()
+        while name and name in queues and name not in seen:
+            seen.add(name)
+            for resource, amount in requests.items():
+                usage[name][resource] = usage[name].get(resource, 0) + amount
+            name = (
+                None
+                if name == objects.ROOT_QUEUE
+                else queues[name].get("spec", {}).get("parent") or objects.ROOT_QUEUE
+            )
+    return usage
+
+
+def capacity_violations(client: Client) -> list[str]:
+    """Every queue and resource where allocated plus reserved exceeds the queue's capability."""
+    queues = client.sim.list_objects("scheduling.volcano.sh", "queues")
+    usage = subtree_usage(client)
+    found = []
+    for queue in queues:
+        name = queue["metadata"]["name"]
+        for resource, text in (queue.get("spec", {}).get("capability") or {}).items():
+            limit = simulation.quantity_units(resource, text)
+            used = usage.get(name, {}).get(resource, 0)
+            if used > limit:
+                found.append(f"queue {name}: {resource} {used} > capability {limit}")
+    return found
+
+
+class InvariantWatch:
+    """Checks :func:`capacity_violations` continuously in a thread until :meth:`stop`."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.violations: list[str] = []
+        self.checks = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="invariant watch")
+
+    def _main(self) -> None:
+        while not self._stop.is_set():
+            self.violations.extend(capacity_violations(self.client))
+            self.checks += 1
+            self._stop.wait(0.01)
+
+    def __enter__(self) -> InvariantWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)

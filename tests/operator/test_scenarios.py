@@ -15,11 +15,20 @@ SLOT = {"cpu": "500m", "memory": "512Mi"}
 TWO_SMALL_NODES = ("n1:cpu=2,memory=2048Mi", "n2:cpu=2,memory=2048Mi")
 
 
+BIG_NODES = ("n1:cpu=16,memory=64Gi", "n2:cpu=16,memory=64Gi")
+
+
+@pytest.fixture
+def node_flags() -> tuple[str, ...]:
+    """The simulated nodes; a test overrides it with ``pytest.mark.parametrize``."""
+    return TWO_SMALL_NODES
+
+
 @pytest.fixture
 def kube(
-    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, node_flags: tuple[str, ...]
 ) -> Iterator[tuple[harness.Cluster, sim.Client]]:
-    for cluster, client in sim.start(tmp_path, *TWO_SMALL_NODES):
+    for cluster, client in sim.start(tmp_path, *node_flags):
         monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
         monkeypatch.setenv("KUBECACHEDIR", str(cluster.cache_dir))
         yield cluster, client
@@ -100,3 +109,132 @@ def test_the_queue_gate_is_removed_only_once_it_is_the_last_gate(
     )
     assert status == 200, answer
     sim.eventually(lambda: running_without_gates(client.pod("pod-multigate")), what="runs")
+
+
+def ungated_by_queue(client: sim.Client) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for pod in client.pods():
+        if not sim.gates_of(pod):
+            queue = sim.queue_of(pod)
+            counts[queue] = counts.get(queue, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("node_flags", [BIG_NODES], ids=["two 16-cpu nodes"])
+def test_hierarchical_caps_hold_under_a_burst_across_sibling_queues(
+    kube: tuple[harness.Cluster, sim.Client], operator: sim.OperatorThread
+) -> None:
+    _, client = kube
+    client.create_queue("dept-a", capability={"cpu": "4", "memory": "16Gi"})
+    client.create_queue("team-a1", parent="dept-a", capability={"cpu": "3"})
+    client.create_queue("team-a2", parent="dept-a", capability={"cpu": "3"})
+    client.create_queue("dept-b", capability={"cpu": "2"})
+    client.create_queue("team-b1", parent="dept-b")
+    with sim.InvariantWatch(client) as watch:
+        for index in range(20):
+            for team in ("team-a1", "team-a2", "team-b1"):
+                client.create_pod(f"{team}-{index}", queue=team, requests=SLOT)
+        # dept-a admits 4 cpu (8 slots) across both teams, dept-b 2 cpu (4 slots).
+        sim.eventually(
+            lambda: (
+                (counts := ungated_by_queue(client)).get("team-a1", 0) + counts.get("team-a2", 0)
+                == 8
+                and counts.get("team-b1", 0) == 4
+            ),
+            what="both departments full",
+        )
+        seen = operator.cycles()
+        sim.eventually(lambda: operator.cycles() >= seen + 3, what="three more cycles")
+    counts = ungated_by_queue(client)
+    assert (watch.violations, counts.get("team-a1", 0) <= 6, counts.get("team-a2", 0) <= 6) == (
+        [],
+        True,
+        True,
+    )
+    assert watch.checks > 0
+    assert counts.get("team-a1", 0) + counts.get("team-a2", 0) == 8
+    assert counts.get("team-b1", 0) == 4
+
+
+def queue_state(client: sim.Client, name: str) -> tuple[str, str]:
+    queue = client.queue(name) or {}
+    mark = (queue.get("metadata", {}).get("annotations") or {}).get("volcano.sh/closed-by-parent")
+    return queue.get("status", {}).get("state", ""), mark or ""
+
+
+def write_state(client: sim.Client, name: str, state: str) -> None:
+    status, answer = client.request(
+        "PATCH",
+        f"{sim.QUEUES}/{name}/status",
+        {"status": {"state": state}},
+        content_type="application/merge-patch+json",
+    )
+    assert status == 200, answer
+
+
+@pytest.mark.parametrize("node_flags", [BIG_NODES], ids=["two 16-cpu nodes"])
+def test_closing_a_parent_closes_its_children_and_reopening_reopens_them(
+    kube: tuple[harness.Cluster, sim.Client], operator: sim.OperatorThread
+) -> None:
+    _, client = kube
+    client.create_queue("dept")
+    client.create_queue("busy", parent="dept")
+    client.create_queue("idle", parent="dept")
+    client.create_pod("worker", queue="busy", requests=SLOT)
+    sim.eventually(lambda: running_without_gates(client.pod("worker")), what="worker runs")
+    sim.eventually(lambda: queue_state(client, "dept") == ("Open", ""), what="dept open")
+    write_state(client, "dept", "Closed")
+    expected_closed = {
+        "dept": ("Closed", ""),
+        "busy": ("Closing", "true"),
+        "idle": ("Closed", "true"),
+    }
+    sim.eventually(
+        lambda: {name: queue_state(client, name) for name in expected_closed} == expected_closed,
+        what="cascade closed",
+    )
+    client.create_pod("late", queue="busy", requests=SLOT)
+    sim.eventually(lambda: operator.state is not None and operator.state.get_pod("default/late"))
+    seen = operator.cycles()
+    sim.eventually(lambda: operator.cycles() >= seen + 3, what="three cycles")
+    assert sim.gates_of(client.pod("late")) == [sim.GATE]
+    write_state(client, "dept", "Open")
+    expected_open = {"dept": ("Open", ""), "busy": ("Open", "false"), "idle": ("Open", "false")}
+    sim.eventually(
+        lambda: {name: queue_state(client, name) for name in expected_open} == expected_open,
+        what="cascade reopened",
+    )
+    sim.eventually(lambda: running_without_gates(client.pod("late")), what="late runs")
+    client.delete_pod("worker")
+    client.delete_pod("late")
+    write_state(client, "busy", "Closed")
+    sim.eventually(lambda: queue_state(client, "busy") == ("Closed", "false"), what="busy closed")
+
+
+def test_root_and_default_queues_are_created_and_parents_defaulted(
+    kube: tuple[harness.Cluster, sim.Client], operator: sim.OperatorThread
+) -> None:
+    _, client = kube
+    client.create(
+        sim.QUEUES,
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "orphan"},
+            "spec": {},
+        },
+    )
+    sim.eventually(
+        lambda: (client.queue("orphan") or {}).get("spec", {}).get("parent") == "root",
+        what="parent defaulted",
+    )
+    root = client.queue("root") or {}
+    default = client.queue("default") or {}
+    assert (root.get("spec", {}).get("reclaimable"), default.get("spec", {}).get("parent")) == (
+        False,
+        "root",
+    )
+    sim.eventually(
+        lambda: (client.queue("orphan") or {}).get("status", {}).get("state") == "Open",
+        what="status written",
+    )
