@@ -196,7 +196,7 @@ def validate(
         return verdicts.Verdict(admission.allow(request.uid))
     problem = validation.FieldError(
         choice.path,
-        validation.ErrorType.NOT_FOUND if queue is None else validation.ErrorType.INVALID,
+        validation.ErrorType.NOT_FOUND if missing else validation.ErrorType.INVALID,
         f"{subject}: {'; '.join(reasons)}",
         value=choice.name,
     )
