@@ -53,7 +53,7 @@ import aiohttp
 import jsonpatch
 import yarl
 
-from kubesim import certs
+from kubesim import certs, errors
 
 logger = logging.getLogger(__name__)
 
@@ -185,6 +185,240 @@ def match_label_selector(selector: Mapping[str, Any] | None, labels: Mapping[str
         else:
             raise SelectorError(f"{where}: unknown operator {operator!r}")
     return True
+
+
+# --- Configurations: defaults and validation, as the API applies them on write ----------------
+
+_OPERATIONS = ("*", "CONNECT", "CREATE", "DELETE", "UPDATE")
+_SCOPES = ("*", "Cluster", "Namespaced")
+_SELECTOR_OPERATORS = ("DoesNotExist", "Exists", "In", "NotIn")
+
+
+def default_configuration(configuration: dict, *, mutating: bool) -> None:
+    """Fill the v1 defaults of a webhook configuration in place (what `kubectl get` then shows).
+
+    Per webhook: `failurePolicy: Fail`, `matchPolicy: Equivalent`, empty `namespaceSelector` and
+    `objectSelector`, `timeoutSeconds: 10`, `reinvocationPolicy: Never` (mutating only); per
+    rule `scope: "*"`; per service reference `port: 443`.
+    """
+    for hook in configuration.get("webhooks") or []:
+        if not isinstance(hook, dict):
+            continue
+        hook.setdefault("failurePolicy", "Fail")
+        hook.setdefault("matchPolicy", "Equivalent")
+        hook.setdefault("namespaceSelector", {})
+        hook.setdefault("objectSelector", {})
+        hook.setdefault("timeoutSeconds", DEFAULT_TIMEOUT_SECONDS)
+        if mutating:
+            hook.setdefault("reinvocationPolicy", "Never")
+        for rule in hook.get("rules") or []:
+            if isinstance(rule, dict):
+                rule.setdefault("scope", "*")
+        service = (hook.get("clientConfig") or {}).get("service")
+        if isinstance(service, dict):
+            service.setdefault("port", 443)
+
+
+def _not_supported(field: str, value: Any, supported: Sequence[str]) -> errors.FieldCause:
+    listed = ", ".join(json.dumps(v) for v in supported)
+    return errors.FieldCause(
+        field, "FieldValueNotSupported", f"{json.dumps(value)}: supported values: {listed}"
+    )
+
+
+def _validate_selector(field: str, selector: Any) -> list[errors.FieldCause]:
+    if selector is None:
+        return []
+    if not isinstance(selector, dict):
+        return [errors.field_invalid(field, selector, "must be a label selector")]
+    causes = []
+    for index, expression in enumerate(selector.get("matchExpressions") or []):
+        where = f"{field}.matchExpressions[{index}]"
+        operator = expression.get("operator")
+        values = expression.get("values") or []
+        if operator not in _SELECTOR_OPERATORS:
+            causes.append(
+                errors.field_invalid(f"{where}.operator", operator, "not a valid selector operator")
+            )
+        elif operator in ("In", "NotIn") and not values:
+            causes.append(
+                errors.field_required(
+                    f"{where}.values", "must be specified when `operator` is 'In' or 'NotIn'"
+                )
+            )
+        elif operator in ("Exists", "DoesNotExist") and values:
+            causes.append(
+                errors.field_forbidden(
+                    f"{where}.values",
+                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                )
+            )
+    return causes
+
+
+def _validate_client_config(field: str, config: Any) -> list[errors.FieldCause]:
+    config = config if isinstance(config, dict) else {}
+    url, service = config.get("url"), config.get("service")
+    if (url is None) == (service is None):
+        return [errors.field_required(field, "exactly one of url or service is required")]
+    if url is not None:
+        parsed = yarl.URL(str(url))
+        problem = ""
+        if parsed.scheme != "https":
+            problem = "'https' is the only allowed URL scheme"
+        elif not parsed.host:
+            problem = "host must be specified"
+        elif parsed.user or parsed.password:
+            problem = "user information is not permitted in the URL"
+        elif parsed.fragment:
+            problem = "fragments are not permitted in the URL"
+        elif parsed.query_string:
+            problem = "query parameters are not permitted in the URL"
+        return [errors.field_invalid(f"{field}.url", url, problem)] if problem else []
+    causes = []
+    for key in ("name", "namespace"):
+        if not service.get(key):
+            causes.append(
+                errors.field_required(f"{field}.service.{key}", f"service {key} is required")
+            )
+    path = service.get("path")
+    if path is not None and not str(path).startswith("/"):
+        causes.append(errors.field_invalid(f"{field}.service.path", path, "must start with a '/'"))
+    port = service.get("port", 443)
+    if not isinstance(port, int) or not 1 <= port <= 65535:
+        causes.append(
+            errors.field_invalid(
+                f"{field}.service.port",
+                port,
+                "port is not valid: must be between 1 and 65535, inclusive",
+            )
+        )
+    return causes
+
+
+def _validate_rule(field: str, rule: Any) -> list[errors.FieldCause]:
+    if not isinstance(rule, dict):
+        return [errors.field_invalid(field, rule, "must be a rule")]
+    causes = []
+    operations = rule.get("operations") or []
+    if not operations:
+        causes.append(errors.field_required(f"{field}.operations", ""))
+    elif "*" in operations and len(operations) > 1:
+        causes.append(
+            errors.field_invalid(
+                f"{field}.operations",
+                operations,
+                "if '*' is present, must not specify other operations",
+            )
+        )
+    for index, operation in enumerate(operations):
+        if operation not in _OPERATIONS:
+            causes.append(_not_supported(f"{field}.operations[{index}]", operation, _OPERATIONS))
+    for key in ("apiGroups", "apiVersions", "resources"):
+        if not rule.get(key):
+            causes.append(errors.field_required(f"{field}.{key}", ""))
+    resources = rule.get("resources") or []
+    if "*/*" in resources and len(resources) > 1:
+        causes.append(
+            errors.field_invalid(
+                f"{field}.resources",
+                resources,
+                "if '*/*' is present, must not specify other resources",
+            )
+        )
+    scope = rule.get("scope", "*")
+    if scope not in _SCOPES:
+        causes.append(_not_supported(f"{field}.scope", scope, _SCOPES))
+    return causes
+
+
+def validate_configuration(
+    configuration: Mapping[str, Any], *, mutating: bool
+) -> list[errors.FieldCause]:
+    """Every error of a v1 Mutating/ValidatingWebhookConfiguration, with kube-apiserver's fields
+    and wording (`webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be
+    between 1 and 30 seconds`). Run after `default_configuration`; the server answers 422.
+    """
+    causes: list[errors.FieldCause] = []
+    seen: set[str] = set()
+    for index, hook in enumerate(configuration.get("webhooks") or []):
+        field = f"webhooks[{index}]"
+        if not isinstance(hook, dict):
+            causes.append(errors.field_invalid(field, hook, "must be a webhook"))
+            continue
+        name = hook.get("name") or ""
+        if not name:
+            causes.append(errors.field_required(f"{field}.name", ""))
+        elif len(str(name).split(".")) < 3:
+            causes.append(
+                errors.field_invalid(
+                    f"{field}.name",
+                    name,
+                    "should be a domain with at least three segments separated by dots",
+                )
+            )
+        elif name in seen:
+            causes.append(errors.field_duplicate(f"{field}.name", name))
+        seen.add(name)
+        causes.extend(_validate_client_config(f"{field}.clientConfig", hook.get("clientConfig")))
+        for rule_index, rule in enumerate(hook.get("rules") or []):
+            causes.extend(_validate_rule(f"{field}.rules[{rule_index}]", rule))
+        policy = hook.get("failurePolicy", "Fail")
+        if policy not in ("Fail", "Ignore"):
+            causes.append(_not_supported(f"{field}.failurePolicy", policy, ("Fail", "Ignore")))
+        match_policy = hook.get("matchPolicy", "Equivalent")
+        if match_policy not in ("Equivalent", "Exact"):
+            causes.append(
+                _not_supported(f"{field}.matchPolicy", match_policy, ("Equivalent", "Exact"))
+            )
+        side_effects = hook.get("sideEffects")
+        if side_effects is None:
+            causes.append(
+                errors.field_required(
+                    f"{field}.sideEffects", "must specify one of None, NoneOnDryRun"
+                )
+            )
+        elif side_effects not in ("None", "NoneOnDryRun"):
+            causes.append(
+                _not_supported(f"{field}.sideEffects", side_effects, ("None", "NoneOnDryRun"))
+            )
+        timeout = hook.get("timeoutSeconds", DEFAULT_TIMEOUT_SECONDS)
+        if not isinstance(timeout, int) or isinstance(timeout, bool) or not 1 <= timeout <= 30:
+            causes.append(
+                errors.field_invalid(
+                    f"{field}.timeoutSeconds",
+                    timeout,
+                    "the timeout value must be between 1 and 30 seconds",
+                )
+            )
+        versions = hook.get("admissionReviewVersions") or []
+        if not versions:
+            causes.append(
+                errors.field_required(
+                    f"{field}.admissionReviewVersions", "must specify one of v1, v1beta1"
+                )
+            )
+        elif not any(v in _REVIEW_VERSIONS for v in versions):
+            causes.append(
+                errors.field_invalid(
+                    f"{field}.admissionReviewVersions",
+                    versions,
+                    "must include at least one of v1, v1beta1",
+                )
+            )
+        if mutating:
+            reinvocation = hook.get("reinvocationPolicy", "Never")
+            if reinvocation not in ("Never", "IfNeeded"):
+                causes.append(
+                    _not_supported(
+                        f"{field}.reinvocationPolicy", reinvocation, ("Never", "IfNeeded")
+                    )
+                )
+        causes.extend(
+            _validate_selector(f"{field}.namespaceSelector", hook.get("namespaceSelector"))
+        )
+        causes.extend(_validate_selector(f"{field}.objectSelector", hook.get("objectSelector")))
+    return causes
 
 
 # --- Rules ------------------------------------------------------------------------------------

@@ -233,3 +233,151 @@ WARNING_CASES = {
 @pytest.mark.parametrize(("text", "header"), WARNING_CASES.values(), ids=WARNING_CASES.keys())
 def test_a_warning_becomes_a_299_header_value(text: str, header: str) -> None:
     assert admission.warning_header(text) == header
+
+
+def valid_webhook(**overrides: Any) -> dict[str, Any]:
+    hook: dict[str, Any] = {
+        "name": "pods.queuetree.io",
+        "clientConfig": {"service": {"namespace": "ns", "name": "svc", "path": "/mutate"}},
+        "rules": [make_rule()],
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    }
+    hook.update(overrides)
+    return hook
+
+
+def test_defaults_fill_what_kube_apiserver_fills() -> None:
+    configuration = {"webhooks": [valid_webhook()]}
+
+    admission.default_configuration(configuration, mutating=True)
+
+    assert configuration == {
+        "webhooks": [
+            {
+                "name": "pods.queuetree.io",
+                "clientConfig": {
+                    "service": {"namespace": "ns", "name": "svc", "path": "/mutate", "port": 443}
+                },
+                "rules": [{**make_rule(), "scope": "*"}],
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "failurePolicy": "Fail",
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": {},
+                "objectSelector": {},
+                "timeoutSeconds": 10,
+                "reinvocationPolicy": "Never",
+            }
+        ]
+    }
+
+
+def test_validating_configurations_get_no_reinvocation_policy() -> None:
+    configuration = {"webhooks": [valid_webhook()]}
+    admission.default_configuration(configuration, mutating=False)
+    assert "reinvocationPolicy" not in configuration["webhooks"][0]
+
+
+def rendered(causes: list[Any]) -> list[str]:
+    return [f"{c.field}: {c.message}" for c in causes]
+
+
+VALIDATION_CASES = {
+    "a valid webhook has no errors": ([valid_webhook()], []),
+    "a timeout above 30 seconds": (
+        [valid_webhook(timeoutSeconds=31)],
+        [
+            "webhooks[0].timeoutSeconds: Invalid value: 31: "
+            "the timeout value must be between 1 and 30 seconds"
+        ],
+    ),
+    "a timeout of 0": (
+        [valid_webhook(timeoutSeconds=0)],
+        [
+            "webhooks[0].timeoutSeconds: Invalid value: 0: "
+            "the timeout value must be between 1 and 30 seconds"
+        ],
+    ),
+    "a name with two segments": (
+        [valid_webhook(name="queuetree.io")],
+        [
+            'webhooks[0].name: Invalid value: "queuetree.io": '
+            "should be a domain with at least three segments separated by dots"
+        ],
+    ),
+    "a duplicate name": (
+        [valid_webhook(), valid_webhook()],
+        ['webhooks[1].name: Duplicate value: "pods.queuetree.io"'],
+    ),
+    "side effects Some": (
+        [valid_webhook(sideEffects="Some")],
+        [
+            'webhooks[0].sideEffects: Unsupported value: "Some": '
+            'supported values: "None", "NoneOnDryRun"'
+        ],
+    ),
+    "no side effects": (
+        [{k: v for k, v in valid_webhook().items() if k != "sideEffects"}],
+        ["webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun"],
+    ),
+    "no review versions": (
+        [valid_webhook(admissionReviewVersions=[])],
+        ["webhooks[0].admissionReviewVersions: Required value: must specify one of v1, v1beta1"],
+    ),
+    "both url and service": (
+        [
+            valid_webhook(
+                clientConfig={"url": "https://a.b/c", "service": {"namespace": "n", "name": "s"}}
+            )
+        ],
+        ["webhooks[0].clientConfig: Required value: exactly one of url or service is required"],
+    ),
+    "a plain http url": (
+        [valid_webhook(clientConfig={"url": "http://127.0.0.1:8443/x"})],
+        [
+            'webhooks[0].clientConfig.url: Invalid value: "http://127.0.0.1:8443/x": '
+            "'https' is the only allowed URL scheme"
+        ],
+    ),
+    "an unknown failure policy and operation": (
+        [
+            valid_webhook(
+                failurePolicy="Retry", rules=[make_rule(operations=["PATCH"], scope="Global")]
+            )
+        ],
+        [
+            'webhooks[0].rules[0].operations[0]: Unsupported value: "PATCH": '
+            'supported values: "*", "CONNECT", "CREATE", "DELETE", "UPDATE"',
+            'webhooks[0].rules[0].scope: Unsupported value: "Global": '
+            'supported values: "*", "Cluster", "Namespaced"',
+            'webhooks[0].failurePolicy: Unsupported value: "Retry": '
+            'supported values: "Fail", "Ignore"',
+        ],
+    ),
+    "a selector with an unknown operator": (
+        [valid_webhook(objectSelector={"matchExpressions": [{"key": "a", "operator": "Gt"}]})],
+        [
+            'webhooks[0].objectSelector.matchExpressions[0].operator: Invalid value: "Gt": '
+            "not a valid selector operator"
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("webhooks", "expected"), VALIDATION_CASES.values(), ids=VALIDATION_CASES.keys()
+)
+def test_a_configuration_is_validated_with_kube_apiservers_fields_and_words(
+    webhooks: list[dict[str, Any]], expected: list[str]
+) -> None:
+    configuration = {"webhooks": webhooks}
+    assert rendered(admission.validate_configuration(configuration, mutating=True)) == expected
+
+
+def test_an_unknown_reinvocation_policy_is_refused_on_mutating_webhooks_only() -> None:
+    configuration = {"webhooks": [valid_webhook(reinvocationPolicy="Always")]}
+    assert rendered(admission.validate_configuration(configuration, mutating=True)) == [
+        'webhooks[0].reinvocationPolicy: Unsupported value: "Always": '
+        'supported values: "Never", "IfNeeded"'
+    ]
