@@ -21,6 +21,7 @@ import base64
 import dataclasses
 import datetime
 import ipaddress
+import os
 import pathlib
 import ssl
 import tempfile
@@ -196,8 +197,10 @@ def write_key_pair(pair: KeyPair, directory: pathlib.Path) -> tuple[pathlib.Path
     cert_path = directory / "tls.crt"
     key_path = directory / "tls.key"
     cert_path.write_bytes(pair.cert_pem)
-    key_path.touch(mode=0o600)
-    key_path.write_bytes(pair.key_pem)
+    descriptor = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "wb") as stream:
+        os.fchmod(stream.fileno(), 0o600)  # an existing file keeps its old mode otherwise
+        stream.write(pair.key_pem)
     return cert_path, key_path
 
 
