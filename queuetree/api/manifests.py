@@ -84,7 +84,7 @@ class _Sink:
     document: str
     found: list[problems.Problem] = dataclasses.field(default_factory=list)
 
-    def add(self, path: str, message: str, value: object = problems._NO_VALUE) -> None:
+    def add(self, path: str, message: str, value: object = problems.NO_VALUE) -> None:
         problem = problems.Problem(
             message=message, document=self.document, origin=self.origin, field=path, value=value
         )
@@ -110,7 +110,7 @@ class _Reader:
     def path(self) -> str:
         return problems.field_path(*self._parts)
 
-    def fail(self, message: str, *, value: object = problems._NO_VALUE) -> None:
+    def fail(self, message: str, *, value: object = problems.NO_VALUE) -> None:
         self._sink.add(self.path, message, value)
 
     def at(self, *parts: str | int) -> _Reader:
@@ -204,7 +204,7 @@ class _Reader:
     def resource_list(self) -> resources.Resource | None:
         """A quantity map as a vector (Volcano's name rules); None when absent.
 
-        Every malformed quantity is reported with its own path, not only the first one.
+        Every malformed or negative quantity is reported with its own path, not only the first.
         """
         if self.value is None:
             return None
@@ -217,9 +217,17 @@ class _Reader:
                 continue
             entry = self.entry(name)
             try:
-                resources.Resource.from_resource_list({name: mapping[name]})
+                alone = resources.Resource.from_resource_list({name: mapping[name]})
             except errors.QuantityError as error:
                 entry.fail(f"invalid quantity: {error.reason}", value=entry.value)
+                complete = False
+                continue
+            if (
+                alone.milli_cpu < 0
+                or alone.memory < 0
+                or any(amount < 0 for amount in (alone.scalars or {}).values())
+            ):  # the API server refuses negative requests and quotas alike
+                entry.fail("must not be negative", value=entry.value)
                 complete = False
         if not complete:
             return None

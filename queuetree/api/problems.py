@@ -19,8 +19,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable
+from typing import Final
 
-_NO_VALUE = object()
+NO_VALUE: Final = object()
+"""The ``value`` of a :class:`Problem` about something absent (no value to show)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -35,13 +37,13 @@ class Problem:
     """Where it came from: ``cluster.yaml#3`` (file and zero-based document index)."""
     field: str = ""
     """The field path inside the document; "" for the document as a whole."""
-    value: object = _NO_VALUE
+    value: object = NO_VALUE
     """The offending value as written (omitted from the text when not applicable)."""
 
     def __str__(self) -> str:
         where = ": ".join(part for part in (self.origin, self.document, self.field) if part)
         text = f"{where}: {self.message}" if where else self.message
-        if self.value is not _NO_VALUE:
+        if self.value is not NO_VALUE:
             text += f" (got {describe_value(self.value)})"
         return text
 

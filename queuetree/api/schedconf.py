@@ -135,7 +135,7 @@ class _ConfigReader:
         self.dropped: set[str] = set()
         """Names of plugins read but not implemented (still checked for conflicts)."""
 
-    def fail(self, path: str, message: str, value: object = problems._NO_VALUE) -> None:
+    def fail(self, path: str, message: str, value: object = problems.NO_VALUE) -> None:
         self.found.append(
             problems.Problem(message=message, origin=self.source, field=path, value=value)
         )

@@ -93,6 +93,10 @@ def read_inputs(
     :class:`problems.InputError`."""
     found: list[problems.Problem] = []
     documents: list[manifests.Document] = []
+    if [*filenames, config].count("-") > 1:
+        raise problems.InputError(
+            [problems.Problem(message="standard input (-) can be given only once", origin="-")]
+        )
     for source, text in _read_sources(filenames, stdin=stdin, found=found):
         try:
             documents.extend(manifests.load_documents(text, source=source))

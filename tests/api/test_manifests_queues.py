@@ -113,6 +113,13 @@ PROBLEMS = {
             'q.yaml#0: Queue q1: spec.reclaimable: must be true or false (got "yes")',
         ],
     ),
+    "negative quantities are refused, as the API server does": (
+        queue_manifest("q1", spec={"deserved": {"cpu": "-1", GPU: "-2"}}),
+        [
+            'q.yaml#0: Queue q1: spec.deserved["cpu"]: must not be negative (got "-1")',
+            'q.yaml#0: Queue q1: spec.deserved["nvidia.com/gpu"]: must not be negative (got "-2")',
+        ],
+    ),
     "an unknown state is refused": (
         queue_manifest("q1", status={"state": "Draining"}),
         [

@@ -5,6 +5,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+import hypothesis
+import hypothesis.strategies
 import pytest
 
 from queuetree.api import manifests
@@ -325,3 +327,15 @@ def test_unreadable_files_are_refused_with_their_location(text: str, expected: l
 
 def test_empty_documents_are_skipped() -> None:
     assert manifests.load_documents("---\n---\n", source="empty.yaml") == []
+
+
+@hypothesis.settings(max_examples=30, deadline=None)
+@hypothesis.given(order=hypothesis.strategies.permutations(range(9)))
+def test_the_snapshot_never_depends_on_the_order_of_the_documents(order: list[int]) -> None:
+    documents = manifests.load_documents(WORKLOAD, source="work.yaml")
+    documents += manifests.load_documents(QUEUES, source="queues.yaml")
+    assert len(documents) == len(order)
+    shuffled = [documents[index] for index in order]
+    assert (
+        manifests.build_snapshot(shuffled).snapshot == manifests.build_snapshot(documents).snapshot
+    )

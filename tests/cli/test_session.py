@@ -248,6 +248,11 @@ INPUT_ERRORS: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
             "manage queue shares; remove proportion (queuetree implements capacity)"
         ],
     ),
+    "standard input twice": (
+        {},
+        ["-f", "-", "--config", "-"],
+        ["-: standard input (-) can be given only once"],
+    ),
     "YAML that does not parse": (
         {"bad.yaml": "kind: Pod\nmetadata: {name: [}\n"},
         ["-f", "{tmp}/bad.yaml"],
