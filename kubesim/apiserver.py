@@ -363,8 +363,7 @@ class ApiServer:
                 f"the name of the object ({name}) does not match the name on the URL ({req.name})"
             )
         self._check_namespace_for_create(rdef, obj)
-        if rdef.gr == PODS:
-            pods.apply_defaults(obj)
+        apply_defaults(rdef, obj)
         warnings: list[str] = []
         obj = await self._mutate(
             "CREATE", req, obj, None, warnings, options=self._options("CreateOptions", req)
@@ -1151,6 +1150,16 @@ def _denied(exc: Any) -> errors.ApiError:
     return errors.ApiError(
         code, str(status.get("reason") or ""), str(status.get("message") or ""), body=body
     )
+
+
+def apply_defaults(rdef: registry.ResourceDef, obj: dict) -> None:
+    """The defaults of the built-in types that matter to clients (decode time, before admission)."""
+    if rdef.gr == PODS:
+        pods.apply_defaults(obj)
+    elif rdef.gr == ("", "secrets"):
+        obj["type"] = obj.get("type") or "Opaque"
+    elif rdef.gr == ("scheduling.k8s.io", "priorityclasses"):
+        obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
 
 
 def _display_name(obj: dict) -> str:

@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl
 import yaml
 from aiohttp import web
 
-from kubesim import apiserver, errors, patching, registry, store
+from kubesim import apiserver, errors, patching, protobuf, registry, store
 
 logger = logging.getLogger(__name__)
 
@@ -361,13 +361,15 @@ class HttpFrontend:
         yaml_ok: bool = False,
     ) -> Any:
         content_type = request.content_type
-        if content_type in (PROTOBUF, CBOR) or content_type.endswith("+cbor"):
+        if content_type == CBOR or content_type.endswith("+cbor"):
             raise errors.ApiError(
                 415,
                 "UnsupportedMediaType",
-                f"the body of the request was in an unknown format - accepted media types include: "
-                f"application/json, application/yaml (kubesim does not decode {content_type})",
+                "the body of the request was in an unknown format - accepted media types "
+                f"include: application/json, application/yaml (not {content_type})",
             )
+        if content_type == PROTOBUF:
+            return protobuf.decode(await request.read())
         raw = await request.read()
         if not raw:
             if optional:

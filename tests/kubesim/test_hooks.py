@@ -1,0 +1,211 @@
+"""Test hooks and edges of the transport: fault injection, the audit log, protobuf bodies from
+kubectl's generators, and the `python -m kubesim` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import aiohttp
+import pytest
+
+from kubesim import harness, server
+from tests.kubesim import conftest
+from tests.kubesim.conftest import CONFIGMAPS, call
+
+
+async def test_a_fault_answers_its_status_for_count_matches_then_stops(
+    kubesim: harness.Cluster,
+) -> None:
+    kubesim.sim.add_fault(
+        server.Fault(
+            method="GET", path=r"/configmaps$", count=2, status=429, headers=(("Retry-After", "3"),)
+        )
+    )
+    answers = [await call(kubesim, "GET", CONFIGMAPS) for _ in range(3)]
+    other = await call(kubesim, "GET", "/api/v1/namespaces/default/secrets")
+    assert [(a.status, a.headers.get("Retry-After")) for a in answers] == [
+        (429, "3"),
+        (429, "3"),
+        (200, None),
+    ]
+    assert answers[0].body["reason"] == "TooManyRequests"
+    assert other.status == 200
+
+
+async def test_a_fault_without_a_status_only_delays(kubesim: harness.Cluster) -> None:
+    kubesim.sim.add_fault(server.Fault(path="configmaps", count=1, status=None, delay=0.3))
+    started = time.monotonic()
+    answer = await call(kubesim, "GET", CONFIGMAPS)
+    assert (answer.status, time.monotonic() - started >= 0.3) == (200, True)
+
+
+async def test_a_disconnecting_fault_breaks_the_connection(kubesim: harness.Cluster) -> None:
+    # Every match: aiohttp's client retries an idempotent request once on a dropped connection.
+    kubesim.sim.add_fault(server.Fault(path="configmaps", count=None, disconnect=True))
+    with pytest.raises(aiohttp.ClientError):
+        await call(kubesim, "GET", CONFIGMAPS)
+    kubesim.sim.clear_faults()
+    assert (await call(kubesim, "GET", CONFIGMAPS)).status == 200
+
+
+async def test_the_audit_log_records_each_resource_request(kubesim: harness.Cluster) -> None:
+    kubesim.sim.clear_audit()
+    await call(kubesim, "POST", CONFIGMAPS, conftest.configmap("c1"))
+    await call(kubesim, "GET", "/api/v1/configmaps")
+    await call(
+        kubesim,
+        "PATCH",
+        f"{CONFIGMAPS}/c1",
+        {"data": {}},
+        content_type="application/merge-patch+json",
+    )
+    await call(kubesim, "POST", conftest.PODS, conftest.pod("p1"))
+    await call(
+        kubesim,
+        "POST",
+        f"{conftest.PODS}/p1/eviction",
+        {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p1"}},
+    )
+    await call(kubesim, "DELETE", f"{CONFIGMAPS}/c1")
+    user = "kubernetes-admin"
+    assert kubesim.sim.audit() == [
+        server.AuditRecord(user, "create", "", "configmaps", "", "default", ""),
+        server.AuditRecord(user, "list", "", "configmaps", "", "", ""),
+        server.AuditRecord(user, "patch", "", "configmaps", "", "default", "c1"),
+        server.AuditRecord(user, "create", "", "pods", "", "default", ""),
+        server.AuditRecord(user, "create", "", "pods", "eviction", "default", "p1"),
+        server.AuditRecord(user, "delete", "", "configmaps", "", "default", "c1"),
+    ]
+
+
+async def test_tokens_map_to_users_in_the_audit_log(tmp_path: pathlib.Path) -> None:
+    users = {
+        "op-token": {
+            "username": "system:serviceaccount:qt:operator",
+            "groups": ["system:serviceaccounts"],
+        }
+    }
+    with harness.running(tmp_path, users=users) as cluster:
+        await call(
+            cluster, "GET", "/api/v1/configmaps", headers={"Authorization": "Bearer op-token"}
+        )
+        await call(cluster, "GET", "/api/v1/configmaps", headers={"Authorization": "Bearer other"})
+        assert [(r.user, r.verb) for r in cluster.sim.audit()] == [
+            ("system:serviceaccount:qt:operator", "list"),
+            ("kubernetes-admin", "list"),
+        ]
+
+
+@pytest.mark.parametrize(
+    ("args", "group", "plural", "namespace", "name", "expected"),
+    [
+        (
+            ("create", "namespace", "team-a"),
+            "",
+            "namespaces",
+            "",
+            "team-a",
+            {"spec": {"finalizers": ["kubernetes"]}},
+        ),
+        (
+            ("create", "configmap", "c1", "--from-literal=a=1", "--from-literal=b=2"),
+            "",
+            "configmaps",
+            "default",
+            "c1",
+            {"data": {"a": "1", "b": "2"}},
+        ),
+        (
+            ("create", "secret", "generic", "s1", "--from-literal=a=1"),
+            "",
+            "secrets",
+            "default",
+            "s1",
+            {"data": {"a": "MQ=="}, "type": "Opaque"},
+        ),
+        (("create", "serviceaccount", "sa1"), "", "serviceaccounts", "default", "sa1", {}),
+        (
+            ("create", "priorityclass", "high", "--value=1000"),
+            "scheduling.k8s.io",
+            "priorityclasses",
+            "",
+            "high",
+            {"value": 1000, "preemptionPolicy": "PreemptLowerPriority"},
+        ),
+    ],
+    ids=["namespace", "configmap", "secret", "serviceaccount", "priorityclass"],
+)
+def test_kubectl_generators_send_protobuf_that_kubesim_decodes(
+    kubesim: harness.Cluster,
+    args: tuple[str, ...],
+    group: str,
+    plural: str,
+    namespace: str,
+    name: str,
+    expected: dict,
+) -> None:
+    result = kubesim.kubectl(*args)
+    assert result.returncode == 0, result.stderr
+    stored = kubesim.sim.get_object(group, plural, namespace, name)
+    assert stored is not None
+    assert {k: v for k, v in stored.items() if k in expected} == expected
+
+
+def test_protobuf_for_other_kinds_is_a_415_that_kubectl_reports(kubesim: harness.Cluster) -> None:
+    result = kubesim.kubectl("create", "deployment", "d1", "--image=nginx")
+    assert result.returncode == 1
+    assert (
+        "kubesim cannot decode Deployment (apps/v1) from application/vnd.kubernetes.protobuf"
+        in result.stderr
+    )
+
+
+def test_the_command_serves_until_terminated_with_a_port_file_and_kubeconfig(
+    tmp_path: pathlib.Path,
+) -> None:
+    port_file, kubeconfig = tmp_path / "port", tmp_path / "kubeconfig"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kubesim",
+            "--port-file",
+            str(port_file),
+            "--kubeconfig-out",
+            str(kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not port_file.exists():
+            assert process.poll() is None, process.stderr
+            assert time.monotonic() < deadline, "no port file"
+            time.sleep(0.05)
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "KUBECACHEDIR": str(tmp_path / "cache")}
+        result = subprocess.run(
+            ["kubectl", harness.KUBECTL_TIMEOUT, "get", "ns", "-o", "json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert [n["metadata"]["name"] for n in json.loads(result.stdout)["items"]] == [
+            "default",
+            "kube-node-lease",
+            "kube-public",
+            "kube-system",
+        ]
+    finally:
+        process.terminate()
+        out, _ = process.communicate(timeout=20)
+    assert process.returncode == 0
+    assert out.splitlines()[0] == f"kubesim serving on http://127.0.0.1:{port_file.read_text()}"
