@@ -292,3 +292,29 @@ def test_without_the_scheduler_pods_stay_pending_but_bound_ones_run(tmp_path: pa
         free = api.pod("free")
         assert free is not None
         assert ("nodeName" in free["spec"], free["status"]["phase"]) == (False, "Pending")
+
+
+def test_the_simulation_relists_after_dropped_watches_and_compaction(
+    tmp_path: pathlib.Path,
+) -> None:
+    with simulated(tmp_path, "n1:cpu=4") as api:
+        api.create_pod("before")
+        wait_for(phase_of(api, "before", "Running"), "the first pod to run")
+        api.create_pod("blocked", cpu="8")
+        wait_for(
+            scheduled_condition(api, "blocked", "Unschedulable"), "the big pod to be unschedulable"
+        )
+
+        api.cluster.sim.compact()
+        api.cluster.sim.drop_watches()  # reconnecting from the last RV now answers 410: re-list
+        api.create_pod("after")
+        api.delete_pod("before")
+        api.request(
+            "PATCH",
+            "/api/v1/nodes/n1/status",
+            {"status": {"allocatable": {"cpu": "16", "pods": "110"}}},
+            "application/merge-patch+json",
+        )
+
+        assert wait_for(phase_of(api, "after", "Running"), "a pod created after the drop to run")
+        assert wait_for(phase_of(api, "blocked", "Running"), "the big pod to fit the grown node")
