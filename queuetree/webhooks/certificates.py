@@ -34,6 +34,7 @@ import tempfile
 from typing import Any
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509 import oid
@@ -189,7 +190,9 @@ def renewal_reason(
         lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
         if cert.not_valid_after_utc - now < lifetime / 4:
             return f"the {label} expires at {cert.not_valid_after_utc.isoformat()}"
-    if serving.issuer != ca.subject:
+    try:
+        serving.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
         return "the serving certificate is not signed by the CA"
     try:
         sans = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName)
