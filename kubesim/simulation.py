@@ -193,6 +193,8 @@ class PodInfo:
     run_seconds: float | None
     start_time: str
     obj: Mapping[str, Any]
+    signature: str = ""
+    """Equal for pods the filters cannot tell apart (requests, selectors, affinity, tolerations)."""
 
     @property
     def key(self) -> str:
@@ -253,6 +255,15 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     )
+    signature = json.dumps(
+        [
+            sorted(requests.items()),
+            sorted((spec.get("nodeSelector") or {}).items()),
+            required,
+            spec.get("tolerations") or [],
+        ],
+        sort_keys=True,
+    )
     return PodInfo(
         namespace=metadata.get("namespace", ""),
         name=metadata.get("name", ""),
@@ -271,6 +282,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         run_seconds=_run_seconds(metadata.get("annotations") or {}, key),
         start_time=status.get("startTime", "") or "",
         obj=pod,
+        signature=signature,
     )
 
 
@@ -528,10 +540,19 @@ def plan_placements(
     ordered_nodes = dict(sorted(nodes.items()))
     planned: dict[str, Usage] = dict(usage)
     copied: set[str] = set()
+    # Room only shrinks during a pass, so a pod the filters cannot tell from one that just
+    # failed fails the same way, with the same message, until the next placement.
+    failed: dict[str, str] = {}
     placements = []
     for pod in sorted(candidates, key=lambda p: (p.created, p.name, p.namespace)):
+        if pod.signature in failed:
+            placements.append(Placement(pod=pod, node=None, message=failed[pod.signature]))
+            continue
         node, message = choose_node(pod, ordered_nodes, planned)
-        if node is not None:
+        if node is None:
+            failed[pod.signature] = message
+        else:
+            failed.clear()
             if node not in copied:
                 previous = planned.get(node) or Usage()
                 planned[node] = dataclasses.replace(previous, requests=dict(previous.requests))

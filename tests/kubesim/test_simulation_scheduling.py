@@ -699,3 +699,43 @@ def test_the_unschedulable_condition_is_written_only_when_it_changes(
 ) -> None:
     message = "0/1 nodes are available: 1 Too many pods."
     assert simulation.needs_unschedulable_update(pod, message) is expected
+
+
+def test_a_pass_gives_the_same_verdicts_as_placing_pods_one_by_one() -> None:
+    nodes = {
+        n.name: n
+        for n in map(make_node, ["a:cpu=3,memory=4Gi,pods=3", "b:cpu=2,memory=2Gi,pods=2"])
+    }
+    shapes: list[dict[str, Any]] = [
+        {"cpu": "4"},
+        {"cpu": "1"},
+        {"cpu": "4"},
+        {"memory": "3Gi"},
+        {"cpu": "1", "nodeSelector": {"kubernetes.io/hostname": "b"}},
+        {"cpu": "4"},
+        {},
+        {},
+        {"cpu": "4"},
+        {"memory": "3Gi"},
+    ]
+    candidates = [
+        make_pod(f"p{i}", created=f"2026-01-01T00:00:{i:02}Z", **shape)
+        for i, shape in enumerate(shapes)
+    ]
+    usage = {name: simulation.Usage() for name in nodes}
+    expected = []
+    for pod in candidates:
+        node, message = simulation.choose_node(pod, nodes, usage)
+        if node is not None:
+            usage[node].add(pod)
+        expected.append((pod.name, node, message))
+
+    fresh = {name: simulation.Usage() for name in nodes}
+    planned = simulation.plan_placements(candidates, nodes, fresh)
+
+    assert [(p.pod.name, p.node, p.message) for p in planned] == expected
+    # p0 and p8 have the same shape; placements between them changed why p8 fails.
+    assert (expected[0][2], expected[8][2]) == (
+        "0/2 nodes are available: 2 Insufficient cpu.",
+        "0/2 nodes are available: 2 Insufficient cpu, 2 Too many pods.",
+    )
