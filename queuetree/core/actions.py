@@ -109,7 +109,8 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
     worksheets: dict[str, list[frameworks.Task]] = {}
     job_heaps: dict[str, list[tuple[frameworks.OrderKey, int, frameworks.Job]]] = {}
     counter = itertools.count()
-    for job in sorted(session.jobs.values(), key=lambda j: j.key):
+    # Snapshot order; the job key ends with a unique tie-break, so order does not depend on it.
+    for job in session.jobs.values():
         if job.is_pending:
             if enqueue_configured:
                 continue
@@ -161,16 +162,15 @@ def _allocate_job(
     """One pass over a job's worksheet; True when the job was committed (it may go again)."""
     queue = job.queue
     stmt = Statement(session)
-    gates = Statement(session)
-    admitted = 0
+    reserved: list[frameworks.Task] = []
     while tasks:
         task = tasks.pop()
         if not session.allocatable(queue, task):
             continue
-        if task.sch_gated:
+        if task.pod.scheduling_gates:
             if gate_on and task.pod.opted_in:
-                gates.reserve(task)
-                admitted += 1
+                session.reserve(task)
+                reserved.append(task)
             elif task.pod.only_queue_gate and not task.pod.opted_in:
                 session.task_messages[task.key] = (
                     f"pod {task.key} has the scheduling gate {objects.QUEUE_ALLOCATION_GATE} but "
@@ -189,19 +189,20 @@ def _allocate_job(
             stmt.pipeline(task, node.name)
         if session.job_ready(job):
             break
-    if gates.operations:
+    if reserved:
         in_flight = job.ready + job.waiting + session.in_flight.get(job.key, 0)
-        if in_flight + admitted >= job.min_member:
-            gates.commit()
+        if in_flight + len(reserved) >= job.min_member:
+            session.ungated.extend(t.key for t in reserved)
         else:
             session.job_messages[job.key] = (
-                f"pod group {job.key}: only {in_flight + admitted} of minMember "
+                f"pod group {job.key}: only {in_flight + len(reserved)} of minMember "
                 f"{job.min_member} pods fit in queue {queue!r}; its gated pods stay gated "
                 "together"
             )
-            gates.discard()
+            for task in reversed(reserved):
+                session.unreserve(task)
     if not stmt.operations:
-        return bool(gates.operations) or admitted > 0
+        return bool(reserved)
     if session.job_ready(job):
         stmt.commit()
         return True
@@ -239,7 +240,7 @@ def _best_node(session: frameworks.Session, task: frameworks.Task) -> frameworks
             return max(candidates, key=lambda n: (session.node_score(task, n), _neg_name(n)))
     total = len(session.node_list)
     detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-    task.job.fit_errors[task.key] = f"0/{total} nodes are available" + (
+    session.fit_errors[task.key] = f"0/{total} nodes are available" + (
         f": {detail}" if detail else ""
     )
     return None
@@ -330,21 +331,21 @@ def _evict_for(
 def reclaim(session: frameworks.Session) -> None:
     """Take back resources other queues borrowed, for starving jobs of queues under their
     deserved share (spec §3.8, §3.9, §3.11)."""
-    queues: set[str] = set()
     preemptors: dict[str, list[tuple[frameworks.OrderKey, int, frameworks.Job]]] = {}
     counter = itertools.count()
-    for job in sorted(session.jobs.values(), key=lambda j: j.key):
+    for job in session.jobs.values():
         if job.is_pending or job.queue not in session.queues:
             continue
-        if session.job_valid(job) is not None:
+        # A job without a task that may reclaim would only be popped and put back: look at its
+        # tasks first (cheap), then ask the plugins.
+        if not _preemptor_tasks(session, job):
             continue
-        queues.add(job.queue)
-        # A starving job without a task that may reclaim would only be popped and put back.
-        if session.job_starving(job) and _preemptor_tasks(session, job):
-            preemptors.setdefault(job.queue, []).append((session.job_key(job), next(counter), job))
+        if session.job_valid(job) is not None or not session.job_starving(job):
+            continue
+        preemptors.setdefault(job.queue, []).append((session.job_key(job), next(counter), job))
     for entries in preemptors.values():
         heapq.heapify(entries)
-    heap = [_QueueItem(session, name) for name in queues if name in preemptors]
+    heap = [_QueueItem(session, name) for name in preemptors]
     heapq.heapify(heap)
     while heap:
         item = heapq.heappop(heap)

@@ -57,6 +57,8 @@ class QueueAttr:
     """``deserved`` is not empty (pods aside): set once the deserved figure is final."""
     broken: str = ""
     """Why the queue cannot admit anything (cycle, missing parent); "" when it is sound."""
+    usable: bool = False
+    """Open, sound and (in hierarchy mode) a leaf: set once the tree is built."""
 
     @property
     def is_leaf(self) -> bool:
@@ -130,6 +132,11 @@ class CapacityPlugin(frameworks.Plugin):
         for attr in self.attrs.values():
             attr.share = vectors.share(attr.allocated, attr.deserved, self.dims)
             attr.has_deserved = not vectors.is_empty(attr.deserved, self.dims)
+            attr.usable = (
+                attr.queue.state == objects.QueueState.OPEN
+                and not attr.broken
+                and (not self.hierarchy or attr.is_leaf)
+            )
         if self.gate_on:
             self._rebuild_reserved(session)
 
@@ -299,13 +306,11 @@ class CapacityPlugin(frameworks.Plugin):
             infinite = dims.zero()
             infinite[vectors.CPU] = vectors.MAXF
             infinite[vectors.MEMORY] = vectors.MAXF
-            keys = set()
+            keys: set[int] = set()
             for node in session.node_list:
-                for i in range(2, dims.size):
-                    if node.allocatable[i] != 0 or dims.names[i] in (
-                        node.node.allocatable.scalars or {}
-                    ):
-                        keys.add(i)
+                scalars = node.node.allocatable.scalars
+                if scalars:
+                    keys.update(dims.index[name] for name in scalars)
             for i in keys:
                 infinite[i] = vectors.MAXI
             root.capability = infinite
@@ -461,7 +466,8 @@ class CapacityPlugin(frameworks.Plugin):
 
     def _rebuild_reserved(self, session: frameworks.Session) -> None:
         """§5.3: pending, ungated, opted-in pods keep holding their queue's capacity."""
-        for job in session.jobs.values():
+        for key in session.in_flight:
+            job = session.jobs[key]
             attr = self.attrs.get(job.queue)
             if attr is None:
                 continue
@@ -479,15 +485,23 @@ class CapacityPlugin(frameworks.Plugin):
         if task.key in self.reserved_tasks:
             return
         self.reserved_tasks[task.key] = attr
+        req = task.resreq
+        dims = task.nonzero
         for target in attr.chain:
-            vectors.iadd(target.reserved, task.resreq)
+            reserved = target.reserved
+            for i in dims:
+                reserved[i] += req[i]
 
     def _unreserve(self, task: frameworks.Task) -> None:
         attr = self.reserved_tasks.pop(task.key, None)
         if attr is None:
             return
+        req = task.resreq
+        dims = task.nonzero
         for target in attr.chain:
-            vectors.isub(target.reserved, task.resreq)
+            reserved = target.reserved
+            for i in dims:
+                reserved[i] -= req[i]
 
     def on_reserve(self, task: frameworks.Task) -> None:
         attr = self.attrs.get(task.job.queue)
@@ -559,6 +573,8 @@ class CapacityPlugin(frameworks.Plugin):
     def _usable(self, attr: QueueAttr | None, key: str) -> bool:
         if attr is None:
             return False
+        if attr.usable:
+            return True
         if attr.queue.state != objects.QueueState.OPEN:
             self.blockers[key] = Blocker(
                 kind="state", queue=attr.name, leaf=attr.name, detail=attr.queue.state.value

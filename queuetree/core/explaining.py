@@ -105,8 +105,8 @@ def _reason(
         return text
     if job.is_pending:
         return f"pod group {job.key} is still Pending (not enqueued in this session)"
-    if task.key in job.fit_errors:
-        return f"no node fits the pod: {job.fit_errors[task.key]}"
+    if task.key in session.fit_errors:
+        return f"no node fits the pod: {session.fit_errors[task.key]}"
     if pod.sch_gated and not pod.opted_in:
         return (
             f'the pod lacks the opt-in annotation {objects.QUEUE_ALLOCATION_GATE}: "true"; '

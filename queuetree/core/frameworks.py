@@ -63,6 +63,8 @@ class Task:
     init_resreq: vectors.Vec
     req_dims: tuple[int, ...]
     """Dimensions the request needs (value > 0, never ``pods``)."""
+    nonzero: tuple[int, ...]
+    """Dimensions where ``resreq`` is not 0 (for cheap accumulation)."""
     status: objects.TaskStatus
     node: str
     priority: int
@@ -94,8 +96,6 @@ class Job:
     valid: int = 0
     ungated: int = 0
     """Gated tasks admitted (ungated) in this session."""
-    fit_errors: dict[str, str] = dataclasses.field(default_factory=dict)
-    """Task key -> why no node fits (last attempt)."""
 
     @property
     def is_pending(self) -> bool:
@@ -346,6 +346,8 @@ class Session:
         self.enqueued: set[str] = set()
         # Explanations gathered on the way (``explaining`` turns them into reasons).
         self.job_messages: dict[str, str] = {}
+        self.fit_errors: dict[str, str] = {}
+        """Task key -> why no node fits (last attempt)."""
         self.task_messages: dict[str, str] = {}
         self.in_flight: dict[str, int] = {}
         """Job key -> pending, ungated, opted-in tasks (admitted earlier, not yet placed)."""
@@ -370,6 +372,9 @@ class Session:
                     ]
                 )
             self._fns[hook] = per_tier
+        self._flat = {
+            hook: [fn for tier in per_tier for fn in tier] for hook, per_tier in self._fns.items()
+        }
         job_keys = [fn for tier in self._fns["job_order_key"] for fn in tier]
         task_keys = [fn for tier in self._fns["task_order_key"] for fn in tier]
         self._job_keys = job_keys
@@ -377,9 +382,15 @@ class Session:
         self._allocatable = [fn for tier in self._fns["allocatable"] for fn in tier]
         self._predicates = [fn for tier in self._fns["predicate"] for fn in tier]
         self._node_orders = [fn for tier in self._fns["node_order"] for fn in tier]
+        # Event handlers: only the plugins that override them (most do not).
+        self._on_allocate = _overriding(self.plugins, "on_allocate")
+        self._on_deallocate = _overriding(self.plugins, "on_deallocate")
+        self._on_reserve = _overriding(self.plugins, "on_reserve")
+        self._on_unreserve = _overriding(self.plugins, "on_unreserve")
 
     def flat(self, hook: str) -> list[Callable[..., Any]]:
-        return [fn for tier in self._fns[hook] for fn in tier]
+        """The enabled implementations of ``hook`` in tier order (computed at registration)."""
+        return self._flat[hook]
 
     # -- orders -----------------------------------------------------------------------------
 
@@ -515,19 +526,39 @@ class Session:
         return all(fn(queue, tasks) for fn in self.flat("preemptive"))
 
     def allocatable(self, queue: str, task: Task) -> bool:
-        return all(fn(queue, task) for fn in self._allocatable)
+        fns = self._allocatable
+        if len(fns) == 1:
+            return bool(fns[0](queue, task))
+        return all(fn(queue, task) for fn in fns)
 
     # -- events -----------------------------------------------------------------------------
 
     def fire_allocate(self, task: Task) -> None:
         self.version += 1
-        for plugin in self.plugins:
-            plugin.on_allocate(task)
+        for fn in self._on_allocate:
+            fn(task)
 
     def fire_deallocate(self, task: Task) -> None:
         self.version += 1
-        for plugin in self.plugins:
-            plugin.on_deallocate(task)
+        for fn in self._on_deallocate:
+            fn(task)
+
+    def reserve(self, task: Task) -> None:
+        """Admit a gated task: its gate will be removed; capacity holds its request."""
+        task.job.ungated += 1
+        for fn in self._on_reserve:
+            fn(task)
+
+    def unreserve(self, task: Task) -> None:
+        """Roll an admission back (its gang did not fit)."""
+        task.job.ungated -= 1
+        for fn in self._on_unreserve:
+            fn(task)
+
+
+def _overriding(plugins: list[Plugin], name: str) -> list[Callable[[Task], None]]:
+    base = getattr(Plugin, name)
+    return [getattr(p, name) for p in plugins if getattr(type(p), name) is not base]
 
 
 def _compare(left: Any, right: Any) -> int:
@@ -576,9 +607,7 @@ class Statement:
 
     def reserve(self, task: Task) -> None:
         """Admit a gated task: its gate will be removed; capacity holds its request."""
-        task.job.ungated += 1
-        for plugin in self.session.plugins:
-            plugin.on_reserve(task)
+        self.session.reserve(task)
         self.operations.append(Operation("reserve", task))
 
     def merge(self, other: Statement) -> None:
@@ -605,9 +634,7 @@ class Statement:
                 task.node = ""
                 session.fire_deallocate(task)
             else:
-                task.job.ungated -= 1
-                for plugin in session.plugins:
-                    plugin.on_unreserve(task)
+                session.unreserve(task)
         self.operations = []
 
     def commit(self) -> None:

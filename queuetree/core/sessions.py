@@ -153,7 +153,7 @@ def _build_session(
             pipelined=dims.zero(),
         )
     tasks: dict[str, frameworks.Task] = {}
-    cache: dict[int, tuple[vectors.Vec, tuple[int, ...]]] = {}
+    cache: dict[int, tuple[vectors.Vec, tuple[int, ...], tuple[int, ...]]] = {}
     gate_on = feature_gates.get(objects.FEATURE_SCHEDULING_GATES_QUEUE_ADMISSION, False)
     in_flight: dict[str, int] = {}
     for key, pod in snapshot.pods.items():
@@ -175,7 +175,7 @@ def _build_session(
                 default_priority=default_priority,
             )
             jobs[job.key] = job
-        resreq, req_dims = _cached_vec(cache, pod.resreq, dims)
+        resreq, req_dims, nonzero = _cached_vec(cache, pod.resreq, dims)
         init_resreq = resreq
         if pod.init_resreq is not pod.resreq:
             # What must be free on the node: the larger of the requests and the init request.
@@ -189,6 +189,7 @@ def _build_session(
             resreq=resreq,
             init_resreq=init_resreq,
             req_dims=req_dims,
+            nonzero=nonzero,
             status=pod.status,
             node=pod.node_name,
             priority=_task_priority(pod),
@@ -221,16 +222,20 @@ def _build_session(
 
 
 def _cached_vec(
-    cache: dict[int, tuple[vectors.Vec, tuple[int, ...]]],
+    cache: dict[int, tuple[vectors.Vec, tuple[int, ...], tuple[int, ...]]],
     resource: resources.Resource,
     dims: vectors.Dims,
-) -> tuple[vectors.Vec, tuple[int, ...]]:
+) -> tuple[vectors.Vec, tuple[int, ...], tuple[int, ...]]:
     # Pods often share one request object; converting it once keeps session open cheap.
     # Vectors of tasks are never mutated, so sharing them is safe.
     hit = cache.get(id(resource))
     if hit is None:
         vec = dims.vec(resource)
-        hit = (vec, vectors.requested_dims(vec, dims))
+        hit = (
+            vec,
+            vectors.requested_dims(vec, dims),
+            tuple(i for i, value in enumerate(vec) if value),
+        )
         cache[id(resource)] = hit
     return hit
 
@@ -271,19 +276,29 @@ def _result(
 ) -> decisions.SessionResult:
     dims = session.dims
     queues: dict[str, decisions.QueueFigures] = {}
+    made: dict[tuple[float, ...], resources.Resource] = {}
+
+    def resource(vec: vectors.Vec) -> resources.Resource:
+        # Many queues share figures (zero, unlimited): build each distinct Resource once.
+        key = tuple(vec)
+        hit = made.get(key)
+        if hit is None:
+            hit = made[key] = dims.to_resource(vec)
+        return hit
+
     if plugin is not None:
         for name in sorted(plugin.attrs):
             attr = plugin.attrs[name]
             if name not in session.queues:
                 continue  # the implicit root is not a queue of the cluster
             queues[name] = decisions.QueueFigures(
-                allocated=dims.to_resource(attr.allocated),
-                deserved=dims.to_resource(attr.deserved),
-                capability=dims.to_resource(attr.capability),
-                real_capability=dims.to_resource(attr.real_capability),
-                guarantee=dims.to_resource(attr.guarantee),
-                reserved=dims.to_resource(attr.reserved),
-                inqueue=dims.to_resource(attr.inqueue),
+                allocated=resource(attr.allocated),
+                deserved=resource(attr.deserved),
+                capability=resource(attr.capability),
+                real_capability=resource(attr.real_capability),
+                guarantee=resource(attr.guarantee),
+                reserved=resource(attr.reserved),
+                inqueue=resource(attr.inqueue),
                 share=attr.share,
                 state=attr.queue.state,
             )
