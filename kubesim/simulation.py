@@ -994,8 +994,14 @@ class _Simulator:
                 continue
             self.started.add(uid)
             self._spawn(self._start(pod))
+        # Keep only pods still waiting for their node to appear.
         self.to_start = {
-            uid for uid in self.to_start if uid not in self.started and uid in self.pods
+            uid
+            for uid in self.to_start
+            if uid in self.pods
+            and uid not in self.started
+            and self.pods[uid].node_name not in self.nodes
+            and self.pods[uid].phase in ("", "Pending")
         }
 
     async def _start(self, pod: PodInfo) -> None:
