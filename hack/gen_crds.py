@@ -11,9 +11,10 @@ Compatibility rules (spec-volcano-semantics.md §2, docs/compatibility.md):
   PodGroup manifest, and a status written by Volcano's own controllers, still validate;
 - queuetree's own status fields are additions (``reserved``, ``deserved``, ``realCapability``,
   ``conditions``) and never change the meaning of a Volcano field;
-- where Volcano's schema is stricter than its own controllers need (``status.allocated`` is
-  ``required`` upstream) the schema here is looser, never stricter, so that a status patch
-  written in two steps (state first, figures later) is not refused.
+- one deliberate difference: the PodGroup CRD has a ``status`` subresource (Volcano's has none),
+  so that the operator writes a group's phase through ``podgroups/status`` and users' spec
+  edits can never overwrite it. Clients that update a PodGroup's status through the main
+  resource (Volcano's own controllers) would see that change ignored.
 """
 
 from __future__ import annotations
@@ -138,7 +139,10 @@ def network_topology() -> Schema:
                 "type": "integer",
                 "minimum": 0,
             },
-            "highestTierName": string("Name of the highest tier the group may span."),
+            "highestTierName": string(
+                "Name of the highest tier the group may span (not with highestTierAllowed).",
+                maxLength=253,
+            ),
         },
     }
 
@@ -243,11 +247,11 @@ def queue_crd() -> Schema:
                 "Queue state: Open admits new work; Closing and Closed do not.",
                 enum=["Open", "Closed", "Closing", "Unknown"],
             ),
-            "unknown": int32("Number of Unknown PodGroups in the queue."),
-            "pending": int32("Number of Pending PodGroups in the queue."),
-            "running": int32("Number of Running PodGroups in the queue."),
-            "inqueue": int32("Number of Inqueue PodGroups in the queue."),
-            "completed": int32("Number of Completed PodGroups in the queue."),
+            "unknown": int32("Number of Unknown PodGroups in the queue.", minimum=0),
+            "pending": int32("Number of Pending PodGroups in the queue.", minimum=0),
+            "running": int32("Number of Running PodGroups in the queue.", minimum=0),
+            "inqueue": int32("Number of Inqueue PodGroups in the queue.", minimum=0),
+            "completed": int32("Number of Completed PodGroups in the queue.", minimum=0),
             "reservation": {
                 "description": "Nodes locked for the queue (Volcano reservation).",
                 "type": "object",
@@ -324,7 +328,7 @@ def podgroup_crd() -> Schema:
                 maxLength=253,
                 pattern=f"^{DNS1123_SUBDOMAIN}$",
             ),
-            "priorityClassName": string("PriorityClass of the group."),
+            "priorityClassName": string("PriorityClass of the group.", maxLength=253),
             "minResources": quantity_map(
                 "Resources the group needs to start; checked against the queue at enqueue."
             ),
@@ -335,15 +339,14 @@ def podgroup_crd() -> Schema:
                 "items": {
                     "type": "object",
                     "properties": {
-                        "name": {"type": "string"},
+                        "name": string("Name of the sub-group.", maxLength=253),
                         "networkTopology": network_topology(),
                         "subGroupSize": int32("Pods per sub-group.", minimum=1) | {"default": 1},
                         "minSubGroups": int32("Minimum number of sub-groups.", minimum=0)
                         | {"default": 0},
                         "labelSelector": label_selector(),
-                        "matchLabelKeys": string_list(
-                            "Label keys that split pods into sub-groups."
-                        ),
+                        "matchLabelKeys": string_list("Label keys that split pods into sub-groups.")
+                        | {"x-kubernetes-list-type": "atomic"},
                     },
                 },
             },
@@ -372,9 +375,9 @@ def podgroup_crd() -> Schema:
                     },
                 },
             },
-            "running": int32("Number of running pods."),
-            "succeeded": int32("Number of succeeded pods."),
-            "failed": int32("Number of failed pods."),
+            "running": int32("Number of running pods.", minimum=0),
+            "succeeded": int32("Number of succeeded pods.", minimum=0),
+            "failed": int32("Number of failed pods.", minimum=0),
         },
     }
     columns = [

@@ -289,6 +289,7 @@ INVALID_QUEUES = {
         ["spec.capability.cpu"],
     ),
     "a state outside the four states": ("status: {state: Opened}", ["status.state"]),
+    "a negative PodGroup count": ("status: {running: -1}", ["status.running"]),
     "a condition status outside True/False/Unknown": (
         "status: {conditions: [{type: Admitting, status: maybe}]}",
         ["status.conditions.0.status"],
@@ -370,6 +371,11 @@ INVALID_PODGROUPS = {
         ["spec.subGroupPolicy.0.subGroupSize"],
     ),
     "a phase outside Volcano's five": ("status: {phase: Admitted}", ["status.phase"]),
+    "a negative count of failed pods": ("status: {failed: -1}", ["status.failed"]),
+    "a tier name longer than 253": (
+        f"spec: {{networkTopology: {{highestTierName: {'t' * 254}}}}}",
+        ["spec.networkTopology.highestTierName"],
+    ),
     "a queue name that is not a DNS subdomain": ("spec: {queue: My_Queue}", ["spec.queue"]),
 }
 
