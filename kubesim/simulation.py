@@ -851,9 +851,11 @@ class _Simulator:
         except ValueError as exc:
             logger.warning("%s; ignored by the simulation", exc)
             return
-        added = node.name not in self.nodes
+        previous = self.nodes.get(node.name)
+        added = previous is None
         self.nodes[node.name] = node
-        self.retry_all = True
+        if previous != node:  # a status heartbeat alone changes nothing the filters read
+            self.retry_all = True
         if added:
             self.to_start.update(
                 p.uid
