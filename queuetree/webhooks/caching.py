@@ -88,7 +88,10 @@ class Informer:
     async def _list(self) -> None:
         response = await self._list_fn(_preload_content=False, _request_timeout=60)
         async with response:
-            data = json.loads(await response.read())
+            body = await response.read()
+            if response.status != 200:
+                raise RuntimeError(f"list: HTTP {response.status}: {body[:200]!r}")
+            data = json.loads(body)
         items = data.get("items") or []
         self.resource_version = (data.get("metadata") or {}).get("resourceVersion", "")
         self._on_reset([item for item in items if isinstance(item, dict)])
@@ -106,6 +109,10 @@ class Informer:
         async with response:
             if response.status == 410:
                 raise Expired()
+            if response.status != 200:
+                raise RuntimeError(
+                    f"watch: HTTP {response.status}: {(await response.read())[:200]!r}"
+                )
             async for line in response.content:
                 if line.strip():
                     self._handle(json.loads(line))

@@ -349,25 +349,18 @@ class SecretSource:
         )
 
     async def _read_secret(self, core: Any) -> dict[str, Any] | None:
-        from kubernetes_asyncio.client.exceptions import ApiException
-
-        try:
-            response = await core.read_namespaced_secret(
-                self.secret_name, self.namespace, _preload_content=False
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        async with response:
-            secret: dict[str, Any] = await response.json()
+        status, secret = await _call(
+            core.read_namespaced_secret(self.secret_name, self.namespace, _preload_content=False)
+        )
+        if status == 404:
+            return None
+        _check(status, secret, f"reading Secret {self.namespace}/{self.secret_name}")
         return secret
 
     async def _write_secret(
         self, core: Any, bundle: Bundle, existing: dict[str, Any] | None
     ) -> bool:
         """Create or replace the Secret; False on a 409 (another replica wrote first)."""
-        from kubernetes_asyncio.client.exceptions import ApiException
 
         def b64(data: bytes) -> str:
             return base64.b64encode(data).decode("ascii")
@@ -388,18 +381,17 @@ class SecretSource:
                 CA_KEY_KEY: b64(bundle.ca.key_pem),
             },
         }
-        try:
-            if existing is None:
-                await core.create_namespaced_secret(self.namespace, body, _preload_content=False)
-            else:
-                body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
-                await core.replace_namespaced_secret(
-                    self.secret_name, self.namespace, body, _preload_content=False
-                )
-        except ApiException as exc:
-            if exc.status == 409:
-                return False
-            raise
+        if existing is None:
+            call = core.create_namespaced_secret(self.namespace, body, _preload_content=False)
+        else:
+            body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+            call = core.replace_namespaced_secret(
+                self.secret_name, self.namespace, body, _preload_content=False
+            )
+        status, answer = await _call(call)
+        if status == 409:
+            return False
+        _check(status, answer, f"writing Secret {self.namespace}/{self.secret_name}")
         return True
 
     async def inject_ca_bundle(self, ca_bundle: str) -> None:
@@ -408,7 +400,6 @@ class SecretSource:
         A configuration that does not exist yet is skipped (the next refresh tries again).
         """
         from kubernetes_asyncio import client
-        from kubernetes_asyncio.client.exceptions import ApiException
 
         api = client.AdmissionregistrationV1Api(self._api_client)
         for name, read, patch in (
@@ -425,15 +416,11 @@ class SecretSource:
         ):
             if not name:
                 continue
-            try:
-                response: Any = await read(name, _preload_content=False)
-            except ApiException as exc:
-                if exc.status == 404:
-                    logger.warning("webhook configuration %s not found; caBundle not set", name)
-                    continue
-                raise
-            async with response:
-                config = await response.json()
+            status, config = await _call(read(name, _preload_content=False))
+            if status == 404:
+                logger.warning("webhook configuration %s not found; caBundle not set", name)
+                continue
+            _check(status, config, f"reading webhook configuration {name}")
             operations = []
             for index, webhook in enumerate(config.get("webhooks") or []):
                 client_config = webhook.get("clientConfig") or {}
@@ -446,15 +433,37 @@ class SecretSource:
                         }
                     )
             if operations:
-                await patch(name, operations, _preload_content=False)
+                status, answer = await _call(patch(name, operations, _preload_content=False))
+                _check(status, answer, f"patching the caBundle of {name}")
                 logger.info("caBundle written into %d webhooks of %s", len(operations), name)
+
+
+async def _call(request: Any) -> tuple[int, dict[str, Any]]:
+    """Await a kubernetes-asyncio call made with ``_preload_content=False``: status and JSON.
+
+    Such calls return the raw response whatever its status (no ApiException), which lets a
+    404 or a 409 be an answer rather than an error.
+    """
+    response = await request
+    async with response:
+        try:
+            body = await response.json(content_type=None)
+        except ValueError:
+            body = {"message": (await response.text())[:200]}
+    return response.status, body if isinstance(body, dict) else {}
+
+
+def _check(status: int, body: dict[str, Any], doing: str) -> None:
+    if not 200 <= status < 300:
+        raise CertificateError(f"{doing}: HTTP {status}: {body.get('message', body)}")
 
 
 def _decoded(secret: dict[str, Any], key: str) -> bytes:
     data = secret.get("data") or {}
     value = data.get(key)
     if not isinstance(value, str):
-        raise CertificateError(f"Secret {secret['metadata']['name']}: no {key}")
+        name = (secret.get("metadata") or {}).get("name", "?")
+        raise CertificateError(f"Secret {name}: no {key}")
     return base64.b64decode(value)
 
 
