@@ -48,15 +48,16 @@ API_VERSIONS: Final[Mapping[str, str]] = MappingProxyType(
         "Pod": CORE_API_VERSION,
         "Node": CORE_API_VERSION,
         "PriorityClass": PRIORITY_CLASS_API_VERSION,
+        "Namespace": CORE_API_VERSION,
     }
 )
-"""The kinds a snapshot is made of, with the apiVersion each must carry."""
+"""The kinds a session reads, with the apiVersion each must carry."""
 
-IGNORED_KINDS: Final = frozenset({"Namespace"})
-"""Kinds accepted in input files and skipped with a warning: a session needs no Namespace (pods
-name theirs), and files that users apply often start with one. Every other kind is an error,
-because silently dropping, say, a Deployment would make the session look at a different cluster
-than the user meant (workload controllers are not expanded: give the pods)."""
+NAMESPACE_KIND: Final = "Namespace"
+"""Also read: a Namespace's ``scheduling.volcano.sh/queue-name`` annotation is the queue of its
+lone pods that name none (as in Volcano). Any other kind is an error, because silently dropping,
+say, a Deployment would make the session look at a different cluster than the user meant
+(workload controllers are not expanded: give the pods)."""
 
 DEFAULT_NAMESPACE: Final = "default"
 DEFAULT_SCHEDULER: Final = "default-scheduler"
@@ -370,10 +371,13 @@ def parse_queue(manifest: RawManifest, *, origin: str = "") -> objects.Queue:
 # -- PodGroup -----------------------------------------------------------------------------------
 
 
-def parse_pod_group(manifest: RawManifest, *, origin: str = "") -> objects.PodGroup:
+def parse_pod_group(
+    manifest: RawManifest, *, origin: str = "", default_queue: str = objects.DEFAULT_QUEUE
+) -> objects.PodGroup:
     """A ``scheduling.volcano.sh/v1beta1`` PodGroup.
 
-    ``spec.queue`` absent or "" is ``default`` (the CRD default and Volcano's mutating webhook);
+    ``spec.queue`` absent or "" is ``default_queue`` (the CRD default and Volcano's mutating
+    webhook);
     ``spec.minMember`` absent is 0 (Go's zero value: Volcano sets no default); ``minResources``
     absent is None (enqueue then skips the capacity check, spec §3.7) while ``{}`` is an empty
     vector; ``status.phase`` "" or absent is Pending. Raises :class:`ManifestError`.
@@ -396,7 +400,7 @@ def parse_pod_group(manifest: RawManifest, *, origin: str = "") -> objects.PodGr
     group = objects.PodGroup(
         namespace=meta.namespace,
         name=meta.name,
-        queue=spec.at("queue").string() or objects.DEFAULT_QUEUE,
+        queue=spec.at("queue").string() or default_queue,
         min_member=min_member.integer(0),
         min_task_member=MappingProxyType(dict(sorted(min_task_member.items()))),
         min_resources=spec.at("minResources").resource_list(),
@@ -409,15 +413,18 @@ def parse_pod_group(manifest: RawManifest, *, origin: str = "") -> objects.PodGr
     return group
 
 
-def pod_group_for_lone_pod(pod: objects.Pod) -> objects.PodGroup:
+def pod_group_for_lone_pod(
+    pod: objects.Pod, *, namespace_queue: str = "", default_queue: str = objects.DEFAULT_QUEUE
+) -> objects.PodGroup:
     """The single-pod group of a pod without the ``scheduling.k8s.io/group-name`` annotation.
 
     Modelled on the PodGroup Volcano's controller creates for such a pod: minMember 1,
     ``minResources`` the pod's requests, the queue from the pod's
-    ``scheduling.volcano.sh/queue-name`` annotation (``default`` when absent or ""), the pod's
-    creation time and uid. Its key is the pod's key. Its phase follows the pod, because no
-    controller has written one: Running while the pod holds resources (Bound, Binding, Running,
-    Allocated, Releasing), Completed once it Succeeded or Failed, Pending otherwise.
+    ``scheduling.volcano.sh/queue-name`` annotation, else ``namespace_queue`` (the same
+    annotation on the pod's Namespace), else ``default_queue``; the pod's creation time and uid.
+    Its key is the pod's key. Its phase follows the pod, because no controller has written one:
+    Running while the pod holds resources (Bound, Binding, Running, Allocated, Releasing),
+    Completed once it Succeeded or Failed, Pending otherwise.
     """
     if pod.status in objects.ALLOCATED_STATUSES or pod.status is objects.TaskStatus.RELEASING:
         phase = objects.PodGroupPhase.RUNNING
@@ -428,7 +435,9 @@ def pod_group_for_lone_pod(pod: objects.Pod) -> objects.PodGroup:
     return objects.PodGroup(
         namespace=pod.namespace,
         name=pod.name,
-        queue=pod.annotations.get(objects.QUEUE_NAME_ANNOTATION) or objects.DEFAULT_QUEUE,
+        queue=pod.annotations.get(objects.QUEUE_NAME_ANNOTATION)
+        or namespace_queue
+        or default_queue,
         min_member=1,
         min_resources=pod.resreq,
         phase=phase,
@@ -700,6 +709,14 @@ def parse_priority_class(manifest: RawManifest, *, origin: str = "") -> objects.
     return priority_class
 
 
+def parse_namespace_queue(manifest: RawManifest, *, origin: str = "") -> tuple[str, str]:
+    """``(namespace, queue)`` of a ``v1`` Namespace: its ``scheduling.volcano.sh/queue-name``
+    annotation ("" when absent), the queue of its lone pods that name none."""
+    _, sink, meta = _start(manifest, kind=NAMESPACE_KIND, origin=origin, namespaced=False)
+    sink.raise_if_any()
+    return meta.name, meta.annotations.get(objects.QUEUE_NAME_ANNOTATION, "")
+
+
 # -- files of documents, and the snapshot they describe -------------------------------------
 
 
@@ -785,8 +802,6 @@ def _identify(document: Document) -> tuple[str, list[problems.Problem]]:
                 message="is required", origin=document.origin, field="kind", value=kind
             )
         ]
-    if kind in IGNORED_KINDS:
-        return kind, []
     if kind not in API_VERSIONS:
         known = ", ".join(API_VERSIONS)
         return "", [
@@ -809,13 +824,16 @@ def _identify(document: Document) -> tuple[str, list[problems.Problem]]:
     return kind, []
 
 
-def build_snapshot(documents: Iterable[Document]) -> ParsedSnapshot:
+def build_snapshot(
+    documents: Iterable[Document], *, default_queue: str = objects.DEFAULT_QUEUE
+) -> ParsedSnapshot:
     """The snapshot the documents describe, checked for references.
 
-    PriorityClasses are read first (pods resolve their priority against them, whatever the order
-    of the files). Besides each document's own problems, these are errors: the same object twice;
-    a PodGroup (or a lone pod's single-pod group) naming a queue that is not given (include the
-    ``default`` queue if pods rely on it: Volcano creates it at start-up, a snapshot does not); a
+    PriorityClasses and Namespaces are read first (pods resolve their priority and queue against
+    them, whatever the order of the files); PodGroups and lone pods that name no queue go to
+    ``default_queue``. Besides each document's own problems, these are errors: the same object
+    twice; a PodGroup (or a lone pod's single-pod group) naming a queue that is not given (include
+    the default queue if pods rely on it: Volcano creates it at start-up, a snapshot does not); a
     pod whose ``scheduling.k8s.io/group-name`` names a PodGroup that is not given. The queue tree
     itself (parents, cycles, the root) is not checked here: the session reports it.
     Raises :class:`ManifestError` with every problem of every document.
@@ -826,9 +844,7 @@ def build_snapshot(documents: Iterable[Document]) -> ParsedSnapshot:
     for document in documents:
         kind, trouble = _identify(document)
         found.extend(trouble)
-        if kind in IGNORED_KINDS:
-            warnings.append(f"{document.origin}: {kind} ignored (a session does not need it)")
-        elif kind:
+        if kind:
             by_kind[kind].append(document)
 
     origins: dict[tuple[str, str], str] = {}  # (kind, key) -> origin of the object kept
@@ -841,7 +857,9 @@ def build_snapshot(documents: Iterable[Document]) -> ParsedSnapshot:
             except ManifestError as error:
                 found.extend(error.problems)
                 continue
-            item_key = getattr(item, "key", None) or item.name
+            item_key = (
+                item[0] if isinstance(item, tuple) else getattr(item, "key", None) or item.name
+            )
             if item_key in parsed:
                 found.append(
                     problems.Problem(
@@ -858,9 +876,12 @@ def build_snapshot(documents: Iterable[Document]) -> ParsedSnapshot:
     priority_classes: dict[str, objects.PriorityClass] = collect(
         parse_priority_class, "PriorityClass"
     )
+    namespace_queues: dict[str, str] = dict(collect(parse_namespace_queue, NAMESPACE_KIND).values())
     queues: dict[str, objects.Queue] = collect(parse_queue, "Queue")
     nodes: dict[str, objects.Node] = collect(parse_node, "Node")
-    pod_groups: dict[str, objects.PodGroup] = collect(parse_pod_group, "PodGroup")
+    pod_groups: dict[str, objects.PodGroup] = collect(
+        parse_pod_group, "PodGroup", default_queue=default_queue
+    )
     pods: dict[str, objects.Pod] = collect(
         parse_pod, "Pod", priority_classes=priority_classes, on_warning=warnings.append
     )
@@ -878,7 +899,11 @@ def build_snapshot(documents: Iterable[Document]) -> ParsedSnapshot:
                     )
                 )
             continue
-        lone = pod_group_for_lone_pod(pod)
+        lone = pod_group_for_lone_pod(
+            pod,
+            namespace_queue=namespace_queues.get(pod.namespace, ""),
+            default_queue=default_queue,
+        )
         if lone.key in pod_groups:
             found.append(
                 problems.Problem(
@@ -890,26 +915,7 @@ def build_snapshot(documents: Iterable[Document]) -> ParsedSnapshot:
             )
             continue
         if lone.queue not in queues:
-            annotation = f"metadata.annotations{problems.key(objects.QUEUE_NAME_ANNOTATION)}"
-            if objects.QUEUE_NAME_ANNOTATION in pod.annotations:
-                found.append(
-                    problems.Problem(
-                        message=f'queue "{lone.queue}" is not given',
-                        document=f"Pod {pod.key}",
-                        origin=origins["Pod", pod.key],
-                        field=annotation,
-                        value=pod.annotations[objects.QUEUE_NAME_ANNOTATION],
-                    )
-                )
-            else:
-                found.append(
-                    problems.Problem(
-                        message=f'queue "{lone.queue}" is not given (a pod without {annotation} '
-                        "or a PodGroup goes to the default queue; declare it, or name a queue)",
-                        document=f"Pod {pod.key}",
-                        origin=origins["Pod", pod.key],
-                    )
-                )
+            found.append(_missing_lone_queue(pod, lone.queue, origin=origins["Pod", pod.key]))
             continue
         pod_groups[lone.key] = lone
     for group in pod_groups.values():
@@ -934,6 +940,26 @@ def build_snapshot(documents: Iterable[Document]) -> ParsedSnapshot:
             priority_classes=_sorted(priority_classes),
         ),
         warnings=tuple(warnings),
+    )
+
+
+def _missing_lone_queue(pod: objects.Pod, queue: str, *, origin: str) -> problems.Problem:
+    """The problem of a lone pod whose queue is not given, pointing at what chose that queue."""
+    annotation = f"metadata.annotations{problems.key(objects.QUEUE_NAME_ANNOTATION)}"
+    if objects.QUEUE_NAME_ANNOTATION in pod.annotations:
+        return problems.Problem(
+            message=f'queue "{queue}" is not given',
+            document=f"Pod {pod.key}",
+            origin=origin,
+            field=annotation,
+            value=pod.annotations[objects.QUEUE_NAME_ANNOTATION],
+        )
+    return problems.Problem(
+        message=f'queue "{queue}" is not given (a pod without a PodGroup goes to the queue its '
+        f"{annotation} names, else to the one its Namespace's names, else to the default queue; "
+        "declare the queue, or name another)",
+        document=f"Pod {pod.key}",
+        origin=origin,
     )
 
 

@@ -66,10 +66,10 @@ tiers:
   - name: capacity
     enableHierarchy: true
     arguments:
-      # Reclaim across the tree only from queues whose parent is over its own deserved share
-      # too: a team under its department's share keeps what it borrowed from a sibling
-      # department (0 = no ancestor check, as in Volcano's default).
-      ancestorReclaimLevel: 1
+      # How far up the tree reclaim checks deserved shares: 0 (Volcano's default) only the
+      # victim's leaf; 1 also its parent, so a team whose department is within its share keeps
+      # what it borrowed; 2 the grandparent too, and so on.
+      ancestorReclaimLevel: 0
   - name: nodeorder
 """
 """The configuration used when none is given; the same text as examples/config/default.conf."""

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from queuetree.api import manifests, problems, results, schedconf
 from queuetree.cli import flags
-from queuetree.core import sessions
+from queuetree.core import objects, sessions
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 """Files read from a directory given to ``-f``, in name order (as kubectl does)."""
@@ -45,10 +45,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument(
         "--config",
+        "--scheduler-conf",
         metavar="FILE",
         default=None,
         help="scheduler configuration in the volcano-scheduler.conf format, or a ConfigMap "
         "holding one (default: queuetree's built-in configuration, examples/config/default.conf)",
+    )
+    parser.add_argument(
+        "--default-queue",
+        metavar="NAME",
+        default=objects.DEFAULT_QUEUE,
+        help="queue of PodGroups and lone pods that name none, and whose Namespace names none "
+        f"(default {objects.DEFAULT_QUEUE})",
     )
     flags.add_feature_gates_flag(parser)
     flags.add_bool_flag(
@@ -63,7 +71,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        snapshot, configuration = read_inputs(args.filenames, config=args.config, stdin=sys.stdin)
+        snapshot, configuration = read_inputs(
+            args.filenames, config=args.config, default_queue=args.default_queue, stdin=sys.stdin
+        )
     except problems.InputError as error:
         for problem in error.problems:
             print(f"queuetree session: {problem}", file=sys.stderr)
@@ -87,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def read_inputs(
-    filenames: list[str], *, config: str | None, stdin: TextIO
+    filenames: list[str], *, config: str | None, default_queue: str, stdin: TextIO
 ) -> tuple[manifests.ParsedSnapshot, schedconf.ParsedConfiguration]:
     """Read and parse every file, collecting the problems of all of them before raising
     :class:`problems.InputError`."""
@@ -113,7 +123,7 @@ def read_inputs(
                 found.extend(error.problems)
     snapshot: manifests.ParsedSnapshot | None = None
     try:
-        snapshot = manifests.build_snapshot(documents)
+        snapshot = manifests.build_snapshot(documents, default_queue=default_queue)
     except manifests.ManifestError as error:
         found.extend(error.problems)
     if found or snapshot is None or configuration is None:

@@ -196,7 +196,7 @@ def test_files_in_any_order_give_one_sorted_snapshot() -> None:
     reversed_parsed = manifests.build_snapshot(list(reversed(documents)))
     lone_request = resources.Resource(1000, 0, {})
     assert parsed.snapshot == reversed_parsed.snapshot
-    assert parsed.warnings == ("work.yaml#0: Namespace ignored (a session does not need it)",)
+    assert parsed.warnings == ()
     assert list(parsed.snapshot.queues) == ["default", "root", "team-a"]
     assert parsed.snapshot.nodes == {
         "n1": objects.Node(name="n1", allocatable=resources.Resource(8000, 0, {"pods": 10}))
@@ -284,15 +284,16 @@ def test_every_problem_of_every_file_is_reported_at_once() -> None:
     )
     assert found == [
         "f0.yaml#0: kind: unsupported kind (a session reads Queue, PodGroup, Pod, Node, "
-        'PriorityClass; workloads are not expanded) (got "Deployment")',
+        'PriorityClass, Namespace; workloads are not expanded) (got "Deployment")',
         'f1.yaml#0: Pod ns1/p2: spec.containers[0].resources.requests["cpu"]: invalid quantity: '
         + found[1].split("invalid quantity: ", 1)[1],
         "f1.yaml#2: Pod ns1/p3: defined twice (first in f1.yaml#1)",
         'f0.yaml#2: Pod ns1/p1: metadata.annotations["scheduling.k8s.io/group-name"]: '
         'PodGroup ns1/nope is not given (got "nope")',
-        'f1.yaml#1: Pod ns1/p3: queue "default" is not given (a pod without '
-        'metadata.annotations["scheduling.volcano.sh/queue-name"] or a PodGroup goes to the '
-        "default queue; declare it, or name a queue)",
+        'f1.yaml#1: Pod ns1/p3: queue "default" is not given (a pod without a PodGroup goes '
+        'to the queue its metadata.annotations["scheduling.volcano.sh/queue-name"] names, else '
+        "to the one its Namespace's names, else to the default queue; declare the queue, or "
+        "name another)",
         'f0.yaml#1: PodGroup ns1/pg1: spec.queue: queue "missing" is not given (got "missing")',
     ]
 
@@ -339,3 +340,55 @@ def test_the_snapshot_never_depends_on_the_order_of_the_documents(order: list[in
     assert (
         manifests.build_snapshot(shuffled).snapshot == manifests.build_snapshot(documents).snapshot
     )
+
+
+LONE_POD_QUEUES = {
+    "the pod's annotation wins": ({"scheduling.volcano.sh/queue-name": "q-pod"}, "q-ns", "q-pod"),
+    "else its Namespace's annotation": ({}, "q-ns", "q-ns"),
+    "else the default queue": ({}, "", "q-default"),
+}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "namespace_queue", "expected"),
+    LONE_POD_QUEUES.values(),
+    ids=LONE_POD_QUEUES.keys(),
+)
+def test_a_lone_pod_goes_to_the_queue_its_pod_then_namespace_then_default_names(
+    annotations: dict[str, str], namespace_queue: str, expected: str
+) -> None:
+    namespace: dict[str, Any] = {"name": "ns1"}
+    if namespace_queue:
+        namespace["annotations"] = {"scheduling.volcano.sh/queue-name": namespace_queue}
+    manifests_of_cluster: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": namespace},
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p1", "namespace": "ns1", "annotations": annotations},
+            "spec": {"containers": [{"name": "c"}]},
+        },
+        *(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": name},
+            }
+            for name in ("q-pod", "q-ns", "q-default")
+        ),
+    ]
+    documents = [
+        manifests.Document(manifest=manifest, origin=f"c.yaml#{index}")
+        for index, manifest in enumerate(manifests_of_cluster)
+    ]
+    parsed = manifests.build_snapshot(documents, default_queue="q-default")
+    assert parsed.snapshot.pod_groups["ns1/p1"].queue == expected
+
+
+def test_a_pod_group_without_a_queue_goes_to_the_default_queue_given() -> None:
+    manifest = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "ns1"},
+    }
+    assert manifests.parse_pod_group(manifest, default_queue="batch").queue == "batch"

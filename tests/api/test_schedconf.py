@@ -39,7 +39,7 @@ def test_the_default_configuration_is_the_example_file_and_enables_hierarchy() -
                 configs.Tier(
                     plugins=(
                         plugin("predicates"),
-                        plugin("capacity", {"ancestorReclaimLevel": 1}, enableHierarchy=True),
+                        plugin("capacity", {"ancestorReclaimLevel": 0}, enableHierarchy=True),
                         plugin("nodeorder"),
                     )
                 ),

@@ -171,7 +171,10 @@ def test_a_configuration_file_replaces_the_default_and_its_warnings_come_first(
     config.write_text("actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: binpack\n")
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(
-        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ns1}\n---\n" + SMALL_CLUSTER
+        SMALL_CLUSTER.replace(
+            "metadata: {name: p1, namespace: ns1}",
+            "metadata: {name: p1, namespace: ns1, annotations: {volcano.sh/task-priority: high}}",
+        )
     )
     code, out, _ = run(["-f", str(cluster), "--config", str(config)], capsys)
     assert code == 0
@@ -180,7 +183,8 @@ def test_a_configuration_file_replaces_the_default_and_its_warnings_come_first(
     )
     assert json.loads(out)["warnings"][:2] == [
         f"{config}: tiers[0].plugins[0]: plugin 'binpack' is not implemented by queuetree, ignored",
-        f"{cluster}#0: Namespace ignored (a session does not need it)",
+        f'{cluster}#3: Pod ns1/p1: metadata.annotations["volcano.sh/task-priority"]: '
+        'not a 32-bit integer, ignored (got "high")',
     ]
 
 
@@ -228,7 +232,7 @@ INPUT_ERRORS: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
         ["-f", "{tmp}/a.yaml", "-f", "{tmp}/b.yaml"],
         [
             "{tmp}/a.yaml#0: kind: unsupported kind (a session reads Queue, PodGroup, Pod, Node, "
-            'PriorityClass; workloads are not expanded) (got "Job")',
+            'PriorityClass, Namespace; workloads are not expanded) (got "Job")',
             '{tmp}/b.yaml#0: PodGroup ns1/pg: spec.queue: queue "nowhere" is not given '
             '(got "nowhere")',
         ],
