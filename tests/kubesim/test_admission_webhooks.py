@@ -337,6 +337,19 @@ def no_change(review: dict[str, Any]) -> dict[str, Any]:
     return allow(review)
 
 
+def always_changing(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A webhook that bumps label `<name>` on every call: it would loop if rounds never ended."""
+
+    def respond(review: dict[str, Any]) -> dict[str, Any]:
+        labels = review["request"]["object"]["metadata"].get("labels") or {}
+        bumped = str(int(labels.get(name, "0")) + 1)
+        return allow(
+            review, **json_patch({"op": "add", "path": f"/metadata/labels/{name}", "value": bumped})
+        )
+
+    return respond
+
+
 REINVOCATION_CASES = {
     "an IfNeeded webhook runs again after a later webhook changed the object": (
         [("first", "IfNeeded", counting_label), ("second", "Never", counting_label)],
@@ -365,6 +378,10 @@ REINVOCATION_CASES = {
             ("third", "Never", counting_label),
         ],
         {"first": 2, "second": 2, "third": 1},
+    ),
+    "there is no third round even if round two keeps changing the object": (
+        [("first", "IfNeeded", always_changing), ("second", "IfNeeded", always_changing)],
+        {"first": 2, "second": 2},
     ),
 }
 
@@ -462,6 +479,36 @@ async def test_selectors_decide_which_webhooks_are_called(
     await chain.validate(create_pod(obj))
 
     assert len(webhook_server.calls["/validate"]) == expected_calls
+
+
+async def test_a_namespace_selector_never_excludes_a_cluster_scoped_object(
+    cluster: Cluster, webhook_server: WebhookServer, chain: admission.Admission
+) -> None:
+    webhook_server.answer("/nodes", allow)
+    rule = {
+        "operations": ["CREATE"],
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "resources": ["nodes"],
+    }
+    cluster.validating(
+        "v",
+        hook(
+            "nodes.example.com",
+            "/nodes",
+            webhook_server,
+            rules=[rule],
+            namespaceSelector={"matchLabels": {"queuetree.io/enabled": "true"}},
+        ),
+    )
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}
+    attrs = create_pod(
+        node, resource="nodes", kind={"group": "", "version": "v1", "kind": "Node"}, namespace=""
+    )
+
+    await chain.validate(attrs)
+
+    assert [r["request"]["object"] for r in webhook_server.calls["/nodes"]] == [node]
 
 
 async def test_an_object_selector_matches_the_old_object_on_update(
