@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shlex
 import subprocess
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -181,3 +183,49 @@ def test_with_no_webhook_running_an_opted_in_pod_elsewhere_is_refused(
     result = apply_text(kubesim, POD.format(namespace="default"))
     refused = 'failed calling webhook "mutatepod.volcano.sh"' in result.stderr
     assert (result.returncode != 0, refused) == (True, True), result.stderr
+
+
+def documented_command(prefix: str) -> list[str]:
+    """The command in docs/operations.md that starts with ``prefix``, split as a shell would."""
+    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8").replace("\\\n", " ")
+    (line,) = [line.strip() for line in text.splitlines() if line.strip().startswith(prefix)]
+    return shlex.split(line)
+
+
+GATE = "scheduling.volcano.sh/queue-allocation-gate"
+
+
+def pending_pod(name: str, *, opted_in: bool, gates: tuple[str, ...] = ()) -> dict[str, Any]:
+    annotations = {GATE: "true"} if opted_in else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+        "spec": {
+            "schedulingGates": [{"name": gate} for gate in gates],
+            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}],
+        },
+    }
+
+
+def test_the_documented_commands_list_opted_in_pods_and_remove_only_queuetrees_gate(
+    kubesim: harness.Cluster,
+) -> None:
+    pods = [
+        pending_pod("released", opted_in=True),
+        pending_pod("gated", opted_in=True, gates=(GATE, "example.com/other")),
+        pending_pod("plain", opted_in=False),
+    ]
+    for pod in pods:
+        created = kubesim.kubectl("apply", "-f", "-", input=json.dumps(pod))
+        assert created.returncode == 0, created.stderr
+    listing = documented_command("kubectl get pods -A --field-selector=status.phase=Pending")
+    listed = kubesim.kubectl(*listing[1:])
+    release = documented_command("kubectl patch pod POD -p")
+    released = kubesim.kubectl(*[("gated" if word == "POD" else word) for word in release[1:]])
+    gates_left = kubesim.kubectl("get", "pod", "gated", "-o", "jsonpath={.spec.schedulingGates}")
+    assert (listed.stdout, released.returncode, json.loads(gates_left.stdout)) == (
+        f"default/gated\t{GATE} example.com/other\t\ndefault/released\t\t\n",
+        0,
+        [{"name": "example.com/other"}],
+    ), listed.stderr + released.stderr
