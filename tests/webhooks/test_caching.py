@@ -1,0 +1,137 @@
+"""The watch-backed caches against kubesim: list then watch, deletes, namespaces and pod
+groups, re-list after the watch's version is compacted away, dropped connections."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pathlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+
+from kubesim import harness
+from queuetree.webhooks import caching
+from tests.webhooks.builders import queue
+
+CRDS = pathlib.Path(__file__).parents[2] / "crds"
+QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
+
+
+async def call(cluster: harness.Cluster, method: str, path: str, body: Any = None) -> Any:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(
+            method,
+            cluster.url + path,
+            data=None if body is None else json.dumps(body),
+            headers={
+                "Authorization": f"Bearer {cluster.sim.token}",
+                "Content-Type": "application/json",
+            },
+        ) as response,
+    ):
+        assert response.status < 300, await response.text()
+        return await response.json()
+
+
+async def eventually(check: Callable[[], bool], *, deadline: float = 10.0) -> None:
+    limit = time.monotonic() + deadline
+    while not check():
+        if time.monotonic() > limit:
+            raise AssertionError(f"not reached within {deadline}s")
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def cached(
+    tmp_path: pathlib.Path,
+) -> AsyncIterator[tuple[harness.Cluster, caching.ClusterCache]]:
+    from kubernetes_asyncio import client, config
+
+    with harness.running(tmp_path, bookmark_interval=0.2) as cluster:
+        for name in ("scheduling.volcano.sh_queues.yaml", "scheduling.volcano.sh_podgroups.yaml"):
+            done = await asyncio.to_thread(cluster.kubectl, "apply", "-f", str(CRDS / name))
+            assert done.returncode == 0, done.stderr
+        await call(cluster, "POST", QUEUES, queue("before", "root"))
+        configuration = client.Configuration()
+        await config.load_kube_config(
+            config_file=str(cluster.kubeconfig), client_configuration=configuration
+        )
+        async with client.ApiClient(configuration) as api_client:
+            cache = caching.ClusterCache()
+            tasks = [asyncio.create_task(i.run()) for i in cache.connect(api_client)]
+            await eventually(cache.ready)
+            yield cluster, cache
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def summary(cache: caching.ClusterCache) -> dict[str, Any]:
+    view = cache.view()
+    return {
+        "queues": {n: (q.parent, q.state.value) for n, q in sorted(view.tree.queues.items())},
+        "namespaces": {n: dict(a) for n, a in sorted(view.namespaces.items()) if a},
+        "pod_groups": dict(view.pod_groups),
+    }
+
+
+async def test_the_cache_lists_then_follows_every_change(
+    cached: tuple[harness.Cluster, caching.ClusterCache],
+) -> None:
+    cluster, cache = cached
+    await call(cluster, "POST", QUEUES, queue("a", "root"))
+    await call(cluster, "POST", QUEUES, queue("b", "a"))
+    await call(cluster, "DELETE", f"{QUEUES}/before")
+    await call(
+        cluster,
+        "POST",
+        "/api/v1/namespaces",
+        {"metadata": {"name": "ml", "annotations": {"scheduling.volcano.sh/queue-name": "b"}}},
+    )
+    await call(
+        cluster,
+        "POST",
+        "/apis/scheduling.volcano.sh/v1beta1/namespaces/ml/podgroups",
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "pg"},
+            "spec": {"queue": "b", "minMember": 1},
+        },
+    )
+    expected = {
+        "queues": {"a": ("root", "Open"), "b": ("a", "Open")},
+        "namespaces": {"ml": {"scheduling.volcano.sh/queue-name": "b"}},
+        "pod_groups": {"ml/pg": "b"},
+    }
+    await eventually(lambda: summary(cache) == expected)
+
+
+async def test_the_cache_lists_again_after_compaction_and_dropped_watches(
+    cached: tuple[harness.Cluster, caching.ClusterCache],
+) -> None:
+    cluster, cache = cached
+    informer = cache.informers[0]
+    await eventually(lambda: bool(informer.resource_version))
+    # Stop the watch, change the world meanwhile, and compact the versions away: the informer
+    # must notice (410) and list again rather than resume from a version that no longer exists.
+    await call(cluster, "POST", QUEUES, queue("during", "root"))
+    await asyncio.to_thread(cluster.sim.compact)
+    await asyncio.to_thread(cluster.sim.drop_watches)
+    await call(cluster, "POST", QUEUES, queue("after", "root"))
+    await eventually(lambda: set(cache.view().tree.queues) == {"before", "during", "after"})
+
+
+async def test_a_review_can_wait_for_a_queue_that_is_about_to_arrive(
+    cached: tuple[harness.Cluster, caching.ClusterCache],
+) -> None:
+    cluster, cache = cached
+    waiting = asyncio.create_task(cache.wait_for_queues(["soon"], 5.0))
+    await call(cluster, "POST", QUEUES, queue("soon", "root"))
+    missing = await cache.wait_for_queues(["never"], 0.05)
+    assert (await waiting, missing) == (True, False)
