@@ -52,8 +52,10 @@ def enqueue(session: frameworks.Session) -> None:
     """
     pending: dict[str, list[frameworks.Job]] = {}
     free: list[frameworks.Job] = []
+    queues = session.queues
+    phase_pending = objects.PodGroupPhase.PENDING
     for job in session.jobs.values():
-        if job.queue not in session.queues or not job.is_pending:
+        if job.phase is not phase_pending or job.queue not in queues:
             continue
         if job.min_resources is None:
             # Admitted without a vote (spec §3.7); such a job moves no figure that another job's
@@ -61,9 +63,11 @@ def enqueue(session: frameworks.Session) -> None:
             free.append(job)
         else:
             pending.setdefault(job.queue, []).append(job)
+    # JobEnqueued is told of these too in Volcano; the only implementation (capacity) adds a
+    # job's minResources to its queue's inqueue, so for jobs without them it is skipped.
+    inqueue = objects.PodGroupPhase.INQUEUE
     for job in free:
-        session.job_enqueued(job)
-        job.phase = objects.PodGroupPhase.INQUEUE
+        job.phase = inqueue
         session.enqueued.add(job.key)
     for queue in _sorted_queues(session, set(pending)):
         for job in sorted(pending[queue], key=session.job_key):
@@ -80,20 +84,24 @@ def _worksheet(
     session: frameworks.Session, job: frameworks.Job, *, gated_only: bool
 ) -> list[frameworks.Task]:
     tasks = []
+    pending = objects.TaskStatus.PENDING
     for task in job.tasks:
-        if task.status != objects.TaskStatus.PENDING:
-            continue
-        if task.sch_gated and not task.pod.only_queue_gate:
-            continue  # an external gate: not ours to judge until it is the only one left
-        if gated_only and not task.sch_gated:
+        if task.status is not pending or not task.req_dims:
+            continue  # placed already, or best effort (an empty request): backfill's job
+        gates = task.pod.scheduling_gates
+        if gates:
+            if gates != _ONLY_OURS:
+                continue  # an external gate: not ours to judge until it is the only one left
+        elif gated_only:
             continue  # admission mode: kube-scheduler places ungated pods
-        if not task.req_dims:
-            continue  # best effort (an empty request): backfill's job
         tasks.append(task)
     # Reversed: the worksheet is consumed with pop() from the end, first task first.
     if len(tasks) > 1:
         tasks.sort(key=session.task_key, reverse=True)
     return tasks
+
+
+_ONLY_OURS = (objects.QUEUE_ALLOCATION_GATE,)
 
 
 def allocate(session: frameworks.Session, *, admission_only: bool = False) -> None:
@@ -110,8 +118,9 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
     job_heaps: dict[str, list[tuple[frameworks.OrderKey, int, frameworks.Job]]] = {}
     counter = itertools.count()
     # Snapshot order; the job key ends with a unique tie-break, so order does not depend on it.
+    phase_pending = objects.PodGroupPhase.PENDING
     for job in session.jobs.values():
-        if job.is_pending:
+        if job.phase is phase_pending:
             if enqueue_configured:
                 continue
             job.phase = objects.PodGroupPhase.INQUEUE
@@ -126,6 +135,13 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
             continue
         worksheets[job.key] = tasks
         job_heaps.setdefault(job.queue, []).append((session.job_key(job), next(counter), job))
+    if admission_only:
+        # Admission places nothing, so no share (hence no queue order) and no gang readiness
+        # (hence no job order) changes: the heap walk below reduces to two sorted loops.
+        for queue in _sorted_queues(session, set(job_heaps)):
+            for _, _, job in sorted(job_heaps[queue]):
+                _admit_job(session, job, worksheets[job.key], gate_on=gate_on)
+        return
     for entries in job_heaps.values():
         heapq.heapify(entries)
     heap = [_QueueItem(session, name) for name in job_heaps]
@@ -151,6 +167,51 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
             current = heapq.heappop(heap)
 
 
+def _admit_job(
+    session: frameworks.Session, job: frameworks.Job, tasks: list[frameworks.Task], *, gate_on: bool
+) -> None:
+    """Admission mode: the capacity check of a job's gated tasks, all-or-nothing per gang."""
+    queue = job.queue
+    allocatable = session.allocatable
+    reserved: list[frameworks.Task] = []
+    for task in reversed(tasks):
+        if not allocatable(queue, task):
+            continue
+        if gate_on and task.pod.opted_in:
+            session.reserve(task)
+            reserved.append(task)
+        elif not task.pod.opted_in:
+            session.task_messages[task.key] = _not_opted_in(task)
+    if reserved:
+        _settle_gang(session, job, reserved)
+
+
+def _not_opted_in(task: frameworks.Task) -> str:
+    return (
+        f"pod {task.key} has the scheduling gate {objects.QUEUE_ALLOCATION_GATE} but "
+        f'not the opt-in annotation {objects.QUEUE_ALLOCATION_GATE}: "true"; the gate '
+        "will not be removed automatically"
+    )
+
+
+def _settle_gang(
+    session: frameworks.Session, job: frameworks.Job, reserved: list[frameworks.Task]
+) -> None:
+    """Ungate a job's admitted tasks if, with its running and in-flight tasks, at least
+    ``minMember`` fit; otherwise roll every admission of the job back."""
+    in_flight = job.ready + job.waiting + session.in_flight.get(job.key, 0)
+    if in_flight + len(reserved) >= job.min_member:
+        session.ungated.extend(t.key for t in reserved)
+        return
+    session.job_messages[job.key] = (
+        f"pod group {job.key}: only {in_flight + len(reserved)} of minMember "
+        f"{job.min_member} pods fit in queue {job.queue!r}; its gated pods stay gated "
+        "together"
+    )
+    for task in reversed(reserved):
+        session.unreserve(task)
+
+
 def _allocate_job(
     session: frameworks.Session,
     job: frameworks.Job,
@@ -172,11 +233,7 @@ def _allocate_job(
                 session.reserve(task)
                 reserved.append(task)
             elif task.pod.only_queue_gate and not task.pod.opted_in:
-                session.task_messages[task.key] = (
-                    f"pod {task.key} has the scheduling gate {objects.QUEUE_ALLOCATION_GATE} but "
-                    f'not the opt-in annotation {objects.QUEUE_ALLOCATION_GATE}: "true"; the gate '
-                    "will not be removed automatically"
-                )
+                session.task_messages[task.key] = _not_opted_in(task)
             continue
         if admission_only:
             continue
@@ -190,17 +247,7 @@ def _allocate_job(
         if session.job_ready(job):
             break
     if reserved:
-        in_flight = job.ready + job.waiting + session.in_flight.get(job.key, 0)
-        if in_flight + len(reserved) >= job.min_member:
-            session.ungated.extend(t.key for t in reserved)
-        else:
-            session.job_messages[job.key] = (
-                f"pod group {job.key}: only {in_flight + len(reserved)} of minMember "
-                f"{job.min_member} pods fit in queue {queue!r}; its gated pods stay gated "
-                "together"
-            )
-            for task in reversed(reserved):
-                session.unreserve(task)
+        _settle_gang(session, job, reserved)
     if not stmt.operations:
         return bool(reserved)
     if session.job_ready(job):

@@ -52,8 +52,8 @@ def explain(session: frameworks.Session, plugin: capacity.CapacityPlugin | None)
     reasons: dict[str, str] = {}
     blockers = plugin.blockers if plugin is not None else {}
     cache: dict[capacity.Blocker, str] = {}
-    for key in sorted(session.tasks):
-        task = session.tasks[key]
+    # Snapshot order: deterministic for a given snapshot; callers sort for display.
+    for key, task in session.tasks.items():
         if task.status != objects.TaskStatus.PENDING or key in admitted:
             continue
         pod = task.pod

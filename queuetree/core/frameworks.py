@@ -96,6 +96,9 @@ class Job:
     valid: int = 0
     ungated: int = 0
     """Gated tasks admitted (ungated) in this session."""
+    order_key: tuple[Any, ...] | None = None
+    """The session's job-order key, cached until a task of the job changes status (the only
+    input of a job-order plugin that can change within a session: gang readiness)."""
 
     @property
     def is_pending(self) -> bool:
@@ -115,7 +118,11 @@ class Job:
 
     def add_task(self, task: Task) -> None:
         self.tasks.append(task)
-        self._count(task.status, 1)
+        status = task.status
+        if status is objects.TaskStatus.PENDING:
+            self.valid += 1  # the common case, without the set lookups
+        else:
+            self._count(status, 1)
 
     def _count(self, status: objects.TaskStatus, delta: int) -> None:
         if status in READY_STATUSES:
@@ -129,6 +136,7 @@ class Job:
         self._count(task.status, -1)
         task.status = status
         self._count(status, 1)
+        self.order_key = None
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -396,7 +404,10 @@ class Session:
 
     def job_key(self, job: Job) -> OrderKey:
         """Ascending key: the first job in order has the smallest key."""
-        return (*[fn(job) for fn in self._job_keys], job.default_order)
+        key = job.order_key
+        if key is None:
+            key = job.order_key = (*[fn(job) for fn in self._job_keys], job.default_order)
+        return key
 
     def job_plugin_key(self, job: Job) -> OrderKey:
         """The plugins' part of the job key only (Volcano's ``JobOrderCompareFn``)."""

@@ -175,7 +175,10 @@ def _build_session(
                 default_priority=default_priority,
             )
             jobs[job.key] = job
-        resreq, req_dims, nonzero = _cached_vec(cache, pod.resreq, dims)
+        hit = cache.get(id(pod.resreq))
+        if hit is None:
+            hit = _cached_vec(cache, pod.resreq, dims)
+        resreq, req_dims, nonzero = hit
         init_resreq = resreq
         if pod.init_resreq is not pod.resreq:
             # What must be free on the node: the larger of the requests and the init request.
@@ -197,13 +200,14 @@ def _build_session(
         )
         job.add_task(task)
         tasks[key] = task
-        state = nodes.get(pod.node_name)
-        if state is not None and pod.status in OCCUPYING:
-            state.add(task)
+        if pod.node_name:
+            state = nodes.get(pod.node_name)
+            if state is not None and pod.status in OCCUPYING:
+                state.add(task)
         if (
             gate_on
+            and not pod.scheduling_gates
             and pod.status == objects.TaskStatus.PENDING
-            and not pod.sch_gated
             and pod.opted_in
         ):
             in_flight[job.key] = in_flight.get(job.key, 0) + 1
@@ -241,6 +245,8 @@ def _cached_vec(
 
 
 def _task_priority(pod: objects.Pod) -> int:
+    if not pod.annotations:
+        return pod.priority
     raw = pod.annotations.get(objects.TASK_PRIORITY_ANNOTATION)
     if raw is not None:
         try:
