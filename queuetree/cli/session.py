@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import sys
 from typing import Any, TextIO
@@ -44,6 +45,16 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "*.json files; - reads stdin; repeat for more files",
     )
     parser.add_argument(
+        "-R",
+        "--recursive",
+        nargs="?",
+        const=True,
+        default=False,
+        type=flags.parse_bool,
+        metavar="BOOL",
+        help="read the directories given to -f recursively, as kubectl does (default false)",
+    )
+    parser.add_argument(
         "--config",
         "--scheduler-conf",
         metavar="FILE",
@@ -72,7 +83,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def run(args: argparse.Namespace) -> int:
     try:
         snapshot, configuration = read_inputs(
-            args.filenames, config=args.config, default_queue=args.default_queue, stdin=sys.stdin
+            args.filenames,
+            config=args.config,
+            default_queue=args.default_queue,
+            recursive=args.recursive,
+            stdin=sys.stdin,
         )
     except problems.InputError as error:
         for problem in error.problems:
@@ -92,12 +107,24 @@ def run(args: argparse.Namespace) -> int:
     output = results.render_session_result(
         result, warnings=(*configuration.warnings, *snapshot.warnings)
     )
-    print(json.dumps(output, sort_keys=True, indent=2))
+    try:
+        print(json.dumps(output, sort_keys=True, indent=2))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader stopped early (`| head`): not an error of ours. Point stdout at /dev/null
+        # so that the interpreter's own flush at exit does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
     return 0
 
 
 def read_inputs(
-    filenames: list[str], *, config: str | None, default_queue: str, stdin: TextIO
+    filenames: list[str],
+    *,
+    config: str | None,
+    default_queue: str,
+    recursive: bool = False,
+    stdin: TextIO,
 ) -> tuple[manifests.ParsedSnapshot, schedconf.ParsedConfiguration]:
     """Read and parse every file, collecting the problems of all of them before raising
     :class:`problems.InputError`."""
@@ -107,7 +134,7 @@ def read_inputs(
         raise problems.InputError(
             [problems.Problem(message="standard input (-) can be given only once", origin="-")]
         )
-    for source, text in _read_sources(filenames, stdin=stdin, found=found):
+    for source, text in _read_sources(filenames, recursive=recursive, stdin=stdin, found=found):
         try:
             documents.extend(manifests.load_documents(text, source=source))
         except manifests.ManifestError as error:
@@ -116,7 +143,7 @@ def read_inputs(
     if config is None:
         configuration = schedconf.parse_default()
     else:
-        for source, text in _read_sources([config], stdin=stdin, found=found):
+        for source, text in _read_sources([config], recursive=False, stdin=stdin, found=found):
             try:
                 configuration = schedconf.parse_configuration(text, source=source)
             except schedconf.ConfigurationError as error:
@@ -132,20 +159,21 @@ def read_inputs(
 
 
 def _read_sources(
-    names: list[str], *, stdin: TextIO, found: list[problems.Problem]
+    names: list[str], *, recursive: bool, stdin: TextIO, found: list[problems.Problem]
 ) -> list[tuple[str, str]]:
-    """``(source, text)`` per file; unreadable files become problems."""
+    """``(source, text)`` per file; unreadable files become problems. A directory gives its
+    manifest files in path order (with subdirectories when ``recursive``)."""
     texts: list[tuple[str, str]] = []
     for name in names:
         if name == "-":
             texts.append(("<stdin>", stdin.read()))
             continue
         path = pathlib.Path(name)
-        paths = (
-            sorted(p for p in path.iterdir() if p.suffix in MANIFEST_SUFFIXES and p.is_file())
-            if path.is_dir()
-            else [path]
-        )
+        if path.is_dir():
+            listing = path.rglob("*") if recursive else path.iterdir()
+            paths = sorted(p for p in listing if p.suffix in MANIFEST_SUFFIXES and p.is_file())
+        else:
+            paths = [path]
         for item in paths:
             try:
                 texts.append((str(item), item.read_text(encoding="utf-8")))

@@ -326,3 +326,54 @@ def test_a_directory_reads_its_manifest_files_in_name_order(
     code, out, err = run(["-f", str(tmp_path)], capsys)
     assert (code, err) == (0, "")
     assert json.loads(out)["bind"] == {"ns1/p1": "n1"}
+
+
+def test_a_recursive_directory_reads_every_example(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(["-R", "-f", str(EXAMPLES)], capsys)
+    code_files, out_files, _ = run(EXAMPLE_ARGS, capsys)
+    assert (code, err, code_files) == (0, "", 0)
+    assert json.loads(out) == json.loads(out_files)
+
+
+def test_a_reader_that_stops_early_is_not_an_error(tmp_path: pathlib.Path) -> None:
+    queues = "".join(
+        "---\napiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\n"
+        f"metadata: {{name: q{index}}}\nspec: {{deserved: {{cpu: '1'}}}}\n"
+        for index in range(1000)
+    )
+    cluster = tmp_path / "many.yaml"
+    cluster.write_text(queues)
+    with subprocess.Popen(
+        [sys.executable, "-m", "queuetree", "session", "-f", str(cluster)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as process:
+        assert process.stdout is not None
+        assert process.stderr is not None
+        assert process.stdout.read(1) == b"{"
+        process.stdout.close()  # like `| head -c1`: the rest (>64 KiB) no longer fits the pipe
+        stderr = process.stderr.read()
+        assert (process.wait(timeout=120), stderr) == (0, b"")
+
+
+def documented_example() -> tuple[list[str], dict[str, Any]]:
+    """The command and output that docs/session.md shows after its ``session-example`` marker."""
+    text = (ROOT / "docs" / "session.md").read_text()
+    marker = "<!-- session-example: "
+    start = text.index(marker) + len(marker)
+    argv = text[start : text.index(" -->", start)].split()
+    block = text.index("```json\n", start) + len("```json\n")
+    return argv, json.loads(text[block : text.index("\n```", block)])
+
+
+def test_the_examples_print_the_json_that_docs_session_md_shows(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv, documented = documented_example()
+    monkeypatch.chdir(ROOT)
+    code, out, err = run(argv, capsys)
+    output = json.loads(out)
+    assert (code, err) == (0, "")
+    # The wording of reasons belongs to the engine and may improve; which pods have one may not.
+    assert sorted(output.pop("reasons")) == sorted(documented.pop("reasons"))
+    assert output == documented
