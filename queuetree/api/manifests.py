@@ -1,10 +1,10 @@
 """Kubernetes manifests into the immutable snapshot objects of ``queuetree.core.objects``.
 
-This module is the only place that knows the wire shapes of the five kinds a session reads:
-``Queue`` and ``PodGroup`` (``scheduling.volcano.sh/v1beta1``), ``Pod`` and ``Node`` (``v1``) and
-``PriorityClass`` (``scheduling.k8s.io/v1``). The operator calls the ``parse_*`` functions on the
-objects of its caches; ``queuetree session`` calls :func:`load_documents` and
-:func:`build_snapshot` on files.
+This module is the only place that knows the wire shapes of the kinds a session reads:
+``Queue`` and ``PodGroup`` (``scheduling.volcano.sh/v1beta1``), ``Pod``, ``Node`` and
+``Namespace`` (``v1``) and ``PriorityClass`` (``scheduling.k8s.io/v1``). The operator calls the
+``parse_*`` functions on the objects of its caches; ``queuetree session`` calls
+:func:`load_documents` and :func:`build_snapshot` on files.
 
 Errors. Every parse collects all problems of its input (each names the document, the field path
 and the value) and raises one :class:`ManifestError`; :func:`build_snapshot` collects the problems
@@ -41,6 +41,10 @@ VOLCANO_API_VERSION: Final = "scheduling.volcano.sh/v1beta1"
 CORE_API_VERSION: Final = "v1"
 PRIORITY_CLASS_API_VERSION: Final = "scheduling.k8s.io/v1"
 
+NAMESPACE_KIND: Final = "Namespace"
+"""Only its ``scheduling.volcano.sh/queue-name`` annotation is read: the queue of its lone pods
+that name none (as in Volcano)."""
+
 API_VERSIONS: Final[Mapping[str, str]] = MappingProxyType(
     {
         "Queue": VOLCANO_API_VERSION,
@@ -48,16 +52,12 @@ API_VERSIONS: Final[Mapping[str, str]] = MappingProxyType(
         "Pod": CORE_API_VERSION,
         "Node": CORE_API_VERSION,
         "PriorityClass": PRIORITY_CLASS_API_VERSION,
-        "Namespace": CORE_API_VERSION,
+        NAMESPACE_KIND: CORE_API_VERSION,
     }
 )
-"""The kinds a session reads, with the apiVersion each must carry."""
-
-NAMESPACE_KIND: Final = "Namespace"
-"""Also read: a Namespace's ``scheduling.volcano.sh/queue-name`` annotation is the queue of its
-lone pods that name none (as in Volcano). Any other kind is an error, because silently dropping,
-say, a Deployment would make the session look at a different cluster than the user meant
-(workload controllers are not expanded: give the pods)."""
+"""The kinds a session reads, with the apiVersion each must carry. Any other kind is an error,
+because silently dropping, say, a Deployment would make the session look at a different cluster
+than the user meant (workload controllers are not expanded: give the pods)."""
 
 DEFAULT_NAMESPACE: Final = "default"
 DEFAULT_SCHEDULER: Final = "default-scheduler"
@@ -377,10 +377,10 @@ def parse_pod_group(
     """A ``scheduling.volcano.sh/v1beta1`` PodGroup.
 
     ``spec.queue`` absent or "" is ``default_queue`` (the CRD default and Volcano's mutating
-    webhook);
-    ``spec.minMember`` absent is 0 (Go's zero value: Volcano sets no default); ``minResources``
-    absent is None (enqueue then skips the capacity check, spec §3.7) while ``{}`` is an empty
-    vector; ``status.phase`` "" or absent is Pending. Raises :class:`ManifestError`.
+    webhook); ``spec.minMember`` absent is 0 (Go's zero value: Volcano sets no default);
+    ``minResources`` absent is None (enqueue then skips the capacity check, spec §3.7) while
+    ``{}`` is an empty vector; ``status.phase`` "" or absent is Pending. Raises
+    :class:`ManifestError`.
     """
     root, sink, meta = _start(manifest, kind="PodGroup", origin=origin, namespaced=True)
     spec = root.at("spec")
