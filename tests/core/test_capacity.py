@@ -1,0 +1,256 @@
+"""The capacity policy's rules, one table each: comparisons, shares, real capability, queue and
+victim order, and the reservation rule of an evicted pod."""
+
+from __future__ import annotations
+
+import pytest
+
+from queuetree.core import capacity, configs, objects, sessions, vectors
+from tests import builders as b
+
+GPU = "nvidia.com/gpu"
+DIMS = vectors.Dims.of([GPU])
+G = DIMS.index[GPU]
+
+
+def vec(cpu: float = 0, memory: float = 0, gpu: float = 0) -> vectors.Vec:
+    out = DIMS.zero()
+    out[vectors.CPU], out[vectors.MEMORY], out[G] = cpu, memory, gpu
+    return out
+
+
+RELEVANT = {
+    "a gpu deserved key that is absent is not relevant": (
+        vec(gpu=2),
+        vec(),
+        set(),
+        vec(gpu=1),
+        False,
+    ),
+    "a cpu deserved below EPS is not relevant": (vec(cpu=4), vec(cpu=0), set(), vec(cpu=2), False),
+    "a gpu deserved key holding 0 is relevant": (vec(gpu=2), vec(gpu=0), {G}, vec(gpu=1), True),
+    "a cpu deserved of 0.1 is relevant": (vec(cpu=4), vec(cpu=0.1), set(), vec(cpu=2), True),
+    "over on gpu": (vec(4, 8192, 2), vec(2, 8192, 1), {G}, vec(gpu=1), True),
+    "over on cpu and gpu": (vec(4, 8192, 2), vec(2, 8192, 1), {G}, vec(cpu=2, gpu=1), True),
+    "equal memory is not over": (vec(4, 8192, 2), vec(2, 8192, 1), {G}, vec(memory=4096), False),
+}
+
+
+@pytest.mark.parametrize(
+    ("used", "deserved", "keys", "req", "expected"), RELEVANT.values(), ids=RELEVANT.keys()
+)
+def test_greater_on_relevant_dimensions_follows_the_documented_examples(
+    used: vectors.Vec, deserved: vectors.Vec, keys: set[int], req: vectors.Vec, expected: bool
+) -> None:
+    assert vectors.greater_on_relevant(used, deserved, frozenset(keys), req, DIMS) is expected
+
+
+SHARES = {
+    "best effort (no deserved) is 1 whatever the usage": (vec(), vec(5000, 5), 1.0),
+    "nothing allocated is 0": (vec(2000, 2 * 2**30), vec(), 0.0),
+    "half": (vec(2000, 2 * 2**30), vec(1000, 2**30), 0.5),
+    "full": (vec(2000, 2 * 2**30), vec(2000, 2 * 2**30), 1.0),
+    "the largest dimension wins": (vec(2000, 4 * 2**30), vec(1000, 3 * 2**30), 0.75),
+    "over deserved": (vec(2000, 2 * 2**30), vec(3000, 2 * 2**30), 1.5),
+    "a zero deserved is empty, hence 1": (vec(0, 0), vec(1000, 2**30), 1.0),
+}
+
+
+@pytest.mark.parametrize(("deserved", "allocated", "expected"), SHARES.values(), ids=SHARES.keys())
+def test_share_is_the_largest_allocated_to_deserved_ratio(
+    deserved: vectors.Vec, allocated: vectors.Vec, expected: float
+) -> None:
+    assert vectors.share(allocated, deserved, DIMS) == expected
+
+
+FIRST_EXCEEDING = {
+    "fits exactly": (vec(cpu=2000), vec(cpu=2000), (vectors.CPU,), -1),
+    "strict: 0.05 over fails": (vec(cpu=2000.05), vec(cpu=2000), (vectors.CPU,), vectors.CPU),
+    "an unrequested dimension over its limit is ignored": (
+        vec(cpu=1000, memory=9),
+        vec(cpu=2000, memory=1),
+        (vectors.CPU,),
+        -1,
+    ),
+    "a missing gpu capability is 0": (vec(gpu=1000), vec(), (G,), G),
+}
+
+
+@pytest.mark.parametrize(
+    ("used", "limit", "dims", "expected"), FIRST_EXCEEDING.values(), ids=FIRST_EXCEEDING.keys()
+)
+def test_capacity_checks_are_strict_and_only_on_requested_dimensions(
+    used: vectors.Vec, limit: vectors.Vec, dims: tuple[int, ...], expected: int
+) -> None:
+    assert vectors.first_exceeding(used, limit, dims) == expected
+
+
+def _open(*objs: object, hierarchy: bool) -> capacity.CapacityPlugin:
+    config = b.config([b.plugin("capacity", hierarchy=hierarchy)], actions=())
+    snapshot = b.snapshot(*objs)  # type: ignore[arg-type]
+    result = sessions.run_session(snapshot, config=config, feature_gates=b.GATES_ON)
+    assert result.errors == ()
+    # Re-open a session to inspect the plugin's attributes (the result holds only figures).
+    session = sessions._build_session(
+        snapshot,
+        dims=vectors.Dims.of(sessions._scalar_names(snapshot)),
+        config=config,
+        feature_gates=b.GATES_ON,
+        admission_only=False,
+    )
+    plugin = capacity.CapacityPlugin(config.tiers[0].plugins[0])
+    session.register([[plugin]])
+    return plugin
+
+
+def test_flat_real_capability_is_total_minus_all_guarantees_plus_own_capped_by_capability() -> None:
+    plugin = _open(
+        b.node("n1").allocatable(cpu="10", memory="10Gi"),
+        b.queue("a").guarantee(cpu="2").capability(cpu="5"),
+        b.queue("b").guarantee(cpu="3").deserved(cpu="9"),
+        b.queue("c"),
+        hierarchy=False,
+    )
+    real = {name: plugin.attrs[name].real_capability[:2] for name in ("a", "b", "c")}
+    deserved = {name: plugin.attrs[name].deserved[:2] for name in ("a", "b", "c")}
+    gib = 10 * 2**30
+    assert (real, deserved) == (
+        {"a": [5000, gib], "b": [8000, gib], "c": [5000, gib]},
+        {"a": [2000, 0], "b": [8000, 0], "c": [0, 0]},
+    )
+
+
+def test_hierarchical_real_capability_subtracts_sibling_guarantees_and_inherits() -> None:
+    plugin = _open(
+        b.node("n1").allocatable(cpu="10", memory="10Gi", gpu="4"),
+        b.queue("root"),
+        b.queue("org").capability(cpu="8", gpu="2"),
+        b.queue("a").parent("org").guarantee(cpu="3"),
+        b.queue("b").parent("org").guarantee(cpu="1").capability(cpu="6"),
+        hierarchy=True,
+    )
+    figures = {
+        name: (
+            plugin.attrs[name].real_capability[vectors.CPU],
+            plugin.attrs[name].real_capability[plugin.dims.index[GPU]],
+        )
+        for name in ("org", "a", "b")
+    }
+    assert figures == {"org": (8000, 2000), "a": (7000, 2000), "b": (5000, 2000)}
+
+
+QUEUE_ORDER = {
+    "higher priority first": (
+        (b.queue("root"), b.queue("lo").deserved(cpu="1"), b.queue("hi").priority(5)),
+        ["hi", "lo"],
+    ),
+    "a queue with deserved before a best-effort one at equal share": (
+        (b.queue("root"), b.queue("be"), b.queue("ds").deserved(cpu="1")),
+        ["ds", "be"],
+    ),
+    "ties fall back to creation time then name": (
+        (
+            b.queue("root"),
+            b.queue("z").created(1),
+            b.queue("y").created(2),
+            b.queue("x").created(2),
+        ),
+        ["z", "x", "y"],
+    ),
+}
+
+
+@pytest.mark.parametrize(("objs", "expected"), QUEUE_ORDER.values(), ids=QUEUE_ORDER.keys())
+def test_queue_order_puts_priority_then_share_then_deserved_then_age_first(
+    objs: tuple[object, ...], expected: list[str]
+) -> None:
+    import functools
+
+    from queuetree.core import frameworks
+
+    snapshot = b.snapshot(b.node("n1").allocatable(cpu="8"), *objs)  # type: ignore[arg-type]
+    config = b.config([b.plugin("capacity", hierarchy=True)], actions=())
+    session = sessions._build_session(
+        snapshot,
+        dims=vectors.Dims.of(set()),
+        config=config,
+        feature_gates=b.GATES_ON,
+        admission_only=False,
+    )
+    session.register([[capacity.CapacityPlugin(config.tiers[0].plugins[0])]])
+    names = [q for q in snapshot.queues if q != "root"]
+    assert isinstance(session, frameworks.Session)
+    assert sorted(names, key=functools.cmp_to_key(session.queue_order)) == expected
+
+
+def test_an_evicted_opted_in_pod_does_not_reserve_its_queue() -> None:
+    result = sessions.run_session(
+        b.snapshot(
+            b.node("n1").allocatable(cpu="1", memory="8Gi"),
+            b.queue("owner").deserved(cpu="1"),
+            b.queue("borrower"),
+            b.pod_group("ns", "victim").queue("borrower").phase(objects.PodGroupPhase.RUNNING),
+            b.pod("ns", "victim").group("victim").requests(cpu="1").opted_in().running_on("n1"),
+            b.pod_group("ns", "claim").queue("owner").phase(objects.PodGroupPhase.INQUEUE),
+            b.pod("ns", "claim").group("claim").requests(cpu="1"),
+        ),
+        config=b.config(
+            [b.plugin("gang", "enableJobStarving", "enableJobPipelined")],
+            [b.plugin("predicates"), b.plugin("capacity")],
+            actions=("enqueue", "reclaim"),
+        ),
+        feature_gates=b.GATES_ON,
+    )
+    # Volcano would reserve the victim's cpu in "borrower" for the rest of the session.
+    assert (result.evict, result.queues["borrower"].reserved) == (("ns/victim",), b.res())
+
+
+def test_enqueue_refusal_is_explained_with_the_groups_min_resources() -> None:
+    result = sessions.run_session(
+        b.snapshot(
+            b.node("n1").allocatable(cpu="8", memory="8Gi"),
+            b.queue("root"),
+            b.queue("q").capability(cpu="2"),
+            b.pod_group("ns", "big").queue("q").min_resources(cpu="3"),
+            b.pod("ns", "big").group("big").requests(cpu="3"),
+        ),
+        config=b.config([b.plugin("gang"), b.plugin("capacity", hierarchy=True)]),
+        feature_gates=b.GATES_ON,
+    )
+    assert (dict(result.reasons), dict(result.pod_groups), [e.message for e in result.events]) == (
+        {
+            "ns/big": "pod group ns/big is not admitted: queue 'q' cannot take the pod group's "
+            "minResources on cpu: requested 3, used 0 of capability 2 (allocated plus inqueue "
+            "groups)"
+        },
+        {"ns/big": objects.PodGroupPhase.PENDING},
+        ["queue resource quota insufficient: insufficient cpu"],
+    )
+
+
+def test_ancestor_reclaim_level_must_be_a_non_negative_integer() -> None:
+    warnings = []
+    for level in (-1, "2"):
+        result = sessions.run_session(
+            b.snapshot(b.queue("root")),
+            config=configs.SchedulerConfiguration(
+                actions=(),
+                tiers=(
+                    configs.Tier(
+                        plugins=(
+                            b.plugin(
+                                "capacity",
+                                hierarchy=True,
+                                arguments={"ancestorReclaimLevel": level},
+                            ),
+                        )
+                    ),
+                ),
+            ),
+            feature_gates=b.GATES_ON,
+        )
+        warnings.extend(result.warnings)
+    assert warnings == [
+        "ancestorReclaimLevel should be non-negative, got -1. Falling back to 0.",
+        "capacity plugin: argument ancestorReclaimLevel must be an integer, got '2'; using 0",
+    ]
