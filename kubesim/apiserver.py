@@ -127,12 +127,14 @@ class ApiServer:
         admission: Any = None,
         bookmark_interval: float = 10.0,
         default_watch_timeout: float = 1800.0,
+        garbage_collection: bool = True,
     ) -> None:
         self.registry = registry_
         self.store = store_
         self.admission = admission
         self.bookmark_interval = bookmark_interval
         self.default_watch_timeout = default_watch_timeout
+        self.garbage_collection = garbage_collection
         self.closing = False
 
     # ------------------------------------------------------------------ bootstrap
@@ -745,7 +747,27 @@ class ApiServer:
             "DELETE", req, None, current.obj, warnings, options=delete_options, dry_run=dry_run
         )
         current = self._require(rdef, req.namespace, req.name)
+        orphan = (
+            options.get("propagationPolicy") == "Orphan" or options.get("orphanDependents") is True
+        )
+        if orphan and not dry_run:
+            self._orphan_dependents(current.obj["metadata"].get("uid", ""))
         return self._delete_now(rdef, key, current, dry_run=dry_run, warnings=warnings)
+
+    def _orphan_dependents(self, owner_uid: str) -> None:
+        """propagationPolicy=Orphan: dependents lose their reference to the owner and stay."""
+        for gr, key in self.store.dependents(owner_uid):
+            current = self.store.get(gr, key)
+            if current is None:
+                continue
+            obj = json.loads(current.raw)
+            refs = obj["metadata"].get("ownerReferences") or []
+            remaining = [r for r in refs if r.get("uid") != owner_uid]
+            if remaining:
+                obj["metadata"]["ownerReferences"] = remaining
+            else:
+                obj["metadata"].pop("ownerReferences", None)
+            self.store.update(gr, key, obj)
 
     def _delete_now(
         self,
@@ -809,7 +831,26 @@ class ApiServer:
         if rdef.gr == CRDS:
             self.registry.unregister_crd(key[1])
         self._finalize_containers(rdef, obj)
+        if self.garbage_collection:
+            self._collect_dependents(obj["metadata"].get("uid", ""))
         return final
+
+    def _collect_dependents(self, owner_uid: str) -> None:
+        """Background garbage collection: a dependent whose owners are all gone is deleted
+        (finalizers permitting); one that still has a live owner loses the dangling reference."""
+        for gr, key in self.store.dependents(owner_uid):
+            current = self.store.get(gr, key)
+            target = self.registry.any_version(*gr)
+            if current is None or target is None:
+                continue
+            refs = current.obj["metadata"].get("ownerReferences") or []
+            live = [r for r in refs if self.store.exists(r.get("uid", ""))]
+            if live:
+                obj = json.loads(current.raw)
+                obj["metadata"]["ownerReferences"] = live
+                self.store.update(gr, key, obj)
+            else:
+                self._delete_now(target, key, current, dry_run=False)
 
     def _cascade(self, rdef: registry.ResourceDef, obj: dict) -> None:
         """Deleting a namespace or a CRD deletes what it contains, finalizers permitting."""

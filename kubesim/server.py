@@ -630,7 +630,8 @@ class KubeSim:
         users: dict[str, dict] | None = None,
         service_resolver: Callable[[str, str, int], tuple[str, int]] | None = None,
         simulate: Any = None,
-        max_events: int = 200_000,
+        max_events: int = 50_000,
+        garbage_collection: bool = True,
         token: str = "admin",
     ) -> None:
         self.host = host
@@ -641,6 +642,7 @@ class KubeSim:
         self.service_resolver = service_resolver
         self.simulate = simulate
         self.max_events = max_events
+        self.garbage_collection = garbage_collection
         self.faults = Faults()
         self.audit_log = AuditLog()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -707,6 +709,7 @@ class KubeSim:
             registry_=registry_,
             store_=store_,
             admission=admission,
+            garbage_collection=self.garbage_collection,
             bookmark_interval=self.bookmark_interval,
         )
         api.create_initial_namespaces()

@@ -17,6 +17,7 @@ the write lock: nothing interleaves between reading the RV and appending the eve
 from __future__ import annotations
 
 import asyncio
+import builtins
 import bisect
 import dataclasses
 import json
@@ -122,12 +123,15 @@ class ResourceLog:
 class Store:
     """The objects of every resource, the global RV and the event logs."""
 
-    def __init__(self, *, max_events: int = 200_000) -> None:
+    def __init__(self, *, max_events: int = 50_000) -> None:
         self.rv = 1
         self.max_events = max_events
         self._objects: dict[registry.GroupResource, dict[Key, Stored]] = {}
         self._logs: dict[registry.GroupResource, ResourceLog] = {}
         self.watch_epoch = 0  # bumped by drop_watches(); open streams close when it changes
+        # owner uid -> the objects whose ownerReferences name it (for garbage collection)
+        self._dependents: dict[str, set[tuple[registry.GroupResource, Key]]] = {}
+        self._uids: set[str] = set()  # the uids of every stored object
 
     # Reads
 
@@ -153,6 +157,31 @@ class Store:
             return len(objects)
         return sum(1 for k in objects if k[0] == namespace)
 
+    def exists(self, uid: str) -> bool:
+        return uid in self._uids
+
+    def dependents(self, uid: str) -> builtins.list[tuple[registry.GroupResource, Key]]:
+        """The objects that name `uid` in their ownerReferences, sorted."""
+        return sorted(self._dependents.get(uid, ()))
+
+    def _index(
+        self, gr: registry.GroupResource, key: Key, old: dict | None, new: dict | None
+    ) -> None:
+        old_meta = old["metadata"] if old is not None else {}
+        new_meta = new["metadata"] if new is not None else {}
+        if old_meta.get("uid") != new_meta.get("uid"):
+            self._uids.discard(old_meta.get("uid", ""))
+            if new_meta.get("uid"):
+                self._uids.add(new_meta["uid"])
+        old_refs = old_meta.get("ownerReferences")
+        new_refs = new_meta.get("ownerReferences")
+        if not old_refs and not new_refs:
+            return
+        for ref in old_refs or ():
+            self._dependents.get(ref.get("uid", ""), set()).discard((gr, key))
+        for ref in new_refs or ():
+            self._dependents.setdefault(ref.get("uid", ""), set()).add((gr, key))
+
     def log(self, gr: registry.GroupResource) -> ResourceLog:
         log = self._logs.get(gr)
         if log is None:
@@ -170,6 +199,7 @@ class Store:
         rv = self._next_rv(obj)
         stored = Stored(obj, encode(obj), rv)
         self._objects.setdefault(gr, {})[key] = stored
+        self._index(gr, key, None, obj)
         self._emit(gr, Event(rv, ADDED, obj, stored.raw, None))
         return stored
 
@@ -178,12 +208,14 @@ class Store:
         rv = self._next_rv(obj)
         stored = Stored(obj, encode(obj), rv)
         self._objects[gr][key] = stored
+        self._index(gr, key, old.obj, obj)
         self._emit(gr, Event(rv, MODIFIED, obj, stored.raw, old.obj))
         return stored
 
     def delete(self, gr: registry.GroupResource, key: Key, obj: dict) -> Stored:
         """Remove an object; `obj` is its final state, which the DELETED event carries."""
         old = self._objects[gr].pop(key)
+        self._index(gr, key, old.obj, None)
         rv = self._next_rv(obj)
         stored = Stored(obj, encode(obj), rv)
         self._emit(gr, Event(rv, DELETED, obj, stored.raw, old.obj))

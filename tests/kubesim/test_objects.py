@@ -455,3 +455,54 @@ async def test_query_booleans_are_parsed_like_go(kubesim: harness.Cluster) -> No
         for value in ("True", "false", "yes")
     ]
     assert answers == [200, 200, 400]
+
+
+def owned(name: str, *owners: dict) -> dict:
+    refs = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": o["metadata"]["name"],
+            "uid": o["metadata"]["uid"],
+        }
+        for o in owners
+    ]
+    return conftest.configmap(name, ownerReferences=refs)
+
+
+@pytest.mark.parametrize(
+    ("options", "expected_names", "expected_owner_names"),
+    [
+        ({"propagationPolicy": "Background"}, ["other", "shared"], {"shared": ["other"]}),
+        (
+            {"propagationPolicy": "Orphan"},
+            ["child", "other", "shared"],
+            {"child": [], "shared": ["other"]},
+        ),
+    ],
+    ids=["background", "orphan"],
+)
+async def test_dependents_are_garbage_collected_with_their_last_owner(
+    kubesim: harness.Cluster, options: dict, expected_names: list[str], expected_owner_names: dict
+) -> None:
+    owner = (await call(kubesim, "POST", CONFIGMAPS, conftest.configmap("owner"))).body
+    other = (await call(kubesim, "POST", CONFIGMAPS, conftest.configmap("other"))).body
+    await call(kubesim, "POST", CONFIGMAPS, owned("child", owner))
+    await call(kubesim, "POST", CONFIGMAPS, owned("shared", owner, other))
+    assert (await call(kubesim, "DELETE", f"{CONFIGMAPS}/owner", options)).status == 200
+    remaining = kubesim.sim.list_objects("", "configmaps", "default")
+    assert [o["metadata"]["name"] for o in remaining] == expected_names
+    owners = {
+        o["metadata"]["name"]: [r["name"] for r in o["metadata"].get("ownerReferences", [])]
+        for o in remaining
+        if o["metadata"]["name"] in expected_owner_names
+    }
+    assert owners == expected_owner_names
+
+
+async def test_delete_collection_deletes_the_selected_objects(kubesim: harness.Cluster) -> None:
+    for name, tier in (("a", "web"), ("b", "web"), ("c", "db")):
+        await call(kubesim, "POST", CONFIGMAPS, conftest.configmap(name, labels={"tier": tier}))
+    answer = await call(kubesim, "DELETE", CONFIGMAPS, params={"labelSelector": "tier=web"})
+    remaining = kubesim.sim.list_objects("", "configmaps", "default")
+    assert (answer.status, [o["metadata"]["name"] for o in remaining]) == (200, ["c"])
