@@ -17,8 +17,8 @@ the write lock: nothing interleaves between reading the RV and appending the eve
 from __future__ import annotations
 
 import asyncio
-import builtins
 import bisect
+import builtins
 import dataclasses
 import json
 from collections.abc import Iterator
