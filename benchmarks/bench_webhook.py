@@ -30,6 +30,7 @@ import tempfile
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
 from queuetree.core import objects
 from queuetree.webhooks import certificates, server, settings, views
@@ -124,11 +125,11 @@ def serve(port_queue: Any, cert_dir: str, queues: int) -> None:
         app = server.build_app(
             source=server.StaticSource(tree(queues)), settings=settings.ReviewSettings()
         )
-        runner = server.web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        site = server.web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
         await site.start()
-        port_queue.put(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        port_queue.put(runner.addresses[0][1])
         await asyncio.Event().wait()
 
     asyncio.run(main())

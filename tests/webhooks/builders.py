@@ -142,8 +142,8 @@ def answer(
         settings=rules or settings.ReviewSettings(),
     )
     assert result.status == 200, result.body
-    decoded: dict[str, Any] = json.loads(result.body)
-    return decoded["response"]
+    response: dict[str, Any] = json.loads(result.body)["response"]
+    return response
 
 
 def outcome(response: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from cryptography import x509
 
-from queuetree.webhooks import certificates, server
+from queuetree.webhooks import certificates, server, settings
 from tests.webhooks.builders import review
 
 SERVICE, NAMESPACE = "queuetree-webhook", "queuetree-system"
@@ -82,7 +82,7 @@ async def tls_server(tmp_path: pathlib.Path) -> AsyncIterator[tuple[int, ssl.SSL
     source = certificates.FileSource(*write_pair(tmp_path, bundle.serving))
     context = certificates.server_context()
     source.refresh(context)
-    app = server.build_app(source=server.StaticSource(), settings=server.settings_.ReviewSettings())
+    app = server.build_app(source=server.StaticSource(), settings=settings.ReviewSettings())
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)

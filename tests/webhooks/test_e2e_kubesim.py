@@ -216,7 +216,7 @@ async def test_kubectl_shows_every_problem_of_an_invalid_queue_tree(
 ) -> None:
     created = await kubectl(cluster, "apply", "-f", "-", manifest=TREE)
     assert created.returncode == 0, created.stderr
-    invalid = {
+    invalid: dict[str, Any] = {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "Queue",
         "metadata": {"name": "b"},
