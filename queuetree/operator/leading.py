@@ -57,9 +57,10 @@ async def campaign(
         election = leaderelection.LeaderElection(
             electionconfig.Config(
                 lock,
-                lease_duration=config.lease_duration,
-                renew_deadline=config.renew_deadline,
-                retry_period=config.retry_period,
+                # The library writes these into the Lease as whole seconds.
+                lease_duration=max(1, round(config.lease_duration)),
+                renew_deadline=max(1, round(config.renew_deadline)),
+                retry_period=max(1, round(config.retry_period)),
                 onstarted_leading=started,
                 onstopped_leading=stopped,
             )

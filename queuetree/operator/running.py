@@ -214,8 +214,8 @@ async def run(
             ),
             name="queuetree leader election",
         )
-        try:
-            await kopf.operator(
+        watching = asyncio.create_task(
+            kopf.operator(
                 clusterwide=True,
                 standalone=True,
                 registry=handlers.build_registry(cluster),
@@ -225,8 +225,17 @@ async def run(
                 liveness_endpoint=(
                     f"http://0.0.0.0:{config.health_port}/healthz" if config.health_port else None
                 ),
-            )
+            ),
+            name="queuetree kopf",
+        )
+        try:
+            # Whichever ends first ends the process: kopf on its stop flag, the election only
+            # by failing (it campaigns forever), and a replica that can no longer campaign
+            # must not keep running as a silent follower.
+            await asyncio.wait({watching, election}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            election.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await election
+            for task in (election, watching):
+                task.cancel()
+            for task in (election, watching):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task

@@ -184,11 +184,16 @@ class OperatorThread:
         self._thread.start()
         return self
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
         assert not self._thread.is_alive(), "the operator did not stop"
-        assert not self._error, self._error
+        errors, self._error = list(self._error), []
+        assert not errors, errors
 
     def cycles(self) -> float:
         value = self.metrics.registry.get_sample_value("queuetree_cycle_duration_seconds_count")
@@ -196,6 +201,19 @@ class OperatorThread:
 
     def leading(self) -> bool:
         return self.metrics.registry.get_sample_value("queuetree_leader") == 1.0
+
+
+def stop_all(*operators: OperatorThread) -> None:
+    """Stop every operator still running, then report the first failure of any."""
+    failures: list[AssertionError] = []
+    for operator in operators:
+        if operator.alive or operator._error:
+            try:
+                operator.stop()
+            except AssertionError as failure:
+                failures.append(failure)
+    if failures:
+        raise failures[0]
 
 
 def operator_settings(**overrides: Any) -> settings.OperatorSettings:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -238,3 +239,133 @@ def test_root_and_default_queues_are_created_and_parents_defaulted(
         lambda: (client.queue("orphan") or {}).get("status", {}).get("state") == "Open",
         what="status written",
     )
+
+
+NOWHERE = {"kubernetes.io/fake-node": "fake"}
+"""A node selector no node matches: ungated pods stay Pending and keep reserving capacity."""
+
+
+def gated_and_ungated(client: sim.Client, prefix: str) -> tuple[set[str], set[str]]:
+    gated, ungated = set(), set()
+    for pod in client.pods():
+        name = pod["metadata"]["name"]
+        if name.startswith(prefix):
+            (gated if sim.gates_of(pod) else ungated).add(name)
+    return gated, ungated
+
+
+@pytest.mark.parametrize("node_flags", [BIG_NODES], ids=["two 16-cpu nodes"])
+def test_a_restart_in_the_middle_of_a_burst_neither_over_admits_nor_loses_a_pod(
+    kube: tuple[harness.Cluster, sim.Client],
+) -> None:
+    _, client = kube
+    first = sim.OperatorThread(sim.operator_settings()).start()
+    try:
+        sim.eventually(lambda: client.queue("root"), what="root queue")
+        client.create_queue("tight", capability={"cpu": "2"})
+        with sim.InvariantWatch(client) as watch:
+            for index in range(6):
+                client.create_pod(
+                    f"job-{index}", queue="tight", requests=SLOT, node_selector=NOWHERE
+                )
+            sim.eventually(lambda: gated_and_ungated(client, "job-")[1], what="some admitted")
+            first.stop()
+            for index in range(6, 12):
+                client.create_pod(
+                    f"job-{index}", queue="tight", requests=SLOT, node_selector=NOWHERE
+                )
+            second = sim.OperatorThread(sim.operator_settings()).start()
+            try:
+                sim.eventually(
+                    lambda: len(gated_and_ungated(client, "job-")[1]) == 4, what="queue full"
+                )
+                seen = second.cycles()
+                sim.eventually(lambda: second.cycles() >= seen + 3, what="three more cycles")
+                assert len(gated_and_ungated(client, "job-")[1]) == 4
+                admitted: set[str] = set()
+                # Free the room pod by pod: every pod is admitted in the end, none is lost.
+                while len(admitted) < 12:
+                    ungated = sim.eventually(
+                        lambda: gated_and_ungated(client, "job-")[1] - admitted,
+                        what="next pods admitted",
+                    )
+                    for name in ungated:
+                        admitted.add(name)
+                        client.delete_pod(name)
+            finally:
+                second.stop()
+    finally:
+        if first.alive:
+            first.stop()
+    assert (watch.violations, sorted(admitted)) == ([], sorted(f"job-{i}" for i in range(12)))
+
+
+def elected(identity: str) -> Any:
+    return sim.operator_settings(
+        leader_elect=True,
+        identity=identity,
+        lease_name="queuetree-operator",
+        lease_namespace="default",
+        lease_duration=3.0,
+        renew_deadline=2.0,
+        retry_period=1.0,
+    )
+
+
+class LeaderWatch:
+    """Records, in a thread, every moment at which both replicas claim to lead."""
+
+    def __init__(self, *replicas: sim.OperatorThread) -> None:
+        self.replicas = replicas
+        self.overlaps = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="leader watch")
+
+    def _main(self) -> None:
+        while not self._stop.is_set():
+            if sum(replica.leading() for replica in self.replicas) > 1:
+                self.overlaps += 1
+            self._stop.wait(0.005)
+
+    def __enter__(self) -> LeaderWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+@pytest.mark.parametrize("node_flags", [BIG_NODES], ids=["two 16-cpu nodes"])
+def test_of_two_replicas_only_the_lease_holder_acts_and_the_other_takes_over(
+    kube: tuple[harness.Cluster, sim.Client],
+) -> None:
+    _, client = kube
+    one = sim.OperatorThread(elected("replica-one")).start()
+    two = sim.OperatorThread(elected("replica-two")).start()
+    replicas = {"replica-one": one, "replica-two": two}
+    try:
+        with LeaderWatch(one, two) as watch:
+            sim.eventually(lambda: one.leading() or two.leading(), what="a leader")
+            leader_name = "replica-one" if one.leading() else "replica-two"
+            leader = replicas.pop(leader_name)
+            (follower,) = replicas.values()
+            lease = client.sim.get_object(
+                "coordination.k8s.io", "leases", "default", "queuetree-operator"
+            )
+            assert (lease or {}).get("spec", {}).get("holderIdentity") == leader_name
+            client.create_pod("before", queue="default", requests=SLOT)
+            sim.eventually(lambda: running_without_gates(client.pod("before")), what="admitted")
+            assert not follower.leading()
+            leader.stop()
+            client.create_pod("after", queue="default", requests=SLOT)
+            sim.eventually(follower.leading, what="the follower takes over")
+            sim.eventually(lambda: running_without_gates(client.pod("after")), what="admitted")
+        patches = [
+            record.user
+            for record in client.sim.audit()
+            if record.resource == "pods" and record.verb == "patch"
+        ]
+        assert (watch.overlaps, bool(patches)) == (0, True)
+    finally:
+        sim.stop_all(one, two)
