@@ -21,6 +21,9 @@ The rules (spec-volcano-semantics.md §4.1), in the order the webhook applies th
    sums of siblings against the parent, a parent's update against its whole subtree.
 5. :func:`validate_deletion`: root, default, queues with children, queues with allocated pods.
 
+:func:`validate_tree` applies the structural and quota rules to a whole existing tree (the
+operator's view: queues created while no webhook ran).
+
 :func:`soft_problems` lists what is allowed but probably wrong (the webhook returns them as
 warnings, which kubectl prints).
 
@@ -659,6 +662,39 @@ def _subtree_max_capability(
         if found[0] > best[0]:
             best = found
     return best
+
+
+# -- the whole tree (for the operator) ---------------------------------------------------------
+
+
+def validate_tree(tree: QueueTree, *, max_depth: int) -> dict[str, list[FieldError]]:
+    """Every problem of an existing tree, by queue name (queues without problems are absent).
+
+    For the operator, which reports them on the queues: what the webhook would have refused
+    had it seen the tree change by change (queues created before it ran, or while it was down):
+    parents that are missing or on a cycle, depth, capability above an ancestor's, and each
+    parent whose children's guarantee or deserved sum exceeds its own or whose capability is
+    below a descendant's (reported once, on the parent).
+    """
+    problems: dict[str, list[FieldError]] = {}
+    for name in sorted(tree.queues):
+        queue = tree.queues[name]
+        found = [
+            p
+            for p in validate_parent(queue, tree=tree, max_depth=max_depth)
+            if p.type is not ErrorType.FORBIDDEN  # "cannot get its first child": admission only
+            and not p.detail.startswith("moving queue")  # the deepest queue reports depth itself
+        ]
+        parent = queue.parent_name
+        if not found and parent not in ("", objects.ROOT_QUEUE) and parent in tree.queues:
+            found += _validate_against_ancestors(queue, tree)
+        children = [tree.queues[c] for c in tree.children_of(name) if c in tree.queues]
+        if children and name != objects.ROOT_QUEUE:
+            found += _validate_subtree_capability(queue, children, tree)
+            found += _validate_sums(queue, children, child=False)
+        if found:
+            problems[name] = found
+    return problems
 
 
 # -- 5. deletion -------------------------------------------------------------------------------
