@@ -115,8 +115,9 @@ class Client:
         gates: tuple[str, ...] = (GATE,),
         node_selector: dict[str, str] | None = None,
         group: str = "",
+        annotations: dict[str, str] | None = None,
     ) -> dict[str, Any]:
-        annotations = {GATE: "true", objects.QUEUE_NAME_ANNOTATION: queue}
+        annotations = {GATE: "true", objects.QUEUE_NAME_ANNOTATION: queue, **(annotations or {})}
         if group:
             annotations[objects.GROUP_NAME_ANNOTATION] = group
         spec: dict[str, Any] = {

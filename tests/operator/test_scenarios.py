@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kubesim import harness
+from kubesim import harness, server, simulation
 from tests.operator import cluster as sim
 
 SLOT = {"cpu": "500m", "memory": "512Mi"}
@@ -369,3 +369,46 @@ def test_of_two_replicas_only_the_lease_holder_acts_and_the_other_takes_over(
         assert (watch.overlaps, bool(patches)) == (0, True)
     finally:
         sim.stop_all(one, two)
+
+
+@pytest.mark.parametrize("node_flags", [BIG_NODES], ids=["two 16-cpu nodes"])
+def test_api_faults_and_broken_watches_never_break_the_capacity_invariant(
+    kube: tuple[harness.Cluster, sim.Client], operator: sim.OperatorThread
+) -> None:
+    cluster, client = kube
+    client.create_queue("faulty", capability={"cpu": "2"})
+    for fault in (
+        server.Fault(method="PATCH", path=r"/pods/", count=5, status=500),
+        server.Fault(method="PATCH", path=r"/pods/", count=3, status=409),
+        server.Fault(method="PATCH", path=r"/queues/.*/status", count=3, status=500),
+        server.Fault(method="POST", path=r"/events", count=3, status=500),
+        server.Fault(method="PATCH", path=r"/pods/", count=2, status=None, disconnect=True),
+    ):
+        cluster.sim.add_fault(fault)
+    with sim.InvariantWatch(client) as watch:
+        for index in range(16):
+            client.create_pod(
+                f"short-{index}",
+                queue="faulty",
+                requests=SLOT,
+                annotations={simulation.RUN_SECONDS_ANNOTATION: "0.3"},
+            )
+            if index in (4, 10):
+                cluster.sim.drop_watches()
+            if index == 7:
+                cluster.sim.compact()
+                cluster.sim.drop_watches()
+
+        def finished() -> bool:
+            phases = [
+                pod.get("status", {}).get("phase")
+                for pod in client.pods()
+                if pod["metadata"]["name"].startswith("short-")
+            ]
+            return phases.count("Succeeded") == 16
+
+        sim.eventually(finished, deadline=60, what="every pod admitted and finished")
+    errors = operator.metrics.registry.get_sample_value(
+        "queuetree_api_errors_total", {"verb": "patch", "code": "500"}
+    )
+    assert (watch.violations, bool(errors)) == ([], True)
