@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 import aiohttp
 
 NAMESPACE = "default"
+WATCHERS = 2  # cluster-wide pod watches during the last phase (the operator and the simulation)
 
 
 def start_server(directory: pathlib.Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -138,12 +139,42 @@ async def bench(url: str, pods: int, concurrency: int) -> list[dict]:
                 await response.read()
                 return response.status
 
-        return [
+        async def watch_pods(received: list[int]) -> None:
+            # A cluster-wide pod watch that reads every event, as an operator's would.
+            async with session.get(
+                f"{url}/api/v1/pods", params={"watch": "true", "resourceVersion": "0"}, timeout=None
+            ) as response:
+                async for _ in response.content:
+                    received[0] += 1
+
+        results = [
             await run_phase("kubesim_pod_create", pods, concurrency, create),
             await run_phase("kubesim_pod_patch_json", pods, concurrency, ungate),
             await run_phase("kubesim_pod_patch_merge", pods, concurrency, label),
             await run_phase("kubesim_pod_list_500", 20, 4, get_list),
         ]
+        received = [0]
+        watchers = [asyncio.create_task(watch_pods(received)) for _ in range(WATCHERS)]
+        try:
+
+            async def relabel(i: int) -> int:
+                body = {"metadata": {"labels": {"bench/patched": "again"}}}
+                async with session.patch(
+                    f"{base}/p{i}",
+                    data=json.dumps(body),
+                    headers={"Content-Type": "application/merge-patch+json"},
+                ) as response:
+                    await response.read()
+                    return response.status
+
+            phase = await run_phase("kubesim_pod_patch_merge_watched", pods, concurrency, relabel)
+            phase["watchers"] = WATCHERS
+            results.append(phase)
+        finally:
+            for watcher in watchers:
+                watcher.cancel()
+            await asyncio.gather(*watchers, return_exceptions=True)
+        return results
 
 
 def main() -> int:
