@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import subprocess
 
 import pytest
 
@@ -101,3 +102,113 @@ def test_kubectl_delete_removes_a_custom_resource_and_waits_until_it_is_gone(
     result = kubesim.kubectl("delete", "widget", "w1", "--wait=true")
     assert (result.returncode, result.stdout.strip()) == (0, 'widget.example.com "w1" deleted')
     assert kubesim.sim.get_object("example.com", "widgets", "default", "w1") is None
+
+
+def test_client_side_apply_of_a_built_in_removes_what_the_manifest_dropped(
+    kubesim: harness.Cluster, tmp_path: pathlib.Path
+) -> None:
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c1\n  labels: {a: '1', b: '2'}\n"
+        "data: {x: '1', y: '2'}\n"
+    )
+    assert kubesim.kubectl("apply", "-f", str(manifest)).returncode == 0
+    manifest.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c1\n  labels: {a: '1'}\ndata: {x: '3'}\n"
+    )
+    result = kubesim.kubectl("apply", "-f", str(manifest))
+    assert result.returncode == 0, result.stderr
+    stored = kubesim.sim.get_object("", "configmaps", "default", "c1")
+    assert stored is not None
+    assert (stored["data"], stored["metadata"]["labels"]) == ({"x": "3"}, {"a": "1"})
+
+
+def test_client_side_apply_of_a_pod_changes_images_by_container_name(
+    kubesim: harness.Cluster, tmp_path: pathlib.Path
+) -> None:
+    manifest = tmp_path / "pod.yaml"
+    text = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p1}\nspec:\n  containers:\n"
+        "  - {name: a, image: 'nginx:1.25', env: [{name: A, value: '1'}]}\n"
+        "  - {name: b, image: 'busybox:1'}\n"
+    )
+    manifest.write_text(text)
+    assert kubesim.kubectl("apply", "-f", str(manifest)).returncode == 0
+    manifest.write_text(text.replace("nginx:1.25", "nginx:1.26"))
+    result = kubesim.kubectl("apply", "-f", str(manifest))
+    assert result.returncode == 0, result.stderr
+    stored = kubesim.sim.get_object("", "pods", "default", "p1")
+    assert stored is not None
+    assert [(c["name"], c["image"]) for c in stored["spec"]["containers"]] == [
+        ("a", "nginx:1.26"),
+        ("b", "busybox:1"),
+    ]
+
+
+def test_kubectl_wait_for_delete_returns_once_finalizers_are_released(
+    kubesim: harness.Cluster,
+) -> None:
+    created = kubesim.kubectl(
+        "create",
+        "-f",
+        "-",
+        input='{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"held","finalizers":["example.com/f"]}}',
+    )
+    assert created.returncode == 0, created.stderr
+    deleted = kubesim.kubectl("delete", "configmap", "held", "--wait=false")
+    still = kubesim.kubectl("wait", "--for=delete", "configmap/held", "--timeout=1s")
+    released = kubesim.kubectl(
+        "patch",
+        "configmap",
+        "held",
+        "--type=json",
+        "-p",
+        '[{"op":"remove","path":"/metadata/finalizers"}]',
+    )
+    gone = kubesim.kubectl("wait", "--for=delete", "configmap/held", "--timeout=10s")
+    assert [r.returncode for r in (deleted, still, released, gone)] == [0, 1, 0, 0]
+
+
+def test_kubectl_get_nodes_prints_the_node_table(kubesim: harness.Cluster) -> None:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/worker": ""}},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "nodeInfo": {"kubeletVersion": "v1.32.0"},
+        },
+    }
+    assert kubesim.kubectl("create", "-f", "-", input=json.dumps(node)).returncode == 0
+    rows = table_rows(kubesim.kubectl("get", "nodes").stdout)
+    assert rows[0] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert [rows[1][i] for i in (0, 1, 2, 4)] == ["n1", "Ready", "worker", "v1.32.0"]
+
+
+def test_kubectl_get_watch_prints_table_rows_until_the_request_timeout(
+    kubesim: harness.Cluster,
+) -> None:
+    apply_crd(kubesim)
+    assert kubesim.kubectl("apply", "-f", str(conftest.DATA / "widget-w1.yaml")).returncode == 0
+    result = subprocess.run(
+        ["kubectl", "--request-timeout=2s", "get", "widgets", "--watch"],
+        env=kubesim.env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    rows = table_rows(result.stdout)
+    assert rows[0] == ["NAME", "SIZE", "READY", "AGE"]
+    assert rows[1][:2] == ["w1", "3"]
+
+
+def test_kubectl_label_and_annotate_patch_built_ins(kubesim: harness.Cluster) -> None:
+    assert kubesim.kubectl("label", "namespace", "default", "team=a").returncode == 0
+    assert kubesim.kubectl("annotate", "namespace", "default", "note=x").returncode == 0
+    namespace = kubesim.sim.get_object("", "namespaces", "", "default")
+    assert namespace is not None
+    assert (namespace["metadata"]["labels"], namespace["metadata"]["annotations"]) == (
+        {"kubernetes.io/metadata.name": "default", "team": "a"},
+        {"note": "x"},
+    )
