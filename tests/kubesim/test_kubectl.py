@@ -114,7 +114,8 @@ def test_client_side_apply_of_a_built_in_removes_what_the_manifest_dropped(
     )
     assert kubesim.kubectl("apply", "-f", str(manifest)).returncode == 0
     manifest.write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c1\n  labels: {a: '1'}\ndata: {x: '3'}\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c1\n  labels: {a: '1'}\n"
+        "data: {x: '3'}\n"
     )
     result = kubesim.kubectl("apply", "-f", str(manifest))
     assert result.returncode == 0, result.stderr
