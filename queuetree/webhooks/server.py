@@ -81,6 +81,10 @@ class ServerConfig:
     """Seconds a review waits for a queue missing from the cache before saying it is missing."""
 
 
+BODY_READ_TIMEOUT = 10.0
+"""Seconds to receive a request body (kube-apiserver's own webhook timeout is at most 30 s and
+10 by default; a client that trickles a body must not hold a handler forever)."""
+
 SOURCE = web.AppKey("source", ViewSource)
 SETTINGS = web.AppKey("settings", settings_.ReviewSettings)
 METRICS = web.AppKey("metrics", metrics.Metrics)
@@ -124,7 +128,14 @@ async def handle_review(request: web.Request) -> web.Response:
     has it (or after ``cache_wait``)."""
     started = time.perf_counter()
     app = request.app
-    body = await request.read()
+    try:
+        async with asyncio.timeout(BODY_READ_TIMEOUT):
+            body = await request.read()
+    except TimeoutError:
+        answer = reviewing.bad_request(
+            408, "Timeout", f"the request body did not arrive within {BODY_READ_TIMEOUT:g}s"
+        )
+        return web.Response(status=answer.status, body=answer.body, content_type="application/json")
     answer = reviewing.review(request.path, body, view=app[SOURCE].view(), settings=app[SETTINGS])
     if answer.missing and await app[SOURCE].wait_for_queues(answer.missing, app[CACHE_WAIT]):
         answer = reviewing.review(

@@ -204,3 +204,16 @@ async def test_malformed_json_over_http_gets_400_with_a_status(aiohttp_client: A
     response = await client.post("/queues/validate", data=b"{")
     body = await response.json()
     assert (response.status, body["kind"], body["reason"]) == (400, "Status", "BadRequest")
+
+
+async def test_a_body_that_never_finishes_gets_408_instead_of_a_hang(
+    aiohttp_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(server, "BODY_READ_TIMEOUT", 0.2)
+    client = await client_for(aiohttp_client, server.StaticSource())
+    reader, writer = await asyncio.open_connection(client.host, client.port)
+    writer.write(b"POST /pods/mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+    await writer.drain()
+    status_line = await asyncio.wait_for(reader.readline(), 5)
+    writer.close()
+    assert status_line.split()[1] == b"408"
