@@ -251,6 +251,8 @@ class AdmissionCycle:
             (eviction.victim, eviction.victim_message),
             (eviction.reclaimer, eviction.reclaimer_message),
         ):
+            if not key:
+                continue
             pod_namespace, _, pod_name = key.partition("/")
             with contextlib.suppress(kube.ApiError):
                 await self._api.create_event(

@@ -18,6 +18,7 @@ from queuetree.core import decisions, objects
 class Eviction:
     victim: str
     reclaimer: str
+    """The pod the room is for; "" when it cannot be told (then only the victim is told)."""
     rule: str
     """A short label of the rule that chose the victim (the metric's ``reason``)."""
     victim_message: str
@@ -41,19 +42,33 @@ def plan_reclaim(
     if not result.evict:
         return []
     reclaimer_on_node = {node: key for key, node in sorted(result.pipeline.items())}
+    # In admission mode the core pipelines nothing (kube-scheduler places the reclaimer), so
+    # the reclaimer is named by its queue: the first pod waiting for room (PodScheduled=False,
+    # Unschedulable) of another queue, in creation order.
+    # TODO(queuetree): use the core's victim -> reclaimer pairs once SessionResult carries them.
+    waiting = sorted(
+        (
+            pod
+            for pod in snapshot.pods.values()
+            if pod.unschedulable and not pod.sch_gated and not pod.node_name
+        ),
+        key=lambda pod: (pod.created, pod.uid or pod.key),
+    )
     rule = f"ancestorReclaimLevel={ancestor_reclaim_level}"
     evictions: list[Eviction] = []
     for victim in result.evict:
         victim_pod = snapshot.pods.get(victim)
         node = victim_pod.node_name if victim_pod is not None else ""
-        reclaimer = reclaimer_on_node.get(node, "")
-        reclaimer_pod = snapshot.pods.get(reclaimer)
         victim_queue = _queue_of(snapshot, victim_pod)
+        reclaimer = reclaimer_on_node.get(node, "") or next(
+            (pod.key for pod in waiting if _queue_of(snapshot, pod) != victim_queue), ""
+        )
+        reclaimer_pod = snapshot.pods.get(reclaimer)
         reclaimer_queue = _queue_of(snapshot, reclaimer_pod)
         evictions.append(
             Eviction(
                 victim=victim,
-                reclaimer=reclaimer or victim,
+                reclaimer=reclaimer,
                 rule="reclaim",
                 victim_message=(
                     f"Evicted by queuetree reclaim: queue {victim_queue} uses more than its "

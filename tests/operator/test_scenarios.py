@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kubesim import harness, server, simulation
+from queuetree.api import schedconf
 from tests.operator import cluster as sim
 
 SLOT = {"cpu": "500m", "memory": "512Mi"}
@@ -412,3 +413,82 @@ def test_api_faults_and_broken_watches_never_break_the_capacity_invariant(
         "queuetree_api_errors_total", {"verb": "patch", "code": "500"}
     )
     assert (watch.violations, bool(errors)) == ([], True)
+
+
+def reclaim_config(level: int) -> Any:
+    text = f"""
+actions: "enqueue, allocate, reclaim"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: capacity
+    enableHierarchy: true
+    arguments:
+      ancestorReclaimLevel: {level}
+"""
+    return schedconf.parse_configuration(text, source=f"level {level}").configuration
+
+
+def unschedulable(pod: dict[str, Any] | None) -> bool:
+    conditions = (pod or {}).get("status", {}).get("conditions") or []
+    return any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions
+    )
+
+
+RECLAIMS = {
+    "level 0 reclaims across the tree": (0, True),
+    "level 1 checks the parents, which allow it": (1, True),
+    "level 2 checks the grandparents, which forbid it": (2, False),
+}
+
+
+@pytest.mark.parametrize("node_flags", [("n1:cpu=2,memory=2Gi",)], ids=["one 2-cpu node"])
+@pytest.mark.parametrize(("level", "evicted"), list(RECLAIMS.values()), ids=list(RECLAIMS))
+def test_reclaim_across_parents_follows_the_ancestor_reclaim_level(
+    kube: tuple[harness.Cluster, sim.Client], level: int, evicted: bool
+) -> None:
+    _, client = kube
+    two = {"cpu": "2", "memory": "2Gi"}
+    operator = sim.OperatorThread(sim.operator_settings(scheduler_config=reclaim_config(level)))
+    operator.start()
+    try:
+        sim.eventually(lambda: client.queue("root"), what="root queue")
+        for name, parent, deserved, capability in (
+            ("grand-a", "root", two, {"cpu": "4", "memory": "4Gi"}),
+            ("parent-a", "grand-a", two, two),
+            ("queue-a", "parent-a", two, two),
+            ("grand-b", "root", {"cpu": "3", "memory": "3Gi"}, {"cpu": "4", "memory": "4Gi"}),
+            ("parent-b", "grand-b", {"cpu": "1", "memory": "1Gi"}, two),
+            ("queue-b", "parent-b", {"cpu": "1", "memory": "1Gi"}, two),
+        ):
+            client.create_queue(name, parent=parent, capability=capability, deserved=deserved)
+        client.create_pod("p-victim", queue="queue-b", requests=two)
+        sim.eventually(lambda: running_without_gates(client.pod("p-victim")), what="victim runs")
+        client.create_pod("p-reclaimer", queue="queue-a", requests=two)
+        sim.eventually(lambda: unschedulable(client.pod("p-reclaimer")), what="no room")
+        if evicted:
+            sim.eventually(lambda: client.pod("p-victim") is None, what="victim evicted")
+            sim.eventually(
+                lambda: running_without_gates(client.pod("p-reclaimer")), what="reclaimer runs"
+            )
+
+            def reclaim_events() -> set[str]:
+                return {
+                    event["involvedObject"]["name"]
+                    for event in client.sim.list_objects("", "events", "default")
+                    if event["reason"] == "Reclaim"
+                }
+
+            sim.eventually(
+                lambda: reclaim_events() == {"p-victim", "p-reclaimer"}, what="events on both"
+            )
+        else:
+            seen = operator.cycles()
+            sim.eventually(lambda: operator.cycles() >= seen + 5, what="five more cycles")
+            assert running_without_gates(client.pod("p-victim"))
+    finally:
+        sim.stop_all(operator)
