@@ -119,22 +119,39 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
     counter = itertools.count()
     # Snapshot order; the job key ends with a unique tie-break, so order does not depend on it.
     phase_pending = objects.PodGroupPhase.PENDING
+    task_pending = objects.TaskStatus.PENDING
+    queues = session.queues
+    job_valid = session.job_valid
+    job_key = session.job_key
     for job in session.jobs.values():
         if job.phase is phase_pending:
             if enqueue_configured:
                 continue
             job.phase = objects.PodGroupPhase.INQUEUE
-        invalid = session.job_valid(job)
+        if job.queue not in queues:
+            continue
+        if len(job.tasks) == 1:
+            # The common single-pod group, without building a worksheet first.
+            task = job.tasks[0]
+            gates = task.pod.scheduling_gates
+            if (
+                task.status is not task_pending
+                or not task.req_dims
+                or (gates and gates != _ONLY_OURS)
+                or (admission_only and not gates)
+            ):
+                continue
+            tasks = [task]
+        else:
+            tasks = _worksheet(session, job, gated_only=admission_only)
+            if not tasks:
+                continue
+        invalid = job_valid(job)
         if invalid is not None:
             session.job_messages[job.key] = invalid
             continue
-        if job.queue not in session.queues:
-            continue
-        tasks = _worksheet(session, job, gated_only=admission_only)
-        if not tasks:
-            continue
         worksheets[job.key] = tasks
-        job_heaps.setdefault(job.queue, []).append((session.job_key(job), next(counter), job))
+        job_heaps.setdefault(job.queue, []).append((job_key(job), next(counter), job))
     if admission_only:
         # Admission places nothing, so no share (hence no queue order) and no gang readiness
         # (hence no job order) changes: the heap walk below reduces to two sorted loops.
@@ -173,6 +190,16 @@ def _admit_job(
     """Admission mode: the capacity check of a job's gated tasks, all-or-nothing per gang."""
     queue = job.queue
     allocatable = session.allocatable
+    if len(tasks) == 1 and job.min_member <= 1:
+        # One pod, no gang to wait for: admit it or not.
+        task = tasks[0]
+        if allocatable(queue, task):
+            if gate_on and task.pod.opted_in:
+                session.reserve(task)
+                session.ungated.append(task.key)
+            elif not task.pod.opted_in:
+                session.task_messages[task.key] = _not_opted_in(task)
+        return
     reserved: list[frameworks.Task] = []
     for task in reversed(tasks):
         if not allocatable(queue, task):

@@ -59,6 +59,9 @@ class QueueAttr:
     """Why the queue cannot admit anything (cycle, missing parent); "" when it is sound."""
     usable: bool = False
     """Open, sound and (in hierarchy mode) a leaf: set once the tree is built."""
+    figures: tuple[tuple[vectors.Vec, vectors.Vec, vectors.Vec, QueueAttr], ...] = ()
+    """``(allocated, reserved, real_capability, queue)`` along the chain, for the hot path
+    (the lists are updated in place, so this stays current)."""
 
     @property
     def is_leaf(self) -> bool:
@@ -136,6 +139,10 @@ class CapacityPlugin(frameworks.Plugin):
                 attr.queue.state == objects.QueueState.OPEN
                 and not attr.broken
                 and (not self.hierarchy or attr.is_leaf)
+            )
+        for attr in self.attrs.values():
+            attr.figures = tuple(
+                (t.allocated, t.reserved, t.real_capability, t) for t in attr.chain
             )
         if self.gate_on:
             self._rebuild_reserved(session)
@@ -591,35 +598,49 @@ class CapacityPlugin(frameworks.Plugin):
         return True
 
     def allocatable(self, queue: str, task: frameworks.Task) -> bool:
+        """Spec §3.6 along the leaf-first chain, reserved requests included at every level.
+
+        This is the per-pod hot path of admission: a few list reads per chain member.
+        """
         attr = self.attrs.get(queue)
-        if not self._usable(attr, task.key):
-            return False
-        assert attr is not None
+        if attr is None or not attr.usable:
+            return self._usable(attr, task.key)
         req = task.resreq
-        held = task.key in self.reserved_tasks
-        for target in attr.chain:
-            allocated = target.allocated
-            reserved = target.reserved
-            limit = target.real_capability
-            for i in task.req_dims:
-                used = allocated[i] + reserved[i]
-                if held:
-                    used -= req[i]
-                if used + req[i] > limit[i]:
-                    self.blockers[task.key] = Blocker(
-                        kind="quota",
-                        queue=target.name,
-                        leaf=attr.name,
-                        dim=i,
-                        requested=req[i],
-                        allocated=allocated[i],
-                        reserved=reserved[i] - (req[i] if held else 0.0),
-                        capability=limit[i],
-                    )
-                    return False
-        # A gated, opted-in task that passes is reserved by the caller (Statement.reserve), so
-        # that a gang that does not fit as a whole can roll its admissions back.
+        dims = task.req_dims
+        if task.key in self.reserved_tasks:
+            # Already holding its own reservation: do not count it twice.
+            for allocated, reserved, limit, target in attr.figures:
+                for i in dims:
+                    if allocated[i] + reserved[i] > limit[i]:
+                        return self._refuse(task, target, attr, i, held=True)
+            return True
+        for allocated, reserved, limit, target in attr.figures:
+            for i in dims:
+                if allocated[i] + reserved[i] + req[i] > limit[i]:
+                    return self._refuse(task, target, attr, i, held=False)
         return True
+
+    def _refuse(
+        self,
+        task: frameworks.Task,
+        target: QueueAttr,
+        leaf: QueueAttr,
+        i: int,
+        *,
+        held: bool,
+    ) -> bool:
+        req = task.resreq[i]
+        self.blockers[task.key] = Blocker(
+            kind="quota",
+            queue=target.name,
+            leaf=leaf.name,
+            dim=i,
+            requested=req,
+            allocated=target.allocated[i],
+            reserved=target.reserved[i] - (req if held else 0.0),
+            capability=target.real_capability[i],
+        )
+        return False
 
     def job_enqueueable(self, job: frameworks.Job) -> int:
         attr = self.attrs.get(job.queue)

@@ -387,6 +387,8 @@ class Session:
         task_keys = [fn for tier in self._fns["task_order_key"] for fn in tier]
         self._job_keys = job_keys
         self._task_keys = task_keys
+        self._make_job_key: Callable[[Job], OrderKey] = _key_maker(job_keys)
+        self._make_task_key: Callable[[Task], OrderKey] = _key_maker(task_keys)
         self._allocatable = [fn for tier in self._fns["allocatable"] for fn in tier]
         self._predicates = [fn for tier in self._fns["predicate"] for fn in tier]
         self._node_orders = [fn for tier in self._fns["node_order"] for fn in tier]
@@ -406,7 +408,7 @@ class Session:
         """Ascending key: the first job in order has the smallest key."""
         key = job.order_key
         if key is None:
-            key = job.order_key = (*[fn(job) for fn in self._job_keys], job.default_order)
+            key = job.order_key = self._make_job_key(job)
         return key
 
     def job_plugin_key(self, job: Job) -> OrderKey:
@@ -414,7 +416,7 @@ class Session:
         return tuple(fn(job) for fn in self._job_keys)
 
     def task_key(self, task: Task) -> OrderKey:
-        return (*(fn(task) for fn in self._task_keys), task.default_order)
+        return self._make_task_key(task)
 
     def queue_order(self, left: str, right: str) -> int:
         """Negative when ``left`` goes first (Volcano's ``QueueOrderFn`` as a comparator)."""
@@ -565,6 +567,20 @@ class Session:
         task.job.ungated -= 1
         for fn in self._on_unreserve:
             fn(task)
+
+
+def _key_maker(fns: list[Callable[[Any], Any]]) -> Callable[[Any], OrderKey]:
+    """``(fn1(x), ..., fnN(x), x.default_order)``, unrolled for the usual one or two plugins
+    (this runs once per job of a session)."""
+    if not fns:
+        return lambda x: (x.default_order,)
+    if len(fns) == 1:
+        (first,) = fns
+        return lambda x: (first(x), x.default_order)
+    if len(fns) == 2:
+        first, second = fns
+        return lambda x: (first(x), second(x), x.default_order)
+    return lambda x: (*[fn(x) for fn in fns], x.default_order)
 
 
 def _overriding(plugins: list[Plugin], name: str) -> list[Callable[[Task], None]]:

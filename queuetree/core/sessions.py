@@ -185,18 +185,19 @@ def _build_session(
             init = _cached_vec(cache, pod.init_resreq, dims)[0]
             if any(x > y for x, y in zip(init, resreq, strict=True)):
                 init_resreq = [max(x, y) for x, y in zip(init, resreq, strict=True)]
+        # Positional: this runs once per pod (field order of frameworks.Task).
         task = frameworks.Task(
-            pod=pod,
-            key=key,
-            job=job,
-            resreq=resreq,
-            init_resreq=init_resreq,
-            req_dims=req_dims,
-            nonzero=nonzero,
-            status=pod.status,
-            node=pod.node_name,
-            priority=_task_priority(pod),
-            default_order=(pod.created, pod.uid or key),
+            pod,
+            key,
+            job,
+            resreq,
+            init_resreq,
+            req_dims,
+            nonzero,
+            pod.status,
+            pod.node_name,
+            _task_priority(pod) if pod.annotations else pod.priority,
+            (pod.created, pod.uid or key),
         )
         job.add_task(task)
         tasks[key] = task
