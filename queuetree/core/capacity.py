@@ -197,8 +197,10 @@ class CapacityPlugin(frameworks.Plugin):
         pending = objects.TaskStatus.PENDING
         for job in session.jobs.values():
             attr = self.attrs.get(job.queue)
-            if attr is None or attr.broken or not attr.is_leaf:
+            if attr is None:
                 continue
+            # Pods already running in a non-leaf or broken queue admit nothing new, but they do
+            # use the cluster: their figures still count where they are (and above, if anywhere).
             sums = leaves.get(attr.name)
             if sums is None:
                 sums = leaves[attr.name] = (dims.zero(), dims.zero(), dims.zero(), dims.zero())

@@ -404,3 +404,26 @@ def test_gate_admission_decides_and_explains(case: Case) -> None:
         case.bind,
         case.reasons,
     )
+
+
+def test_running_pods_of_a_non_leaf_queue_still_count_against_its_ancestors() -> None:
+    result = sessions.run_session(
+        b.snapshot(
+            NODE,
+            *TREE,
+            b.pod_group("ns", "old").queue("org").phase(objects.PodGroupPhase.RUNNING),
+            b.pod("ns", "old").group("old").requests(cpu="2", memory="1Gi").running_on("n1"),
+            *_gated("p1", "team-a"),
+        ),
+        config=_config(hierarchy=True),
+        feature_gates=b.GATES_ON,
+        admission_only=True,
+    )
+    assert (result.ungate, dict(result.reasons), result.queues["org"].allocated) == (
+        (),
+        {
+            "ns/p1": "queue 'org' (ancestor of leaf queue 'team-a') has no room for cpu: "
+            "requested 1, used 2 of capability 2"
+        },
+        b.res(cpu="2", memory="1Gi"),
+    )
