@@ -526,6 +526,20 @@ class ApiServer:
                 f"the name of the object ({name}) does not match the name on the URL ({req.name})"
             )
         precondition = obj["metadata"].get("resourceVersion") or ""
+        if not precondition and not rdef.builtin:
+            # Custom resources do not allow unconditional updates (AllowUnconditionalUpdate).
+            raise errors.invalid(
+                rdef.kind,
+                rdef.group,
+                req.name,
+                [
+                    errors.FieldCause(
+                        "metadata.resourceVersion",
+                        "FieldValueInvalid",
+                        "0x0: must be specified for an update",
+                    )
+                ],
+            )
 
         def compute(current: dict) -> dict:
             return json.loads(json.dumps(obj))
@@ -660,6 +674,8 @@ class ApiServer:
                 metadata["generation"] = int(old_meta.get("generation", 1)) + 1
         if rdef.gr == CRDS and req.subresource != "status":
             crds.prepare(new, now=_condition_time(old))
+        if rdef.gr == NAMESPACES:
+            metadata.setdefault("labels", {})["kubernetes.io/metadata.name"] = metadata["name"]
 
     def _validate_update(
         self, rdef: registry.ResourceDef, new: dict, old: dict, req: Request

@@ -117,7 +117,8 @@ def resource_defs(crd: dict) -> list[registry.ResourceDef]:
                 namespaced=spec.get("scope") == "Namespaced",
                 short_names=tuple(names.get("shortNames") or ()),
                 categories=tuple(names.get("categories") or ()),
-                subresources=frozenset(k for k in ("status", "scale") if k in subresources),
+                # The scale subresource is not served (documented deviation).
+                subresources=frozenset(k for k in ("status",) if k in subresources),
                 builtin=False,
                 tracks_generation=True,
                 printer_columns=None

@@ -506,3 +506,16 @@ async def test_delete_collection_deletes_the_selected_objects(kubesim: harness.C
     answer = await call(kubesim, "DELETE", CONFIGMAPS, params={"labelSelector": "tier=web"})
     remaining = kubesim.sim.list_objects("", "configmaps", "default")
     assert (answer.status, [o["metadata"]["name"] for o in remaining]) == (200, ["c"])
+
+
+async def test_an_unconditional_update_of_a_custom_resource_is_invalid(
+    kubesim: harness.Cluster,
+) -> None:
+    await conftest.install_widgets(kubesim)
+    await call(kubesim, "POST", WIDGETS, conftest.widget("w1", size=1))
+    answer = await call(kubesim, "PUT", f"{WIDGETS}/w1", conftest.widget("w1", size=2))
+    assert (answer.status, answer.body["message"]) == (
+        422,
+        'Widget.example.com "w1" is invalid: metadata.resourceVersion: Invalid value: 0x0: '
+        "must be specified for an update",
+    )
