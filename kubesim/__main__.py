@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--port-file", help="write the port here once serving")
     parser.add_argument("--kubeconfig-out", help="write a kubeconfig for this server here")
+    parser.add_argument(
+        "--env-out",
+        help="write `export KUBECONFIG=... KUBECACHEDIR=...` here, for a shell to source",
+    )
     parser.add_argument("--token", default="admin", help="bearer token written to the kubeconfig")
     parser.add_argument(
         "--bookmark-interval", type=float, default=10.0, help="seconds between watch bookmarks"
@@ -93,13 +97,18 @@ def main(argv: list[str] | None = None) -> int:
         bookmark_interval=args.bookmark_interval,
         simulate=simulation_options(args),
     )
-    cache_dir = tempfile.mkdtemp(prefix="kubesim-cache-")
+    cache = tempfile.TemporaryDirectory(prefix="kubesim-cache-")  # removed when serving ends
+    cache_dir = cache.name
 
     def ready(running: server.KubeSim) -> None:
         if args.kubeconfig_out:
             kubeconfigs.write_kubeconfig(
                 pathlib.Path(args.kubeconfig_out), url=running.url, token=running.token
             )
+        if args.env_out and args.kubeconfig_out:
+            env = pathlib.Path(args.env_out)
+            kubeconfig = pathlib.Path(args.kubeconfig_out).resolve()
+            env.write_text(f"export KUBECONFIG={kubeconfig}\nexport KUBECACHEDIR={cache_dir}\n")
         if args.port_file:
             tmp = pathlib.Path(args.port_file + ".tmp")
             tmp.write_text(str(running.port))
@@ -114,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             loop.add_signal_handler(sig, sim.stop_soon)
         await sim.serve(on_ready=ready)
 
-    asyncio.run(run())
+    with cache:
+        asyncio.run(run())
     return 0
 
 
