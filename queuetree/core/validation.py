@@ -114,8 +114,25 @@ class QueueTree:
             children=MappingProxyType({k: tuple(v) for k, v in children.items()}),
         )
 
+    _sums: dict[str, tuple[resources.Resource, resources.Resource]] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Memo of :meth:`children_sums` (the tree never changes, so neither do they)."""
+
     def children_of(self, name: str) -> tuple[str, ...]:
         return self.children.get(name, ())
+
+    def children_sums(self, name: str) -> tuple[resources.Resource, resources.Resource]:
+        """The sums of the guarantee and of the deserved of ``name``'s children."""
+        found = self._sums.get(name)
+        if found is None:
+            children = [self.queues[c] for c in self.children_of(name) if c in self.queues]
+            found = (
+                resources.sum_all(c.guarantee for c in children),
+                resources.sum_all(c.deserved for c in children),
+            )
+            self._sums[name] = found
+        return found
 
     def exists(self, name: str) -> bool:
         return name == objects.ROOT_QUEUE or name in self.queues
@@ -542,7 +559,15 @@ def validate_quota_in_tree(queue: objects.Queue, *, tree: QueueTree) -> list[Fie
     if parent != objects.ROOT_QUEUE and parent in tree.queues:
         problems += _validate_against_ancestors(queue, tree)
         siblings = [tree.queues[name] for name in tree.children_of(parent) if name != queue.name]
-        problems += _validate_sums(tree.queues[parent], [*siblings, queue], child=True)
+        totals = None
+        if len(siblings) == len(tree.children_of(parent)):
+            # A new child (CREATE, or a move): the existing children's sums are shared by
+            # every such review of this tree, so they are computed once.
+            guarantee, deserved = tree.children_sums(parent)
+            totals = (guarantee + queue.guarantee, deserved + queue.deserved)
+        problems += _validate_sums(
+            tree.queues[parent], [*siblings, queue], child=True, totals=totals
+        )
     children = [tree.queues[name] for name in tree.children_of(queue.name) if name in tree.queues]
     if children:
         problems += _validate_subtree_capability(queue, children, tree)
@@ -579,27 +604,26 @@ def _validate_against_ancestors(queue: objects.Queue, tree: QueueTree) -> list[F
 
 
 def _validate_sums(
-    parent: objects.Queue, children: list[objects.Queue], *, child: bool
+    parent: objects.Queue,
+    children: list[objects.Queue],
+    *,
+    child: bool,
+    totals: tuple[resources.Resource, resources.Resource] | None = None,
 ) -> list[FieldError]:
     """The children's guarantee and deserved sums against ``parent``'s.
 
     ``child`` says whose request is under review: a child's (the error is on the child's
-    fields) or the parent's (the error is on the parent's fields).
+    fields) or the parent's (the error is on the parent's fields). ``totals`` are the two sums
+    when the caller has them already.
     """
+    guarantee_total, deserved_total = totals or (
+        resources.sum_all(c.guarantee for c in children),
+        resources.sum_all(c.deserved for c in children),
+    )
     problems = []
     for field, path, limit, total in (
-        (
-            "guarantee",
-            "spec.guarantee.resource",
-            parent.guarantee,
-            resources.sum_all(c.guarantee for c in children),
-        ),
-        (
-            "deserved",
-            "spec.deserved",
-            parent.deserved,
-            resources.sum_all(c.deserved for c in children),
-        ),
+        ("guarantee", "spec.guarantee.resource", parent.guarantee, guarantee_total),
+        ("deserved", "spec.deserved", parent.deserved, deserved_total),
     ):
         if limit.less_partly(total, resources.ZERO):
             subject = "parent queue" if child else "queue"

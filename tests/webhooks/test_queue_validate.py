@@ -375,6 +375,18 @@ QUOTA_CASES = [
         id="sibling-sums-exceed-parent",
     ),
     case(
+        [TEAM, TEAM_A, queue("b", "team", deserved={"cpu": "3"})],
+        "UPDATE",
+        queue("b", "team", deserved={"cpu": "4"}),
+        denied(
+            "requestBody.spec.deserved: Forbidden: parent queue team validation failed: sum of "
+            "children's deserved (cpu 9, memory 10Gi) exceeds parent's deserved limit "
+            "(cpu 8, memory 16Gi) (children: a, b)"
+        ),
+        old=queue("b", "team", deserved={"cpu": "3"}),
+        id="an-existing-child-growing-past-its-parent",
+    ),
+    case(
         [TEAM, TEAM_A],
         "CREATE",
         queue("b", "team", deserved={"cpu": "3", "memory": "6Gi"}),
