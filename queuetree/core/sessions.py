@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -41,7 +42,31 @@ def run_session(
     Structural faults of the queue tree (cycles, missing parents, pods in non-leaf queues) are
     reported in ``errors`` and block only the queues and pod groups involved; ``ready`` is False
     when any such fault exists (the reference scheduler would have admitted nothing at all).
+
+    The cyclic garbage collector is paused while the session runs (and restored after): a
+    session allocates a few objects per pod, which triggers full collections that walk every
+    object of the snapshot again and again (about a third of the time of a 100,000-pod session).
+    Before returning, the session breaks its own reference cycles, so that its state is freed
+    by reference counting at once instead of being left for a later collection.
     """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _run(
+            snapshot, config=config, feature_gates=feature_gates, admission_only=admission_only
+        )
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _run(
+    snapshot: objects.Snapshot,
+    *,
+    config: configs.SchedulerConfiguration,
+    feature_gates: Mapping[str, bool],
+    admission_only: bool,
+) -> decisions.SessionResult:
     # 1. dimensions
     dims = vectors.Dims.of(_scalar_names(snapshot))
     # 2. state
@@ -77,7 +102,24 @@ def run_session(
         # The operator's whole purpose is gate admission: run it even if the file omits allocate.
         actions.allocate(session, admission_only=True)
     # 5. decisions
-    return _result(session, capacity_plugin)
+    try:
+        return _result(session, capacity_plugin)
+    finally:
+        _release(session, capacity_plugin)
+
+
+def _release(session: frameworks.Session, plugin: capacity.CapacityPlugin | None) -> None:
+    """Break the session's reference cycles (task <-> job, session <-> plugins, a queue and its
+    chain) so that everything is freed as soon as the caller drops the result."""
+    for job in session.jobs.values():
+        job.tasks = []
+    if plugin is not None:
+        for attr in plugin.attrs.values():
+            attr.chain = ()
+            attr.figures = ()
+            attr.ancestors = ()
+            attr.children = []
+    vars(session).clear()
 
 
 def _scalar_names(snapshot: objects.Snapshot) -> set[str]:
