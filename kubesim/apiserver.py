@@ -221,7 +221,17 @@ class ApiServer:
         }
         return Reply(200, store.encode(body))
 
-    def table(self, req: Request, objects: list[dict], rv: str, token: str = "") -> Reply:
+    def get_table(self, req: Request) -> Reply:
+        """One object as a Table (kubectl get NAME)."""
+        stored = self._require(req.rdef, req.namespace, req.name)
+        return self._table(req, [self._as_version(req.rdef, stored.obj)], str(stored.rv))
+
+    def list_table(self, req: Request) -> Reply:
+        """A list as a Table (kubectl get), with the same selection and paging as a list."""
+        items, rv, token = self.list_objects(req)
+        return self._table(req, items, rv, token)
+
+    def _table(self, req: Request, objects: list[dict], rv: str, token: str = "") -> Reply:
         table = tables.render(
             req.rdef,
             objects,

@@ -180,10 +180,6 @@ def expired(message: str) -> ApiError:
     return ApiError(410, "Expired", message)
 
 
-def too_many_requests(message: str, *, retry_after: int) -> ApiError:
-    return ApiError(429, "TooManyRequests", message, headers={"Retry-After": str(retry_after)})
-
-
 def internal(message: str) -> ApiError:
     return ApiError(500, "InternalError", f"Internal error occurred: {message}")
 

@@ -254,9 +254,7 @@ def validate_update(new: dict, old: dict) -> list[errors.FieldCause]:
         return causes
     if new_spec == old_spec:
         return []
-    if _neutralized(new_spec, old_spec, gated=bool(old_gates)) != _neutralized(
-        old_spec, old_spec, gated=bool(old_gates)
-    ):
+    if _neutralized(new_spec, old_spec, gated=bool(old_gates)) != old_spec:
         if new_gates and new_spec.get("nodeName") and not old_spec.get("nodeName"):
             return [
                 errors.field_forbidden(

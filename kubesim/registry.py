@@ -60,10 +60,6 @@ class ResourceDef:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
-    def group_version(self) -> str:
-        return self.api_version
-
-    @property
     def list_kind(self) -> str:
         return self.kind + "List"
 
@@ -205,12 +201,6 @@ class Registry:
         if not candidates:
             return None
         return min(candidates, key=lambda d: version_priority(d.version))
-
-    def by_kind(self, api_version: str, kind: str) -> ResourceDef | None:
-        for rdef in self._by_gvr.values():
-            if rdef.api_version == api_version and rdef.kind == kind:
-                return rdef
-        return None
 
     def iter_defs(self) -> Iterator[ResourceDef]:
         yield from self._by_gvr.values()

@@ -286,17 +286,11 @@ class HttpFrontend:
         if verb == "watch":
             return await self._watch(request, req, as_table=as_table)
         if verb == "get":
-            if as_table:
-                stored = self.api._require(rdef, req.namespace, req.name)
-                return self._reply(
-                    self.api.table(req, [self.api._as_version(rdef, stored.obj)], str(stored.rv))
-                )
-            return self._reply(self.api.get(req))
+            return self._reply(self.api.get_table(req) if as_table else self.api.get(req))
         if verb == "list":
-            if as_table:
-                items, rv, token = self.api.list_objects(req)
-                return self._reply(self.api.table(req, items, rv, token))
-            return self._reply(self.api.list_collection(req))
+            return self._reply(
+                self.api.list_table(req) if as_table else self.api.list_collection(req)
+            )
         if verb == "delete":
             return self._reply(await self.api.delete(req, await self._body(request, optional=True)))
         if verb == "deletecollection":

@@ -53,14 +53,6 @@ class Event:
     raw: bytes  # the object's JSON, as the write returned it
     old: dict | None  # the previous object (for selector transitions), None for ADDED
 
-    @property
-    def namespace(self) -> str:
-        return self.obj["metadata"].get("namespace", "")
-
-    def line(self) -> bytes:
-        """The watch line of this event, built from the stored encoding of the object."""
-        return b'{"type":"' + self.type.encode() + b'","object":' + self.raw + b"}\n"
-
 
 class ResourceLog:
     """The event log of one resource, with a compaction point and a wake-up future."""
