@@ -3,9 +3,11 @@ victim order, and the reservation rule of an evicted pod."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
-from queuetree.core import capacity, configs, objects, sessions, vectors
+from queuetree.core import capacity, configs, frameworks, objects, sessions, vectors
 from tests import builders as b
 
 GPU = "nvidia.com/gpu"
@@ -157,6 +159,26 @@ QUEUE_ORDER = {
         ),
         ["z", "x", "y"],
     ),
+    "leaves before parents": (
+        (b.queue("root"), b.queue("p").deserved(cpu="1"), b.queue("c").parent("p")),
+        ["c", "p"],
+    ),
+    "two leaves compare the children of their deepest common ancestor, not themselves": (
+        (
+            b.queue("root"),
+            b.queue("A").deserved(cpu="4"),
+            b.queue("a1").parent("A").deserved(cpu="8"),
+            b.queue("a2").parent("A"),
+            b.queue("B").deserved(cpu="4"),
+            b.queue("b1").parent("B").deserved(cpu="1"),
+            b.pod_group("ns", "a2").queue("a2").phase(objects.PodGroupPhase.RUNNING),
+            b.pod("ns", "a2").group("a2").requests(cpu="3").running_on("n1"),
+            b.pod_group("ns", "b1").queue("b1").phase(objects.PodGroupPhase.RUNNING),
+            b.pod("ns", "b1").group("b1").requests(cpu="500m").running_on("n1"),
+        ),
+        # a1's own share (0) is below b1's (0.5), but A (0.75) is above B (0.125).
+        ["b1", "a1", "a2", "B", "A"],
+    ),
 }
 
 
@@ -164,23 +186,41 @@ QUEUE_ORDER = {
 def test_queue_order_puts_priority_then_share_then_deserved_then_age_first(
     objs: tuple[object, ...], expected: list[str]
 ) -> None:
-    import functools
+    session = _session(b.node("n1").allocatable(cpu="8"), *objs)
+    names = [q for q in session.queues if q != "root"]
+    assert sorted(names, key=functools.cmp_to_key(session.queue_order)) == expected
 
-    from queuetree.core import frameworks
 
-    snapshot = b.snapshot(b.node("n1").allocatable(cpu="8"), *objs)  # type: ignore[arg-type]
+def _session(*objs: object) -> frameworks.Session:
+    snapshot = b.snapshot(*objs)  # type: ignore[arg-type]
     config = b.config([b.plugin("capacity", hierarchy=True)], actions=())
     session = sessions._build_session(
         snapshot,
-        dims=vectors.Dims.of(set()),
+        dims=vectors.Dims.of(sessions._scalar_names(snapshot)),
         config=config,
         feature_gates=b.GATES_ON,
         admission_only=False,
     )
     session.register([[capacity.CapacityPlugin(config.tiers[0].plugins[0])]])
-    names = [q for q in snapshot.queues if q != "root"]
-    assert isinstance(session, frameworks.Session)
-    assert sorted(names, key=functools.cmp_to_key(session.queue_order)) == expected
+    return session
+
+
+def test_victim_queues_closer_to_the_reclaimer_lose_pods_first() -> None:
+    session = _session(
+        b.queue("root"),
+        b.queue("org"),
+        b.queue("team").parent("org"),
+        b.queue("sibling").parent("org"),
+        b.queue("cousin-parent"),
+        b.queue("cousin").parent("cousin-parent"),
+    )
+    order = sorted(
+        ["cousin", "sibling"],
+        key=functools.cmp_to_key(
+            lambda left, right: session.victim_queue_order(left, right, "team")
+        ),
+    )
+    assert order == ["sibling", "cousin"]
 
 
 def test_an_evicted_opted_in_pod_does_not_reserve_its_queue() -> None:
