@@ -14,10 +14,17 @@ from types import ModuleType
 import queuetree
 from queuetree.cli import operator as cli_operator
 from queuetree.cli import review as cli_review
+from queuetree.cli import sandbox as cli_sandbox
 from queuetree.cli import session as cli_session
 from queuetree.cli import webhook as cli_webhook
 
-_COMMANDS: tuple[ModuleType, ...] = (cli_operator, cli_session, cli_webhook, cli_review)
+_COMMANDS: tuple[ModuleType, ...] = (
+    cli_operator,
+    cli_session,
+    cli_webhook,
+    cli_review,
+    cli_sandbox,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,217 @@
+"""``queuetree sandbox``: kubesim, the webhook and the operator on this machine (``make run``).
+
+    queuetree sandbox                                   # the demo, live, until Ctrl-C
+    queuetree sandbox --scenario FILE                   # another scenario, live
+    queuetree sandbox --scenario FILE --until-settled   # run it to the end; exit 0 if it held
+
+It starts kubesim with simulated nodes, scheduler and kubelet, installs the sandbox overlay
+with kubectl, starts the webhook (TLS, self-managed certificates) and the operator, prints the
+kubeconfig path, runs the scenario's steps, and then either shows the queue tree live until
+interrupted or, with ``--until-settled``, waits until nothing changes any more and checks the
+scenario's expectations. Exit codes: 0 everything held, 1 a step or an expectation failed or
+the stack did not start, 2 the command line or the scenario file is not understood.
+See docs/sandbox.md.
+
+``--serve-kubesim SPEC`` (hidden) is the kubesim process of the stack: the only place in
+queuetree that imports kubesim, and it runs in a process of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import pathlib
+import signal
+import sys
+import tempfile
+import threading
+from typing import Any
+
+from queuetree.sandbox import scenarios, stack, view
+
+NAME = "sandbox"
+DEFAULT_SCENARIO = stack.REPO / "examples" / "sandbox" / "demo.yaml"
+
+
+def add_parser(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        NAME,
+        help="run the local sandbox: kubesim, the webhook and the operator (make run)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--scenario",
+        type=pathlib.Path,
+        default=DEFAULT_SCENARIO,
+        metavar="FILE",
+        help="scenario file (YAML; docs/sandbox.md); default: examples/sandbox/demo.yaml",
+    )
+    parser.add_argument(
+        "--until-settled",
+        action="store_true",
+        help="run the scenario, wait until the cluster settles, check its expectations, exit",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=pathlib.Path,
+        default=None,
+        metavar="DIR",
+        help="kubeconfigs and logs go here (default: a new temporary directory, removed at exit)",
+    )
+    parser.add_argument(
+        "--refresh",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="live view refresh period (default 1)",
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long nothing may change for the cluster to count as settled "
+        "(default: the scenario's, else 3)",
+    )
+    parser.add_argument("--serve-kubesim", default=None, help=argparse.SUPPRESS)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.serve_kubesim:
+        return serve_kubesim(pathlib.Path(args.serve_kubesim))
+    try:
+        scenario = scenarios.load(args.scenario)
+    except scenarios.ScenarioError as exc:
+        print(f"queuetree sandbox: {exc}", file=sys.stderr)
+        return 2
+    if args.workdir is not None:
+        return _run_in(args, scenario, args.workdir.resolve())
+    with tempfile.TemporaryDirectory(prefix="queuetree-sandbox-") as directory:
+        return _run_in(args, scenario, pathlib.Path(directory))
+
+
+def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pathlib.Path) -> int:
+    # SIGTERM ends the sandbox like Ctrl-C: through KeyboardInterrupt, so every `finally` runs.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    options = stack.Options(
+        workdir=workdir,
+        nodes_files=scenario.nodes_files,
+        node_flags=scenario.node_flags,
+    )
+    print(f"queuetree sandbox: starting kubesim, the webhook and the operator in {workdir}")
+    try:
+        running = stack.start(options)
+    except stack.StartupError as exc:
+        print(f"queuetree sandbox: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    try:
+        print(f"export KUBECONFIG={running.kubeconfig}", flush=True)
+        print(f"  (kubectl get queues; logs in {workdir / 'logs'})", flush=True)
+        settle = args.settle if args.settle is not None else scenario.settle
+        runner = scenarios.Runner(running.kubectl, settle=settle, log=_log)
+        if args.until_settled:
+            failures = runner.run(scenario)
+            return _report(scenario, failures)
+        failures = runner.run_steps(scenario)
+        for failure in failures:
+            print(f"queuetree sandbox: {failure}", file=sys.stderr)
+        view.live(running.kubectl, refresh=args.refresh, alive=running.check_alive)
+        return 0
+    except KeyboardInterrupt:
+        print("\nqueuetree sandbox: stopping", file=sys.stderr)
+        return 0
+    except stack.StartupError as exc:
+        print(f"queuetree sandbox: a component stopped: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        running.stop()
+
+
+def _log(text: str) -> None:
+    print(text, flush=True)
+
+
+def _report(scenario: scenarios.Scenario, failures: list[str]) -> int:
+    if failures:
+        for failure in failures:
+            print(f"queuetree sandbox: {scenario.name}: {failure}", file=sys.stderr)
+        return 1
+    print(f"queuetree sandbox: {scenario.name}: every expectation held", flush=True)
+    return 0
+
+
+# --------------------------------------------------------------------------- the kubesim process
+
+
+def serve_kubesim(spec_path: pathlib.Path) -> int:
+    """Serve kubesim as the stack's ``Options`` describe it (a JSON spec from ``stack``) until
+    SIGTERM or SIGINT; the audit log is appended to the spec's ``auditFile`` as it grows."""
+    from kubesim import server, simulation
+
+    spec = json.loads(spec_path.read_text())
+    nodes: list[dict[str, Any]] = []
+    for path in spec.get("nodesFiles", []):
+        nodes.extend(simulation.load_nodes_file(path))
+    nodes.extend(simulation.parse_node_flag(flag) for flag in spec.get("nodeFlags", []))
+    services = {
+        (s["namespace"], s["name"], int(s["port"])): (s["host"], int(s["targetPort"]))
+        for s in spec.get("services", [])
+    }
+
+    def resolve(namespace: str, name: str, port: int) -> tuple[str, int]:
+        try:
+            return services[(namespace, name, port)]
+        except KeyError:
+            raise LookupError(f"no endpoints for service {namespace}/{name}:{port}") from None
+
+    sim = server.KubeSim(
+        token=spec["adminToken"],
+        users=spec.get("users", {}),
+        service_resolver=resolve,
+        simulate=simulation.SimulationOptions(nodes=nodes),
+    )
+    audit_path = pathlib.Path(spec["auditFile"])
+    port_file = pathlib.Path(spec["portFile"])
+    written = 0
+    lock = threading.Lock()
+
+    def flush_audit() -> None:
+        nonlocal written
+        with lock:
+            records = sim.audit()
+            fresh = records[written:]
+            if fresh:
+                with audit_path.open("a") as out:
+                    for record in fresh:
+                        out.write(json.dumps(dataclasses.asdict(record)) + "\n")
+                written = len(records)
+
+    def ready(running: server.KubeSim) -> None:
+        tmp = port_file.with_name(port_file.name + ".tmp")
+        tmp.write_text(str(running.port))
+        tmp.replace(port_file)
+
+    async def flush_forever() -> None:
+        while True:
+            await asyncio.sleep(0.2)
+            flush_audit()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, sim.stop_soon)
+        flusher = loop.create_task(flush_forever())
+        try:
+            await sim.serve(on_ready=ready)
+        finally:
+            flusher.cancel()
+            flush_audit()
+
+    asyncio.run(main())
+    return 0
