@@ -122,9 +122,9 @@ class AuditLog:
         with self._lock:
             self._records.append(record)
 
-    def records(self) -> list[AuditRecord]:
+    def records(self, since: int = 0) -> list[AuditRecord]:
         with self._lock:
-            return list(self._records)
+            return self._records[since:]
 
     def clear(self) -> None:
         with self._lock:
@@ -778,8 +778,9 @@ class KubeSim:
         assert self.api is not None
         self.call(self.api.store.drop_watches)
 
-    def audit(self) -> list[AuditRecord]:
-        return self.audit_log.records()
+    def audit(self, since: int = 0) -> list[AuditRecord]:
+        """The audit records from the `since`-th on (0: all), in request order."""
+        return self.audit_log.records(since)
 
     def clear_audit(self) -> None:
         self.audit_log.clear()

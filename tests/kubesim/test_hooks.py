@@ -209,3 +209,11 @@ def test_the_command_serves_until_terminated_with_a_port_file_and_kubeconfig(
         out, _ = process.communicate(timeout=20)
     assert process.returncode == 0
     assert out.splitlines()[0] == f"kubesim serving on http://127.0.0.1:{port_file.read_text()}"
+
+
+async def test_the_audit_log_can_be_read_incrementally(kubesim: harness.Cluster) -> None:
+    kubesim.sim.clear_audit()
+    await call(kubesim, "GET", CONFIGMAPS)
+    seen = len(kubesim.sim.audit())
+    await call(kubesim, "GET", f"{CONFIGMAPS}/missing")
+    assert [(r.verb, r.name) for r in kubesim.sim.audit(since=seen)] == [("get", "missing")]
