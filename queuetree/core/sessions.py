@@ -22,6 +22,7 @@ from queuetree.core import (
     configs,
     decisions,
     explaining,
+    features,
     frameworks,
     objects,
     plugins,
@@ -67,6 +68,8 @@ def _run(
     feature_gates: Mapping[str, bool],
     admission_only: bool,
 ) -> decisions.SessionResult:
+    # 0. feature gates: a gate the caller leaves out takes queuetree's default
+    feature_gates = features.resolve(feature_gates)
     # 1. dimensions
     dims = vectors.Dims.of(_scalar_names(snapshot))
     # 2. state
