@@ -22,7 +22,6 @@ blocks a pod, on which resource, with the figures.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from queuetree.core import configs, decisions, frameworks, objects, vectors
 
@@ -175,8 +174,9 @@ class CapacityPlugin(frameworks.Plugin):
             guarantee=dims.vec(queue.guarantee),
             capability=dims.vec(queue.capability),
             capability_keys=dims.present(queue.capability),
-            capability_set=queue.capability is not None
-            and not _is_empty_resource(dims.vec(queue.capability)),
+            # ``objects.Queue.capability`` is None when spec.capability is absent or {}; a map
+            # of zeros is "set" (Volcano: non-empty ResourceList), so a {gpu: 0} caps GPUs at 0.
+            capability_set=queue.capability is not None,
             allocated=zero(),
             request=zero(),
             elastic=zero(),
@@ -311,7 +311,7 @@ class CapacityPlugin(frameworks.Plugin):
         self._account_jobs(session)
         # 4. root: an empty capability is infinite (every node scalar too): jobs may exceed the
         # cluster's current size; a set capability is used as written.
-        if _is_empty_resource(root.capability):
+        if vectors.is_empty(root.capability, dims):
             infinite = dims.zero()
             infinite[vectors.CPU] = vectors.MAXF
             infinite[vectors.MEMORY] = vectors.MAXF
@@ -785,19 +785,6 @@ class CapacityPlugin(frameworks.Plugin):
                 vectors.isub(a, ee.resreq)
             victims.append(ee)
         return victims, frameworks.PERMIT
-
-    # -- 6. figures -------------------------------------------------------------------------
-
-    def figures(self) -> dict[str, Any]:
-        return dict(self.attrs)
-
-
-def _is_empty_resource(vec: vectors.Vec) -> bool:
-    # Root's capability counts as unset when every figure is below EPS, pods included
-    # (Volcano's IsEmpty skips pods, so a pods-only capability is "empty").
-    return all(value < vectors.EPS for value in vec[:2]) and all(
-        value < vectors.EPS for value in vec[2:]
-    )
 
 
 def _compare_share(left: QueueAttr, right: QueueAttr) -> int:

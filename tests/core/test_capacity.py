@@ -294,3 +294,49 @@ def test_ancestor_reclaim_level_must_be_a_non_negative_integer() -> None:
         "ancestorReclaimLevel should be non-negative, got -1. Falling back to 0.",
         "capacity plugin: argument ancestorReclaimLevel must be an integer, got '2'; using 0",
     ]
+
+
+GPU_NODE = b.node("n1").allocatable(cpu="8", memory="8Gi", gpu="4", pods="20")
+GPU_CASES = {
+    "flat: a capability of 0 GPUs is set, and caps GPUs at 0": (
+        (b.queue("q").capability(gpu="0"),),
+        False,
+        (),
+    ),
+    "flat: no capability: the cluster's GPUs": ((b.queue("q"),), False, ("ns/p",)),
+    "hierarchy: a root capability of pods only is empty, hence unlimited": (
+        (b.queue("root").capability(pods="100"), b.queue("q")),
+        True,
+        ("ns/p",),
+    ),
+    "hierarchy: a root capability without GPUs gives no GPUs (kept, spec 7.7)": (
+        (b.queue("root").capability(cpu="100"), b.queue("q")),
+        True,
+        (),
+    ),
+    "hierarchy: an empty root is unlimited on every resource the nodes have": (
+        (b.queue("root"), b.queue("q")),
+        True,
+        ("ns/p",),
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("queues", "hierarchy", "ungate"), GPU_CASES.values(), ids=GPU_CASES.keys()
+)
+def test_gpu_requests_meet_the_capability_rules_of_scalar_resources(
+    queues: tuple[object, ...], hierarchy: bool, ungate: tuple[str, ...]
+) -> None:
+    result = sessions.run_session(
+        b.snapshot(
+            GPU_NODE,
+            *queues,  # type: ignore[arg-type]
+            b.pod_group("ns", "p").queue("q").phase(objects.PodGroupPhase.INQUEUE),
+            b.pod("ns", "p").group("p").requests(cpu="1", gpu="1").admission(),
+        ),
+        config=b.config([b.plugin("gang"), b.plugin("capacity", hierarchy=hierarchy)]),
+        feature_gates=b.GATES_ON,
+        admission_only=True,
+    )
+    assert result.ungate == ungate
