@@ -1,0 +1,296 @@
+"""Operator admission throughput on kubesim: 5,000 gated pods across 100 leaf queues.
+
+Runs kubesim and ``queuetree operator`` as separate processes (as in a cluster: no shared
+interpreter, no shared GIL), then, from this driver:
+
+1. creates 10 parent queues with 10 leaves each, with room for every pod;
+2. watches pods and creates 5,000 gated pods (the gate set at creation, as the webhook would),
+   32 requests in flight, recording when each POST returned and when the watch first showed the
+   pod without gates;
+3. measures kubesim's raw pod PATCH rate in the same run: one merge patch per pod, with as many
+   requests in flight as the operator has gate workers.
+
+Prints one JSON object: pods ungated per second (first creation to last gate removal), the
+p50/p99 latency from creation to gate removal, the creation rate (the offered load: ungating
+cannot be faster than pods arrive), the raw PATCH rate and the ratio. kubesim's simulated
+scheduler and kubelet are off, so nothing but the operator writes pods while it is measured.
+Target (issue): ratio >= 0.7 and p99 < 1 s. Nothing asserts: a benchmark measures.
+
+    .venv/bin/python benchmarks/bench_operator.py [--pods 5000] [--workers 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import aiohttp
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+GATE = "scheduling.volcano.sh/queue-allocation-gate"
+QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
+PODS = "/api/v1/namespaces/default/pods"
+PROFILE = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
+
+
+def start(args: list[str], *, env: dict[str, str], log: pathlib.Path) -> subprocess.Popen[bytes]:
+    stream = log.open("wb")
+    return subprocess.Popen(args, env=env, stdout=stream, stderr=subprocess.STDOUT)
+
+
+def wait_file(path: pathlib.Path, *, deadline: float = 30.0) -> str:
+    limit = time.monotonic() + deadline
+    while not path.exists() or not path.read_text().strip():
+        if time.monotonic() > limit:
+            raise SystemExit(f"{path} was not written in time")
+        time.sleep(0.05)
+    return path.read_text().strip()
+
+
+class Api:
+    def __init__(self, session: aiohttp.ClientSession, url: str) -> None:
+        self.session = session
+        self.url = url
+        self.headers = {"Authorization": "Bearer admin"}
+
+    async def call(
+        self, method: str, path: str, body: Any = None, *, content_type: str = "application/json"
+    ) -> tuple[int, Any]:
+        headers = {**self.headers, "Content-Type": content_type}
+        async with self.session.request(
+            method,
+            self.url + path,
+            data=json.dumps(body) if body is not None else None,
+            headers=headers,
+        ) as response:
+            return response.status, await response.json(content_type=None)
+
+
+async def until(probe: Any, *, deadline: float, what: str) -> None:
+    limit = time.monotonic() + deadline
+    while not await probe():
+        if time.monotonic() > limit:
+            raise SystemExit(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def measure(url: str, *, pods: int, workers: int, leaves: int) -> dict[str, Any]:
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=64), timeout=aiohttp.ClientTimeout(total=60)
+    ) as session:
+        api = Api(session, url)
+        for path in sorted((ROOT / "crds").glob("scheduling.volcano.sh_*.yaml")):
+            await api.call(
+                "POST",
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                yaml.safe_load(path.read_text()),
+            )
+
+        async def root_exists() -> bool:
+            status, _ = await api.call("GET", f"{QUEUES}/root")
+            return status == 200
+
+        await until(root_exists, deadline=60, what="the operator to create the root queue")
+        names = []
+        for parent in range(10):
+            await api.call("POST", QUEUES, queue(f"dept-{parent}", "root"))
+            for leaf in range(leaves // 10):
+                name = f"team-{parent}-{leaf}"
+                names.append(name)
+                await api.call("POST", QUEUES, queue(name, f"dept-{parent}"))
+        created: dict[str, float] = {}
+        ungated: dict[str, float] = {}
+        _, listing = await api.call("GET", PODS)
+        watch = asyncio.create_task(
+            watch_gates(session, url, listing["metadata"]["resourceVersion"], ungated)
+        )
+        semaphore = asyncio.Semaphore(32)
+
+        async def create(index: int) -> None:
+            name = f"bench-{index}"
+            async with semaphore:
+                status, answer = await api.call("POST", PODS, pod(name, names[index % len(names)]))
+                if status != 201:
+                    raise SystemExit(f"creating {name}: {status} {answer}")
+                created[name] = time.monotonic()
+
+        started = time.monotonic()
+        await asyncio.gather(*(create(index) for index in range(pods)))
+        creation_done = time.monotonic()
+
+        async def all_ungated() -> bool:
+            return len(ungated) >= pods
+
+        await until(all_ungated, deadline=600, what="every gate to be removed")
+        finished = max(ungated.values())
+        watch.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watch
+        raw_rate = await raw_patch_rate(api, sorted(created), workers=workers)
+        latencies = sorted(ungated[name] - created[name] for name in created)
+        rate = pods / (finished - started)
+        return {
+            "benchmark": "operator_ungate",
+            "pods": pods,
+            "leaf_queues": len(names),
+            "gate_workers": workers,
+            "ungated_per_second": round(rate, 1),
+            "latency_p50_seconds": round(statistics.median(latencies), 4),
+            "latency_p99_seconds": round(latencies[int(0.99 * (len(latencies) - 1))], 4),
+            "created_per_second": round(pods / (creation_done - started), 1),
+            "raw_patch_per_second": round(raw_rate, 1),
+            "ratio_to_raw_patch": round(rate / raw_rate, 3),
+        }
+
+
+async def watch_gates(
+    session: aiohttp.ClientSession, url: str, version: str, ungated: dict[str, float]
+) -> None:
+    """Record when each pod is first seen without gates (restarting the watch if it ends)."""
+    while True:
+        async with session.get(
+            f"{url}{PODS}",
+            params={"watch": "true", "resourceVersion": version, "allowWatchBookmarks": "true"},
+            headers={"Authorization": "Bearer admin"},
+            timeout=aiohttp.ClientTimeout(total=None),
+        ) as response:
+            async for line in response.content:
+                event = json.loads(line)
+                obj = event["object"]
+                version = obj.get("metadata", {}).get("resourceVersion", version)
+                if event["type"] not in ("ADDED", "MODIFIED"):
+                    continue
+                name = obj["metadata"]["name"]
+                if name not in ungated and not obj.get("spec", {}).get("schedulingGates"):
+                    ungated[name] = time.monotonic()
+
+
+async def raw_patch_rate(api: Api, names: list[str], *, workers: int) -> float:
+    """Merge patches per second on existing pods, ``workers`` in flight."""
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    for name in names:
+        queue.put_nowait(name)
+
+    async def work() -> None:
+        while not queue.empty():
+            name = queue.get_nowait()
+            await api.call(
+                "PATCH",
+                f"{PODS}/{name}",
+                {"metadata": {"labels": {"bench": "raw"}}},
+                content_type="application/merge-patch+json",
+            )
+
+    started = time.monotonic()
+    await asyncio.gather(*(work() for _ in range(workers)))
+    return len(names) / (time.monotonic() - started)
+
+
+def queue(name: str, parent: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"parent": parent},
+    }
+
+
+def pod(name: str, queue_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "annotations": {GATE: "true", "scheduling.volcano.sh/queue-name": queue_name},
+        },
+        "spec": {
+            "schedulingGates": [{"name": GATE}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                }
+            ],
+        },
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--leaves", type=int, default=100)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-operator-") as raw:
+        tmp = pathlib.Path(raw)
+        env = {**os.environ, "KUBECACHEDIR": str(tmp / "cache")}
+        nodes = [f"--node=node-{i}=cpu=64,memory=256Gi,pods=1000" for i in range(10)]
+        kubesim = start(
+            [
+                sys.executable,
+                "-m",
+                "kubesim",
+                "--port-file",
+                str(tmp / "port"),
+                "--kubeconfig-out",
+                str(tmp / "kubeconfig"),
+                "--simulate",
+                "--scheduler=false",
+                "--kubelet=false",
+                *nodes,
+            ],
+            env=env,
+            log=tmp / "kubesim.log",
+        )
+        operator = None
+        try:
+            port = wait_file(tmp / "port")
+            wait_file(tmp / "kubeconfig")
+            operator = start(
+                [
+                    sys.executable,
+                    "-m",
+                    "queuetree",
+                    "operator",
+                    "--leader-elect=false",
+                    "--metrics-port=0",
+                    "--kube-api-qps=0",
+                    f"--gate-removal-worker-num={args.workers}",
+                ],
+                env={**env, "KUBECONFIG": str(tmp / "kubeconfig")},
+                log=tmp / "operator.log",
+            )
+            result = asyncio.run(
+                measure(
+                    f"http://127.0.0.1:{port}",
+                    pods=args.pods,
+                    workers=args.workers,
+                    leaves=args.leaves,
+                )
+            )
+        finally:
+            for process in (operator, kubesim):
+                if process is not None:
+                    process.terminate()
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        process.wait(10)
+                    if process.poll() is None:
+                        process.kill()
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
