@@ -4,7 +4,8 @@
 exactly the code of the webhook endpoint ``PATH`` (``queuetree.webhooks.reviewing.review``) with
 the queues of ``QUEUES.yaml`` as the cluster, and prints the bytes the webhook would send.
 ``QUEUES.yaml`` holds Queue manifests (status included) and may also hold Namespace and
-PodGroup manifests (namespace opt-in and pod-group queues for the pod endpoints).
+PodGroup manifests (namespace opt-in and pod-group queues for the pod endpoints) and Node
+manifests (the resources nodes offer, for the root-capability warning).
 
 Exit codes: 0 whenever a response was produced, allowed or not; 2 when an input file cannot be
 read or is not an AdmissionReview (the message the webhook would send with its HTTP 400 goes
@@ -85,10 +86,11 @@ def _read_bytes(path: str) -> bytes:
 
 
 def load_view(path: str) -> views.ClusterView:
-    """The cluster of a ``--queues`` file: Queue, Namespace and PodGroup documents."""
+    """The cluster of a ``--queues`` file: Queue, Namespace, PodGroup and Node documents."""
     queues: list[objects.Queue] = []
     namespaces: dict[str, Mapping[str, str]] = {}
     pod_groups: dict[str, str] = {}
+    nodes: set[str] = set()
     for index, document in _documents(path):
         where = f"{path}#{index}"
         kind = document.get("kind")
@@ -107,9 +109,18 @@ def load_view(path: str) -> views.ClusterView:
             if group is None:
                 raise _InputError(f"{where}: a PodGroup needs metadata.name")
             pod_groups[group[0]] = group[1]
+        elif kind == "Node":
+            node = views.node_resource_names(document)
+            if node is None:
+                raise _InputError(f"{where}: a Node needs metadata.name")
+            nodes |= node[1]
         else:
-            raise _InputError(f"{where}: kind {kind!r} (expected Queue, Namespace or PodGroup)")
-    return views.ClusterView.of(queues=queues, namespaces=namespaces, pod_groups=pod_groups)
+            raise _InputError(
+                f"{where}: kind {kind!r} (expected Queue, Namespace, PodGroup or Node)"
+            )
+    return views.ClusterView.of(
+        queues=queues, namespaces=namespaces, pod_groups=pod_groups, node_resources=nodes
+    )
 
 
 def _documents(path: str) -> Iterator[tuple[int, Mapping[str, Any]]]:

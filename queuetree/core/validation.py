@@ -118,9 +118,25 @@ class QueueTree:
         default_factory=dict, init=False, repr=False, compare=False
     )
     """Memo of :meth:`children_sums` (the tree never changes, so neither do they)."""
+    _users: dict[str, Mapping[str, frozenset[str]]] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Memo of :meth:`scalar_users` (under the key "")."""
 
     def children_of(self, name: str) -> tuple[str, ...]:
         return self.children.get(name, ())
+
+    def scalar_users(self) -> Mapping[str, frozenset[str]]:
+        """Scalar resource name -> the queues whose capability, deserved or guarantee name it."""
+        found = self._users.get("")
+        if found is None:
+            users: dict[str, set[str]] = {}
+            for queue in self.queues.values():
+                for name in _scalar_names(queue):
+                    users.setdefault(name, set()).add(queue.name)
+            found = {name: frozenset(names) for name, names in users.items()}
+            self._users[""] = found
+        return found
 
     def children_sums(self, name: str) -> tuple[resources.Resource, resources.Resource]:
         """The sums of the guarantee and of the deserved of ``name``'s children."""
@@ -769,16 +785,20 @@ def validate_deletion(
 
 
 def soft_problems(
-    fields: QueueFields, queue: objects.Queue | None, *, tree: QueueTree
+    fields: QueueFields,
+    queue: objects.Queue | None,
+    *,
+    tree: QueueTree,
+    node_resources: frozenset[str] = frozenset(),
 ) -> list[str]:
     """What is allowed but almost certainly not meant, as sentences (webhook warnings).
 
     - a resource name the scheduler ignores (not ``cpu``, ``memory``, ``pods``,
       ``ephemeral-storage`` or a Kubernetes scalar name such as ``nvidia.com/gpu``): the quota
       silently does nothing (spec §1.2);
-    - a root capability that is set but omits a resource some queue of the tree uses: every
-      request for that resource is refused, since children inherit no key for it (spec §7
-      item 7);
+    - a root capability that is set but omits a scalar resource that nodes offer
+      (``node_resources``) or that some queue of the tree names: every request for it is
+      refused, since children inherit no key for it (spec §7 item 7);
     - a new child of a Closed or Closing parent: the queue controller closes it at once.
     """
     warnings = []
@@ -797,16 +817,15 @@ def soft_problems(
         return warnings
     root = queue if queue.name == objects.ROOT_QUEUE else tree.queues.get(objects.ROOT_QUEUE)
     if root is not None and root.capability is not None:
-        capped = set(root.capability.resource_names())
-        others = (q for q in tree.queues.values() if q.name not in (queue.name, root.name))
-        used = sorted(
-            {n for q in (queue, *others) for n in _scalar_names(q)} - capped - {resources.PODS}
-        )
-        if used:
+        in_use = {n for n, users in tree.scalar_users().items() if users - {queue.name}}
+        wanted = (in_use | _scalar_names(queue) | node_resources) - {resources.PODS}
+        omitted = sorted(wanted - set(root.capability.resource_names()))
+        if omitted:
+            it = "them" if len(omitted) > 1 else "it"
             warnings.append(
                 f"root queue capability ({resources.format_human(root.capability)}) omits "
-                f"{', '.join(used)}: every request for {'them' if len(used) > 1 else 'it'} "
-                "will be refused; add them to root's capability or leave it empty (unlimited)"
+                f"{', '.join(omitted)}, which nodes or queues have: every request for {it} "
+                f"will be refused; add {it} to root's capability or leave it empty (unlimited)"
             )
     parent = tree.queues.get(queue.parent_name)
     if (

@@ -7,10 +7,11 @@ still advances it); when the API server answers ``410 Gone`` (the version was co
 it LISTs again and replaces its contents. Connection errors are retried with a capped backoff,
 keeping the last known contents.
 
-:class:`ClusterCache` combines three informers into one :class:`views.ClusterView`, rebuilt at
-most once per change (lazily, when a review asks), and is ready once every informer has listed
-once (``/readyz``). :meth:`ClusterCache.wait_for_queues` lets a review that missed a queue wait
-briefly for the watch to deliver it.
+:class:`ClusterCache` combines four informers (queues, namespaces, pod groups, nodes) into one
+:class:`views.ClusterView`, rebuilt at most once per change (lazily, when a review asks), and
+is ready once every informer has listed once (``/readyz``).
+:meth:`ClusterCache.wait_for_queues` lets a review that missed a queue wait briefly for the
+watch to deliver it.
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ class ClusterCache:
         self._queues: dict[str, objects.Queue] = {}
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self._pod_groups: dict[str, str] = {}
+        self._nodes: dict[str, frozenset[str]] = {}
         self._view: views.ClusterView | None = None
         self._changed = asyncio.Event()
         """Set (and replaced by a fresh event) at every change: what waiting reviews wait on."""
@@ -152,6 +154,7 @@ class ClusterCache:
                 queues=self._queues.values(),
                 namespaces=self._namespaces,
                 pod_groups=self._pod_groups,
+                node_resources=frozenset().union(*self._nodes.values()),
             )
         return self._view
 
@@ -228,6 +231,24 @@ class ClusterCache:
             self._pod_groups[found[0]] = found[1]
         self._touch()
 
+    def reset_nodes(self, items: list[Mapping[str, Any]]) -> None:
+        self._nodes = {}
+        for item in items:
+            self.node_event("ADDED", item)
+        self._touch()
+
+    def node_event(self, kind: str, obj: Mapping[str, Any]) -> None:
+        found = views.node_resource_names(obj)
+        if found is None:
+            return
+        if kind == "DELETED":
+            self._nodes.pop(found[0], None)
+        elif self._nodes.get(found[0]) != found[1]:
+            self._nodes[found[0]] = found[1]
+        else:
+            return  # node status churns (heartbeats); the view only needs the names
+        self._touch()
+
     def _touch(self) -> None:
         self._view = None
         changed, self._changed = self._changed, asyncio.Event()
@@ -236,7 +257,7 @@ class ClusterCache:
     # -- wiring --------------------------------------------------------------------------------
 
     def connect(self, api_client: Any) -> list[Informer]:
-        """Create the three informers on a kubernetes-asyncio ``ApiClient``."""
+        """Create the four informers on a kubernetes-asyncio ``ApiClient``."""
         from kubernetes_asyncio import client
 
         custom = client.CustomObjectsApi(api_client)
@@ -268,6 +289,12 @@ class ClusterCache:
                 list_fn=custom_list("podgroups"),
                 on_reset=self.reset_pod_groups,
                 on_event=self.pod_group_event,
+            ),
+            Informer(
+                name="nodes",
+                list_fn=core.list_node,
+                on_reset=self.reset_nodes,
+                on_event=self.node_event,
             ),
         ]
         return self.informers

@@ -76,7 +76,9 @@ def validate(
             problems += validation.validate_root_update(fields, previous)
         if old is None or validation.quota_changed(queue, old):
             problems += validation.validate_quota_in_tree(queue, tree=tree)
-    warnings = validation.soft_problems(fields, queue, tree=tree)
+    warnings = validation.soft_problems(
+        fields, queue, tree=tree, node_resources=view.node_resources
+    )
     return verdicts.Verdict(_answer(request.uid, problems, warnings=warnings), missing=missing)
 
 

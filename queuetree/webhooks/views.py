@@ -5,7 +5,8 @@ produce a :class:`ClusterView`; the review functions read nothing else, so tests
 
 - queues: the queue tree (``validation.QueueTree``), from Queue objects, status included;
 - namespaces: each namespace's annotations (the gate opt-in and the queue-name default);
-- pod groups: ``namespace/name`` -> ``spec.queue``, to find the queue of a pod in a group.
+- pod groups: ``namespace/name`` -> ``spec.queue``, to find the queue of a pod in a group;
+- node resources: the scalar resources nodes offer (for the root-capability warning).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from queuetree.api import manifests
-from queuetree.core import objects, validation
+from queuetree.core import errors, objects, quantities, resources, validation
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -26,6 +27,8 @@ class ClusterView:
     """Namespace name -> its annotations (absent namespaces have none)."""
     pod_groups: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """PodGroup ``namespace/name`` -> the queue it names."""
+    node_resources: frozenset[str] = frozenset()
+    """Scalar resources some node offers (``nvidia.com/gpu``, ``ephemeral-storage``...)."""
 
     @classmethod
     def of(
@@ -34,11 +37,13 @@ class ClusterView:
         queues: Iterable[objects.Queue] = (),
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
         pod_groups: Mapping[str, str] | None = None,
+        node_resources: Iterable[str] = (),
     ) -> ClusterView:
         return cls(
             tree=validation.QueueTree.of(queues),
             namespaces=MappingProxyType(dict(namespaces or {})),
             pod_groups=MappingProxyType(dict(pod_groups or {})),
+            node_resources=frozenset(node_resources),
         )
 
     def namespace_annotations(self, namespace: str) -> Mapping[str, str]:
@@ -98,6 +103,27 @@ def pod_group_queue(manifest: Mapping[str, Any]) -> tuple[str, str] | None:
     return f"{namespace}/{name}", queue if isinstance(queue, str) and queue else (
         objects.DEFAULT_QUEUE
     )
+
+
+def node_resource_names(manifest: Mapping[str, Any]) -> tuple[str, frozenset[str]] | None:
+    """``(name, scalar resources)`` of a Node manifest: the scalar names (extended resources,
+    ``hugepages-*``, ``ephemeral-storage``...) its ``status.allocatable`` (else ``capacity``)
+    offers in a non-zero amount. None without a name. Unparsable amounts are skipped."""
+    name = _mapping(manifest.get("metadata")).get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    status = _mapping(manifest.get("status"))
+    offered = _mapping(status.get("allocatable")) or _mapping(status.get("capacity"))
+    names = set()
+    for resource, amount in offered.items():
+        if not (resource == "ephemeral-storage" or resources.is_scalar_resource_name(resource)):
+            continue
+        try:
+            if quantities.parse(str(amount)).value > 0:
+                names.add(resource)
+        except errors.QuantityError:
+            continue
+    return name, frozenset(names)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:

@@ -6,11 +6,12 @@ not, the code, the full message, the warnings.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
-from queuetree.webhooks import settings
+from queuetree.webhooks import settings, views
 from tests.webhooks.builders import allowed, answer, cluster, denied, outcome, queue, review
 
 PATH = "/queues/validate"
@@ -583,9 +584,9 @@ WARNING_CASES = [
         queue("gpus", "root", deserved={"nvidia.com/gpu": "4"}),
         allowed(
             warnings=[
-                "root queue capability (cpu 100, memory 1Ti) omits nvidia.com/gpu: every request "
-                "for it will be refused; add them to root's capability or leave it empty "
-                "(unlimited)"
+                "root queue capability (cpu 100, memory 1Ti) omits nvidia.com/gpu, which nodes "
+                "or queues have: every request for it will be refused; add it to root's "
+                "capability or leave it empty (unlimited)"
             ]
         ),
         id="root-capability-omitting-a-used-resource",
@@ -648,3 +649,33 @@ def test_queue_validation_answers_with_every_problem(
 ) -> None:
     body = review(operation, obj, old=old, name=name)
     assert outcome(answer(PATH, body, cluster(*existing), rules)) == expected
+
+
+def test_a_root_capability_omitting_what_nodes_offer_is_a_warning() -> None:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n1"},
+        "status": {
+            "allocatable": {
+                "cpu": "8",
+                "memory": "32Gi",
+                "pods": "110",
+                "nvidia.com/gpu": "4",
+                "hugepages-2Mi": "0",
+                "ephemeral-storage": "100Gi",
+            }
+        },
+    }
+    found = views.node_resource_names(node)
+    assert found == ("n1", frozenset({"nvidia.com/gpu", "ephemeral-storage"}))
+    view = dataclasses.replace(cluster(), node_resources=found[1])
+    root = queue("root", capability={"cpu": "8", "memory": "32Gi"})
+    response = answer(PATH, review("CREATE", root), view)
+    assert outcome(response) == allowed(
+        warnings=[
+            "root queue capability (cpu 8, memory 32Gi) omits ephemeral-storage, nvidia.com/gpu, "
+            "which nodes or queues have: every request for them will be refused; add them to "
+            "root's capability or leave it empty (unlimited)"
+        ]
+    )
