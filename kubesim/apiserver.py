@@ -818,6 +818,7 @@ class ApiServer:
             if dry_run:
                 return Reply(200, store.encode(obj), warnings)
             stored = self.store.update(rdef.gr, key, obj)
+            self._after_write(rdef, current.obj, stored.obj)
             reply = Reply(200, self._raw_as(rdef, stored), warnings)
             self._cascade(rdef, stored.obj)
             return reply
@@ -856,6 +857,8 @@ class ApiServer:
         final = self.store.delete(rdef.gr, key, obj)
         if rdef.gr == CRDS:
             self.registry.unregister_crd(key[1])
+        elif rdef.gr == PODS:
+            self._refresh_budgets(key[0])
         self._finalize_containers(rdef, obj)
         if self.garbage_collection:
             self._collect_dependents(obj["metadata"].get("uid", ""))
@@ -941,6 +944,52 @@ class ApiServer:
     def _after_write(self, rdef: registry.ResourceDef, old: dict | None, new: dict) -> None:
         if rdef.gr == CRDS:
             self.registry.register_crd(new["metadata"]["name"], crds.resource_defs(new))
+        elif rdef.gr in (PODS, PDBS):
+            self._refresh_budgets(new["metadata"]["namespace"])
+
+    def _budget_status(self, budget: dict, selector: selectors.LabelSelector) -> dict:
+        """A PDB's status as the disruption controller computes it for plain pods: expected pods
+        are the matching pods that are not terminating or finished; healthy ones are Running
+        and Ready."""
+        namespace = budget["metadata"]["namespace"]
+        matching = [
+            s.obj
+            for s in self.store.list(PODS, namespace)
+            if selectors.labels_match(selector, s.obj)
+            and not s.obj["metadata"].get("deletionTimestamp")
+            and (s.obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
+        healthy = sum(
+            1
+            for p in matching
+            if (p.get("status") or {}).get("phase") == "Running" and pods.is_ready(p)
+        )
+        desired = _desired_healthy(budget.get("spec") or {}, len(matching))
+        return {
+            "observedGeneration": budget["metadata"].get("generation", 1),
+            "disruptionsAllowed": max(0, healthy - desired),
+            "currentHealthy": healthy,
+            "desiredHealthy": desired,
+            "expectedPods": len(matching),
+        }
+
+    def _refresh_budgets(self, namespace: str) -> None:
+        """Keep the status of the namespace's PDBs current (the disruption controller's job).
+
+        Free when the namespace has no PDB; otherwise linear in its pods per write.
+        """
+        if not self.store.count(PDBS, namespace):
+            return
+        for stored in self.store.list(PDBS, namespace):
+            selector = selectors.from_label_selector((stored.obj.get("spec") or {}).get("selector"))
+            if selector is None:
+                continue
+            status = self._budget_status(stored.obj, selector)
+            current = stored.obj.get("status") or {}
+            if {k: current.get(k) for k in status} != status:
+                obj = json.loads(stored.raw)
+                obj["status"] = {**current, **status}
+                self.store.update(PDBS, (namespace, stored.obj["metadata"]["name"]), obj)
 
     # ------------------------------------------------------------------ pods/eviction, pods/binding
 
@@ -995,19 +1044,8 @@ class ApiServer:
                 "does not support."
             )
         budget, selector = budgets[0]
-        matching = [
-            s.obj
-            for s in self.store.list(PODS, namespace)
-            if selectors.labels_match(selector, s.obj)
-            and not s.obj["metadata"].get("deletionTimestamp")
-            and (s.obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-        ]
-        healthy = sum(
-            1
-            for p in matching
-            if (p.get("status") or {}).get("phase") == "Running" and pods.is_ready(p)
-        )
-        desired = _desired_healthy(budget.get("spec") or {}, len(matching))
+        status = self._budget_status(budget, selector)
+        healthy, desired = status["currentHealthy"], status["desiredHealthy"]
         pod_healthy = phase == "Running" and pods.is_ready(pod)
         allowed = healthy - desired
         if (pod_healthy and allowed >= 1) or (not pod_healthy and healthy >= desired):

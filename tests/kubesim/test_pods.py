@@ -442,3 +442,29 @@ async def test_kubectl_get_pods_shows_the_gated_status(kubesim: harness.Cluster)
         ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
         ["p1", "0/1", "SchedulingGated", "0", result.stdout.splitlines()[1].split()[4]],
     ]
+
+
+async def test_a_disruption_budget_status_follows_its_pods(kubesim: harness.Cluster) -> None:
+    pdbs = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "budget"},
+        "spec": {"selector": {"matchLabels": {"app": "a"}}, "minAvailable": 1},
+    }
+    await call(kubesim, "POST", pdbs, pdb)
+    statuses = []
+    for i in (1, 2):
+        await call(kubesim, "POST", PODS, running_pod(f"p{i}", {"app": "a"}))
+        await make_running(kubesim, f"p{i}")
+        statuses.append((await call(kubesim, "GET", f"{pdbs}/budget")).body["status"])
+    await call(kubesim, "DELETE", f"{PODS}/p2")
+    statuses.append((await call(kubesim, "GET", f"{pdbs}/budget")).body["status"])
+    assert [
+        (s["currentHealthy"], s["desiredHealthy"], s["disruptionsAllowed"], s["expectedPods"])
+        for s in statuses
+    ] == [
+        (1, 1, 0, 1),
+        (2, 1, 1, 2),
+        (1, 1, 0, 1),
+    ]
