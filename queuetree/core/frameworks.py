@@ -475,7 +475,10 @@ class Session:
                     victims = list(found)
                 else:
                     keep = {id(t) for t in found}
-                    victims = [t for t in victims if id(t) in keep]
+                    # As in Volcano, an empty intersection is "no answer yet" (Go's nil slice):
+                    # the next plugin of the tier starts afresh, and a tier ending with none
+                    # hands over to the next tier.
+                    victims = [t for t in victims if id(t) in keep] or None
             if victims is not None:
                 return victims
         return victims or []

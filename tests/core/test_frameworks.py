@@ -1,0 +1,124 @@
+"""Tier dispatch (spec §3.11): how the votes of several plugins in several tiers combine."""
+
+from __future__ import annotations
+
+import pytest
+
+from queuetree.core import configs, frameworks, sessions, vectors
+from tests import builders as b
+
+
+class Voter(frameworks.Plugin):
+    """A plugin that answers every vote from a script: ``answer`` per hook."""
+
+    hooks = frozenset({"reclaimable", "job_pipelined", "job_starving", "job_enqueueable"})
+
+    def __init__(self, name: str, answer: object, *flags_off: str) -> None:
+        flags = dict.fromkeys(flags_off, False)
+        super().__init__(configs.PluginOption(name=name, flags=flags))
+        self.name = name
+        self.answer = answer
+
+    def reclaimable(
+        self, reclaimer: frameworks.Task, reclaimees: list[frameworks.Task]
+    ) -> tuple[frameworks.Victims, int]:
+        if self.answer is None:
+            return [], frameworks.ABSTAIN
+        assert isinstance(self.answer, list)
+        return [t for t in reclaimees if t.key in self.answer], frameworks.PERMIT
+
+    def job_pipelined(self, job: frameworks.Job) -> int:
+        assert isinstance(self.answer, int)
+        return self.answer
+
+    def job_enqueueable(self, job: frameworks.Job) -> int:
+        assert isinstance(self.answer, int)
+        return self.answer
+
+    def job_starving(self, job: frameworks.Job) -> bool:
+        return bool(self.answer)
+
+
+def _session(tiers: list[list[frameworks.Plugin]]) -> frameworks.Session:
+    snapshot = b.snapshot(
+        b.queue("q"),
+        *(b.pod("ns", name).requests(cpu="1") for name in ("t1", "t2", "t3")),
+    )
+    session = sessions._build_session(
+        snapshot,
+        dims=vectors.Dims.of(set()),
+        config=configs.SchedulerConfiguration(),
+        feature_gates=b.GATES_ON,
+        admission_only=False,
+    )
+    session.register(tiers)
+    return session
+
+
+EVICTABLE = {
+    "one tier intersects its plugins' victims": (
+        [[Voter("a", ["ns/t1", "ns/t2"]), Voter("b", ["ns/t2", "ns/t3"])]],
+        ["ns/t2"],
+    ),
+    "an empty answer hands over to the next tier": (
+        [[Voter("a", []), Voter("b", ["ns/t1"])], [Voter("c", ["ns/t3"])]],
+        ["ns/t3"],
+    ),
+    "an abstaining plugin is skipped": (
+        [[Voter("a", None), Voter("b", ["ns/t1"])]],
+        ["ns/t1"],
+    ),
+    "an empty intersection lets the next plugin start afresh (Go's nil slice)": (
+        [[Voter("a", ["ns/t1"]), Voter("b", ["ns/t2"]), Voter("c", ["ns/t3"])]],
+        ["ns/t3"],
+    ),
+    "a plugin whose flag is off is not asked": (
+        [[Voter("a", ["ns/t1"], "enableReclaimable"), Voter("b", ["ns/t2"])]],
+        ["ns/t2"],
+    ),
+    "no tier answers: no victims": ([[Voter("a", None)], [Voter("b", [])]], []),
+}
+
+
+@pytest.mark.parametrize(("tiers", "victims"), EVICTABLE.values(), ids=EVICTABLE.keys())
+def test_reclaimable_votes_intersect_within_a_tier_and_the_first_answering_tier_decides(
+    tiers: list[list[frameworks.Plugin]], victims: list[str]
+) -> None:
+    session = _session(tiers)
+    tasks = [session.tasks[key] for key in ("ns/t1", "ns/t2", "ns/t3")]
+    assert [t.key for t in session.reclaimable(tasks[0], tasks)] == victims
+
+
+VOTES = {
+    "a reject after abstaining tiers fails": ([[Voter("a", 0)], [Voter("b", -1)]], False),
+    "a tier with a permit wins before a later reject": (
+        [[Voter("a", 1), Voter("b", 0)], [Voter("c", -1)]],
+        True,
+    ),
+    "a reject in the same tier as a permit fails": ([[Voter("a", 1), Voter("b", -1)]], False),
+    "only abstentions: permitted": ([[Voter("a", 0)]], True),
+}
+
+
+@pytest.mark.parametrize(("tiers", "expected"), VOTES.values(), ids=VOTES.keys())
+def test_pipelined_and_enqueueable_votes_follow_the_tiers(
+    tiers: list[list[frameworks.Plugin]], expected: bool
+) -> None:
+    session = _session(tiers)
+    job = session.tasks["ns/t1"].job
+    assert (session.job_pipelined(job), session.job_enqueueable(job)) == (expected, expected)
+
+
+STARVING = {
+    "no plugin: not starving": ([[]], False),
+    "the first tier with a plugin decides": ([[], [Voter("a", True)], [Voter("b", False)]], True),
+    "all plugins of that tier must agree": ([[Voter("a", True), Voter("b", False)]], False),
+}
+
+
+@pytest.mark.parametrize(("tiers", "expected"), STARVING.values(), ids=STARVING.keys())
+def test_job_starving_is_decided_by_the_first_tier_that_has_a_plugin(
+    tiers: list[list[frameworks.Plugin]], expected: bool
+) -> None:
+    session = _session(tiers)
+    assert session.job_starving(session.tasks["ns/t1"].job) is expected
