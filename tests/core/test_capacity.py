@@ -340,3 +340,65 @@ def test_gpu_requests_meet_the_capability_rules_of_scalar_resources(
         admission_only=True,
     )
     assert result.ungate == ungate
+
+
+def _min_group(name: str, *, cpu: str, phase: objects.PodGroupPhase) -> b.PodGroupBuilder:
+    return b.pod_group("ns", name).queue("q").min_resources(cpu=cpu).phase(phase)
+
+
+ENQUEUE = {
+    "inqueue groups count: the second group does not fit": (
+        (
+            _min_group("first", cpu="2", phase=objects.PodGroupPhase.INQUEUE),
+            b.pod("ns", "first").group("first").requests(cpu="2").admission(),
+        ),
+        objects.PodGroupPhase.PENDING,
+    ),
+    "a group held by another gate does not count as inqueue (DeductSchGated)": (
+        (
+            _min_group("first", cpu="2", phase=objects.PodGroupPhase.INQUEUE),
+            b.pod("ns", "first")
+            .group("first")
+            .requests(cpu="2")
+            .opted_in()
+            .gated(objects.QUEUE_ALLOCATION_GATE, "example.com/hold"),
+        ),
+        objects.PodGroupPhase.INQUEUE,
+    ),
+    "a running group without minResources is all elastic and cancels its usage (spec 7.18)": (
+        (
+            b.pod_group("ns", "first").queue("q").phase(objects.PodGroupPhase.RUNNING),
+            b.pod("ns", "first").group("first").requests(cpu="2").running_on("n1"),
+        ),
+        objects.PodGroupPhase.INQUEUE,
+    ),
+    "a running group with minResources is not elastic up to them": (
+        (
+            _min_group("first", cpu="2", phase=objects.PodGroupPhase.RUNNING),
+            b.pod("ns", "first").group("first").requests(cpu="2").running_on("n1"),
+        ),
+        objects.PodGroupPhase.PENDING,
+    ),
+}
+
+
+@pytest.mark.parametrize(("existing", "phase"), ENQUEUE.values(), ids=ENQUEUE.keys())
+def test_enqueue_counts_allocated_plus_inqueue_minus_elastic(
+    existing: tuple[object, ...], phase: objects.PodGroupPhase
+) -> None:
+    result = sessions.run_session(
+        b.snapshot(
+            b.node("n1").allocatable(cpu="8", memory="8Gi"),
+            b.queue("root"),
+            b.queue("q").capability(cpu="3"),
+            *existing,  # type: ignore[arg-type]
+            _min_group("second", cpu="2", phase=objects.PodGroupPhase.PENDING),
+            b.pod("ns", "second").group("second").requests(cpu="2").admission(),
+        ),
+        config=b.config(
+            [b.plugin("gang"), b.plugin("capacity", hierarchy=True)], actions=("enqueue",)
+        ),
+        feature_gates=b.GATES_ON,
+        admission_only=True,
+    )
+    assert result.pod_groups["ns/second"] == phase
