@@ -119,8 +119,9 @@ class AdmissionCycle:
         view = self._cluster.view()
         if not view.synced:
             return CycleReport(ran=False)
-        # 2. Decide. The core is pure; the snapshot is never touched again by anyone else.
-        result = self._session(view.snapshot)
+        # 2. Decide. The core is pure and the snapshot immutable, so the session runs in a
+        #    thread: watch events and gate removals keep flowing while it computes.
+        result = await asyncio.to_thread(self._session, view.snapshot)
         # 3. Admit: assume, then offer; a refused offer forgets the assumption at once.
         decided_at = self._clock()
         offered: list[str] = []

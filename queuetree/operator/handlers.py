@@ -32,8 +32,11 @@ def _key(body: Any) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def build_registry(cluster: state.ClusterState) -> kopf.OperatorRegistry:
-    """A kopf registry whose handlers keep ``cluster`` current."""
+def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.OperatorRegistry:
+    """A kopf registry whose handlers keep ``cluster`` current.
+
+    ``pods=False`` leaves pods to ``informing.PodInformer`` (the operator's default).
+    """
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -59,15 +62,23 @@ def build_registry(cluster: state.ClusterState) -> kopf.OperatorRegistry:
             logger.warning("PodGroup ignored: %s", error)
             cluster.delete_pod_group(_key(body))
 
-    @kopf.index("pods", registry=registry)
-    def index_pod(body: Any, **_: Any) -> None:
-        try:
-            pod = manifests.parse_pod(body)
-        except manifests.ManifestError as error:
-            logger.warning("Pod ignored: %s", error)
-            cluster.delete_pod(_key(body))
-            return
-        cluster.upsert_pod(pod)
+    if pods:
+
+        @kopf.index("pods", registry=registry)
+        def index_pod(body: Any, **_: Any) -> None:
+            try:
+                pod = manifests.parse_pod(body)
+            except manifests.ManifestError as error:
+                logger.warning("Pod ignored: %s", error)
+                cluster.delete_pod(_key(body))
+                return
+            cluster.upsert_pod(pod)
+
+        @kopf.on.event("pods", registry=registry)
+        def pod_event(type: str | None, body: Any, **_: Any) -> None:
+            if type == "DELETED":
+                cluster.delete_pod(_key(body))
+            cluster.mark_synced()
 
     @kopf.index("nodes", registry=registry)
     def index_node(body: Any, **_: Any) -> None:
@@ -87,12 +98,6 @@ def build_registry(cluster: state.ClusterState) -> kopf.OperatorRegistry:
     def pod_group_event(type: str | None, body: Any, **_: Any) -> None:
         if type == "DELETED":
             cluster.delete_pod_group(_key(body))
-        cluster.mark_synced()
-
-    @kopf.on.event("pods", registry=registry)
-    def pod_event(type: str | None, body: Any, **_: Any) -> None:
-        if type == "DELETED":
-            cluster.delete_pod(_key(body))
         cluster.mark_synced()
 
     @kopf.on.event("nodes", registry=registry)

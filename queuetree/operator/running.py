@@ -25,6 +25,7 @@ from queuetree.operator import (
     cycle,
     gating,
     handlers,
+    informing,
     kube,
     leading,
     metrics,
@@ -184,7 +185,7 @@ async def run(
         import prometheus_client
 
         prometheus_client.start_http_server(config.metrics_port, registry=metrics_.registry)
-    cluster = state.ClusterState()
+    cluster = state.ClusterState(sources=frozenset({"kopf", "pods"}))
     if on_state is not None:
         on_state(cluster)
     if session is None:
@@ -205,6 +206,10 @@ async def run(
                 session=session,
             )
 
+        informer = asyncio.create_task(
+            informing.PodInformer(cluster=cluster, api_client=api_client).run(),
+            name="queuetree pod informer",
+        )
         election = asyncio.create_task(
             leading.campaign(
                 config=config,
@@ -218,7 +223,7 @@ async def run(
             kopf.operator(
                 clusterwide=True,
                 standalone=True,
-                registry=handlers.build_registry(cluster),
+                registry=handlers.build_registry(cluster, pods=False),
                 settings=kopf_settings(),
                 stop_flag=stop_flag,
                 ready_flag=ready_flag,
@@ -232,10 +237,10 @@ async def run(
             # Whichever ends first ends the process: kopf on its stop flag, the election only
             # by failing (it campaigns forever), and a replica that can no longer campaign
             # must not keep running as a silent follower.
-            await asyncio.wait({watching, election}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({watching, election, informer}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in (election, watching):
+            for task in (election, informer, watching):
                 task.cancel()
-            for task in (election, watching):
+            for task in (election, informer, watching):
                 with contextlib.suppress(asyncio.CancelledError):
                     await task

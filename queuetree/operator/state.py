@@ -55,8 +55,13 @@ class ClusterState:
     ``wake`` is called after every change that may change an admission decision.
     """
 
-    def __init__(self, *, wake: WakeFn | None = None) -> None:
+    def __init__(
+        self, *, wake: WakeFn | None = None, sources: frozenset[str] = frozenset({"kopf"})
+    ) -> None:
         self._lock = threading.Lock()
+        self._sources = sources
+        """What must have delivered its initial listing before decisions are made."""
+        self._listed: set[str] = set()
         self._wake: WakeFn = wake or (lambda: None)
         self._queues: dict[str, QueueRecord] = {}
         self._pods: dict[str, objects.Pod] = {}
@@ -78,10 +83,13 @@ class ClusterState:
 
     # Writers, called by the kopf handlers.
 
-    def mark_synced(self) -> None:
-        """Every watched kind has delivered its initial listing: decisions may be made."""
+    def mark_synced(self, source: str = "kopf") -> None:
+        """``source`` has delivered its initial listing; once every source has, decisions may
+        be made (``kopf``: queues, pod groups, nodes and, without the informer, pods;
+        ``pods``: the pod informer)."""
         with self._lock:
-            if self._synced:
+            self._listed.add(source)
+            if self._synced or not self._sources <= self._listed:
                 return
             self._synced = True
             self._changed()
@@ -105,25 +113,50 @@ class ClusterState:
     def upsert_pod(self, pod: objects.Pod) -> None:
         """Store ``pod``; a pod that no longer carries our gate confirms its assumed removal."""
         with self._lock:
-            if objects.QUEUE_ALLOCATION_GATE not in pod.scheduling_gates:
-                self._assumed.pop(pod.key, None)
-            if self._pods.get(pod.key) == pod:
-                return
-            self._pods[pod.key] = pod
-            if objects.GROUP_NAME_ANNOTATION not in pod.annotations:
-                self._lone_groups[pod.key] = manifests.pod_group_for_lone_pod(pod)
+            changed = self._store_pod(pod)
+        if changed:
+            self._wake()
+
+    def _store_pod(self, pod: objects.Pod) -> bool:
+        if objects.QUEUE_ALLOCATION_GATE not in pod.scheduling_gates:
+            self._assumed.pop(pod.key, None)
+        if self._pods.get(pod.key) == pod:
+            return False
+        self._pods[pod.key] = pod
+        if objects.GROUP_NAME_ANNOTATION in pod.annotations:
+            self._lone_groups.pop(pod.key, None)
+        else:
+            self._lone_groups[pod.key] = manifests.pod_group_for_lone_pod(pod)
+        self._changed()
+        return True
+
+    def _drop_pod(self, key: str) -> bool:
+        self._assumed.pop(key, None)
+        self._explained.pop(key, None)
+        self._lone_groups.pop(key, None)
+        if self._pods.pop(key, None) is None:
+            return False
+        self._changed()
+        return True
+
+    def replace_pods(self, pods: list[objects.Pod]) -> None:
+        """Make the pods exactly ``pods`` (a fresh LIST): pods missing from it were deleted
+        while nobody watched. Marks the ``pods`` source listed."""
+        with self._lock:
+            fresh = {pod.key for pod in pods}
+            for key in [key for key in self._pods if key not in fresh]:
+                self._drop_pod(key)
+            for pod in pods:
+                self._store_pod(pod)
             self._changed()
+        self.mark_synced("pods")
         self._wake()
 
     def delete_pod(self, key: str) -> None:
         with self._lock:
-            self._assumed.pop(key, None)
-            self._explained.pop(key, None)
-            self._lone_groups.pop(key, None)
-            if self._pods.pop(key, None) is None:
-                return
-            self._changed()
-        self._wake()
+            changed = self._drop_pod(key)
+        if changed:
+            self._wake()
 
     def upsert_pod_group(self, group: objects.PodGroup) -> None:
         with self._lock:
