@@ -10,8 +10,8 @@ keeping the last known contents.
 :class:`ClusterCache` combines four informers (queues, namespaces, pod groups, nodes) into one
 :class:`views.ClusterView`, rebuilt at most once per change (lazily, when a review asks), and
 is ready once every informer has listed once (``/readyz``).
-:meth:`ClusterCache.wait_for_queues` lets a review that missed a queue wait briefly for the
-watch to deliver it.
+:meth:`ClusterCache.wait_for` lets a review that missed a queue or a namespace wait briefly
+for the watch to deliver it.
 """
 
 from __future__ import annotations
@@ -161,12 +161,16 @@ class ClusterCache:
     def ready(self) -> bool:
         return bool(self.informers) and all(i.synced.is_set() for i in self.informers)
 
-    async def wait_for_queues(self, names: Iterable[str], patience: float) -> bool:
-        """Wait up to ``patience`` seconds until every queue of ``names`` is cached."""
-        wanted = set(names)
+    async def wait_for(
+        self, *, queues: Iterable[str], namespaces: Iterable[str] = (), patience: float
+    ) -> bool:
+        """Wait up to ``patience`` seconds until every queue and namespace named is cached."""
+        wanted_queues, wanted_namespaces = set(queues), set(namespaces)
 
         def present() -> bool:
-            return wanted <= self._queues.keys()
+            return wanted_queues <= self._queues.keys() and (
+                wanted_namespaces <= self._namespaces.keys()
+            )
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + patience

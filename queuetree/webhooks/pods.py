@@ -59,7 +59,9 @@ def mutate(
     own = annotations.get(GATE)
     from_namespace = own is None and view.namespace_annotations(namespace).get(GATE) == "true"
     if own != "true" and not from_namespace:
-        return verdicts.Verdict(admission.allow(request.uid))
+        # Every pod's namespace exists; one the cache lacks was created a moment ago.
+        lagging = (namespace,) if own is None and namespace not in view.namespaces else ()
+        return verdicts.Verdict(admission.allow(request.uid), missing_namespaces=lagging)
     if not settings.gates_pods:
         warnings = (
             [
@@ -167,8 +169,11 @@ def validate(
     opted_in = own == "true" or (
         own is None and view.namespace_annotations(namespace).get(GATE) == "true"
     )
+    lagging = (namespace,) if namespace not in view.namespaces else ()
     if not opted_in:
-        return verdicts.Verdict(admission.allow(request.uid))
+        return verdicts.Verdict(
+            admission.allow(request.uid), missing_namespaces=lagging if own is None else ()
+        )
     choice = resolve_queue(annotations=annotations, namespace=namespace, view=view)
     name = metadata.get("name") or request.name or metadata.get("generateName") or ""
     subject = f"pod {namespace}/{name} names queue {choice.name} (from {choice.source})"
@@ -193,14 +198,18 @@ def validate(
                 f"{queue.state}"
             )
     if not reasons:
-        return verdicts.Verdict(admission.allow(request.uid))
+        return verdicts.Verdict(admission.allow(request.uid), missing_namespaces=lagging)
     problem = validation.FieldError(
         choice.path,
         validation.ErrorType.NOT_FOUND if missing else validation.ErrorType.INVALID,
         f"{subject}: {'; '.join(reasons)}",
         value=choice.name,
     )
-    return verdicts.Verdict(admission.deny(request.uid, problem.render()), missing=missing)
+    return verdicts.Verdict(
+        admission.deny(request.uid, problem.render()),
+        missing=missing,
+        missing_namespaces=lagging,
+    )
 
 
 def _add_annotations(

@@ -107,6 +107,9 @@ class Answer:
     body: bytes
     outcome: Outcome
     missing: tuple[str, ...] = ()
+    """Queues a lookup missed."""
+    missing_namespaces: tuple[str, ...] = ()
+    """Namespaces a lookup missed (every pod's namespace exists: a miss is cache lag)."""
 
 
 def review(
@@ -168,7 +171,13 @@ def review(
         outcome = Outcome.REJECTED if status and status["code"] == 400 else Outcome.DENIED
     else:
         outcome = Outcome.PATCHED if "patch" in response else Outcome.ALLOWED
-    return Answer(200, admission.encode(verdict.review), outcome, verdict.missing)
+    return Answer(
+        200,
+        admission.encode(verdict.review),
+        outcome,
+        verdict.missing,
+        verdict.missing_namespaces,
+    )
 
 
 def _rejected(uid: str, message: str) -> Answer:

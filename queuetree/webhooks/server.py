@@ -37,7 +37,11 @@ class ViewSource(Protocol):
 
     def ready(self) -> bool: ...
 
-    async def wait_for_queues(self, names: Iterable[str], patience: float) -> bool: ...
+    async def wait_for(
+        self, *, queues: Iterable[str], namespaces: Iterable[str], patience: float
+    ) -> bool:
+        """Wait up to ``patience`` seconds until all these are known; whether they are."""
+        ...
 
 
 @dataclasses.dataclass(slots=True)
@@ -52,8 +56,12 @@ class StaticSource:
     def ready(self) -> bool:
         return True
 
-    async def wait_for_queues(self, names: Iterable[str], patience: float) -> bool:
-        return set(names) <= self.fixed.tree.queues.keys()
+    async def wait_for(
+        self, *, queues: Iterable[str], namespaces: Iterable[str], patience: float
+    ) -> bool:
+        return set(queues) <= self.fixed.tree.queues.keys() and set(namespaces) <= (
+            self.fixed.namespaces.keys()
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -78,7 +86,7 @@ class ServerConfig:
     validating_webhook_config_name: str = "queuetree-validating-webhook"
     kubeconfig: str | None = None
     cache_wait: float = 1.0
-    """Seconds a review waits for a queue missing from the cache before saying it is missing."""
+    """Seconds a review waits for a queue or namespace missing from the cache (cache lag)."""
 
 
 BODY_READ_TIMEOUT = 10.0
@@ -137,7 +145,9 @@ async def handle_review(request: web.Request) -> web.Response:
         )
         return web.Response(status=answer.status, body=answer.body, content_type="application/json")
     answer = reviewing.review(request.path, body, view=app[SOURCE].view(), settings=app[SETTINGS])
-    if answer.missing and await app[SOURCE].wait_for_queues(answer.missing, app[CACHE_WAIT]):
+    if (answer.missing or answer.missing_namespaces) and await app[SOURCE].wait_for(
+        queues=answer.missing, namespaces=answer.missing_namespaces, patience=app[CACHE_WAIT]
+    ):
         answer = reviewing.review(
             request.path, body, view=app[SOURCE].view(), settings=app[SETTINGS]
         )

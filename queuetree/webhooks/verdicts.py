@@ -9,14 +9,16 @@ from queuetree.api import admission
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Verdict:
-    """A response, and the queue names a lookup missed.
+    """A response, and the names a lookup missed.
 
-    ``missing`` lets the server retry once its cache has caught up: a parent or a queue created
-    a moment before may not have reached the watch yet. The pure functions never wait.
+    ``missing`` (queues) and ``missing_namespaces`` let the server retry once its cache has
+    caught up: a parent, a queue or a namespace created a moment before may not have reached the
+    watch yet. The pure functions never wait.
     """
 
     review: admission.RawReview
     missing: tuple[str, ...] = ()
+    missing_namespaces: tuple[str, ...] = ()
 
 
 def pointer(key: str) -> str:

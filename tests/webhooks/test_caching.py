@@ -131,7 +131,7 @@ async def test_a_review_can_wait_for_a_queue_that_is_about_to_arrive(
     cached: tuple[harness.Cluster, caching.ClusterCache],
 ) -> None:
     cluster, cache = cached
-    waiting = asyncio.create_task(cache.wait_for_queues(["soon"], 5.0))
+    waiting = asyncio.create_task(cache.wait_for(queues=["soon"], patience=5.0))
     await call(cluster, "POST", QUEUES, queue("soon", "root"))
-    missing = await cache.wait_for_queues(["never"], 0.05)
+    missing = await cache.wait_for(queues=["never"], patience=0.05)
     assert (await waiting, missing) == (True, False)

@@ -300,3 +300,36 @@ async def test_an_opted_in_pod_comes_back_gated_and_a_pod_for_a_missing_queue_is
         "default/p2 names queue nope (from annotation scheduling.volcano.sh/queue-name): the "
         "queue does not exist; create it or name an existing leaf queue"
     )
+
+
+async def test_a_pod_in_a_namespace_created_a_moment_before_follows_its_opt_in(
+    cluster: harness.Cluster,
+) -> None:
+    created = await kubectl(cluster, "apply", "-f", "-", manifest=TREE)
+    assert created.returncode == 0, created.stderr
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": "ml",
+            "annotations": {GATE: "true", "scheduling.volcano.sh/queue-name": "a"},
+        },
+    }
+    plain_pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p1", "namespace": "ml"},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
+    # Namespace and pod in one kubectl call: the pod's review may reach the webhook before the
+    # namespace reaches its cache; the webhook waits for the namespace instead of guessing.
+    created = await kubectl(cluster, "apply", "-f", "-", manifest=[namespace, plain_pod])
+    shown = json.loads(
+        (await kubectl(cluster, "get", "pod", "p1", "-n", "ml", "-o", "json")).stdout
+    )
+    assert created.returncode == 0, created.stderr
+    ours = {k: v for k, v in shown["metadata"]["annotations"].items() if "volcano" in k}
+    assert (shown["spec"]["schedulingGates"], ours) == (
+        [{"name": GATE}],
+        {GATE: "true", "scheduling.volcano.sh/queue-name": "a"},
+    )

@@ -277,3 +277,25 @@ def test_a_missing_queue_is_reported_for_the_server_to_retry() -> None:
     )
     verdict = pods.validate(request, cluster(*TREE), settings.ReviewSettings())
     assert verdict.missing == ("new",)
+
+
+@pytest.mark.parametrize(
+    ("path", "annotations", "expected"),
+    [
+        pytest.param("/pods/mutate", {}, ("ml",), id="mutate-depends-on-the-namespace"),
+        pytest.param("/pods/mutate", OPT_IN, (), id="mutate-opted-in-by-the-pod-itself"),
+        pytest.param("/pods/validate", {}, ("ml",), id="validate-depends-on-the-namespace"),
+    ],
+)
+def test_a_namespace_missing_from_the_cache_is_reported_for_the_server_to_wait(
+    path: str, annotations: dict[str, str], expected: tuple[str, ...]
+) -> None:
+    from queuetree.api import admission
+    from queuetree.webhooks import pods
+
+    request = admission.read_request(
+        review("CREATE", pod(namespace="ml", annotations=annotations), resource=PODS)
+    )
+    review_fn = pods.mutate if path == "/pods/mutate" else pods.validate
+    verdict = review_fn(request, cluster(*TREE), settings.ReviewSettings())
+    assert verdict.missing_namespaces == expected

@@ -138,8 +138,10 @@ class SlowSource:
     def ready(self) -> bool:
         return False
 
-    async def wait_for_queues(self, names: Iterable[str], patience: float) -> bool:
-        self.waited += list(names)
+    async def wait_for(
+        self, *, queues: Iterable[str], namespaces: Iterable[str], patience: float
+    ) -> bool:
+        self.waited += list(queues)
         self.current = cluster(*QUEUES, queue("late", "root"))
         return True
 
