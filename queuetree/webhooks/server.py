@@ -233,14 +233,21 @@ async def serve(config: ServerConfig, *, stop: asyncio.Event | None = None) -> N
     from kubernetes_asyncio import config as kube_config
 
     stop = stop or _stop_on_signals()
+    # A private client configuration: the process-wide default stays untouched (tests run
+    # several clients in one process).
+    configuration = client.Configuration()
     if config.kubeconfig:
-        await kube_config.load_kube_config(config_file=config.kubeconfig)
+        await kube_config.load_kube_config(
+            config_file=config.kubeconfig, client_configuration=configuration
+        )
     else:
         try:
-            kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
+            kube_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
         except kube_config.ConfigException:
-            await kube_config.load_kube_config()
-    async with client.ApiClient() as api_client:
+            await kube_config.load_kube_config(client_configuration=configuration)
+    async with client.ApiClient(configuration) as api_client:
         cache = caching.ClusterCache()
         keeper = CertificateKeeper(config, api_client)
         await keeper.refresh()
