@@ -407,7 +407,11 @@ def reclaim(session: frameworks.Session) -> None:
     deserved share (spec §3.8, §3.9, §3.11)."""
     preemptors: dict[str, list[tuple[frameworks.OrderKey, int, frameworks.Job]]] = {}
     counter = itertools.count()
-    for job in session.jobs.values():
+    # In admission mode only pods kube-scheduler gave up on may reclaim: look at their jobs only.
+    candidates = (
+        session.unschedulable_jobs.values() if session.admission_only else session.jobs.values()
+    )
+    for job in candidates:
         if job.is_pending or job.queue not in session.queues:
             continue
         # A job without a task that may reclaim would only be popped and put back: look at its

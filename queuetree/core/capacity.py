@@ -116,6 +116,7 @@ class CapacityPlugin(frameworks.Plugin):
         """Task key -> the leaf whose chain holds the task's reserved request."""
         self.blockers: dict[str, Blocker] = {}
         """Task key or job key -> the last rejection."""
+        self._interned: dict[tuple[str, str, int, float, float, float], Blocker] = {}
         self.gate_on = False
 
     # -- 1. session open --------------------------------------------------------------------
@@ -632,16 +633,23 @@ class CapacityPlugin(frameworks.Plugin):
         held: bool,
     ) -> bool:
         req = task.resreq[i]
-        self.blockers[task.key] = Blocker(
-            kind="quota",
-            queue=target.name,
-            leaf=leaf.name,
-            dim=i,
-            requested=req,
-            allocated=target.allocated[i],
-            reserved=target.reserved[i] - (req if held else 0.0),
-            capability=target.real_capability[i],
-        )
+        reserved = target.reserved[i] - (req if held else 0.0)
+        facts = (target.name, leaf.name, i, req, target.allocated[i], reserved)
+        blocker = self._interned.get(facts)
+        if blocker is None:
+            # Pods refused by the same queue at the same figures share one record (and later
+            # one sentence): a full queue refuses thousands of identical pods.
+            blocker = self._interned[facts] = Blocker(
+                kind="quota",
+                queue=target.name,
+                leaf=leaf.name,
+                dim=i,
+                requested=req,
+                allocated=target.allocated[i],
+                reserved=reserved,
+                capability=target.real_capability[i],
+            )
+        self.blockers[task.key] = blocker
         return False
 
     def job_enqueueable(self, job: frameworks.Job) -> int:

@@ -51,7 +51,7 @@ def explain(session: frameworks.Session, plugin: capacity.CapacityPlugin | None)
     admitted = set(session.bound) | set(session.pipelined) | set(session.ungated)
     reasons: dict[str, str] = {}
     blockers = plugin.blockers if plugin is not None else {}
-    cache: dict[capacity.Blocker, str] = {}
+    cache: dict[int, str] = {}
     # Snapshot order: deterministic for a given snapshot; callers sort for display.
     for key, task in session.tasks.items():
         if task.status != objects.TaskStatus.PENDING or key in admitted:
@@ -77,7 +77,7 @@ def _reason(
     task: frameworks.Task,
     job: frameworks.Job,
     blockers: dict[str, capacity.Blocker],
-    cache: dict[capacity.Blocker, str],
+    cache: dict[int, str],
 ) -> str:
     pod = task.pod
     if pod.sch_gated and not pod.only_queue_gate:
@@ -90,7 +90,8 @@ def _reason(
         return f"queue {job.queue!r} does not exist: create it or set the pod group's spec.queue"
     if task.key in session.task_messages:
         return session.task_messages[task.key]
-    if job.key in blockers and job.is_pending:
+    pending = job.phase is objects.PodGroupPhase.PENDING
+    if pending and job.key in blockers:
         return f"pod group {job.key} is not admitted: " + explain_blocker(
             blockers[job.key], session.dims
         )
@@ -98,12 +99,13 @@ def _reason(
         return session.job_messages[job.key]
     if task.key in blockers:
         blocker = blockers[task.key]
-        text = cache.get(blocker)
+        text = cache.get(id(blocker))
         if text is None:
-            # Pods refused by the same queue at the same figures share one sentence.
-            text = cache[blocker] = explain_blocker(blocker, session.dims)
+            # Pods refused by the same queue at the same figures share one (interned) record,
+            # hence one sentence.
+            text = cache[id(blocker)] = explain_blocker(blocker, session.dims)
         return text
-    if job.is_pending:
+    if pending:
         return f"pod group {job.key} is still Pending (not enqueued in this session)"
     if task.key in session.fit_errors:
         return f"no node fits the pod: {session.fit_errors[task.key]}"

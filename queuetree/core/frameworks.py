@@ -358,6 +358,8 @@ class Session:
         """Task key -> why no node fits (last attempt)."""
         self.task_messages: dict[str, str] = {}
         self.in_flight: dict[str, int] = {}
+        self.unschedulable_jobs: dict[str, Job] = {}
+        """Jobs with a pending, ungated pod that kube-scheduler marked Unschedulable."""
         """Job key -> pending, ungated, opted-in tasks (admitted earlier, not yet placed)."""
         self._fns: dict[str, list[list[Callable[..., Any]]]] = {}
 

@@ -201,6 +201,7 @@ def _build_session(
     cache: dict[int, tuple[vectors.Vec, tuple[int, ...], tuple[int, ...]]] = {}
     gate_on = feature_gates.get(objects.FEATURE_SCHEDULING_GATES_QUEUE_ADMISSION, False)
     in_flight: dict[str, int] = {}
+    unschedulable: dict[str, frameworks.Job] = {}
     for key, pod in snapshot.pods.items():
         job = jobs.get(pod.group)
         if job is None:
@@ -250,13 +251,11 @@ def _build_session(
             state = nodes.get(pod.node_name)
             if state is not None and pod.status in OCCUPYING:
                 state.add(task)
-        if (
-            gate_on
-            and not pod.scheduling_gates
-            and pod.status == objects.TaskStatus.PENDING
-            and pod.opted_in
-        ):
-            in_flight[job.key] = in_flight.get(job.key, 0) + 1
+        if not pod.scheduling_gates and pod.status is objects.TaskStatus.PENDING:
+            if gate_on and pod.opted_in:
+                in_flight[job.key] = in_flight.get(job.key, 0) + 1
+            if pod.unschedulable:
+                unschedulable[job.key] = job
     session = frameworks.Session(
         config=config,
         dims=dims,
@@ -268,6 +267,7 @@ def _build_session(
         admission_only=admission_only,
     )
     session.in_flight = in_flight
+    session.unschedulable_jobs = unschedulable
     return session
 
 
