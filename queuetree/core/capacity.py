@@ -22,6 +22,7 @@ blocks a pod, on which resource, with the figures.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from queuetree.core import configs, decisions, frameworks, objects, vectors
 
@@ -196,6 +197,8 @@ class CapacityPlugin(frameworks.Plugin):
         leaves: dict[str, tuple[vectors.Vec, vectors.Vec, vectors.Vec, vectors.Vec]] = {}
         allocated_statuses = objects.ALLOCATED_STATUSES
         pending = objects.TaskStatus.PENDING
+        pending_requests: dict[str, dict[int, list[Any]]] = {}
+        """Leaf -> id of a pending request vector -> [vector, count]."""
         for job in session.jobs.values():
             attr = self.attrs.get(job.queue)
             if attr is None:
@@ -205,6 +208,8 @@ class CapacityPlugin(frameworks.Plugin):
             sums = leaves.get(attr.name)
             if sums is None:
                 sums = leaves[attr.name] = (dims.zero(), dims.zero(), dims.zero(), dims.zero())
+                pending_requests[attr.name] = {}
+            counts = pending_requests[attr.name]
             leaf_allocated, leaf_request, leaf_inqueue, leaf_elastic = sums
             allocated: vectors.Vec | None = None
             gated: vectors.Vec | None = None
@@ -217,7 +222,12 @@ class CapacityPlugin(frameworks.Plugin):
                     vectors.iadd(allocated, task.resreq)
                     ready += 1
                 elif status == pending:
-                    vectors.iadd(leaf_request, task.resreq)
+                    # Counted per distinct request vector (pods share them), added once per leaf.
+                    entry = counts.get(id(task.resreq))
+                    if entry is None:
+                        counts[id(task.resreq)] = [task.resreq, 1]
+                    else:
+                        entry[1] += 1
                 if task.pod.scheduling_gates and not task.pod.only_queue_gate:
                     if gated is None:
                         gated = dims.zero()
@@ -242,6 +252,10 @@ class CapacityPlugin(frameworks.Plugin):
                     vectors.exceeded(allocated, minimum if minimum is not None else dims.zero()),
                 )
         for name, (allocated_sum, request_sum, inqueue_sum, elastic_sum) in leaves.items():
+            for vec, count in pending_requests[name].values():
+                for i, value in enumerate(vec):
+                    if value:
+                        request_sum[i] += value * count
             for target in self.attrs[name].chain:
                 vectors.iadd(target.allocated, allocated_sum)
                 vectors.iadd(target.request, request_sum)

@@ -140,12 +140,12 @@ def _scalar_names(snapshot: objects.Snapshot) -> set[str]:
         see(queue.guarantee)
     for group in snapshot.pod_groups.values():
         see(group.min_resources)
-    seen: set[int] = set()
-    for pod in snapshot.pods.values():
-        for resource in (pod.resreq, pod.init_resreq):
-            if id(resource) not in seen:
-                seen.add(id(resource))
-                see(resource)
+    # Pods usually share a handful of request objects: visit each distinct one once.
+    pods = snapshot.pods.values()
+    distinct = {id(pod.resreq): pod.resreq for pod in pods}
+    distinct.update({id(pod.init_resreq): pod.init_resreq for pod in pods})
+    for resource in distinct.values():
+        see(resource)
     return names
 
 
