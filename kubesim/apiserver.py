@@ -309,6 +309,7 @@ class ApiServer:
                 if matches(stored.obj):
                     lines.append(render(store.ADDED, stored.obj, stored.raw))
             position = log.end()
+            last_rv = self.store.rv
             if initial and bookmarks:
                 lines.append(bookmark({"k8s.io/initial-events-end": "true"}))
         else:
@@ -317,6 +318,7 @@ class ApiServer:
                 yield self._expired_line(since, log.compacted_rv)
                 return
             position = log.position_after(since)
+            last_rv = since
         # Always yield once at once: the HTTP layer starts the response on the first chunk.
         yield b"".join(lines)
         deadline = loop.time() + timeout
@@ -324,10 +326,11 @@ class ApiServer:
         while not self.closing and self.store.watch_epoch == epoch:
             if position < log.offset:
                 # The log was compacted past this (slow) watcher: it must re-list.
-                yield self._expired_line(position, log.compacted_rv)
+                yield self._expired_line(last_rv, log.compacted_rv)
                 return
             lines = []
             for event in log.events_from(position):
+                last_rv = event.rv
                 if not has_selectors:
                     if not namespace or event.obj["metadata"].get("namespace", "") == namespace:
                         lines.append(render(event.type, event.obj, event.raw))

@@ -103,7 +103,7 @@ WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
 
 
 async def wait_for(
-    predicate: Callable[[], Awaitable[bool]] | Callable[[], bool], *, deadline: float = 10.0
+    predicate: Callable[[], Awaitable[bool]] | Callable[[], bool], *, deadline: float = 15.0
 ) -> None:
     """Poll `predicate` until it holds; fail after `deadline` seconds (never a fixed sleep)."""
     limit = time.monotonic() + deadline
