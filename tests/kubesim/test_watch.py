@@ -353,3 +353,47 @@ async def drain(core: client.CoreV1Api, resource_version: str) -> None:
     ) as stream:
         async for _ in stream:
             pass
+
+
+async def test_a_watcher_overtaken_by_log_compaction_gets_410(
+    tmp_path: pathlib.Path, session: Watcher
+) -> None:
+    with harness.running(tmp_path, max_events=4) as cluster:
+        listed = (await call(cluster, "GET", CONFIGMAPS)).body["metadata"]["resourceVersion"]
+        stream = await open_watch(session, cluster, CONFIGMAPS, resourceVersion=listed)
+        api = cluster.sim.api
+        assert api is not None
+
+        def burst() -> None:
+            # Ten writes in one tick of the server's loop: the watcher cannot read in between.
+            for i in range(10):
+                obj = conftest.configmap(f"c{i}")
+                obj["metadata"]["namespace"] = "default"
+                api.store.create(("", "configmaps"), ("default", f"c{i}"), obj)
+
+        cluster.sim.call(burst)
+        events = await stream.until_end()
+        assert [(e["type"], e["object"]["code"], e["object"]["reason"]) for e in events] == [
+            ("ERROR", 410, "Expired")
+        ]
+        assert events[0]["object"]["message"].startswith(f"too old resource version: {listed} (")
+
+
+async def test_send_initial_events_ends_with_an_annotated_bookmark(
+    kubesim: harness.Cluster, session: Watcher
+) -> None:
+    await create(kubesim, "a")
+    stream = await open_watch(
+        session,
+        kubesim,
+        CONFIGMAPS,
+        sendInitialEvents="true",
+        allowWatchBookmarks="true",
+        resourceVersionMatch="NotOlderThan",
+    )
+    first, second = await stream.next(), await stream.next()
+    assert (first["type"], first["object"]["metadata"]["name"]) == ("ADDED", "a")
+    assert (second["type"], second["object"]["metadata"]["annotations"]) == (
+        "BOOKMARK",
+        {"k8s.io/initial-events-end": "true"},
+    )
