@@ -87,8 +87,7 @@ class AdmissionCycle:
         self._wakeup = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._evicting: set[str] = set()
-        self._last_version = -1
-        self._last_run = -1e18
+        self._last_duration = 0.0
 
     def wake(self) -> None:
         """Ask for a cycle soon; safe to call any number of times from handlers."""
@@ -100,13 +99,19 @@ class AdmissionCycle:
             while True:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wakeup.wait(), timeout=self._period)
-                if self._wakeup.is_set() and self._debounce > 0:
-                    await asyncio.sleep(self._debounce)
+                # Debounce, and pace: after a cycle that took D seconds, wait at least D, so
+                # that under a constant stream of changes the (CPU-bound) session takes at most
+                # half the process and watch events and gate removals keep flowing.
+                pause = max(self._debounce, self._last_duration)
+                if self._wakeup.is_set() and pause > 0:
+                    await asyncio.sleep(pause)
                 self._wakeup.clear()
+                started = self._clock()
                 try:
                     await self.run_once()
                 except Exception:
                     logger.exception("Admission cycle failed; the next one starts afresh")
+                self._last_duration = self._clock() - started
         finally:
             if self._writer is not None:
                 self._writer.cancel()
@@ -148,7 +153,6 @@ class AdmissionCycle:
         if self._metrics is not None:
             self._metrics.record_queues(result.queues, count_gated(view.snapshot))
             self._metrics.cycle_duration.observe(self._clock() - started)
-        self._last_version = view.version
         return CycleReport(
             ran=True,
             offered=tuple(offered),

@@ -69,6 +69,8 @@ class ClusterState:
         self._lone_groups: dict[str, objects.PodGroup] = {}
         self._nodes: dict[str, objects.Node] = {}
         self._assumed: dict[str, float] = {}
+        self._assumed_view: dict[str, objects.Pod] = {}
+        """Assumed pods as snapshots show them: without our gate."""
         self._explained: dict[str, str] = {}
         self._version = 0
         self._synced = False
@@ -118,20 +120,33 @@ class ClusterState:
             self._wake()
 
     def _store_pod(self, pod: objects.Pod) -> bool:
+        """Store ``pod``; True when what snapshots show of it changed (worth a cycle).
+
+        The watch confirming an assumed removal changes nothing a snapshot shows (the assumed
+        pod already appears without our gate), so it wakes no cycle.
+        """
+        key = pod.key
+        before = self._assumed_view.get(key) or self._pods.get(key)
         if objects.QUEUE_ALLOCATION_GATE not in pod.scheduling_gates:
-            self._assumed.pop(pod.key, None)
-        if self._pods.get(pod.key) == pod:
+            self._assumed.pop(key, None)
+            self._assumed_view.pop(key, None)
+        elif key in self._assumed:
+            self._assumed_view[key] = _without_queue_gate(pod)
+        if self._pods.get(key) == pod:
             return False
-        self._pods[pod.key] = pod
+        self._pods[key] = pod
         if objects.GROUP_NAME_ANNOTATION in pod.annotations:
-            self._lone_groups.pop(pod.key, None)
+            self._lone_groups.pop(key, None)
         else:
-            self._lone_groups[pod.key] = manifests.pod_group_for_lone_pod(pod)
+            self._lone_groups[key] = manifests.pod_group_for_lone_pod(pod)
+        if (self._assumed_view.get(key) or pod) == before:
+            return False
         self._changed()
         return True
 
     def _drop_pod(self, key: str) -> bool:
         self._assumed.pop(key, None)
+        self._assumed_view.pop(key, None)
         self._explained.pop(key, None)
         self._lone_groups.pop(key, None)
         if self._pods.pop(key, None) is None:
@@ -199,15 +214,7 @@ class ClusterState:
         """
         with self._lock:
             pods = dict(self._pods)
-            for key in self._assumed:
-                pod = pods.get(key)
-                if pod is not None:
-                    gates = tuple(
-                        gate
-                        for gate in pod.scheduling_gates
-                        if gate != objects.QUEUE_ALLOCATION_GATE
-                    )
-                    pods[key] = dataclasses.replace(pod, scheduling_gates=gates)
+            pods.update(self._assumed_view)
             snapshot = objects.Snapshot(
                 queues=MappingProxyType({name: r.queue for name, r in self._queues.items()}),
                 # A pod without a group gets its single-pod group, as Volcano's controller makes.
@@ -238,12 +245,14 @@ class ClusterState:
             if pod is None or key in self._assumed or not pod.only_queue_gate:
                 return False
             self._assumed[key] = decided_at
+            self._assumed_view[key] = _without_queue_gate(pod)
             self._changed()
             return True
 
     def forget_ungate(self, key: str) -> None:
         """Drop an assumption after a failed removal; the next cycle decides the pod again."""
         with self._lock:
+            self._assumed_view.pop(key, None)
             if self._assumed.pop(key, None) is None:
                 return
             self._changed()
@@ -255,6 +264,7 @@ class ClusterState:
             if not self._assumed:
                 return
             self._assumed.clear()
+            self._assumed_view.clear()
             self._changed()
 
     def swap_explanation(self, key: str, reason: str) -> str | None:
@@ -276,3 +286,9 @@ class ClusterState:
     def explanations(self) -> Mapping[str, str]:
         with self._lock:
             return MappingProxyType(dict(self._explained))
+
+
+def _without_queue_gate(pod: objects.Pod) -> objects.Pod:
+    """``pod`` as it will be once our gate is removed (every other gate kept)."""
+    gates = tuple(gate for gate in pod.scheduling_gates if gate != objects.QUEUE_ALLOCATION_GATE)
+    return dataclasses.replace(pod, scheduling_gates=gates)
