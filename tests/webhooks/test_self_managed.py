@@ -9,6 +9,7 @@ import json
 import pathlib
 from typing import Any
 
+import pytest
 import yaml
 
 from kubesim import harness
@@ -98,3 +99,97 @@ async def test_racing_replicas_agree_on_one_certificate_and_ca_bundle(
     assert (loaded, again, bundles) == ([True] * 3, False, {secret["data"]["ca.crt"]})
     assert base64.b64decode(secret["data"]["tls.crt"]).startswith(b"-----BEGIN CERTIFICATE")
     assert writes.count("create") >= 1
+
+
+async def _source_and_cluster_calls(
+    cluster: harness.Cluster, *, manage: bool, service: str = "queuetree-webhook"
+) -> tuple[bool, str]:
+    """Refresh one source against ``cluster``; whether it loaded a pair, and the Secret's
+    serving certificate afterwards (base64)."""
+    from kubernetes_asyncio import client, config
+
+    configuration_ = client.Configuration()
+    await config.load_kube_config(
+        config_file=str(cluster.kubeconfig), client_configuration=configuration_
+    )
+    async with client.ApiClient(configuration_) as api_client:
+        source = certificates.SecretSource(
+            api_client,
+            namespace=NAMESPACE,
+            secret_name="certs",
+            service_name=service,
+            manage=manage,
+            mutating_config="m",
+            validating_config="v",
+        )
+        loaded = await source.refresh(certificates.server_context())
+    shown = await asyncio.to_thread(
+        cluster.kubectl, "get", "secret", "certs", "-n", NAMESPACE, "-o", "json"
+    )
+    return loaded, json.loads(shown.stdout)["data"]["tls.crt"]
+
+
+def secret_of(bundle: certificates.Bundle) -> dict[str, Any]:
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "certs", "namespace": NAMESPACE},
+        "type": "kubernetes.io/tls",
+        "data": {
+            "tls.crt": b64(bundle.serving.cert_pem),
+            "tls.key": b64(bundle.serving.key_pem),
+            "ca.crt": b64(bundle.ca.cert_pem),
+            "ca.key": b64(bundle.ca.key_pem),
+        },
+    }
+
+
+async def test_a_secret_for_another_service_name_is_renewed_in_place(
+    tmp_path: pathlib.Path,
+) -> None:
+    stale = certificates.generate_bundle(service="old-name", namespace=NAMESPACE)
+    with harness.running(tmp_path) as cluster:
+        manifests = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            secret_of(stale),
+        ]
+        applied = await asyncio.to_thread(
+            cluster.kubectl, "create", "-f", "-", input=yaml.safe_dump_all(manifests)
+        )
+        assert applied.returncode == 0, applied.stderr
+        loaded, served = await _source_and_cluster_calls(cluster, manage=True)
+    assert (loaded, served != secret_of(stale)["data"]["tls.crt"]) == (True, True)
+
+
+async def test_cert_manager_mode_reads_the_secret_and_writes_nothing(
+    tmp_path: pathlib.Path,
+) -> None:
+    written = certificates.generate_bundle(service="queuetree-webhook", namespace=NAMESPACE)
+    with harness.running(tmp_path) as cluster:
+        manifests = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            secret_of(written),
+        ]
+        applied = await asyncio.to_thread(
+            cluster.kubectl, "create", "-f", "-", input=yaml.safe_dump_all(manifests)
+        )
+        assert applied.returncode == 0, applied.stderr
+        cluster.sim.clear_audit()
+        loaded, served = await _source_and_cluster_calls(cluster, manage=False)
+        verbs = {(r.verb, r.resource) for r in cluster.sim.audit()}
+    assert (loaded, served, verbs) == (
+        True,
+        secret_of(written)["data"]["tls.crt"],
+        {("get", "secrets")},
+    )
+
+
+async def test_cert_manager_mode_without_the_secret_names_it(tmp_path: pathlib.Path) -> None:
+    with (
+        harness.running(tmp_path) as cluster,
+        pytest.raises(certificates.CertificateError, match="certs does not exist yet"),
+    ):
+        await _source_and_cluster_calls(cluster, manage=False)

@@ -219,3 +219,29 @@ async def test_a_body_that_never_finishes_gets_408_instead_of_a_hang(
     status_line = await asyncio.wait_for(reader.readline(), 5)
     writer.close()
     assert status_line.split()[1] == b"408"
+
+
+@pytest.mark.parametrize(
+    ("flags", "allowed"),
+    [
+        pytest.param([], False, id="protected-by-default"),
+        pytest.param(["--enable-root-queue-protection=false"], True, id="equals-false"),
+        pytest.param(["--enable-root-queue-protection", "false"], True, id="separate-value"),
+        pytest.param(["--enable-root-queue-protection"], False, id="bare-flag-is-true"),
+    ],
+)
+def test_queuetree_review_reads_boolean_flags_as_kubernetes_components_do(
+    tmp_path: pathlib.Path,
+    capsysbinary: pytest.CaptureFixture[bytes],
+    flags: list[str],
+    allowed: bool,
+) -> None:
+    body = review(
+        "UPDATE",
+        queue("root", capability={"cpu": "2"}),
+        old=queue("root", capability={"cpu": "1"}),
+    )
+    (tmp_path / "review.json").write_text(json.dumps(body))
+    argv = ["review", "--path", "/queues/validate", "-f", str(tmp_path / "review.json")]
+    assert cli.main([*argv, *flags]) == 0
+    assert json.loads(capsysbinary.readouterr().out)["response"]["allowed"] is allowed
