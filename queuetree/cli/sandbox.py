@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import dataclasses
 import json
 import pathlib
@@ -96,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pathlib.Path) -> int:
     # SIGTERM ends the sandbox like Ctrl-C: through KeyboardInterrupt, so every `finally` runs.
+    # SIGINT is set too: a shell starts background jobs with it ignored, and Python keeps that.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     options = stack.Options(
         workdir=workdir,
         nodes_files=scenario.nodes_files,
@@ -118,10 +121,18 @@ def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pat
         if args.until_settled:
             failures = runner.run(scenario)
             return _report(scenario, failures)
-        failures = runner.run_steps(scenario)
-        for failure in failures:
-            print(f"queuetree sandbox: {failure}", file=sys.stderr)
-        view.live(running.kubectl, refresh=args.refresh, alive=running.check_alive)
+        # Live: the steps run in a thread while the view redraws; their progress is the
+        # view's footer, so a long `wait` step never freezes the screen.
+        notes: collections.deque[str] = collections.deque(maxlen=6)
+        runner.log = notes.append
+
+        def steps() -> None:
+            failures = runner.run_steps(scenario)
+            notes.extend(f"FAILED {failure}" for failure in failures)
+            notes.append("scenario steps done" if not failures else "scenario stopped")
+
+        threading.Thread(target=steps, name="scenario", daemon=True).start()
+        view.live(running.kubectl, refresh=args.refresh, alive=running.check_alive, notes=notes)
         return 0
     except KeyboardInterrupt:
         print("\nqueuetree sandbox: stopping", file=sys.stderr)

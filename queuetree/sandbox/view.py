@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TextIO
 
 from queuetree.core import objects
@@ -127,10 +127,11 @@ def live(
     *,
     refresh: float = 1.0,
     alive: Callable[[], None] = lambda: None,
+    notes: Iterable[str] = (),
     out: TextIO = sys.stdout,
 ) -> None:
     """Redraw the table every ``refresh`` seconds until KeyboardInterrupt (or ``alive``
-    raises: a component of the stack stopped)."""
+    raises: a component of the stack stopped), with ``notes`` (the scenario's progress) below."""
     while True:
         alive()
         stamp = time.strftime("%H:%M:%S")
@@ -139,6 +140,7 @@ def live(
             lines = render(observing.observe(client), header=header)
         except kubectl.KubectlError as exc:
             lines = [header, f"(reading the cluster failed: {exc})"]
+        lines.extend(["", *list(notes)])
         if out.isatty():
             out.write(CLEAR)
         out.write("\n".join(lines) + "\n")

@@ -1,0 +1,113 @@
+"""The e2e suite's cluster: the sandbox stack on kubesim, or an existing cluster.
+
+``pytest e2e --e2e`` (``make e2e``) starts the sandbox stack for the session, exactly as
+``queuetree sandbox`` does (``queuetree.sandbox.stack``): kubesim with simulated nodes,
+scheduler and kubelet, the sandbox overlay applied with kubectl, the webhook over TLS, the
+operator. With ``--e2e-existing-cluster`` (or ``QUEUETREE_E2E_EXISTING=1``) it uses the cluster
+of ``KUBECONFIG`` as it is, which must already run queuetree (``make e2e-kind``).
+
+Without ``--e2e`` the tests are skipped, as kopf's own suite does with its e2e tests: a plain
+``pytest .`` from the repository root must not start clusters.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from e2e import support
+from queuetree.sandbox import kubectl, stack
+
+HERE = pathlib.Path(__file__).resolve().parent
+SCHEDULER_CONFIG = HERE / "scheduler.conf"
+NODES = HERE / "nodes.yaml"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("queuetree e2e")
+    group.addoption(
+        "--e2e", action="store_true", default=False, help="run the end-to-end suite (make e2e)"
+    )
+    group.addoption(
+        "--e2e-existing-cluster",
+        action="store_true",
+        default=os.environ.get("QUEUETREE_E2E_EXISTING", "") in ("1", "true"),
+        help="use the cluster of KUBECONFIG, which already runs queuetree, instead of starting "
+        "the sandbox stack (also QUEUETREE_E2E_EXISTING=1)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if pathlib.Path(str(item.fspath)).resolve().is_relative_to(HERE):
+            item.add_marker(pytest.mark.e2e)
+            if not config.getoption("--e2e"):
+                item.add_marker(pytest.mark.skip(reason="end-to-end: run with --e2e (make e2e)"))
+
+
+def _configured_level(text: str) -> int:
+    """``ancestorReclaimLevel`` of the capacity plugin in a scheduler configuration (0 if unset)."""
+    document = yaml.safe_load(text) or {}
+    for tier in document.get("tiers") or []:
+        for plugin in tier.get("plugins") or []:
+            if plugin.get("name") == "capacity":
+                return int((plugin.get("arguments") or {}).get("ancestorReclaimLevel", 0))
+    return 0
+
+
+def _existing_level(client: kubectl.Kubectl) -> int:
+    """The level of the scheduler configuration deployed with queuetree (the ConfigMap the
+    operator mounts); 0, Volcano's default, if none is found."""
+    for item in client.items("configmaps", "-n", stack.NAMESPACE):
+        if re.match(r"queuetree-scheduler-config", item["metadata"]["name"]):
+            text = (item.get("data") or {}).get("scheduler.conf")
+            if text:
+                return _configured_level(text)
+    return 0
+
+
+@pytest.fixture(scope="session")
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[support.Cluster]:
+    cache = tmp_path_factory.mktemp("kubecache")
+    if request.config.getoption("--e2e-existing-cluster"):
+        kubeconfig = os.environ.get("KUBECONFIG")
+        if not kubeconfig:
+            raise pytest.UsageError("--e2e-existing-cluster needs KUBECONFIG")
+        client = kubectl.Kubectl(kubeconfig, str(cache))
+        found = client.run("get", "validatingwebhookconfiguration/queuetree-validating-webhook")
+        if not found.ok:
+            raise pytest.UsageError(
+                f"the cluster of KUBECONFIG={kubeconfig} does not run queuetree: {found.stderr}"
+            )
+        yield support.Cluster(client, "existing", _existing_level(client))
+        return
+    options = stack.Options(
+        workdir=tmp_path_factory.mktemp("sandbox"),
+        nodes_files=(NODES,),
+        scheduler_config=SCHEDULER_CONFIG,
+        schedule_period=0.5,
+    )
+    with stack.running(options) as running:
+        yield support.Cluster(
+            running.kubectl, "kubesim", _configured_level(SCHEDULER_CONFIG.read_text())
+        )
+
+
+@pytest.fixture
+def kube(cluster: support.Cluster) -> Iterator[support.Kube]:
+    """A fresh namespace for the test; everything the test made is deleted afterwards."""
+    namespace = support.unique("e2e")
+    created = cluster.client.run("create", "namespace", namespace)
+    assert created.ok, created.describe()
+    kube = support.Kube(cluster, namespace)
+    try:
+        yield kube
+    finally:
+        kube.cleanup()
