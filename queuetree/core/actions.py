@@ -436,16 +436,28 @@ def reclaim(session: frameworks.Session) -> None:
         while session.job_starving(job) and tasks:
             task = tasks.pop(0)
             if task.pod.preemption_policy == "Never":
+                session.task_messages[task.key] = (
+                    "the pod's preemptionPolicy is Never: it does not reclaim"
+                )
                 continue
             if not session.preemptive(item.name, [task]):
+                session.task_messages[task.key] = (
+                    f"queue {item.name!r} may not reclaim: the pod would take it (and the "
+                    "ancestors reclaim consults) past its deserved share on every requested "
+                    "resource, or past its capability"
+                )
                 continue
-            _evict_for(
+            if not _evict_for(
                 session,
                 stmt,
                 task,
                 candidates_on=functools.partial(_reclaimees, session, job),
                 choose=session.reclaimable,
-            )
+            ):
+                session.task_messages[task.key] = (
+                    "no node has running pods that reclaim may take (their queues are within "
+                    "their deserved share or guarantee, or not reclaimable)"
+                )
         if session.job_pipelined(job):
             stmt.commit()
         else:

@@ -58,14 +58,8 @@ def explain(session: frameworks.Session, plugin: capacity.CapacityPlugin | None)
             continue
         pod = task.pod
         job = task.job
-        if (
-            not pod.sch_gated
-            and pod.opted_in
-            and session.feature_gates.get(objects.FEATURE_SCHEDULING_GATES_QUEUE_ADMISSION, False)
-        ):
-            continue  # admitted earlier: waiting for a node, holding its queue's room
-        if session.admission_only and not pod.sch_gated and not pod.unschedulable:
-            continue  # kube-scheduler's to place
+        if session.admission_only and not pod.scheduling_gates and not pod.unschedulable:
+            continue  # admitted (or never gated): kube-scheduler's to place, and it has not failed
         reason = _reason(session, task, job, blockers, cache)
         if reason:
             reasons[key] = reason
@@ -88,6 +82,14 @@ def _reason(
         )
     if job.queue not in session.queues:
         return f"queue {job.queue!r} does not exist: create it or set the pod group's spec.queue"
+    if pod.unschedulable and not pod.scheduling_gates:
+        text = (
+            "kube-scheduler found no node for the pod (Unschedulable) although its queue "
+            "admitted it"
+        )
+        if task.key in session.task_messages:
+            text += "; reclaim cannot help: " + session.task_messages[task.key]
+        return text
     if task.key in session.task_messages:
         return session.task_messages[task.key]
     pending = job.phase is objects.PodGroupPhase.PENDING

@@ -48,6 +48,10 @@ def _race_group(name: str) -> b.PodGroupBuilder:
 
 
 RACE_QUEUES = (b.queue("root"), b.queue("q").capability(cpu="1", memory="1Gi"))
+UNPLACED = (
+    "kube-scheduler found no node for the pod (Unschedulable) although its queue admitted it; "
+    "reclaim cannot help: "
+)
 QUOTA_Q = "queue 'q' has no room for cpu: requested 1, used 1 of capability 1"
 RACE_STEPS = {
     "1: three gated pods, room for one: the oldest is ungated": (
@@ -106,7 +110,12 @@ RACE_STEPS = {
             _race_pod("pod-3", 3),
         ),
         (),
-        {"ns/pod-3": QUOTA_Q + " (0 allocated, 1 reserved by admitted pods not yet placed)"},
+        {
+            "ns/pod-2": UNPLACED + "queue 'q' may not reclaim: the pod would take it (and the "
+            "ancestors reclaim consults) past its deserved share on every requested resource, "
+            "or past its capability",
+            "ns/pod-3": QUOTA_Q + " (0 allocated, 1 reserved by admitted pods not yet placed)",
+        },
     ),
     "5: pod-2 is deleted: pod-3 is ungated": (
         (_race_group("pod-3"), _race_pod("pod-3", 3)),
@@ -343,9 +352,11 @@ CASES = {
             *_gated("p2", "team-b"),
         ),
         reasons={
+            "ns/p1": "kube-scheduler found no node for the pod (Unschedulable) although its "
+            "queue admitted it",
             "ns/p2": "queue 'org' (ancestor of leaf queue 'team-b') has no room for cpu: "
             "requested 1, used 2 of capability 2 (0 allocated, 2 reserved by admitted pods not "
-            "yet placed)"
+            "yet placed)",
         },
     ),
     "fix: a gang is ungated only when minMember pods fit (reference: two of three ungated)": Case(
@@ -427,3 +438,50 @@ def test_running_pods_of_a_non_leaf_queue_still_count_against_its_ancestors() ->
         },
         b.res(cpu="2", memory="1Gi"),
     )
+
+
+RECLAIM_REASONS = {
+    "a queue over its deserved share cannot reclaim": (
+        b.queue("owner").deserved(cpu="500m"),
+        {
+            "ns/claim": "kube-scheduler found no node for the pod (Unschedulable) although its "
+            "queue admitted it; reclaim cannot help: queue 'owner' may not reclaim: the pod "
+            "would take it (and the ancestors reclaim consults) past its deserved share on every "
+            "requested resource, or past its capability"
+        },
+    ),
+    "no victim may be taken": (
+        b.queue("owner").deserved(cpu="1"),
+        {
+            "ns/claim": "kube-scheduler found no node for the pod (Unschedulable) although its "
+            "queue admitted it; reclaim cannot help: no node has running pods that reclaim may "
+            "take (their queues are within their deserved share or guarantee, or not "
+            "reclaimable)"
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize(("owner", "reasons"), RECLAIM_REASONS.values(), ids=RECLAIM_REASONS.keys())
+def test_an_unschedulable_pod_that_reclaim_cannot_help_is_explained(
+    owner: b.QueueBuilder, reasons: dict[str, str]
+) -> None:
+    result = sessions.run_session(
+        b.snapshot(
+            b.node("n1").allocatable(cpu="1", memory="8Gi"),
+            owner,
+            b.queue("keeper").deserved(cpu="1"),
+            b.pod_group("ns", "held").queue("keeper").phase(objects.PodGroupPhase.RUNNING),
+            b.pod("ns", "held").group("held").requests(cpu="1").running_on("n1"),
+            b.pod_group("ns", "claim").queue("owner").phase(INQUEUE),
+            b.pod("ns", "claim").group("claim").requests(cpu="1").opted_in().unschedulable(),
+        ),
+        config=b.config(
+            [b.plugin("gang", "enableJobStarving", "enableJobPipelined")],
+            [b.plugin("predicates"), b.plugin("capacity")],
+            actions=("enqueue", "allocate", "reclaim"),
+        ),
+        feature_gates=b.GATES_ON,
+        admission_only=True,
+    )
+    assert (result.evict, dict(result.reasons)) == ((), reasons)
