@@ -101,12 +101,12 @@ def _reason(
         return session.job_messages[job.key]
     if task.key in blockers:
         blocker = blockers[task.key]
-        text = cache.get(id(blocker))
-        if text is None:
+        sentence = cache.get(id(blocker))
+        if sentence is None:
             # Pods refused by the same queue at the same figures share one (interned) record,
             # hence one sentence.
-            text = cache[id(blocker)] = explain_blocker(blocker, session.dims)
-        return text
+            sentence = cache[id(blocker)] = explain_blocker(blocker, session.dims)
+        return sentence
     if pending:
         return f"pod group {job.key} is still Pending (not enqueued in this session)"
     if task.key in session.fit_errors:
