@@ -40,7 +40,8 @@ import dataclasses
 import decimal
 import enum
 import re
-from collections.abc import Iterable, Iterator, Mapping
+import reprlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -69,20 +70,35 @@ class FieldError:
     value: str | None = None
 
     def render(self, prefix: str = "") -> str:
-        """The error as text, its path prefixed by ``prefix`` (``requestBody.``)."""
+        """The error as text, its path prefixed by ``prefix`` (``requestBody.``); a value
+        longer than 64 characters is shortened (an object may carry megabytes)."""
         if self.value is None:
             return f"{prefix}{self.path}: {self.type}: {self.detail}"
-        return f'{prefix}{self.path}: {self.type}: "{self.value}": {self.detail}'
+        return f'{prefix}{self.path}: {self.type}: "{shorten(self.value)}": {self.detail}'
 
     def __str__(self) -> str:
         return self.render()
 
 
+def shorten(text: str, limit: int = 64) -> str:
+    """``text`` cut to ``limit`` characters (ending in ``...`` when cut), for messages."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+MAX_LISTED = 20
+"""Most problems one message lists; the rest are counted (a map with thousands of bad entries
+must not become a megabyte of text)."""
+
+
 def aggregate(messages: list[str]) -> str:
     """One message for many, as Kubernetes' ``utilerrors.NewAggregate`` prints them:
-    one error alone, several as ``[e1, e2]``."""
+    one error alone, several as ``[e1, e2]``; beyond :data:`MAX_LISTED`, the first ones and
+    ``and N more``."""
     if len(messages) == 1:
         return messages[0]
+    if len(messages) > MAX_LISTED:
+        rest = len(messages) - MAX_LISTED
+        messages = [*messages[:MAX_LISTED], f"and {rest} more"]
     return "[" + ", ".join(messages) + "]"
 
 
@@ -235,11 +251,13 @@ def parse_resource_list(
     parsed: dict[str, quantities.Quantity] = {}
     problems: list[FieldError] = []
     for name, raw in values.items():
-        where = f"{path}.{name}"
+        where = f"{path}.{shorten(name)}"
         try:
             quantity = quantities.parse(_quantity_text(raw), field=where)
         except errors.QuantityError as exc:
-            problems.append(FieldError(where, ErrorType.INVALID, exc.reason, value=exc.text))
+            problems.append(
+                FieldError(where, ErrorType.INVALID, shorten(exc.reason, 160), value=exc.text)
+            )
             continue
         parsed[name] = quantity
         text = quantities.format_quantity(quantity)
@@ -252,13 +270,18 @@ def parse_resource_list(
     return parsed, problems
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 40, 40
+
+
 def _quantity_text(raw: object) -> str:
     if isinstance(raw, str):
         return raw
     if isinstance(raw, int | float) and not isinstance(raw, bool):
         return repr(raw)
-    # Let the parser explain it, with the value as a person would write it.
-    return repr(raw)
+    # Let the parser explain it, with the value as a person would write it (bounded: a
+    # nested or huge value must not become a huge message).
+    return _REPR.repr(raw)
 
 
 def validate_fields(
@@ -335,13 +358,15 @@ _GO_FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(?i:inf|infi
 
 
 def _validate_legacy_hierarchy(fields: QueueFields, tree: QueueTree) -> list[FieldError]:
-    hierarchy = fields.annotations.get(objects.HIERARCHY_ANNOTATION, "")
-    weights = fields.annotations.get(objects.HIERARCHY_WEIGHTS_ANNOTATION, "")
-    if not hierarchy and not weights:
+    full_hierarchy = fields.annotations.get(objects.HIERARCHY_ANNOTATION, "")
+    full_weights = fields.annotations.get(objects.HIERARCHY_WEIGHTS_ANNOTATION, "")
+    if not full_hierarchy and not full_weights:
         return []
+    # Texts in messages are shortened: annotations may hold up to 256 KiB.
+    hierarchy, weights = shorten(full_hierarchy), shorten(full_weights)
     path = "metadata.annotations"
     problems: list[FieldError] = []
-    parts, weight_parts = hierarchy.split("/"), weights.split("/")
+    parts, weight_parts = full_hierarchy.split("/"), full_weights.split("/")
     if len(parts) != len(weight_parts):
         problems.append(
             FieldError(
@@ -352,8 +377,9 @@ def _validate_legacy_hierarchy(fields: QueueFields, tree: QueueTree) -> list[Fie
                 value=hierarchy,
             )
         )
-    for weight in weight_parts:
-        if not _GO_FLOAT.fullmatch(weight):
+    for full_weight in weight_parts:
+        weight = shorten(full_weight, 20)
+        if not _GO_FLOAT.fullmatch(full_weight):
             problems.append(
                 FieldError(
                     path,
@@ -363,7 +389,7 @@ def _validate_legacy_hierarchy(fields: QueueFields, tree: QueueTree) -> list[Fie
                     value=weights,
                 )
             )
-        elif not float(weight) > 0:
+        elif not float(full_weight) > 0:
             problems.append(
                 FieldError(
                     path,
@@ -374,12 +400,12 @@ def _validate_legacy_hierarchy(fields: QueueFields, tree: QueueTree) -> list[Fie
             )
     for other in tree.queues.values():
         theirs = other.annotations.get(objects.HIERARCHY_ANNOTATION, "")
-        if other.name != fields.name and theirs.startswith(hierarchy + "/"):
+        if other.name != fields.name and theirs.startswith(full_hierarchy + "/"):
             problems.append(
                 FieldError(
                     path,
                     ErrorType.INVALID,
-                    f"{hierarchy} is not allowed to be in the sub path of {theirs} "
+                    f"{hierarchy} is not allowed to be in the sub path of {shorten(theirs)} "
                     f"of queue {other.name}",
                     value=hierarchy,
                 )
@@ -539,7 +565,7 @@ def _values(values: Mapping[str, object]) -> dict[str, decimal.Decimal | str]:
         try:
             result[name] = quantities.parse(_quantity_text(raw)).value
         except errors.QuantityError:
-            result[name] = repr(raw)
+            result[name] = _REPR.repr(raw)
     return result
 
 
@@ -775,7 +801,7 @@ def validate_deletion(
                 path,
                 ErrorType.FORBIDDEN,
                 f"queue {name} can not be deleted because it has {len(children)} child queues: "
-                f"{', '.join(children)}",
+                f"{list_names(children)}",
             )
         )
     return problems
@@ -871,9 +897,12 @@ def format_amount(name: str, value: resources.Amount) -> str:
     return quantities.format_milli(whole)
 
 
-def _names(queues: list[objects.Queue], *, shown: int = 10) -> str:
+def _names(queues: list[objects.Queue]) -> str:
+    return list_names([q.name for q in queues])
+
+
+def list_names(names: Sequence[str], *, shown: int = 10) -> str:
     """``a, b, c`` or, for long lists, the first ``shown`` names and how many more."""
-    names = [q.name for q in queues]
     if len(names) <= shown:
         return ", ".join(names)
     return f"{', '.join(names[:shown])} and {len(names) - shown} more"

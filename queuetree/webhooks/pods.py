@@ -176,7 +176,10 @@ def validate(
         )
     choice = resolve_queue(annotations=annotations, namespace=namespace, view=view)
     name = metadata.get("name") or request.name or metadata.get("generateName") or ""
-    subject = f"pod {namespace}/{name} names queue {choice.name} (from {choice.source})"
+    subject = (
+        f"pod {namespace}/{name} names queue {validation.shorten(choice.name)} "
+        f"(from {validation.shorten(choice.source, 120)})"
+    )
     queue = view.tree.queues.get(choice.name)
     reasons: list[str] = []
     missing: tuple[str, ...] = ()
@@ -190,7 +193,7 @@ def validate(
         if children:
             reasons.append(
                 f"pods can only be submitted to leaf queues, and queue {choice.name} has "
-                f"{len(children)} child queues: {', '.join(children)}"
+                f"{len(children)} child queues: {validation.list_names(children)}"
             )
         if queue.state is not objects.QueueState.OPEN:
             reasons.append(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 
 from queuetree.api import admission
@@ -28,6 +28,31 @@ ReviewFn = Callable[
 MAX_BODY_BYTES = 3 * 1024 * 1024
 """Largest request body read (3 MiB: kube-apiserver's own limit on an object is 3 MiB, so a
 review of a legal object always fits); larger bodies get HTTP 413."""
+
+
+MAX_DEPTH = 100
+"""Deepest JSON nesting accepted. Real objects stay far below (a pod is about 10 levels);
+deeper bodies would only reach recursion limits in code that prints or copies them."""
+
+
+def nesting_depth(value: object, *, limit: int) -> int:
+    """How deeply ``value`` nests lists and objects, counting no further than ``limit + 1``
+    (iterative: a deep body cannot exhaust the stack here)."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if isinstance(current, dict):
+            children: Iterable[object] = current.values()
+        elif isinstance(current, list):
+            children = current
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -136,6 +161,11 @@ def review(
         # ValueError covers malformed JSON, invalid UTF-8 and over-long integers;
         # RecursionError a body nested deeper than the decoder's stack.
         return bad_request(400, "BadRequest", f"the request body is not valid JSON: {exc}")
+    depth = nesting_depth(decoded, limit=MAX_DEPTH)
+    if depth > MAX_DEPTH:
+        return bad_request(
+            400, "BadRequest", f"the request body is nested deeper than {MAX_DEPTH} levels"
+        )
     try:
         request = admission.read_request(decoded)
     except admission.ReviewError as exc:

@@ -334,3 +334,71 @@ def test_fuzzed_bodies_never_get_an_internal_error(body: bytes) -> None:
     answer = run("/pods/mutate", body)
     assert answer.outcome is not reviewing.Outcome.ERROR
     assert answer.status in (200, 400)
+
+
+def nested(depth: int) -> Any:
+    value: Any = {}
+    for _ in range(depth - 1):
+        value = {"x": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        pytest.param(
+            {**review("CREATE", queue("a")), "extra": nested(99)},
+            {"http": 200, "code": None, "message": None},
+            id="nesting-at-the-limit",
+        ),
+        pytest.param(
+            {**review("CREATE", queue("a")), "extra": nested(150)},
+            {
+                "http": 400,
+                "reason": "BadRequest",
+                "message": "the request body is nested deeper than 100 levels",
+            },
+            id="nesting-beyond-the-limit",
+        ),
+        pytest.param(
+            review("CREATE", queue("a", capability={"cpu": "1" * 1_000_000})),
+            {
+                "http": 200,
+                "code": 403,
+                "message": 'requestBody.spec.capability.cpu: Invalid value: "'
+                + "1" * 61
+                + '...": too many digits (more than 64)',
+            },
+            id="a-megabyte-quantity-is-shortened",
+        ),
+        pytest.param(
+            review("CREATE", queue("a", capability={"cpu": [[[["deep"]]]]})),
+            {
+                "http": 200,
+                "code": 403,
+                "message": 'requestBody.spec.capability.cpu: Invalid value: "[[[[...]]]]": '
+                "unknown suffix '[[[[...]]]]' (expected one of n u m k M G T P E, Ki Mi Gi Ti Pi "
+                "Ei, or an exponent such as e3)",
+            },
+            id="a-nested-quantity-is-shown-shortly",
+        ),
+    ],
+)
+def test_oversized_inputs_get_bounded_answers(body: dict[str, Any], expected: Any) -> None:
+    assert status_of(run("/queues/validate", json.dumps(body).encode())) == expected
+
+
+def test_thousands_of_problems_list_the_first_twenty_and_count_the_rest() -> None:
+    capability = {f"example.com/r{i:04}": "-1" for i in range(3000)}
+    message = status_of(
+        run(
+            "/queues/validate",
+            json.dumps(review("CREATE", queue("a", capability=capability))).encode(),
+        )
+    )["message"]
+    entries = message.split(", requestBody.")
+    assert (len(entries), entries[-1].endswith("and 2980 more]"), len(message) < 4000) == (
+        20,
+        True,
+        True,
+    )
