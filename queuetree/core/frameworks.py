@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from queuetree.core import configs, decisions, objects, vectors
@@ -646,10 +646,6 @@ class Statement:
         self.operations.extend(other.operations)
         other.operations = []
 
-    @property
-    def has_evictions(self) -> bool:
-        return any(op.kind == "evict" for op in self.operations)
-
     def discard(self) -> None:
         session = self.session
         for op in reversed(self.operations):
@@ -682,7 +678,3 @@ class Statement:
             else:
                 session.ungated.append(key)
         self.operations = []
-
-
-def iter_sorted(items: Iterable[Any], key: Callable[[Any], OrderKey]) -> list[Any]:
-    return sorted(items, key=key)
