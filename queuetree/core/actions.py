@@ -2,15 +2,17 @@
 preempt. Each is a function over a :class:`frameworks.Session`; statements make every job's
 operations all-or-nothing (gang scheduling).
 
-Orders follow Volcano: queues by the tier-dispatched queue order (re-evaluated whenever a queue is
-pushed back, i.e. after each job), jobs by job order within a queue, tasks by task order within a
-job. Two shortcuts keep large admission cycles linear, without changing any result:
+Orders follow Volcano: queues by the tier-dispatched queue order, jobs by job order within a
+queue, tasks by task order within a job; after each job the first queue is chosen again. Three
+shortcuts keep large admission cycles linear without changing any result:
 
-* enqueue changes no figure the queue order reads (shares follow ``allocated`` only), so the
-  queue order is computed once instead of a pop and push per job;
+* enqueue changes no figure the queue order reads (shares follow ``allocated`` only), and a job
+  without ``minResources`` is admitted without a vote, so the queue order is computed once;
 * in allocate, when a job changed nothing (``Session.version`` is unchanged: no allocation or
-  eviction happened), the queue that was first is still first, so it is kept without a heap
-  round trip.
+  eviction happened), the queue that was first is still first and is kept without a heap round
+  trip; when something changed, every queue's place is re-established (deliberate fix: Volcano
+  only re-pushes the current queue, leaving the others where stale shares put them);
+* admission mode changes neither order at all, so it walks queues and jobs in sorted order.
 """
 
 from __future__ import annotations
