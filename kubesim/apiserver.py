@@ -29,7 +29,7 @@ import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-from kubesim import crds, errors, patching, pods, registry, selectors, store, tables
+from kubesim import crds, errors, fields, patching, pods, registry, selectors, store, tables
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +128,7 @@ class ApiServer:
         bookmark_interval: float = 10.0,
         default_watch_timeout: float = 1800.0,
         garbage_collection: bool = True,
+        cascade_delay: float = 0.5,
     ) -> None:
         self.registry = registry_
         self.store = store_
@@ -135,6 +136,7 @@ class ApiServer:
         self.bookmark_interval = bookmark_interval
         self.default_watch_timeout = default_watch_timeout
         self.garbage_collection = garbage_collection
+        self.cascade_delay = cascade_delay  # seconds before a namespace or CRD deletion cascades
         self.closing = False
 
     # ------------------------------------------------------------------ bootstrap
@@ -503,9 +505,12 @@ class ApiServer:
     def _prune(
         self, rdef: registry.ResourceDef, obj: dict, req: Request, warnings: list[str]
     ) -> None:
-        if rdef.schema is None:
+        if rdef.schema is not None:
+            unknown = crds.prune(obj, rdef.schema)
+        elif rdef.builtin:
+            unknown = fields.drop_unknown_fields(rdef.gr, obj)
+        else:
             return
-        unknown = crds.prune(obj, rdef.schema)
         if not unknown:
             return
         mode = req.field_validation
@@ -885,26 +890,40 @@ class ApiServer:
                 self._delete_now(target, key, current, dry_run=False)
 
     def _cascade(self, rdef: registry.ResourceDef, obj: dict) -> None:
-        """Deleting a namespace or a CRD deletes what it contains, finalizers permitting."""
+        """Deleting a namespace or a CRD deletes what it contains, finalizers permitting, after
+        `cascade_delay` seconds: kube-apiserver's controllers take a moment too, and clients
+        such as `kubectl delete -f` rely on it to delete a namespace's objects after the
+        namespace itself without NotFound errors."""
+        if rdef.gr not in (NAMESPACES, CRDS):
+            return
+        uid = obj["metadata"].get("uid", "")
+        name = obj["metadata"]["name"]
+        if self.cascade_delay > 0:
+            loop = asyncio.get_running_loop()
+            loop.call_later(self.cascade_delay, self._cascade_now, rdef, name, uid)
+        else:
+            self._cascade_now(rdef, name, uid)
+
+    def _cascade_now(self, rdef: registry.ResourceDef, name: str, uid: str) -> None:
+        stored = self.store.get(rdef.gr, ("", name))
+        if stored is None or stored.obj["metadata"].get("uid") != uid:
+            return  # already gone (or gone and created anew)
+        obj = stored.obj
         if rdef.gr == NAMESPACES:
-            namespace = obj["metadata"]["name"]
-            targets = [d for d in self._storage_defs() if d.namespaced]
-            for target in targets:
-                for stored in self.store.list(target.gr, namespace):
-                    self._delete_now(
-                        target, (namespace, stored.obj["metadata"]["name"]), stored, dry_run=False
-                    )
-        elif rdef.gr == CRDS:
+            for target in self._storage_defs():
+                if not target.namespaced:
+                    continue
+                for item in self.store.list(target.gr, name):
+                    key = (name, item.obj["metadata"]["name"])
+                    self._delete_now(target, key, item, dry_run=False)
+        else:
             spec = obj.get("spec") or {}
             plural = (spec.get("names") or {}).get("plural", "")
             crd_target = self.registry.any_version(spec.get("group", ""), plural)
             if crd_target is not None:
-                for stored in self.store.list(crd_target.gr):
-                    key = (
-                        stored.obj["metadata"].get("namespace", ""),
-                        stored.obj["metadata"]["name"],
-                    )
-                    self._delete_now(crd_target, key, stored, dry_run=False)
+                for item in self.store.list(crd_target.gr):
+                    key = (item.obj["metadata"].get("namespace", ""), item.obj["metadata"]["name"])
+                    self._delete_now(crd_target, key, item, dry_run=False)
         self._finalize_containers(rdef, obj, itself=True)
 
     def _finalize_containers(

@@ -49,6 +49,7 @@ DEFAULT_USER = {
 }
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 CBOR = "application/cbor"
+OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -447,6 +448,10 @@ class HttpFrontend:
                     }
                 }
             )
+        if path == "/openapi/v2":
+            # An empty OpenAPI v2 document (protobuf, the only encoding client-go reads there):
+            # kubectl validates `kind: List` files on the client with it, and finds no schema.
+            return web.Response(body=b"", content_type=OPENAPI_V2_PROTOBUF)
         if path.startswith("/openapi/v3/"):
             docs = self._openapi_docs()
             doc = docs.get(path[len("/openapi/v3/") :])
@@ -512,13 +517,21 @@ class HttpFrontend:
 
     def _openapi_docs(self) -> dict[str, tuple[bytes, str]]:
         """`api/v1` and `apis/<g>/<v>` -> (document, hash): just enough for kubectl to see that
-        every kind supports `fieldValidation` (it then validates on the server)."""
+        every kind supports `fieldValidation` (it then validates on the server).
+
+        `v1 List` gets an entry too: kubectl validates a `kind: List` file as such, and without
+        one it would fall back to `/openapi/v2`, which kubesim does not serve.
+        """
         docs: dict[str, dict] = {}
-        for rdef in self.api.registry.iter_defs():
-            prefix = f"/apis/{rdef.group}/{rdef.version}" if rdef.group else f"/api/{rdef.version}"
-            key = prefix.lstrip("/")
+        entries = [
+            (d.group, d.version, d.kind, d.plural, d.namespaced)
+            for d in self.api.registry.iter_defs()
+        ]
+        entries.append(("", "v1", "List", "kubesim-lists", False))
+        for group, version, kind, plural, namespaced in entries:
+            prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
             doc = docs.setdefault(
-                key,
+                prefix.lstrip("/"),
                 {
                     "openapi": "3.0.0",
                     "info": {"title": "Kubernetes", "version": "v1.32.0"},
@@ -526,39 +539,20 @@ class HttpFrontend:
                     "components": {"schemas": {}},
                 },
             )
-            gvk = {"group": rdef.group, "version": rdef.version, "kind": rdef.kind}
+            gvk = {"group": group, "version": version, "kind": kind}
             params = [
-                {
-                    "name": "fieldValidation",
-                    "in": "query",
-                    "schema": {"type": "string", "uniqueItems": True},
-                },
-                {
-                    "name": "dryRun",
-                    "in": "query",
-                    "schema": {"type": "string", "uniqueItems": True},
-                },
-                {
-                    "name": "fieldManager",
-                    "in": "query",
-                    "schema": {"type": "string", "uniqueItems": True},
-                },
+                {"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
+                for name in ("fieldValidation", "dryRun", "fieldManager")
             ]
             operation = {"x-kubernetes-group-version-kind": gvk, "parameters": params}
+            read = {"x-kubernetes-group-version-kind": gvk}
             scope = (
-                f"{prefix}/namespaces/{{namespace}}/{rdef.plural}"
-                if rdef.namespaced
-                else f"{prefix}/{rdef.plural}"
+                f"{prefix}/namespaces/{{namespace}}/{plural}"
+                if namespaced
+                else f"{prefix}/{plural}"
             )
-            doc["paths"][scope] = {
-                "post": operation,
-                "get": {"x-kubernetes-group-version-kind": gvk},
-            }
-            doc["paths"][f"{scope}/{{name}}"] = {
-                "patch": operation,
-                "put": operation,
-                "get": {"x-kubernetes-group-version-kind": gvk},
-            }
+            doc["paths"][scope] = {"post": operation, "get": read}
+            doc["paths"][f"{scope}/{{name}}"] = {"patch": operation, "put": operation, "get": read}
         result = {}
         for key, doc in docs.items():
             raw = store.encode(doc)
@@ -626,6 +620,7 @@ class KubeSim:
         simulate: Any = None,
         max_events: int = 50_000,
         garbage_collection: bool = True,
+        cascade_delay: float = 0.5,
         token: str = "admin",
     ) -> None:
         self.host = host
@@ -637,6 +632,7 @@ class KubeSim:
         self.simulate = simulate
         self.max_events = max_events
         self.garbage_collection = garbage_collection
+        self.cascade_delay = cascade_delay
         self.faults = Faults()
         self.audit_log = AuditLog()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -704,6 +700,7 @@ class KubeSim:
             store_=store_,
             admission=admission,
             garbage_collection=self.garbage_collection,
+            cascade_delay=self.cascade_delay,
             bookmark_interval=self.bookmark_interval,
         )
         api.create_initial_namespaces()

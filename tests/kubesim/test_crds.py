@@ -128,9 +128,14 @@ async def test_deleting_a_crd_deletes_its_objects_and_stops_serving_them(
     held["metadata"]["finalizers"] = ["example.com/hold"]
     await call(kubesim, "POST", WIDGETS, held)
     await call(kubesim, "DELETE", f"{CRDS}/widgets.example.com")
-    still = await call(kubesim, "GET", WIDGETS)
-    assert [i["metadata"]["name"] for i in still.body["items"]] == ["w2"]
-    assert "deletionTimestamp" in still.body["items"][0]["metadata"]
+
+    def only_the_held_one_left() -> bool:
+        items = kubesim.sim.list_objects("example.com", "widgets")
+        return [(i["metadata"]["name"], "deletionTimestamp" in i["metadata"]) for i in items] == [
+            ("w2", True)
+        ]
+
+    await conftest.wait_for(only_the_held_one_left)
     await call(
         kubesim,
         "PATCH",

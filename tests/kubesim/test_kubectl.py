@@ -213,3 +213,31 @@ def test_kubectl_label_and_annotate_patch_built_ins(kubesim: harness.Cluster) ->
         {"kubernetes.io/metadata.name": "default", "team": "a"},
         {"note": "x"},
     )
+
+
+def test_kubectl_applies_and_deletes_a_list_and_a_namespace_with_its_objects(
+    kubesim: harness.Cluster, tmp_path: pathlib.Path
+) -> None:
+    manifest = tmp_path / "list.yaml"
+    manifest.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": [
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}},
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {"name": "c1", "namespace": "team-a"},
+                        "data": {"a": "1"},
+                    },
+                ],
+            }
+        )
+    )
+    applied = kubesim.kubectl("apply", "-f", str(manifest))
+    assert applied.returncode == 0, applied.stderr
+    deleted = kubesim.kubectl("delete", "-f", str(manifest), "--wait=true")
+    assert deleted.returncode == 0, deleted.stderr
+    assert kubesim.sim.get_object("", "namespaces", "", "team-a") is None

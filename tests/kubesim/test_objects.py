@@ -429,6 +429,14 @@ async def test_creating_in_a_terminating_namespace_is_403(kubesim: harness.Clust
     )
     assert (deleted.status, deleted.body["status"]["phase"]) == (200, "Terminating")
     assert (refused.status, refused.body["reason"]) == (403, "Forbidden")
+
+    def held_is_terminating() -> bool:
+        held = kubesim.sim.get_object("", "configmaps", "ns1", "held")
+        return held is not None and "deletionTimestamp" in held["metadata"]
+
+    # The namespace's content is deleted a moment later, as the namespace controller does.
+    assert not held_is_terminating()
+    await conftest.wait_for(held_is_terminating)
     await call(
         kubesim,
         "PATCH",

@@ -3,6 +3,7 @@ spec immutability, binding, eviction with PodDisruptionBudgets, and the pod Tabl
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -468,3 +469,53 @@ async def test_a_disruption_budget_status_follows_its_pods(kubesim: harness.Clus
         (2, 1, 1, 2),
         (1, 1, 0, 1),
     ]
+
+
+@pytest.mark.parametrize(
+    ("validation", "expected_status", "expected_warnings"),
+    [
+        ("Strict", 400, []),
+        (
+            "Warn",
+            201,
+            [
+                '299 - "unknown field \\"spec.shedulingGates\\""',
+                '299 - "unknown field \\"spec.containers[0].imagee\\""',
+            ],
+        ),
+        ("Ignore", 201, []),
+    ],
+    ids=["strict", "warn", "ignore"],
+)
+async def test_unknown_fields_of_a_pod_follow_field_validation(
+    kubesim: harness.Cluster, validation: str, expected_status: int, expected_warnings: list[str]
+) -> None:
+    body = conftest.pod("p1")
+    body["spec"]["containers"][0]["imagee"] = "typo"
+    body["spec"]["shedulingGates"] = [{"name": "example.com/a"}]
+    answer = await call(kubesim, "POST", PODS, body, params={"fieldValidation": validation})
+    assert (answer.status, answer.headers.getall("Warning", [])) == (
+        expected_status,
+        expected_warnings,
+    )
+    if expected_status == 201:
+        assert (
+            "imagee" in answer.body["spec"]["containers"][0],
+            "shedulingGates" in answer.body["spec"],
+        ) == (False, False)
+    else:
+        assert answer.body["message"] == (
+            'Pod in version "v1" cannot be handled as a Pod: strict decoding error: '
+            'unknown field "spec.shedulingGates", unknown field "spec.containers[0].imagee"'
+        )
+
+
+def test_kubectl_create_refuses_a_typo_in_a_pod(kubesim: harness.Cluster) -> None:
+    body = conftest.pod("p1")
+    body["spec"]["containers"][0]["imagePullPolicyy"] = "Never"
+    manifest = json.dumps(body)
+    result = kubesim.kubectl("create", "-f", "-", input=manifest)
+    assert (
+        result.returncode,
+        'unknown field "spec.containers[0].imagePullPolicyy"' in result.stderr,
+    ) == (1, True)
