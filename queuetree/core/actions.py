@@ -157,9 +157,12 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
     if admission_only:
         # Admission places nothing, so no share (hence no queue order) and no gang readiness
         # (hence no job order) changes: the heap walk below reduces to two sorted loops.
+        allocatable = session.allocatable_check()
         for queue in _sorted_queues(session, set(job_heaps)):
             for _, _, job in sorted(job_heaps[queue]):
-                _admit_job(session, job, worksheets[job.key], gate_on=gate_on)
+                _admit_job(
+                    session, job, worksheets[job.key], gate_on=gate_on, allocatable=allocatable
+                )
         return
     for entries in job_heaps.values():
         heapq.heapify(entries)
@@ -187,11 +190,15 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
 
 
 def _admit_job(
-    session: frameworks.Session, job: frameworks.Job, tasks: list[frameworks.Task], *, gate_on: bool
+    session: frameworks.Session,
+    job: frameworks.Job,
+    tasks: list[frameworks.Task],
+    *,
+    gate_on: bool,
+    allocatable: Callable[[str, frameworks.Task], bool],
 ) -> None:
     """Admission mode: the capacity check of a job's gated tasks, all-or-nothing per gang."""
     queue = job.queue
-    allocatable = session.allocatable
     if len(tasks) == 1 and job.min_member <= 1:
         # One pod, no gang to wait for: admit it or not.
         task = tasks[0]

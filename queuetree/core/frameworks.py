@@ -8,8 +8,9 @@ that are independent of any one policy:
   immutable snapshot, mutated only through a :class:`Statement` or the event methods);
 * :class:`Plugin`, the base of every policy, whose hooks the session dispatches across the tiers
   exactly as spec §3.11 (Volcano's ``session_plugins.go``) does;
-* :class:`Statement`, the transaction of tentative operations (evict, pipeline, allocate, and our
-  ``reserve`` for gate admissions) that is committed or discarded in reverse order.
+* :class:`Statement`, the transaction of tentative operations (evict, pipeline, allocate) that is
+  committed or discarded in reverse order; gate admissions are reserved through
+  :meth:`Session.reserve` and rolled back per gang by the admission step.
 
 Neighbours: ``plugins`` and ``capacity`` implement the hooks, ``actions`` drives them,
 ``sessions.run_session`` builds a :class:`Session` and turns it into decisions.
@@ -306,7 +307,7 @@ HOOK_FLAGS: Mapping[str, str | None] = {
 @dataclasses.dataclass(slots=True)
 class Operation:
     kind: str
-    """``evict``, ``pipeline``, ``allocate`` or ``reserve``."""
+    """``evict``, ``pipeline`` or ``allocate``."""
     task: Task
     node: str = ""
     old_status: objects.TaskStatus = objects.TaskStatus.PENDING
@@ -543,6 +544,14 @@ class Session:
     def preemptive(self, queue: str, tasks: list[Task]) -> bool:
         return all(fn(queue, tasks) for fn in self.flat("preemptive"))
 
+    def allocatable_check(self) -> Callable[[str, Task], bool]:
+        """The allocatable dispatcher, or the one plugin function itself when only one plugin
+        votes (saves a call per pod on the admission path)."""
+        if len(self._allocatable) == 1:
+            only: Callable[[str, Task], bool] = self._allocatable[0]
+            return only
+        return self.allocatable
+
     def allocatable(self, queue: str, task: Task) -> bool:
         fns = self._allocatable
         if len(fns) == 1:
@@ -637,11 +646,6 @@ class Statement:
         session.fire_allocate(task)
         self.operations.append(Operation("allocate", task, node_name, old))
 
-    def reserve(self, task: Task) -> None:
-        """Admit a gated task: its gate will be removed; capacity holds its request."""
-        self.session.reserve(task)
-        self.operations.append(Operation("reserve", task))
-
     def merge(self, other: Statement) -> None:
         self.operations.extend(other.operations)
         other.operations = []
@@ -656,13 +660,11 @@ class Statement:
                 task.job.set_status(task, op.old_status)
                 node.add(task)
                 session.fire_allocate(task)
-            elif op.kind in ("pipeline", "allocate"):
+            else:
                 session.nodes[op.node].remove(task)
                 task.job.set_status(task, op.old_status)
                 task.node = ""
                 session.fire_deallocate(task)
-            else:
-                session.unreserve(task)
         self.operations = []
 
     def commit(self) -> None:
@@ -673,8 +675,6 @@ class Statement:
                 session.evicted.append(key)
             elif op.kind == "pipeline":
                 session.pipelined[key] = op.node
-            elif op.kind == "allocate":
-                session.bound[key] = op.node
             else:
-                session.ungated.append(key)
+                session.bound[key] = op.node
         self.operations = []
