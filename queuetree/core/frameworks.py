@@ -95,6 +95,8 @@ class Job:
     waiting: int = 0
     """Pipelined tasks."""
     valid: int = 0
+    best_effort: int = 0
+    """Pending tasks with an empty request (Volcano's ``PendingBestEffortTaskNum``)."""
     ungated: int = 0
     """Gated tasks admitted (ungated) in this session."""
     order_key: tuple[Any, ...] | None = None
@@ -107,11 +109,12 @@ class Job:
 
     @property
     def is_ready(self) -> bool:
-        return self.ready >= self.min_member
+        """Volcano's ``IsReady``: pending best-effort tasks count (backfill places them)."""
+        return self.ready + self.best_effort >= self.min_member
 
     @property
     def is_pipelined(self) -> bool:
-        return self.ready + self.waiting >= self.min_member
+        return self.ready + self.waiting + self.best_effort >= self.min_member
 
     @property
     def is_starving(self) -> bool:
@@ -120,23 +123,25 @@ class Job:
     def add_task(self, task: Task) -> None:
         self.tasks.append(task)
         status = task.status
-        if status is objects.TaskStatus.PENDING:
+        if status is objects.TaskStatus.PENDING and task.req_dims:
             self.valid += 1  # the common case, without the set lookups
         else:
-            self._count(status, 1)
+            self._count(task, status, 1)
 
-    def _count(self, status: objects.TaskStatus, delta: int) -> None:
+    def _count(self, task: Task, status: objects.TaskStatus, delta: int) -> None:
         if status in READY_STATUSES:
             self.ready += delta
         elif status == objects.TaskStatus.PIPELINED:
             self.waiting += delta
+        elif status == objects.TaskStatus.PENDING and not task.req_dims:
+            self.best_effort += delta
         if status in VALID_STATUSES:
             self.valid += delta
 
     def set_status(self, task: Task, status: objects.TaskStatus) -> None:
-        self._count(task.status, -1)
+        self._count(task, task.status, -1)
         task.status = status
-        self._count(status, 1)
+        self._count(task, status, 1)
         self.order_key = None
 
 
