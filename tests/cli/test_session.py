@@ -328,11 +328,26 @@ def test_a_directory_reads_its_manifest_files_in_name_order(
     assert json.loads(out)["bind"] == {"ns1/p1": "n1"}
 
 
-def test_a_recursive_directory_reads_every_example(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(["-R", "-f", str(EXAMPLES)], capsys)
-    code_files, out_files, _ = run(EXAMPLE_ARGS, capsys)
-    assert (code, err, code_files) == (0, "", 0)
-    assert json.loads(out) == json.loads(out_files)
+RECURSION = {
+    "without -R only the directory's own files": ([], {}),
+    "with -R its subdirectories too": (["-R"], {"ns1/p1": "n1"}),
+}
+
+
+@pytest.mark.parametrize(("flags", "bind"), RECURSION.values(), ids=RECURSION.keys())
+def test_subdirectories_are_read_with_recursive_as_kubectl_does(
+    flags: list[str],
+    bind: dict[str, str],
+    tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    *cluster, pod = SMALL_CLUSTER.split("---\n")
+    write(tmp_path, "cluster.yaml", "---\n".join(cluster))
+    (tmp_path / "work").mkdir()
+    write(tmp_path / "work", "pod.yaml", pod)
+    code, out, err = run(["-f", str(tmp_path), *flags], capsys)
+    assert (code, err) == (0, "")
+    assert json.loads(out)["bind"] == bind
 
 
 def test_a_reader_that_stops_early_is_not_an_error(tmp_path: pathlib.Path) -> None:
