@@ -374,41 +374,74 @@ def _evict_for(
     stmt: Statement,
     task: frameworks.Task,
     *,
+    nodes: list[frameworks.NodeState],
     candidates_on: Callable[[frameworks.NodeState], list[frameworks.Task]],
     choose: Callable[[frameworks.Task, list[frameworks.Task]], frameworks.Victims],
+    fits: Callable[[frameworks.NodeState, vectors.Vec], bool],
 ) -> bool:
-    """Try nodes in order; on the first where chosen victims make room, evict them in victim
-    order until the task fits and pipeline it there. True when the task was pipelined."""
-    for node in session.node_list:
+    """Try ``nodes`` in order. On a node with candidates whose chosen victims (possibly none)
+    would leave room (``ValidateVictims``), evict them in victim order until ``fits`` holds,
+    then pipeline the task there and keep those evictions; otherwise undo them and go on.
+    True when the task was pipelined."""
+    for node in nodes:
         if session.predicate(task, node, for_preemption=True) is not None:
             continue
         candidates = candidates_on(node)
         if not candidates:
             continue
         victims = choose(task, candidates)
-        if not victims:
-            continue
         future = node.future_idle()
         room = list(future)
         for victim in victims:
             vectors.iadd(room, victim.resreq)
         if not vectors.less_equal_zero(task.init_resreq, room):
             continue
-        order = sorted(victims, key=session.victim_key(task))
         node_stmt = Statement(session)
         available = future
-        for victim in order:
-            if vectors.less_equal_zero(task.init_resreq, available):
+        for victim in sorted(victims, key=session.victim_key(task)):
+            if fits(node, available):
                 break
             node_stmt.evict(victim)
             vectors.iadd(available, victim.resreq)
-        if not vectors.less_equal_zero(task.init_resreq, available):
+        if not fits(node, available):
             node_stmt.discard()
             continue
         node_stmt.pipeline(task, node.name)
         stmt.merge(node_stmt)
         return True
     return False
+
+
+def _reclaim_fits(task: frameworks.Task) -> Callable[[frameworks.NodeState, vectors.Vec], bool]:
+    """Reclaim stops evicting once the task's request fits what the node will have free."""
+
+    def fits(_: frameworks.NodeState, available: vectors.Vec) -> bool:
+        return vectors.less_equal_zero(task.init_resreq, available)
+
+    return fits
+
+
+def _preempt_fits(
+    session: frameworks.Session, task: frameworks.Task
+) -> Callable[[frameworks.NodeState, vectors.Vec], bool]:
+    """Preempt stops once the queue admits the task (evictions in the same queue free its
+    quota), the node will have room, and the predicates pass (``preemptorFitsOnNode``)."""
+
+    def fits(node: frameworks.NodeState, _: vectors.Vec) -> bool:
+        return (
+            session.allocatable(task.job.queue, task)
+            and vectors.less_equal_zero(task.init_resreq, node.future_idle())
+            and session.predicate(task, node) is None
+        )
+
+    return fits
+
+
+def _nodes_by_score(
+    session: frameworks.Session, task: frameworks.Task
+) -> list[frameworks.NodeState]:
+    """Preempt tries the best-scored nodes first (ties by name)."""
+    return sorted(session.node_list, key=lambda n: (-session.node_score(task, n), n.name))
 
 
 def reclaim(session: frameworks.Session) -> None:
@@ -460,8 +493,10 @@ def reclaim(session: frameworks.Session) -> None:
                 session,
                 stmt,
                 task,
+                nodes=session.node_list,
                 candidates_on=functools.partial(_reclaimees, session, job),
                 choose=session.reclaimable,
+                fits=_reclaim_fits(task),
             ):
                 session.task_messages[task.key] = (
                     "no node has running pods that reclaim may take (their queues are within "
@@ -504,6 +539,7 @@ def preempt(session: frameworks.Session) -> None:
         if session.job_starving(job):
             by_queue.setdefault(job.queue, []).append(job)
     for queue in _sorted_queues(session, set(by_queue)):
+        # Phase 1: starving jobs evict other jobs' tasks in the same queue.
         for job in sorted(by_queue[queue], key=session.job_key):
             stmt = Statement(session)
             tasks = _preemptor_tasks(session, job)
@@ -511,33 +547,38 @@ def preempt(session: frameworks.Session) -> None:
                 task = tasks.pop(0)
                 if task.pod.preemption_policy == "Never":
                     continue
-                if not session.allocatable(queue, task):
-                    continue
                 _evict_for(
                     session,
                     stmt,
                     task,
+                    nodes=_nodes_by_score(session, task),
                     candidates_on=functools.partial(_preemptees, job, same_job=False),
                     choose=session.preemptable,
+                    fits=_preempt_fits(session, task),
                 )
             if session.job_pipelined(job):
                 stmt.commit()
             else:
                 stmt.discard()
-        # Phase 2: tasks of one job preempt that job's lower-priority tasks.
+        # Phase 2: tasks of one job preempt that job's lower-priority tasks, one at a time;
+        # the first that cannot be placed ends the job's turn.
         for job in sorted(by_queue[queue], key=session.job_key):
-            stmt = Statement(session)
             for task in _preemptor_tasks(session, job):
                 if task.pod.preemption_policy == "Never":
                     continue
-                _evict_for(
+                stmt = Statement(session)
+                if not _evict_for(
                     session,
                     stmt,
                     task,
+                    nodes=_nodes_by_score(session, task),
                     candidates_on=functools.partial(_preemptees, job, same_job=True),
                     choose=session.preemptable,
-                )
-            stmt.commit()
+                    fits=_preempt_fits(session, task),
+                ):
+                    stmt.discard()
+                    break
+                stmt.commit()
 
 
 def _preemptees(

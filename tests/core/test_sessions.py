@@ -188,6 +188,30 @@ CASES = {
         evict=("ns/low",),
         pipeline={"ns/high": "n1"},
     ),
+    "preempt: a job over its queue's capability makes room within the queue": Case(
+        objects=(
+            b.node("n1").allocatable(cpu="4", memory="8Gi"),
+            objects.PriorityClass(name="high", value=100),
+            b.queue("root"),
+            b.queue("q").capability(cpu="1"),
+            *_job("low", "q", RUNNING, cpu="1"),
+            b.pod_group("ns", "high").queue("q").phase(INQUEUE).priority_class("high"),
+            b.pod("ns", "high").group("high").requests(cpu="1"),
+        ),
+        actions=("enqueue", "allocate", "preempt"),
+        evict=("ns/low",),
+        pipeline={"ns/high": "n1"},
+    ),
+    "preempt: an equal-priority job is not a victim": Case(
+        objects=(
+            b.node("n1").allocatable(cpu="1", memory="8Gi"),
+            b.queue("root"),
+            b.queue("q"),
+            *_job("low", "q", RUNNING, cpu="1"),
+            *_job("same", "q", cpu="1"),
+        ),
+        actions=("enqueue", "allocate", "preempt"),
+    ),
 }
 
 
