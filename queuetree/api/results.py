@@ -9,14 +9,43 @@ capability is unlimited shows no ``cpu``/``memory`` at all, while a zero one sho
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TypedDict
 
 from queuetree.core import decisions, resources
+
+QuantityMap = dict[str, str]
+"""A Kubernetes quantity map: resource name -> canonical quantity (``{"cpu": "1500m"}``)."""
+
+
+class QueueOutput(TypedDict):
+    """A queue's figures in the output."""
+
+    allocated: QuantityMap
+    deserved: QuantityMap
+    capability: QuantityMap
+    realCapability: QuantityMap
+    share: float
+    state: str
+
+
+class SessionOutput(TypedDict):
+    """The JSON object ``queuetree session`` prints; keys are the contract's camelCase names."""
+
+    ready: bool
+    errors: list[str]
+    warnings: list[str]
+    bind: dict[str, str]
+    pipeline: dict[str, str]
+    evict: list[str]
+    ungate: list[str]
+    podGroups: dict[str, str]
+    queues: dict[str, QueueOutput]
+    reasons: dict[str, str]
 
 
 def render_session_result(
     result: decisions.SessionResult, *, warnings: Iterable[str] = ()
-) -> dict[str, Any]:
+) -> SessionOutput:
     """The contract's object: ``ready``, ``errors``, ``warnings``, ``bind``, ``pipeline``,
     ``evict``, ``ungate``, ``podGroups``, ``queues`` and ``reasons``.
 
@@ -38,7 +67,7 @@ def render_session_result(
     }
 
 
-def render_queue(figures: decisions.QueueFigures) -> dict[str, Any]:
+def render_queue(figures: decisions.QueueFigures) -> QueueOutput:
     """``allocated``, ``deserved``, ``capability``, ``realCapability``, ``share``, ``state``."""
     return {
         "allocated": resources.to_resource_list(figures.allocated),
