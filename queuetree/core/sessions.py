@@ -179,13 +179,22 @@ def _build_session(
         0,
     )
     jobs: dict[str, frameworks.Job] = {}
+    job_type = frameworks.Job
     for key, group in snapshot.pod_groups.items():
-        jobs[key] = _new_job(
+        # Inlined _new_job, positional: this runs once per pod group.
+        priority_class = (
+            priority_classes.get(group.priority_class_name) if priority_classes else None
+        )
+        minimum = group.min_resources
+        jobs[key] = job_type(
             group,
-            key=key,
-            dims=dims,
-            priority_classes=priority_classes,
-            default_priority=default_priority,
+            key,
+            group.queue,
+            priority_class.value if priority_class else default_priority,
+            group.min_member,
+            dims.vec(minimum) if minimum is not None else None,
+            group.phase,
+            (group.created, group.uid or key),
         )
     nodes: dict[str, frameworks.NodeState] = {}
     for name, node in snapshot.nodes.items():
