@@ -6,7 +6,8 @@ Each directory holds ``cluster.yaml`` (the cluster, written from the fixture des
 tier the reference test builds) and ``expected.json``: the exact ``bind``, ``pipeline``,
 ``evict`` and ``ungate`` decisions and ``ready``. Any decision not listed fails the scenario, as
 in the reference test. The spec's "pipelined PodGroups (-> node)" appear as the pipelined pods of
-those groups (each group has one pod), since the output is keyed by pod. A few run the real command as a subprocess; the rest call ``cli.main``.
+those groups (each group has one pod), since the output is keyed by pod. A few run the real
+command as a subprocess; the rest call ``cli.main``.
 """
 
 from __future__ import annotations
