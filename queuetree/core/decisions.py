@@ -57,7 +57,9 @@ class Event:
 @dataclasses.dataclass(frozen=True, slots=True)
 class SessionResult:
     ready: bool
-    """False when the queue tree is unusable as a whole (no root queue in hierarchy mode)."""
+    """False when the queue tree has a structural fault (a parent cycle, a missing parent, a pod
+    group in a non-leaf queue; each is listed in ``errors``). Volcano would then admit nothing;
+    queuetree holds back only the queues and pod groups involved (docs/compatibility.md)."""
     errors: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     bind: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)

@@ -485,3 +485,26 @@ def test_an_unschedulable_pod_that_reclaim_cannot_help_is_explained(
         admission_only=True,
     )
     assert (result.evict, dict(result.reasons)) == ((), reasons)
+
+
+def test_a_closed_queue_refuses_to_enqueue_a_pod_group_with_min_resources() -> None:
+    result = sessions.run_session(
+        b.snapshot(
+            NODE,
+            b.queue("root"),
+            b.queue("shut").state(objects.QueueState.CLOSING),
+            b.pod_group("ns", "g").queue("shut").min_resources(cpu="1"),
+            b.pod("ns", "g").group("g").requests(cpu="1").admission(),
+        ),
+        config=_config(hierarchy=True),
+        feature_gates=b.GATES_ON,
+        admission_only=True,
+    )
+    assert (result.ungate, dict(result.pod_groups), dict(result.reasons)) == (
+        (),
+        {"ns/g": objects.PodGroupPhase.PENDING},
+        {
+            "ns/g": "pod group ns/g is not admitted: queue 'shut' is Closing: only Open queues "
+            "admit pods"
+        },
+    )
