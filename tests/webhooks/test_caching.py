@@ -64,7 +64,7 @@ async def cached(
         async with client.ApiClient(configuration) as api_client:
             cache = caching.ClusterCache()
             tasks = [asyncio.create_task(i.run()) for i in cache.connect(api_client)]
-            await eventually(cache.ready)
+            await eventually(cache.ready, deadline=30.0)
             yield cluster, cache
             for task in tasks:
                 task.cancel()

@@ -24,6 +24,13 @@ pytestmark = pytest.mark.slow
 CRDS = pathlib.Path(__file__).parents[2] / "crds"
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
 def test_files_mode_without_files_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["webhook", "--cert-mode=files"]) == 2
     assert "--tls-cert-file" in capsys.readouterr().err
@@ -47,9 +54,7 @@ async def test_the_command_serves_until_sigterm(tmp_path: pathlib.Path) -> None:
     bundle = certificates.generate_bundle(service="queuetree-webhook", namespace="queuetree-system")
     (tmp_path / "tls.crt").write_bytes(bundle.serving.cert_pem)
     (tmp_path / "tls.key").write_bytes(bundle.serving.key_pem)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port, metrics_port = free_port(), free_port()
     with harness.running(tmp_path) as cluster:
         for name in ("scheduling.volcano.sh_queues.yaml", "scheduling.volcano.sh_podgroups.yaml"):
             done = await asyncio.to_thread(cluster.kubectl, "apply", "-f", str(CRDS / name))
@@ -67,6 +72,7 @@ async def test_the_command_serves_until_sigterm(tmp_path: pathlib.Path) -> None:
                 f"--tls-private-key-file={tmp_path / 'tls.key'}",
                 f"--kubeconfig={cluster.kubeconfig}",
                 "--enable-root-queue-protection=false",
+                f"--metrics-port={metrics_port}",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -90,9 +96,17 @@ async def test_the_command_serves_until_sigterm(tmp_path: pathlib.Path) -> None:
                     ):
                         status = response.status
                 except aiohttp.ClientError:
+                    status = 0
+                if status != 200:
                     await asyncio.sleep(0.05)
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(f"http://127.0.0.1:{metrics_port}/metrics") as response,
+            ):
+                metrics = await response.text()
         finally:
             process.send_signal(signal.SIGTERM)
             code = await asyncio.wait_for(process.wait(), 20)
             log.close()
     assert code == 0, (tmp_path / "webhook.log").read_text()
+    assert "queuetree_webhook_cache_ready 1.0" in metrics.splitlines()

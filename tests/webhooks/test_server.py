@@ -245,3 +245,12 @@ def test_queuetree_review_reads_boolean_flags_as_kubernetes_components_do(
     argv = ["review", "--path", "/queues/validate", "-f", str(tmp_path / "review.json")]
     assert cli.main([*argv, *flags]) == 0
     assert json.loads(capsysbinary.readouterr().out)["response"]["allowed"] is allowed
+
+
+def test_queuetree_review_reads_the_review_from_stdin(
+    monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    body = json.dumps(review("CREATE", queue("a"))).encode()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(body)))
+    assert cli.main(["review", "--path", "/queues/mutate", "-f", "-"]) == 0
+    assert json.loads(capsysbinary.readouterr().out)["response"]["patchType"] == "JSONPatch"
