@@ -210,6 +210,16 @@ class CapacityPlugin(frameworks.Plugin):
                 sums = leaves[attr.name] = (dims.zero(), dims.zero(), dims.zero(), dims.zero())
                 pending_requests[attr.name] = {}
             counts = pending_requests[attr.name]
+            if job.min_resources is None and job.ready == 0:
+                # The common pending group: nothing allocated, no inqueue or elastic share.
+                for task in job.tasks:
+                    if task.status is pending:
+                        entry = counts.get(id(task.resreq))
+                        if entry is None:
+                            counts[id(task.resreq)] = [task.resreq, 1]
+                        else:
+                            entry[1] += 1
+                continue
             leaf_allocated, leaf_request, leaf_inqueue, leaf_elastic = sums
             allocated: vectors.Vec | None = None
             gated: vectors.Vec | None = None
