@@ -402,3 +402,79 @@ def test_thousands_of_problems_list_the_first_twenty_and_count_the_rest() -> Non
         True,
         True,
     )
+
+
+POD_OBJECT = st.fixed_dictionaries(
+    {
+        "apiVersion": st.just("v1"),
+        "kind": st.just("Pod"),
+        "metadata": st.fixed_dictionaries(
+            {"name": st.sampled_from(["p1", "", "x" * 300]) | JSON},
+            optional={
+                "namespace": st.sampled_from(["default", "ml", "", "ghost"]) | JSON,
+                "annotations": st.dictionaries(
+                    st.sampled_from(
+                        [
+                            "scheduling.volcano.sh/queue-allocation-gate",
+                            "scheduling.volcano.sh/queue-name",
+                            "scheduling.k8s.io/group-name",
+                            "other",
+                        ]
+                    ),
+                    st.sampled_from(["true", "false", "a", "team", "root", "pg", ""]) | JSON,
+                    max_size=4,
+                )
+                | JSON,
+            },
+        ),
+        "spec": st.fixed_dictionaries(
+            {},
+            optional={
+                "schedulingGates": st.lists(
+                    st.fixed_dictionaries(
+                        {
+                            "name": st.sampled_from(
+                                ["scheduling.volcano.sh/queue-allocation-gate", "example.com/g"]
+                            )
+                            | JSON
+                        }
+                    )
+                    | JSON,
+                    max_size=3,
+                )
+                | JSON,
+                "nodeName": st.sampled_from(["", "n1"]) | JSON,
+            },
+        )
+        | JSON,
+    }
+)
+POD_CLUSTER = cluster(
+    queue("team", "root"),
+    queue("a", "team"),
+    queue("closed", "root", state="Closed"),
+    namespaces={
+        "ml": {
+            "scheduling.volcano.sh/queue-allocation-gate": "true",
+            "scheduling.volcano.sh/queue-name": "a",
+        },
+        "default": {},
+    },
+    pod_groups={"default/pg": "team", "ml/pg": "a"},
+)
+
+
+@hypothesis_settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    path=st.sampled_from(["/pods/mutate", "/pods/validate"]),
+    operation=st.sampled_from(["CREATE", "CREATE", "CREATE", "UPDATE"]),
+    obj=POD_OBJECT,
+    namespace=st.sampled_from(["default", "ml", ""]),
+)
+def test_fuzzed_pods_always_get_an_answer_and_never_an_internal_error(
+    path: str, operation: str, obj: dict[str, Any], namespace: str
+) -> None:
+    body = review(operation, obj, resource=PODS, namespace=namespace, name="p1")
+    answer = run(path, json.dumps(body).encode(), POD_CLUSTER)
+    assert answer.outcome is not reviewing.Outcome.ERROR, answer.body
+    assert answer.status == 200
