@@ -38,6 +38,10 @@ class Expired(Exception):
     """The watch's resourceVersion is too old (HTTP 410 or an ERROR event with code 410)."""
 
 
+class Forbidden(Exception):
+    """The API server refused the LIST (HTTP 403): the service account lacks the permission."""
+
+
 class Informer:
     """List then watch one resource, calling ``on_reset`` with every LIST and ``on_event``
     with every ADDED, MODIFIED or DELETED object, in order."""
@@ -51,6 +55,7 @@ class Informer:
         on_event: EventFn,
         watch_timeout: int = 300,
         max_backoff: float = 30.0,
+        optional: bool = False,
     ) -> None:
         self.name = name
         self._list_fn = list_fn
@@ -58,6 +63,9 @@ class Informer:
         self._on_event = on_event
         self._watch_timeout = watch_timeout
         self._max_backoff = max_backoff
+        self.optional = optional
+        """When the LIST is forbidden, count as synced with nothing (and keep retrying slowly)
+        instead of holding readiness back: for caches that only improve warnings."""
         self.synced = asyncio.Event()
         """Set after the first successful LIST."""
         self.resource_version = ""
@@ -75,6 +83,17 @@ class Informer:
                 raise
             except Expired:
                 logger.info("%s: watch expired at %s, listing again", self.name, self.rv_text)
+            except Forbidden as exc:
+                if not self.optional:
+                    logger.warning("%s: %s; retrying in %.1fs", self.name, exc, backoff)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, self._max_backoff)
+                    continue
+                if not self.synced.is_set():
+                    logger.warning("%s: %s; going on without it", self.name, exc)
+                    self._on_reset([])
+                    self.synced.set()
+                await asyncio.sleep(self._max_backoff)
             except Exception as exc:  # the cache keeps serving what it has; retry
                 logger.warning(
                     "%s: %s: %s; retrying in %.1fs", self.name, type(exc).__name__, exc, backoff
@@ -90,6 +109,8 @@ class Informer:
         response = await self._list_fn(_preload_content=False, _request_timeout=60)
         async with response:
             body = await response.read()
+            if response.status == 403:
+                raise Forbidden(f"list forbidden: {body[:200]!r}")
             if response.status != 200:
                 raise RuntimeError(f"list: HTTP {response.status}: {body[:200]!r}")
             data = json.loads(body)
@@ -299,6 +320,8 @@ class ClusterCache:
                 list_fn=core.list_node,
                 on_reset=self.reset_nodes,
                 on_event=self.node_event,
+                # Nodes only feed a warning: without permission to list them, serve anyway.
+                optional=True,
             ),
         ]
         return self.informers

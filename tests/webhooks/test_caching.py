@@ -135,3 +135,43 @@ async def test_a_review_can_wait_for_a_queue_that_is_about_to_arrive(
     await call(cluster, "POST", QUEUES, queue("soon", "root"))
     missing = await cache.wait_for(queues=["never"], patience=0.05)
     assert (await waiting, missing) == (True, False)
+
+
+@pytest.mark.parametrize(
+    ("forbidden", "ready"),
+    [
+        pytest.param(r"^/api/v1/nodes", True, id="nodes-only-feed-a-warning"),
+        pytest.param(r"^/apis/scheduling\.volcano\.sh/v1beta1/queues", False, id="queues-matter"),
+    ],
+)
+async def test_a_forbidden_list_holds_readiness_back_only_for_what_reviews_need(
+    tmp_path: pathlib.Path, forbidden: str, ready: bool
+) -> None:
+    from kubernetes_asyncio import client, config
+
+    from kubesim import server as kubesim_server
+
+    with harness.running(tmp_path) as cluster:
+        for name in ("scheduling.volcano.sh_queues.yaml", "scheduling.volcano.sh_podgroups.yaml"):
+            done = await asyncio.to_thread(cluster.kubectl, "apply", "-f", str(CRDS / name))
+            assert done.returncode == 0, done.stderr
+        cluster.sim.add_fault(
+            kubesim_server.Fault(method="GET", path=forbidden, count=None, status=403)
+        )
+        configuration = client.Configuration()
+        await config.load_kube_config(
+            config_file=str(cluster.kubeconfig), client_configuration=configuration
+        )
+        async with client.ApiClient(configuration) as api_client:
+            cache = caching.ClusterCache()
+            informers = cache.connect(api_client)
+            tasks = [asyncio.create_task(i.run()) for i in informers]
+            others = [i for i in informers if i.name not in ("nodes", "queues")]
+            await eventually(lambda: all(i.synced.is_set() for i in others), deadline=30.0)
+            if ready:
+                await eventually(cache.ready, deadline=30.0)
+            is_ready = cache.ready()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    assert (is_ready, cache.view().node_resources) == (ready, frozenset())
