@@ -161,7 +161,11 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
         for queue in _sorted_queues(session, set(job_heaps)):
             for _, _, job in sorted(job_heaps[queue]):
                 _admit_job(
-                    session, job, worksheets[job.key], gate_on=gate_on, allocatable=allocatable
+                    session,
+                    job,
+                    tasks=worksheets[job.key],
+                    gate_on=gate_on,
+                    allocatable=allocatable,
                 )
         return
     for entries in job_heaps.values():
@@ -177,7 +181,9 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
         _, _, job = heapq.heappop(jobs)
         version = session.version
         tasks = worksheets[job.key]
-        again = _allocate_job(session, job, tasks, gate_on=gate_on, admission_only=admission_only)
+        again = _allocate_job(
+            session, job, tasks=tasks, gate_on=gate_on, admission_only=admission_only
+        )
         if again and tasks:
             heapq.heappush(jobs, (session.job_key(job), next(counter), job))
         if session.version != version and heap:
@@ -192,8 +198,8 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
 def _admit_job(
     session: frameworks.Session,
     job: frameworks.Job,
-    tasks: list[frameworks.Task],
     *,
+    tasks: list[frameworks.Task],
     gate_on: bool,
     allocatable: Callable[[str, frameworks.Task], bool],
 ) -> None:
@@ -219,7 +225,7 @@ def _admit_job(
         elif not task.pod.opted_in:
             session.task_messages[task.key] = _not_opted_in(task)
     if reserved:
-        _settle_gang(session, job, reserved)
+        _settle_gang(session, job, reserved=reserved)
 
 
 def _not_opted_in(task: frameworks.Task) -> str:
@@ -231,7 +237,7 @@ def _not_opted_in(task: frameworks.Task) -> str:
 
 
 def _settle_gang(
-    session: frameworks.Session, job: frameworks.Job, reserved: list[frameworks.Task]
+    session: frameworks.Session, job: frameworks.Job, *, reserved: list[frameworks.Task]
 ) -> None:
     """Ungate a job's admitted tasks if, with its running and in-flight tasks, at least
     ``minMember`` fit; otherwise roll every admission of the job back."""
@@ -251,8 +257,8 @@ def _settle_gang(
 def _allocate_job(
     session: frameworks.Session,
     job: frameworks.Job,
-    tasks: list[frameworks.Task],
     *,
+    tasks: list[frameworks.Task],
     gate_on: bool,
     admission_only: bool,
 ) -> bool:
@@ -283,7 +289,7 @@ def _allocate_job(
         if session.job_ready(job):
             break
     if reserved:
-        _settle_gang(session, job, reserved)
+        _settle_gang(session, job, reserved=reserved)
     if not stmt.operations:
         return bool(reserved)
     if session.job_ready(job):
@@ -371,9 +377,9 @@ def _preemptor_tasks(session: frameworks.Session, job: frameworks.Job) -> list[f
 
 def _evict_for(
     session: frameworks.Session,
-    stmt: Statement,
     task: frameworks.Task,
     *,
+    stmt: Statement,
     nodes: list[frameworks.NodeState],
     candidates_on: Callable[[frameworks.NodeState], list[frameworks.Task]],
     choose: Callable[[frameworks.Task, list[frameworks.Task]], frameworks.Victims],
@@ -491,8 +497,8 @@ def reclaim(session: frameworks.Session) -> None:
                 continue
             if not _evict_for(
                 session,
-                stmt,
                 task,
+                stmt=stmt,
                 nodes=session.node_list,
                 candidates_on=functools.partial(_reclaimees, session, job),
                 choose=session.reclaimable,
@@ -549,8 +555,8 @@ def preempt(session: frameworks.Session) -> None:
                     continue
                 _evict_for(
                     session,
-                    stmt,
                     task,
+                    stmt=stmt,
                     nodes=_nodes_by_score(session, task),
                     candidates_on=functools.partial(_preemptees, job, same_job=False),
                     choose=session.preemptable,
@@ -569,8 +575,8 @@ def preempt(session: frameworks.Session) -> None:
                 stmt = Statement(session)
                 if not _evict_for(
                     session,
-                    stmt,
                     task,
+                    stmt=stmt,
                     nodes=_nodes_by_score(session, task),
                     candidates_on=functools.partial(_preemptees, job, same_job=True),
                     choose=session.preemptable,

@@ -639,26 +639,26 @@ class CapacityPlugin(frameworks.Plugin):
             for allocated, reserved, limit, target in attr.figures:
                 for i in dims:
                     if allocated[i] + reserved[i] > limit[i]:
-                        return self._refuse(task, target, attr, i, held=True)
+                        return self._refuse(task, target=target, leaf=attr, dim=i, held=True)
             return True
         for allocated, reserved, limit, target in attr.figures:
             for i in dims:
                 if allocated[i] + reserved[i] + req[i] > limit[i]:
-                    return self._refuse(task, target, attr, i, held=False)
+                    return self._refuse(task, target=target, leaf=attr, dim=i, held=False)
         return True
 
     def _refuse(
         self,
         task: frameworks.Task,
+        *,
         target: QueueAttr,
         leaf: QueueAttr,
-        i: int,
-        *,
+        dim: int,
         held: bool,
     ) -> bool:
-        req = task.resreq[i]
-        reserved = target.reserved[i] - (req if held else 0.0)
-        facts = (target.name, leaf.name, i, req, target.allocated[i], reserved)
+        req = task.resreq[dim]
+        reserved = target.reserved[dim] - (req if held else 0.0)
+        facts = (target.name, leaf.name, dim, req, target.allocated[dim], reserved)
         blocker = self._interned.get(facts)
         if blocker is None:
             # Pods refused by the same queue at the same figures share one record (and later
@@ -667,11 +667,11 @@ class CapacityPlugin(frameworks.Plugin):
                 kind="quota",
                 queue=target.name,
                 leaf=leaf.name,
-                dim=i,
+                dim=dim,
                 requested=req,
-                allocated=target.allocated[i],
+                allocated=target.allocated[dim],
                 reserved=reserved,
-                capability=target.real_capability[i],
+                capability=target.real_capability[dim],
             )
         self.blockers[task.key] = blocker
         return False
@@ -734,12 +734,14 @@ class CapacityPlugin(frameworks.Plugin):
         future = vectors.add(attr.allocated, total)
         if (
             vectors.first_exceeding(
-                future, attr.real_capability, vectors.requested_dims(total, self.dims)
+                future,
+                attr.real_capability,
+                req_dims=vectors.requested_dims(total, self.dims),
             )
             >= 0
         ):
             return False
-        if vectors.partly_within_zero_filtered(future, attr.deserved, total, self.dims):
+        if vectors.partly_within_zero_filtered(future, attr.deserved, req=total, dims=self.dims):
             return True
         if self.hierarchy and self.level > 0:
             for level in range(1, self.level + 1):
@@ -747,7 +749,10 @@ class CapacityPlugin(frameworks.Plugin):
                 if ancestor is None or ancestor.name == objects.ROOT_QUEUE:
                     continue
                 if vectors.partly_within_zero_filtered(
-                    vectors.add(ancestor.allocated, total), ancestor.deserved, total, self.dims
+                    vectors.add(ancestor.allocated, total),
+                    ancestor.deserved,
+                    req=total,
+                    dims=self.dims,
                 ):
                     return True
         return False
@@ -788,7 +793,7 @@ class CapacityPlugin(frameworks.Plugin):
                 ):
                     continue  # leaf-level contention-avoidance gate
             elif not vectors.greater_on_relevant(
-                alloc, attr.deserved, attr.deserved_keys, ee.resreq, dims
+                alloc, attr.deserved, deserved_keys=attr.deserved_keys, req=ee.resreq, dims=dims
             ):
                 continue
             checked: dict[str, vectors.Vec] = {}
@@ -806,7 +811,11 @@ class CapacityPlugin(frameworks.Plugin):
                     if not ee_names & vectors.names(ancestor.deserved):
                         continue
                     if not vectors.greater_on_relevant(
-                        a, ancestor.deserved, ancestor.deserved_keys, ee.resreq, dims
+                        a,
+                        ancestor.deserved,
+                        deserved_keys=ancestor.deserved_keys,
+                        req=ee.resreq,
+                        dims=dims,
                     ):
                         blocked = True
                         break

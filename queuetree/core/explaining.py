@@ -57,10 +57,9 @@ def explain(session: frameworks.Session, plugin: capacity.CapacityPlugin | None)
         if task.status != objects.TaskStatus.PENDING or key in admitted:
             continue
         pod = task.pod
-        job = task.job
         if session.admission_only and not pod.scheduling_gates and not pod.unschedulable:
             continue  # admitted (or never gated): kube-scheduler's to place, and it has not failed
-        reason = _reason(session, task, job, blockers, cache)
+        reason = _reason(session, task, blockers=blockers, cache=cache)
         if reason:
             reasons[key] = reason
     return reasons
@@ -69,11 +68,12 @@ def explain(session: frameworks.Session, plugin: capacity.CapacityPlugin | None)
 def _reason(
     session: frameworks.Session,
     task: frameworks.Task,
-    job: frameworks.Job,
+    *,
     blockers: dict[str, capacity.Blocker],
     cache: dict[int, str],
 ) -> str:
     pod = task.pod
+    job = task.job
     if pod.sch_gated and not pod.only_queue_gate:
         others = [g for g in pod.scheduling_gates if g != objects.QUEUE_ALLOCATION_GATE]
         return (

@@ -168,7 +168,7 @@ def less_equal_zero(left: Vec, right: Vec) -> bool:
     return all(le(x, y) for x, y in zip(left, right, strict=True))
 
 
-def first_exceeding(used: Vec, limit: Vec, req_dims: tuple[int, ...]) -> int:
+def first_exceeding(used: Vec, limit: Vec, *, req_dims: tuple[int, ...]) -> int:
     """``LessEqualWithDimensionAndResourcesName``: the first requested dimension where
     ``used > limit`` (strict, no tolerance), or -1 when every requested dimension fits."""
     for i in req_dims:
@@ -177,7 +177,7 @@ def first_exceeding(used: Vec, limit: Vec, req_dims: tuple[int, ...]) -> int:
     return -1
 
 
-def partly_within_zero_filtered(used: Vec, limit: Vec, req: Vec, dims: Dims) -> bool:
+def partly_within_zero_filtered(used: Vec, limit: Vec, *, req: Vec, dims: Dims) -> bool:
     """``LessEqualPartlyWithDimensionZeroFiltered(limit, req)``: on at least one requested
     dimension, skipping those where both sides are below EPS, ``used <= limit`` (tolerant)."""
     for i, value in enumerate(req):
@@ -191,7 +191,7 @@ def partly_within_zero_filtered(used: Vec, limit: Vec, req: Vec, dims: Dims) -> 
 
 
 def greater_on_relevant(
-    used: Vec, deserved: Vec, deserved_keys: frozenset[int], req: Vec, dims: Dims
+    used: Vec, deserved: Vec, *, deserved_keys: frozenset[int], req: Vec, dims: Dims
 ) -> bool:
     """``GreaterPartlyWithRelevantDimensions(deserved, req)``: cpu/memory count when the
     request needs them and deserved is at least EPS; a scalar counts when requested and a key of

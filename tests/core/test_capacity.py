@@ -44,7 +44,12 @@ RELEVANT = {
 def test_greater_on_relevant_dimensions_follows_the_documented_examples(
     used: vectors.Vec, deserved: vectors.Vec, keys: set[int], req: vectors.Vec, expected: bool
 ) -> None:
-    assert vectors.greater_on_relevant(used, deserved, frozenset(keys), req, DIMS) is expected
+    assert (
+        vectors.greater_on_relevant(
+            used, deserved, deserved_keys=frozenset(keys), req=req, dims=DIMS
+        )
+        is expected
+    )
 
 
 SHARES = {
@@ -84,7 +89,7 @@ FIRST_EXCEEDING = {
 def test_capacity_checks_are_strict_and_only_on_requested_dimensions(
     used: vectors.Vec, limit: vectors.Vec, dims: tuple[int, ...], expected: int
 ) -> None:
-    assert vectors.first_exceeding(used, limit, dims) == expected
+    assert vectors.first_exceeding(used, limit, req_dims=dims) == expected
 
 
 def _open(*objs: object, hierarchy: bool) -> capacity.CapacityPlugin:
