@@ -17,7 +17,9 @@ configuration, checking the serving certificate's subject alternative names. Thr
 
 Keys are ECDSA P-256 (fast to make; accepted by Go, OpenSSL and kubectl). The CA is valid for
 ten years, the serving certificate for one; both are renewed when less than a quarter of their
-lifetime remains, or when the serving certificate does not cover the Service's DNS names.
+lifetime remains, or when the serving certificate does not cover the Service's DNS names. A
+serving certificate is renewed with the same CA while the CA lasts, so the caBundle does not
+change and no replica serves a certificate kube-apiserver would not trust.
 """
 
 from __future__ import annotations
@@ -170,6 +172,24 @@ def issue_serving(
 def generate_bundle(*, service: str, namespace: str) -> Bundle:
     ca = generate_ca(common_name=f"queuetree-webhook-ca.{namespace}")
     return Bundle(ca, issue_serving(ca, dns_names=service_dns_names(service, namespace)))
+
+
+def ca_problem(ca: KeyPair, *, now: datetime.datetime | None = None) -> str | None:
+    """Why the CA itself must be replaced (unreadable, or within a quarter of its lifetime of
+    expiring), or None: a good CA keeps signing new serving certificates, so the caBundle of the
+    webhook configurations never changes while it lasts."""
+    now = now or _now()
+    try:
+        cert = x509.load_pem_x509_certificate(ca.cert_pem)
+        key = serialization.load_pem_private_key(ca.key_pem, password=None)
+    except ValueError as exc:
+        return f"unreadable CA certificate or key: {exc}"
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        return f"the CA key is {type(key).__name__}, not ECDSA"
+    lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
+    if cert.not_valid_after_utc - now < lifetime / 4:
+        return f"the CA expires at {cert.not_valid_after_utc.isoformat()}"
+    return None
 
 
 def renewal_reason(
@@ -339,8 +359,13 @@ class SecretSource:
             )
             if reason is None and bundle is not None:
                 return bundle.serving, bundle.ca_bundle
-            logger.info("Secret %s/%s: %s; generating", self.namespace, self.secret_name, reason)
-            fresh = generate_bundle(service=self.service_name, namespace=self.namespace)
+            logger.info("Secret %s/%s: %s; renewing", self.namespace, self.secret_name, reason)
+            if bundle is not None and ca_problem(bundle.ca) is None:
+                # Keep the CA: the caBundle stays valid for replicas still serving the old
+                # certificate until their next refresh.
+                fresh = Bundle(bundle.ca, issue_serving(bundle.ca, dns_names=dns_names))
+            else:
+                fresh = generate_bundle(service=self.service_name, namespace=self.namespace)
             if await self._write_secret(core, fresh, secret):
                 return fresh.serving, fresh.ca_bundle
             # Another replica wrote first (409): read theirs on the next attempt.

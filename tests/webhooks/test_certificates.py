@@ -173,3 +173,25 @@ def test_unreadable_files_name_the_file(tmp_path: pathlib.Path) -> None:
     source = certificates.FileSource(str(tmp_path / "missing.crt"), str(tmp_path / "k"))
     with pytest.raises(certificates.CertificateError, match=r"missing\.crt"):
         source.refresh(certificates.server_context())
+
+
+@pytest.mark.parametrize(
+    ("years_later", "garbage", "expected"),
+    [
+        pytest.param(0, False, None, id="fresh"),
+        pytest.param(8, False, "the CA expires at", id="last-quarter-of-its-life"),
+        pytest.param(0, True, "unreadable CA certificate or key", id="garbage"),
+    ],
+)
+def test_the_ca_is_kept_until_the_last_quarter_of_its_life(
+    years_later: int, garbage: bool, expected: str | None
+) -> None:
+    ca = certificates.generate_ca(common_name="test-ca")
+    if garbage:
+        ca = certificates.KeyPair(b"not a certificate", ca.key_pem)
+    now = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=365 * years_later)
+    problem = certificates.ca_problem(ca, now=now)
+    assert (problem is None, (problem or "").startswith(expected or "")) == (
+        expected is None,
+        True,
+    )

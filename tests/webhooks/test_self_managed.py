@@ -103,9 +103,9 @@ async def test_racing_replicas_agree_on_one_certificate_and_ca_bundle(
 
 async def _source_and_cluster_calls(
     cluster: harness.Cluster, *, manage: bool, service: str = "queuetree-webhook"
-) -> tuple[bool, str]:
-    """Refresh one source against ``cluster``; whether it loaded a pair, and the Secret's
-    serving certificate afterwards (base64)."""
+) -> tuple[bool, dict[str, str]]:
+    """Refresh one source against ``cluster``; whether it loaded a pair, and the Secret's data
+    afterwards (base64 values)."""
     from kubernetes_asyncio import client, config
 
     configuration_ = client.Configuration()
@@ -126,7 +126,8 @@ async def _source_and_cluster_calls(
     shown = await asyncio.to_thread(
         cluster.kubectl, "get", "secret", "certs", "-n", NAMESPACE, "-o", "json"
     )
-    return loaded, json.loads(shown.stdout)["data"]["tls.crt"]
+    data: dict[str, str] = json.loads(shown.stdout)["data"]
+    return loaded, data
 
 
 def secret_of(bundle: certificates.Bundle) -> dict[str, Any]:
@@ -160,8 +161,14 @@ async def test_a_secret_for_another_service_name_is_renewed_in_place(
             cluster.kubectl, "create", "-f", "-", input=yaml.safe_dump_all(manifests)
         )
         assert applied.returncode == 0, applied.stderr
-        loaded, served = await _source_and_cluster_calls(cluster, manage=True)
-    assert (loaded, served != secret_of(stale)["data"]["tls.crt"]) == (True, True)
+        loaded, data = await _source_and_cluster_calls(cluster, manage=True)
+    before = secret_of(stale)["data"]
+    # A new serving certificate from the same CA: the caBundle stays valid throughout.
+    assert (loaded, data["tls.crt"] != before["tls.crt"], data["ca.crt"] == before["ca.crt"]) == (
+        True,
+        True,
+        True,
+    )
 
 
 async def test_cert_manager_mode_reads_the_secret_and_writes_nothing(
@@ -178,9 +185,9 @@ async def test_cert_manager_mode_reads_the_secret_and_writes_nothing(
         )
         assert applied.returncode == 0, applied.stderr
         cluster.sim.clear_audit()
-        loaded, served = await _source_and_cluster_calls(cluster, manage=False)
+        loaded, data = await _source_and_cluster_calls(cluster, manage=False)
         verbs = {(r.verb, r.resource) for r in cluster.sim.audit()}
-    assert (loaded, served, verbs) == (
+    assert (loaded, data["tls.crt"], verbs) == (
         True,
         secret_of(written)["data"]["tls.crt"],
         {("get", "secrets")},
