@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final
@@ -118,22 +119,25 @@ class _Reader:
         """The value at ``parts`` below this one: None when absent, or when a parent has the
         wrong type (reported once, at the parent's path)."""
         value = self.value
-        walked = self._parts
-        for part in parts:
-            if value is not None:
-                if isinstance(part, int):
-                    if isinstance(value, list):
-                        value = value[part] if 0 <= part < len(value) else None
-                    else:
-                        self._sink.add(problems.field_path(*walked), "must be a list", value)
-                        value = None
-                elif isinstance(value, Mapping):
-                    value = value.get(part)
+        for index, part in enumerate(parts):
+            if value is None:
+                break
+            if type(value) is dict and type(part) is str:  # the common case, kept fast
+                value = value.get(part)
+            elif isinstance(part, int):
+                if isinstance(value, list):
+                    value = value[part] if 0 <= part < len(value) else None
                 else:
-                    self._sink.add(problems.field_path(*walked), "must be an object", value)
+                    where = problems.field_path(*self._parts, *parts[:index])
+                    self._sink.add(where, "must be a list", value)
                     value = None
-            walked = (*walked, part)
-        return _Reader(value, sink=self._sink, parts=walked)
+            elif isinstance(value, Mapping):
+                value = value.get(part)
+            else:
+                where = problems.field_path(*self._parts, *parts[:index])
+                self._sink.add(where, "must be an object", value)
+                value = None
+        return _Reader(value, sink=self._sink, parts=self._parts + parts)
 
     def entry(self, name: str) -> _Reader:
         """The value of map key ``name`` (path ``["name"]``)."""
@@ -210,29 +214,28 @@ class _Reader:
         if self.value is None:
             return None
         mapping = self.mapping()
-        complete = True
+        resource = None
+        if all(type(name) is str for name in mapping):
+            try:
+                resource = _resource_from_items(tuple(mapping.items()))
+            except (errors.QuantityError, TypeError):  # TypeError: an unhashable value (a list)
+                resource = None
+        if resource is not None and not _has_negative(resource):
+            return resource
+        # Slow path, for input with problems only: find every bad entry and name it.
         for name in mapping:
             if not isinstance(name, str):
                 self.fail("resource names must be strings", value=name)
-                complete = False
                 continue
             entry = self.entry(name)
             try:
                 alone = resources.Resource.from_resource_list({name: mapping[name]})
             except errors.QuantityError as error:
                 entry.fail(f"invalid quantity: {error.reason}", value=entry.value)
-                complete = False
                 continue
-            if (
-                alone.milli_cpu < 0
-                or alone.memory < 0
-                or any(amount < 0 for amount in (alone.scalars or {}).values())
-            ):  # the API server refuses negative requests and quotas alike
+            if _has_negative(alone):  # the API server refuses negative requests and quotas alike
                 entry.fail("must not be negative", value=entry.value)
-                complete = False
-        if not complete:
-            return None
-        return resources.Resource.from_resource_list(mapping, field=self.path)
+        return None
 
     def timestamp(self) -> datetime.datetime | None:
         """An RFC 3339 time (YAML may have decoded it already); None when absent."""
@@ -253,6 +256,21 @@ class _Reader:
         if parsed.tzinfo is None:  # YAML timestamps without a zone are UTC, as in Kubernetes
             parsed = parsed.replace(tzinfo=datetime.UTC)
         return parsed
+
+
+@functools.lru_cache(maxsize=4096)
+def _resource_from_items(items: tuple[tuple[str, str | int | float], ...]) -> resources.Resource:
+    """``Resource.from_resource_list`` of a map's items, cached: a cluster's pods and queues
+    repeat a few request shapes many times, and vectors are immutable, so sharing them is safe."""
+    return resources.Resource.from_resource_list(dict(items))
+
+
+def _has_negative(resource: resources.Resource) -> bool:
+    return (
+        resource.milli_cpu < 0
+        or resource.memory < 0
+        or any(amount < 0 for amount in (resource.scalars or {}).values())
+    )
 
 
 def _parse_bool(text: str) -> bool | None:
