@@ -16,7 +16,8 @@ Each cycle (:meth:`AdmissionCycle.run_once`):
 4. plans the queue controller's writes (states, marks, parents, status) and the explanations
    of pods that stay gated, and hands them to one background writer, so slow status writes
    never delay the next admission; while that writer is busy, later cycles skip these writes
-   and recompute them afresh (they are level-triggered: a diff against what the watches show);
+   and recompute them afresh (they are level-triggered: a diff against what the watches show).
+   Writes that only refresh a queue's figures go out at most every ``figures_interval``;
 5. records metrics.
 """
 
@@ -69,6 +70,7 @@ class AdmissionCycle:
         period: float = 1.0,
         debounce: float = 0.02,
         explanation_budget: int = 200,
+        figures_interval: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -82,6 +84,8 @@ class AdmissionCycle:
         self._period = period
         self._debounce = debounce
         self._explanation_budget = explanation_budget
+        self._figures_interval = figures_interval
+        self._figures_written: dict[str, float] = {}
         self._clock = clock
         self._wall_clock = wall_clock
         self._wakeup = asyncio.Event()
@@ -138,17 +142,18 @@ class AdmissionCycle:
             else:
                 self._cluster.forget_ungate(key)
         # 4. Level-triggered writes, in the background, one batch at a time.
-        writes = queue_status.plan_queue_writes(view, result)
-        explanations = explaining.plan_explanations(
-            view, result, self._cluster.explanations(), budget=self._explanation_budget
-        )
-        evictions = self._plan_evictions(view, result)
+        writes: list[queue_status.QueueWrite] = []
+        explanations: list[explaining.Explanation] = []
+        evictions: list[reclaiming.Eviction] = []
         if self._writer is None or self._writer.done():
+            writes = self._throttle(queue_status.plan_queue_writes(view, result))
+            explanations = explaining.plan_explanations(
+                view, result, self._cluster.explanations(), budget=self._explanation_budget
+            )
+            evictions = self._plan_evictions(view, result)
             self._writer = asyncio.create_task(
                 self._write(writes, explanations, evictions), name="queuetree cycle writer"
             )
-        else:
-            writes, explanations, evictions = [], [], []
         # 5. Metrics.
         if self._metrics is not None:
             self._metrics.record_queues(result.queues, count_gated(view.snapshot))
@@ -160,6 +165,24 @@ class AdmissionCycle:
             explanations=len(explanations),
             evictions=tuple(e.victim for e in evictions),
         )
+
+    def _throttle(self, writes: list[queue_status.QueueWrite]) -> list[queue_status.QueueWrite]:
+        """Drop writes that only refresh figures of a queue written less than
+        ``figures_interval`` ago: during a burst every cycle changes ``reserved`` and
+        ``allocated``, and a status write per queue per cycle would cost more than the
+        admissions themselves (kueue #8095). States, marks and warnings are never delayed."""
+        now = self._clock()
+        kept = []
+        for write in writes:
+            urgent = bool(write.meta or write.warning or "state" in write.status)
+            if not urgent and now - self._figures_written.get(write.name, -1e18) < (
+                self._figures_interval
+            ):
+                continue
+            if write.status:
+                self._figures_written[write.name] = now
+            kept.append(write)
+        return kept
 
     def _plan_evictions(
         self, view: state.StateView, result: decisions.SessionResult
