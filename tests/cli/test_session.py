@@ -392,3 +392,23 @@ def test_the_examples_print_the_json_that_docs_session_md_shows(
     # The wording of reasons belongs to the engine and may improve; which pods have one may not.
     assert sorted(output.pop("reasons")) == sorted(documented.pop("reasons"))
     assert output == documented
+
+
+def test_the_seed_configuration_decides_the_same_on_the_examples_with_two_warnings(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv, documented = documented_example()
+    monkeypatch.chdir(ROOT)
+    code, out, err = run([*argv, "--config", "examples/config/seed-example.conf"], capsys)
+    output = json.loads(out)
+    decisions_only = ("bind", "evict", "pipeline", "ungate", "podGroups", "errors", "ready")
+    assert (code, err) == (0, "")
+    assert {key: output[key] for key in decisions_only} == {
+        key: documented[key] for key in decisions_only
+    }
+    assert output["warnings"] == [
+        "examples/config/seed-example.conf: tiers[1].plugins[0]: plugin 'drf' is not "
+        "implemented by queuetree, ignored",
+        "examples/config/seed-example.conf: tiers[1].plugins[4]: plugin 'binpack' is not "
+        "implemented by queuetree, ignored",
+    ]
