@@ -216,6 +216,23 @@ class CertificateKeeper:
         self.loaded.set()
         return changed
 
+    async def first_load(self, stop: asyncio.Event) -> None:
+        """Load the first pair. Files fail at once (a wrong path is a configuration error);
+        a Secret is retried with backoff until it loads or ``stop`` is set, because the API
+        server may be briefly unreachable or, in cert-manager mode, the Secret not issued yet."""
+        backoff = 1.0
+        while not stop.is_set():
+            try:
+                await self.refresh()
+                return
+            except Exception as exc:
+                if self._files is not None:
+                    raise
+                logger.warning("certificate not loaded yet: %s; retrying in %.0fs", exc, backoff)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), backoff)
+                backoff = min(backoff * 2, 30.0)
+
     async def keep_current(self, metrics_: metrics.Metrics) -> None:
         while True:
             await asyncio.sleep(self._config.cert_check_interval)
@@ -250,7 +267,9 @@ async def serve(config: ServerConfig, *, stop: asyncio.Event | None = None) -> N
     async with client.ApiClient(configuration) as api_client:
         cache = caching.ClusterCache()
         keeper = CertificateKeeper(config, api_client)
-        await keeper.refresh()
+        await keeper.first_load(stop)
+        if stop.is_set():
+            return
         metrics_ = metrics.Metrics()
         metrics_.certificate_loads.inc()
         app = build_app(

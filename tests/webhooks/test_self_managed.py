@@ -200,3 +200,70 @@ async def test_cert_manager_mode_without_the_secret_names_it(tmp_path: pathlib.P
         pytest.raises(certificates.CertificateError, match="certs does not exist yet"),
     ):
         await _source_and_cluster_calls(cluster, manage=False)
+
+
+async def test_cert_manager_mode_waits_for_the_secret_to_be_issued(
+    tmp_path: pathlib.Path,
+) -> None:
+    import socket
+    import ssl
+    import time
+
+    import aiohttp
+
+    from queuetree.webhooks import server
+
+    issued = certificates.generate_bundle(service="queuetree-webhook", namespace=NAMESPACE)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    crds = pathlib.Path(__file__).parents[2] / "crds"
+    with harness.running(tmp_path) as cluster:
+        for name in ("scheduling.volcano.sh_queues.yaml", "scheduling.volcano.sh_podgroups.yaml"):
+            done = await asyncio.to_thread(cluster.kubectl, "apply", "-f", str(crds / name))
+            assert done.returncode == 0, done.stderr
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        created = await asyncio.to_thread(
+            cluster.kubectl, "create", "-f", "-", input=yaml.safe_dump(namespace)
+        )
+        assert created.returncode == 0, created.stderr
+        stop = asyncio.Event()
+        serving = asyncio.create_task(
+            server.serve(
+                server.ServerConfig(
+                    port=port,
+                    bind_address="127.0.0.1",
+                    cert_mode="cert-manager",
+                    namespace=NAMESPACE,
+                    secret_name="certs",
+                    kubeconfig=str(cluster.kubeconfig),
+                ),
+                stop=stop,
+            )
+        )
+        # cert-manager issues the Secret after the webhook started.
+        created = await asyncio.to_thread(
+            cluster.kubectl, "create", "-f", "-", input=yaml.safe_dump(secret_of(issued))
+        )
+        assert created.returncode == 0, created.stderr
+        trusted = ssl.create_default_context(cadata=issued.ca.cert_pem.decode())
+        trusted.hostname_checks_common_name = False
+        deadline, status = time.monotonic() + 30, 0
+        while status != 200 and time.monotonic() < deadline and not serving.done():
+            try:
+                async with (
+                    aiohttp.ClientSession() as session,
+                    session.get(
+                        f"https://127.0.0.1:{port}/readyz",
+                        ssl=trusted,
+                        server_hostname=f"queuetree-webhook.{NAMESPACE}.svc",
+                    ) as response,
+                ):
+                    status = response.status
+            except aiohttp.ClientError:
+                status = 0
+            if status != 200:
+                await asyncio.sleep(0.1)
+        stop.set()
+        await serving
+    assert status == 200
