@@ -93,6 +93,11 @@ class AdmissionCycle:
         self._evicting: set[str] = set()
         self._last_duration = 0.0
 
+    async def wait_writes(self) -> None:
+        """Wait until the background writes planned so far are done (tests, shutdown)."""
+        if self._writer is not None:
+            await asyncio.shield(self._writer)
+
     def wake(self) -> None:
         """Ask for a cycle soon; safe to call any number of times from handlers."""
         self._wakeup.set()

@@ -1,0 +1,107 @@
+"""The admission cycle with a fake core and a fake API: assume, offer, patch, explain."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from queuetree.core import decisions, objects
+from queuetree.operator import cycle, explaining, gating, state
+from tests.operator import fakes
+
+
+class FakeSession:
+    """Returns the decisions it is told to, and records the snapshots it saw."""
+
+    def __init__(self) -> None:
+        self.ungate: tuple[str, ...] = ()
+        self.reasons: dict[str, str] = {}
+        self.seen: list[objects.Snapshot] = []
+
+    def __call__(self, snapshot: objects.Snapshot) -> decisions.SessionResult:
+        self.seen.append(snapshot)
+        return decisions.SessionResult(
+            ready=True, ungate=self.ungate, reasons=MappingProxyType(dict(self.reasons))
+        )
+
+
+def make(
+    *, workers: int = 1
+) -> tuple[
+    state.ClusterState, fakes.FakeKube, gating.GateRemover, FakeSession, cycle.AdmissionCycle
+]:
+    cluster = state.ClusterState()
+    api = fakes.FakeKube()
+    remover = gating.GateRemover(cluster=cluster, api=api, workers=workers)
+    session = FakeSession()
+    admission = cycle.AdmissionCycle(
+        cluster=cluster, api=api, remover=remover, session=session, wall_clock=lambda: 0.0
+    )
+    return cluster, api, remover, session, admission
+
+
+async def test_nothing_is_decided_before_every_watch_has_listed() -> None:
+    cluster, _, _, session, admission = make()
+    cluster.upsert_pod(fakes.pod("a"))
+    assert (await admission.run_once(), session.seen) == (cycle.CycleReport(ran=False), [])
+
+
+async def test_an_admitted_pod_is_assumed_offered_patched_and_confirmed() -> None:
+    cluster, api, remover, session, admission = make()
+    cluster.upsert_pod(fakes.pod("a"))
+    cluster.mark_synced()
+    session.ungate = ("ns/a",)
+    report = await admission.run_once()
+    assert report.offered == ("ns/a",)
+    assert cluster.view().snapshot.pods["ns/a"].scheduling_gates == ()
+    remover.start()
+    try:
+        await fakes.wait_for(lambda: "pods/ns/a" in api.targets("patch"))
+    finally:
+        await remover.stop()
+    cluster.upsert_pod(fakes.pod("a", gates=()))
+    again = await admission.run_once()
+    assert (dict(cluster.view().assumed), again.offered) == ({}, ())
+
+
+async def test_a_full_gate_queue_forgets_the_assumption() -> None:
+    cluster, _, remover, session, admission = make(workers=1)
+    for index in range(gating.QUEUE_SLOTS_PER_WORKER):
+        assert remover.offer(f"ns/filler-{index}", decided_at=0.0)
+    cluster.upsert_pod(fakes.pod("a"))
+    cluster.mark_synced()
+    session.ungate = ("ns/a",)
+    report = await admission.run_once()
+    assert (report.offered, dict(cluster.view().assumed)) == ((), {})
+
+
+def annotations_written(api: fakes.FakeKube) -> list[object]:
+    return [call.body for call in api.calls if call.verb == "annotate"]
+
+
+def event_messages(api: fakes.FakeKube) -> list[str]:
+    return [
+        call.body["message"]
+        for call in api.calls
+        if call.target.startswith("events/") and call.body["involvedObject"]["kind"] == "Pod"
+    ]
+
+
+async def test_a_held_pod_is_explained_once_per_change_of_reason() -> None:
+    cluster, api, _, session, admission = make()
+    cluster.upsert_pod(fakes.pod("a"))
+    cluster.mark_synced()
+    key = explaining.REASON_ANNOTATION
+    for reason in ("queue team: cpu 2 > 1", "queue team: cpu 2 > 1", "queue dept: cpu 3 > 2"):
+        session.reasons = {"ns/a": reason}
+        await admission.run_once()
+        await admission.wait_writes()
+    cluster.upsert_pod(fakes.pod("a", gates=()))
+    session.reasons = {}
+    await admission.run_once()
+    await admission.wait_writes()
+    assert annotations_written(api) == [
+        {key: "queue team: cpu 2 > 1"},
+        {key: "queue dept: cpu 3 > 2"},
+        {key: None},
+    ]
+    assert event_messages(api) == ["queue team: cpu 2 > 1", "queue dept: cpu 3 > 2"]

@@ -1,0 +1,128 @@
+"""What the queue controller writes: only what changed, with the spec's states and marks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from queuetree.core import decisions, objects, resources
+from queuetree.operator import queue_status, state
+from tests.operator import fakes
+
+COUNTS = {"unknown": 0, "pending": 0, "running": 0, "inqueue": 0, "completed": 0}
+CPU2 = resources.Resource.from_resource_list({"cpu": "2"})
+ZERO = resources.Resource.from_resource_list({"cpu": "0"})
+
+
+def record(
+    name: str,
+    parent: str = "",
+    *,
+    status: dict[str, Any] | None = None,
+    mark: str | None = None,
+) -> state.QueueRecord:
+    annotations = {} if mark is None else {objects.CLOSED_BY_PARENT_ANNOTATION: mark}
+    queue = objects.Queue(name=name, parent=parent, annotations=annotations)
+    return state.QueueRecord(queue=queue, status=status if status is not None else {})
+
+
+def view_of(
+    records: Sequence[state.QueueRecord], pods: Sequence[objects.Pod] = ()
+) -> state.StateView:
+    cluster = state.ClusterState()
+    for item in records:
+        cluster.upsert_queue(item)
+    for pod in pods:
+        cluster.upsert_pod(pod)
+    cluster.mark_synced()
+    return cluster.view()
+
+
+def figures(allocated: resources.Resource) -> decisions.QueueFigures:
+    return decisions.QueueFigures(
+        allocated=allocated,
+        deserved=ZERO,
+        capability=resources.Resource.infinite(),
+        real_capability=resources.Resource.infinite(),
+        reserved=ZERO,
+    )
+
+
+OPEN_STATUS = {"state": "Open", **COUNTS}
+
+CASES: dict[
+    str, tuple[list[state.QueueRecord], list[objects.Pod], list[queue_status.QueueWrite]]
+] = {
+    "a fresh queue gets its parent defaulted and its status written": (
+        [record("root", status=OPEN_STATUS), record("team")],
+        [],
+        [
+            queue_status.QueueWrite(
+                name="team", status={"state": "Open", **COUNTS}, meta={"spec": {"parent": "root"}}
+            )
+        ],
+    ),
+    "nothing is written when nothing changed": (
+        [record("root", status=OPEN_STATUS), record("team", "root", status=OPEN_STATUS)],
+        [],
+        [],
+    ),
+    "a queue a person closed closes its children and marks them": (
+        [
+            record("root", status=OPEN_STATUS),
+            record("dept", "root", status={**OPEN_STATUS, "state": "Closed"}),
+            record("team", "dept", status={**OPEN_STATUS, "running": 1}),
+        ],
+        [fakes.pod("worker", gates=(), queue="team")],
+        [
+            queue_status.QueueWrite(
+                name="team",
+                status={"state": "Closing", "pending": 1, "running": 0},
+                meta={"metadata": {"annotations": {objects.CLOSED_BY_PARENT_ANNOTATION: "true"}}},
+            )
+        ],
+    ),
+    "reopening the parent unmarks and reopens the child": (
+        [
+            record("root", status=OPEN_STATUS),
+            record("dept", "root", status=OPEN_STATUS),
+            record("team", "dept", status={**OPEN_STATUS, "state": "Closed"}, mark="true"),
+        ],
+        [],
+        [
+            queue_status.QueueWrite(
+                name="team",
+                status={"state": "Open"},
+                meta={"metadata": {"annotations": {objects.CLOSED_BY_PARENT_ANNOTATION: "false"}}},
+            )
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize(("records", "pods", "expected"), list(CASES.values()), ids=list(CASES))
+def test_plan_queue_writes_writes_only_what_changed(
+    records: list[state.QueueRecord],
+    pods: list[objects.Pod],
+    expected: list[queue_status.QueueWrite],
+) -> None:
+    assert queue_status.plan_queue_writes(view_of(records, pods), None) == expected
+
+
+def test_figures_of_the_last_session_are_written_as_quantities() -> None:
+    view = view_of([record("root", status=OPEN_STATUS)])
+    result = decisions.SessionResult(ready=True, queues=MappingProxyType({"root": figures(CPU2)}))
+    assert queue_status.plan_queue_writes(view, result) == [
+        queue_status.QueueWrite(
+            name="root",
+            status={
+                "allocated": {"cpu": "2", "memory": "0"},
+                "reserved": {"cpu": "0", "memory": "0"},
+                "deserved": {"cpu": "0", "memory": "0"},
+                "realCapability": {},
+            },
+        )
+    ]
