@@ -12,6 +12,7 @@ Without ``--e2e`` the tests are skipped, as kopf's own suite does with its e2e t
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import re
@@ -111,3 +112,24 @@ def kube(cluster: support.Cluster) -> Iterator[support.Kube]:
         yield kube
     finally:
         kube.cleanup()
+
+
+@pytest.fixture(scope="session")
+def slot_node(cluster: support.Cluster) -> str:
+    """A node that advertises two of :data:`support.SLOT` (an extended resource, patched into
+    its status as Kubernetes documents for extended resources), so reclaim tests can fill it."""
+    nodes = cluster.client.items("nodes")
+    usable = [
+        n
+        for n in nodes
+        if not any(
+            t.get("effect") == "NoExecute" for t in (n.get("spec") or {}).get("taints") or []
+        )
+    ]
+    name = str((usable or nodes)[0]["metadata"]["name"])
+    patch = {"status": {"capacity": {support.SLOT: "2"}, "allocatable": {support.SLOT: "2"}}}
+    patched = cluster.client.run(
+        "patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(patch)
+    )
+    assert patched.ok, patched.describe()
+    return name
