@@ -87,7 +87,11 @@ def _reason(
             "kube-scheduler found no node for the pod (Unschedulable) although its queue "
             "admitted it"
         )
-        if task.key in session.task_messages:
+        blocker = blockers.get(task.key)
+        if blocker is not None and blocker.kind in ("state", "broken", "not-leaf"):
+            # The queue itself refused (closed, cut off): say so rather than why reclaim failed.
+            text += "; reclaim cannot help: " + explain_blocker(blocker, session.dims)
+        elif task.key in session.task_messages:
             text += "; reclaim cannot help: " + session.task_messages[task.key]
         return text
     if task.key in session.task_messages:

@@ -462,6 +462,16 @@ RECLAIM_REASONS = {
 }
 
 
+RECLAIM_REASONS["a Closed queue does not reclaim"] = (
+    b.queue("owner").deserved(cpu="1").state(objects.QueueState.CLOSED),
+    {
+        "ns/claim": "kube-scheduler found no node for the pod (Unschedulable) although its "
+        "queue admitted it; reclaim cannot help: queue 'owner' is Closed: only Open queues "
+        "admit pods"
+    },
+)
+
+
 @pytest.mark.parametrize(("owner", "reasons"), RECLAIM_REASONS.values(), ids=RECLAIM_REASONS.keys())
 def test_an_unschedulable_pod_that_reclaim_cannot_help_is_explained(
     owner: b.QueueBuilder, reasons: dict[str, str]
