@@ -612,7 +612,7 @@ def validate_quota_in_tree(queue: objects.Queue, *, tree: QueueTree) -> list[Fie
         )
     children = [tree.queues[name] for name in tree.children_of(queue.name) if name in tree.queues]
     if children:
-        problems += _validate_subtree_capability(queue, children, tree)
+        problems += _validate_subtree_capability(queue, children, tree=tree)
         problems += _validate_sums(queue, children, child=False)
     return problems
 
@@ -682,7 +682,7 @@ def _validate_sums(
 
 
 def _validate_subtree_capability(
-    queue: objects.Queue, children: list[objects.Queue], tree: QueueTree
+    queue: objects.Queue, children: list[objects.Queue], *, tree: QueueTree
 ) -> list[FieldError]:
     if queue.capability is None:
         return []
@@ -692,7 +692,7 @@ def _validate_subtree_capability(
         widest: resources.Amount = 0
         holder = ""
         for child in children:
-            found, who = _subtree_max_capability(child, name, tree, seen={queue.name})
+            found, who = _subtree_max_capability(child, name, tree=tree, seen={queue.name})
             if found > widest:
                 widest, holder = found, who
         if value < widest:
@@ -711,7 +711,7 @@ def _validate_subtree_capability(
 
 
 def _subtree_max_capability(
-    queue: objects.Queue, name: str, tree: QueueTree, *, seen: set[str]
+    queue: objects.Queue, name: str, *, tree: QueueTree, seen: set[str]
 ) -> tuple[resources.Amount, str]:
     """The queue's own capability of ``name`` when positive, else the largest in its children's
     subtrees (0 when nobody caps it). Cycles are cut."""
@@ -724,7 +724,7 @@ def _subtree_max_capability(
         child = tree.queues.get(child_name)
         if child is None or child_name in seen:
             continue
-        found = _subtree_max_capability(child, name, tree, seen=seen)
+        found = _subtree_max_capability(child, name, tree=tree, seen=seen)
         if found[0] > best[0]:
             best = found
     return best
@@ -756,7 +756,7 @@ def validate_tree(tree: QueueTree, *, max_depth: int) -> dict[str, list[FieldErr
             found += _validate_against_ancestors(queue, tree)
         children = [tree.queues[c] for c in tree.children_of(name) if c in tree.queues]
         if children and name != objects.ROOT_QUEUE:
-            found += _validate_subtree_capability(queue, children, tree)
+            found += _validate_subtree_capability(queue, children, tree=tree)
             found += _validate_sums(queue, children, child=False)
         if found:
             problems[name] = found

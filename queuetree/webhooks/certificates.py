@@ -379,7 +379,7 @@ class SecretSource:
         )
         if status == 404:
             return None
-        _check(status, secret, f"reading Secret {self.namespace}/{self.secret_name}")
+        _check(status, secret, doing=f"reading Secret {self.namespace}/{self.secret_name}")
         return secret
 
     async def _write_secret(
@@ -416,7 +416,7 @@ class SecretSource:
         status, answer = await _call(call)
         if status == 409:
             return False
-        _check(status, answer, f"writing Secret {self.namespace}/{self.secret_name}")
+        _check(status, answer, doing=f"writing Secret {self.namespace}/{self.secret_name}")
         return True
 
     async def inject_ca_bundle(self, ca_bundle: str) -> None:
@@ -445,7 +445,7 @@ class SecretSource:
             if status == 404:
                 logger.warning("webhook configuration %s not found; caBundle not set", name)
                 continue
-            _check(status, config, f"reading webhook configuration {name}")
+            _check(status, config, doing=f"reading webhook configuration {name}")
             operations = []
             for index, webhook in enumerate(config.get("webhooks") or []):
                 client_config = webhook.get("clientConfig") or {}
@@ -459,7 +459,7 @@ class SecretSource:
                     )
             if operations:
                 status, answer = await _call(patch(name, operations, _preload_content=False))
-                _check(status, answer, f"patching the caBundle of {name}")
+                _check(status, answer, doing=f"patching the caBundle of {name}")
                 logger.info("caBundle written into %d webhooks of %s", len(operations), name)
 
 
@@ -478,7 +478,7 @@ async def _call(request: Any) -> tuple[int, dict[str, Any]]:
     return response.status, body if isinstance(body, dict) else {}
 
 
-def _check(status: int, body: dict[str, Any], doing: str) -> None:
+def _check(status: int, body: dict[str, Any], *, doing: str) -> None:
     if not 200 <= status < 300:
         raise CertificateError(f"{doing}: HTTP {status}: {body.get('message', body)}")
 

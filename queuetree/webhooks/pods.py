@@ -34,6 +34,7 @@ GATE = objects.QUEUE_ALLOCATION_GATE
 
 def mutate(
     request: admission.Request,
+    *,
     view: views.ClusterView,
     settings: settings_.ReviewSettings,
 ) -> verdicts.Verdict:
@@ -146,6 +147,7 @@ def resolve_queue(
 
 def validate(
     request: admission.Request,
+    *,
     view: views.ClusterView,
     settings: settings_.ReviewSettings,
 ) -> verdicts.Verdict:

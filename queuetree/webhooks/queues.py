@@ -21,6 +21,7 @@ PATH_PREFIX = "requestBody."
 
 def validate(
     request: admission.Request,
+    *,
     view: views.ClusterView,
     settings: settings_.ReviewSettings,
 ) -> verdicts.Verdict:
@@ -84,6 +85,7 @@ def validate(
 
 def mutate(
     request: admission.Request,
+    *,
     view: views.ClusterView,
     settings: settings_.ReviewSettings,
 ) -> verdicts.Verdict:
@@ -159,7 +161,9 @@ def read_fields(
     problems: list[validation.FieldError] = []
     metadata = _mapping(queue.get("metadata"))
     spec = _mapping(queue.get("spec"))
-    guarantee = _object_at(_mapping(spec.get("guarantee")), "resource", "spec.guarantee", problems)
+    guarantee = _object_at(
+        _mapping(spec.get("guarantee")), "resource", path="spec.guarantee", problems=problems
+    )
     state = _mapping(queue.get("status")).get("state", "")
     if not isinstance(state, str):
         problems.append(
@@ -168,12 +172,12 @@ def read_fields(
             )
         )
         state = ""
-    annotations = _object_at(metadata, "annotations", "metadata", problems)
+    annotations = _object_at(metadata, "annotations", path="metadata", problems=problems)
     written_name = metadata.get("name")
     fields = validation.QueueFields(
         name=written_name if isinstance(written_name, str) and written_name else name,
-        capability=_object_at(spec, "capability", "spec", problems),
-        deserved=_object_at(spec, "deserved", "spec", problems),
+        capability=_object_at(spec, "capability", path="spec", problems=problems),
+        deserved=_object_at(spec, "deserved", path="spec", problems=problems),
         guarantee=guarantee,
         state=state,
         annotations=MappingProxyType({k: v for k, v in annotations.items() if isinstance(v, str)}),
@@ -182,7 +186,7 @@ def read_fields(
 
 
 def _object_at(
-    parent: Mapping[str, Any], key: str, path: str, problems: list[validation.FieldError]
+    parent: Mapping[str, Any], key: str, *, path: str, problems: list[validation.FieldError]
 ) -> Mapping[str, Any]:
     value = parent.get(key)
     if value is None:

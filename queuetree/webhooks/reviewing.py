@@ -14,16 +14,26 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
+from typing import Protocol
 
 from queuetree.api import admission
 from queuetree.webhooks import pods, queues, verdicts, views
 from queuetree.webhooks import settings as settings_
 
-ReviewFn = Callable[
-    [admission.Request, views.ClusterView, settings_.ReviewSettings], verdicts.Verdict
-]
+
+class ReviewFn(Protocol):
+    """An endpoint's decision: the checked request, the cluster, the settings -> a verdict."""
+
+    def __call__(
+        self,
+        request: admission.Request,
+        *,
+        view: views.ClusterView,
+        settings: settings_.ReviewSettings,
+    ) -> verdicts.Verdict: ...
+
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 """Largest request body read (3 MiB: kube-apiserver's own limit on an object is 3 MiB, so a
@@ -148,28 +158,26 @@ def review(
     endpoint = ENDPOINTS.get(path)
     if endpoint is None:
         known = ", ".join(ENDPOINTS)
-        return bad_request(404, "NotFound", f"no webhook at {path!r} (served: {known})")
+        return bad_request(404, f"no webhook at {path!r} (served: {known})", reason="NotFound")
     if len(body) > MAX_BODY_BYTES:
         return bad_request(
             413,
-            "RequestEntityTooLarge",
             f"the request body has {len(body)} bytes, more than the limit of {MAX_BODY_BYTES}",
+            reason="RequestEntityTooLarge",
         )
     try:
         decoded = json.loads(body)
     except (ValueError, RecursionError) as exc:
         # ValueError covers malformed JSON, invalid UTF-8 and over-long integers;
         # RecursionError a body nested deeper than the decoder's stack.
-        return bad_request(400, "BadRequest", f"the request body is not valid JSON: {exc}")
+        return bad_request(400, f"the request body is not valid JSON: {exc}")
     depth = nesting_depth(decoded, limit=MAX_DEPTH)
     if depth > MAX_DEPTH:
-        return bad_request(
-            400, "BadRequest", f"the request body is nested deeper than {MAX_DEPTH} levels"
-        )
+        return bad_request(400, f"the request body is nested deeper than {MAX_DEPTH} levels")
     try:
         request = admission.read_request(decoded)
     except admission.ReviewError as exc:
-        return bad_request(400, "BadRequest", f"not a usable AdmissionReview: {exc}")
+        return bad_request(400, f"not a usable AdmissionReview: {exc}")
     if request.resource != endpoint.resource or request.sub_resource:
         resource = f"{request.resource}" + (
             f"/{request.sub_resource}" if request.sub_resource else ""
@@ -180,7 +188,7 @@ def review(
             "check the rules of the webhook configuration",
         )
     try:
-        verdict = endpoint.fn(request, view, settings)
+        verdict = endpoint.fn(request, view=view, settings=settings)
     except Exception as exc:  # a bug must still get an answer, never a dropped connection
         return Answer(
             200,
@@ -215,7 +223,7 @@ def _rejected(uid: str, message: str) -> Answer:
     return Answer(200, admission.encode(review_), Outcome.REJECTED)
 
 
-def bad_request(status: int, reason: str, message: str) -> Answer:
+def bad_request(status: int, message: str, *, reason: str = "BadRequest") -> Answer:
     """An HTTP error answer with a ``metav1.Status`` body (not an AdmissionReview: there is no
     request uid to answer to)."""
     body = {

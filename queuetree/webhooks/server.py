@@ -141,7 +141,9 @@ async def handle_review(request: web.Request) -> web.Response:
             body = await request.read()
     except TimeoutError:
         answer = reviewing.bad_request(
-            408, "Timeout", f"the request body did not arrive within {BODY_READ_TIMEOUT:g}s"
+            408,
+            f"the request body did not arrive within {BODY_READ_TIMEOUT:g}s",
+            reason="Timeout",
         )
         return web.Response(status=answer.status, body=answer.body, content_type="application/json")
     answer = reviewing.review(request.path, body, view=app[SOURCE].view(), settings=app[SETTINGS])

@@ -275,7 +275,7 @@ def test_a_missing_queue_is_reported_for_the_server_to_retry() -> None:
     request = admission.read_request(
         review("CREATE", pod(annotations={**OPT_IN, QUEUE_NAME: "new"}), resource=PODS)
     )
-    verdict = pods.validate(request, cluster(*TREE), settings.ReviewSettings())
+    verdict = pods.validate(request, view=cluster(*TREE), settings=settings.ReviewSettings())
     assert verdict.missing == ("new",)
 
 
@@ -297,5 +297,5 @@ def test_a_namespace_missing_from_the_cache_is_reported_for_the_server_to_wait(
         review("CREATE", pod(namespace="ml", annotations=annotations), resource=PODS)
     )
     review_fn = pods.mutate if path == "/pods/mutate" else pods.validate
-    verdict = review_fn(request, cluster(*TREE), settings.ReviewSettings())
+    verdict = review_fn(request, view=cluster(*TREE), settings=settings.ReviewSettings())
     assert verdict.missing_namespaces == expected

@@ -216,7 +216,7 @@ def test_bad_input_gets_a_clear_answer(path: str, body: bytes, expected: dict[st
 def test_a_bug_in_a_review_function_is_a_denial_with_code_500(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def broken(*_: object) -> None:
+    def broken(*_: object, **__: object) -> None:
         raise ZeroDivisionError("boom")
 
     endpoint = reviewing.ENDPOINTS["/queues/mutate"]
