@@ -548,12 +548,16 @@ def _pod_priority(
     root: _Reader,
     meta: _Metadata,
     *,
-    priority_classes: Mapping[str, objects.PriorityClass],
+    priority_classes: Mapping[str, objects.PriorityClass] | None,
     on_warning: WarningFn | None,
     document: str,
 ) -> int:
     """``volcano.sh/task-priority`` > ``spec.priority`` > ``spec.priorityClassName`` > the global
     default PriorityClass (the lowest-valued one if several, as Kubernetes' admission picks) > 1.
+
+    ``priority_classes`` None means the classes are not known (a pod read from a cluster, whose
+    API server has already resolved ``spec.priority``): a class name alone then gives the default
+    with a warning instead of an error.
     """
     annotation = meta.annotations.get(objects.TASK_PRIORITY_ANNOTATION)
     if annotation is not None:
@@ -575,13 +579,20 @@ def _pod_priority(
         return priority.integer(DEFAULT_TASK_PRIORITY)
     class_reader = spec.at("priorityClassName")
     class_name = class_reader.string()
-    if class_name:
+    if class_name and priority_classes is None:
+        if on_warning is not None:
+            on_warning(
+                f"{document}: spec.priorityClassName: {class_name!r} cannot be resolved here and "
+                f"spec.priority is not set; using priority {DEFAULT_TASK_PRIORITY}"
+            )
+        return DEFAULT_TASK_PRIORITY
+    if class_name and priority_classes is not None:
         priority_class = priority_classes.get(class_name)
         if priority_class is None:  # the API server's Priority admission rejects such a pod
             class_reader.fail("no PriorityClass with this name was given", value=class_name)
             return DEFAULT_TASK_PRIORITY
         return priority_class.value
-    defaults = [pc for pc in priority_classes.values() if pc.global_default]
+    defaults = [pc for pc in (priority_classes or {}).values() if pc.global_default]
     if defaults:
         return min(defaults, key=lambda pc: (pc.value, pc.name)).value
     return DEFAULT_TASK_PRIORITY
@@ -601,7 +612,7 @@ def parse_pod(
     manifest: RawManifest,
     *,
     origin: str = "",
-    priority_classes: Mapping[str, objects.PriorityClass] = MappingProxyType({}),
+    priority_classes: Mapping[str, objects.PriorityClass] | None = None,
     on_warning: WarningFn | None = None,
 ) -> objects.Pod:
     """A ``v1`` Pod as a scheduling task.
@@ -610,8 +621,10 @@ def parse_pod(
     the pod's own key (its single-pod group, see :func:`pod_group_for_lone_pod`). Status by
     :func:`task_status` (``status.phase`` absent is Pending, as for a manifest never applied);
     requests by :func:`_pod_requests`; priority by :func:`_pod_priority` with
-    ``priority_classes`` (a ``priorityClassName`` that is not among them is an error, as the API
-    server's admission would reject the pod); ``unschedulable`` from the condition
+    ``priority_classes``: given (as from files), a ``priorityClassName`` that is not among them is
+    an error, as the API server's admission would reject the pod; None (as from a cluster, where
+    ``spec.priority`` is always resolved), an unresolvable name is a warning and priority 1.
+    ``unschedulable`` from the condition
     PodScheduled=False with reason Unschedulable. Raises :class:`ManifestError`.
     """
     root, sink, meta = _start(manifest, kind="Pod", origin=origin, namespaced=True)

@@ -241,45 +241,63 @@ CLASSES = {
     "everyday": objects.PriorityClass(name="everyday", value=10, global_default=True),
     "also-default": objects.PriorityClass(name="also-default", value=20, global_default=True),
 }
-PRIORITIES = {
+PRIORITIES: dict[str, tuple[dict[str, str], dict[str, Any], Any, int, list[str]]] = {
     "the task-priority annotation wins over everything": (
         {"volcano.sh/task-priority": "42"},
         {"priority": 7, "priorityClassName": "high"},
         CLASSES,
         42,
+        [],
     ),
     "spec.priority wins over the class name": (
         {},
         {"priority": 7, "priorityClassName": "high"},
         CLASSES,
         7,
+        [],
     ),
-    "the class name is looked up": ({}, {"priorityClassName": "high"}, CLASSES, 1000),
-    "the lowest global default applies when nothing is set": ({}, {}, CLASSES, 10),
-    "without classes the task priority is 1": ({}, {}, {}, 1),
+    "the class name is looked up": ({}, {"priorityClassName": "high"}, CLASSES, 1000, []),
+    "the lowest global default applies when nothing is set": ({}, {}, CLASSES, 10, []),
+    "without classes the task priority is 1": ({}, {}, {}, 1, []),
     "an unparsable annotation is ignored": (
         {"volcano.sh/task-priority": "high"},
         {"priority": 7},
         {},
         7,
+        [
+            'Pod ns1/p1: metadata.annotations["volcano.sh/task-priority"]: not a 32-bit '
+            'integer, ignored (got "high")'
+        ],
+    ),
+    "a class name that cannot be resolved (classes unknown, as in a cluster) gives 1": (
+        {},
+        {"priorityClassName": "high"},
+        None,
+        1,
+        [
+            "Pod ns1/p1: spec.priorityClassName: 'high' cannot be resolved here and "
+            "spec.priority is not set; using priority 1"
+        ],
     ),
 }
 
 
 @pytest.mark.parametrize(
-    ("annotations", "spec", "classes", "expected"), PRIORITIES.values(), ids=PRIORITIES.keys()
+    ("annotations", "spec", "classes", "expected", "warned"),
+    PRIORITIES.values(),
+    ids=PRIORITIES.keys(),
 )
 def test_the_task_priority_follows_annotation_spec_class_default(
     annotations: dict[str, str],
     spec: dict[str, Any],
-    classes: dict[str, objects.PriorityClass],
+    classes: dict[str, objects.PriorityClass] | None,
     expected: int,
+    warned: list[str],
 ) -> None:
     warnings: list[str] = []
     manifest = pod_manifest(annotations=annotations, spec={"containers": [container()], **spec})
     pod = manifests.parse_pod(manifest, priority_classes=classes, on_warning=warnings.append)
-    assert pod.priority == expected
-    assert bool(warnings) == (annotations.get("volcano.sh/task-priority") == "high")
+    assert (pod.priority, warnings) == (expected, warned)
 
 
 PREEMPTABLE = {
@@ -344,7 +362,7 @@ def test_a_bad_pod_is_refused_naming_each_field(
     manifest: dict[str, Any], expected: list[str]
 ) -> None:
     with pytest.raises(manifests.ManifestError) as caught:
-        manifests.parse_pod(manifest, origin="pods.yaml#1")
+        manifests.parse_pod(manifest, origin="pods.yaml#1", priority_classes={})
     messages = [str(problem) for problem in caught.value.problems]
     prefix = "pods.yaml#1: Pod ns1/p1: "
     assert [m.startswith(prefix) for m in messages] == [True] * len(expected), messages
