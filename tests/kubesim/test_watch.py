@@ -397,3 +397,33 @@ async def test_send_initial_events_ends_with_an_annotated_bookmark(
         "BOOKMARK",
         {"k8s.io/initial-events-end": "true"},
     )
+
+
+async def test_concurrent_writes_reach_a_watcher_in_rv_order_exactly_as_written(
+    kubesim: harness.Cluster, session: Watcher
+) -> None:
+    names = [f"c{i}" for i in range(10)]
+    for name in names:
+        await create(kubesim, name)
+    listed = (await call(kubesim, "GET", CONFIGMAPS)).body["metadata"]["resourceVersion"]
+    stream = await open_watch(session, kubesim, CONFIGMAPS, resourceVersion=listed)
+
+    async def bump(name: str, n: int) -> dict:
+        answer = await call(
+            kubesim,
+            "PATCH",
+            f"{CONFIGMAPS}/{name}",
+            {"data": {"n": str(n)}},
+            content_type="application/merge-patch+json",
+        )
+        assert answer.status == 200
+        return answer.body  # type: ignore[no-any-return]
+
+    written = await asyncio.gather(*(bump(name, n) for n in range(10) for name in names))
+    events = [await stream.next() for _ in written]
+
+    def rv(obj: dict) -> int:
+        return int(obj["metadata"]["resourceVersion"])
+
+    # Every write's answer arrives once, in RV order, as the very object the write returned.
+    assert [e["object"] for e in events] == sorted(written, key=rv)
