@@ -69,22 +69,30 @@ class ServerConfig:
     """Everything ``queuetree webhook`` was asked to do (its flags, see docs/webhook.md)."""
 
     settings: settings_.ReviewSettings = dataclasses.field(default_factory=settings_.ReviewSettings)
+    """The review rules (``--max-queue-depth``, ``--enable-*``, ``--feature-gates``)."""
     port: int = 9443
+    """HTTPS port; the Service maps 443 to it."""
     bind_address: str = "0.0.0.0"
     metrics_port: int = 0
-    """0: /metrics, /healthz and /readyz only on the HTTPS port."""
+    """A plain-HTTP port for /metrics, /healthz and /readyz; 0: only on the HTTPS port."""
     tls_min_version: str = "VersionTLS12"
+    """``VersionTLS12`` or ``VersionTLS13`` (Kubernetes' spelling of ``--tls-min-version``)."""
     cert_mode: str = "files"
-    """``files``, ``self-managed`` or ``cert-manager``."""
+    """``files``, ``self-managed`` or ``cert-manager`` (see ``certificates``)."""
     tls_cert_file: str | None = None
     tls_private_key_file: str | None = None
     cert_check_interval: float = 10.0
+    """Seconds between checks for rotated files or a renewed Secret: short enough that a
+    rotation is served well before the old certificate expires, rare enough to cost nothing."""
     secret_name: str = "queuetree-webhook-certs"
     service_name: str = "queuetree-webhook"
+    """The Service kube-apiserver calls; the serving certificate's SANs are its DNS names."""
     namespace: str = "queuetree-system"
+    """Namespace of the Secret and the Service."""
     mutating_webhook_config_name: str = "queuetree-mutating-webhook"
     validating_webhook_config_name: str = "queuetree-validating-webhook"
     kubeconfig: str | None = None
+    """None: in-cluster configuration, else ``$KUBECONFIG`` or ``~/.kube/config``."""
     cache_wait: float = 1.0
     """Seconds a review waits for a queue or namespace missing from the cache (cache lag)."""
 
