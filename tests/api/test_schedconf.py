@@ -277,6 +277,20 @@ ERRORS = {
             "in another spelling) (got false)"
         ],
     ),
+    "a list instead of an object": (
+        "- actions: allocate\n",
+        [
+            "s.conf: the configuration must be an object with actions and tiers "
+            '(got [{"actions": "allocate"}])'
+        ],
+    ),
+    "a ConfigMap without the configuration": (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {other.conf: x}\n",
+        [
+            's.conf: data["volcano-scheduler.conf"]: a ConfigMap must hold the configuration '
+            "as a string (got null)"
+        ],
+    ),
     "YAML that does not parse": (
         "actions: [allocate\n",
         ["s.conf: invalid YAML at line 2, column 1: expected ',' or ']', but got '<stream end>'"],
