@@ -211,6 +211,9 @@ def _build_session(
     gate_on = feature_gates.get(objects.FEATURE_SCHEDULING_GATES_QUEUE_ADMISSION, False)
     in_flight: dict[str, int] = {}
     unschedulable: dict[str, frameworks.Job] = {}
+    # Locals: the loop below runs once per pod.
+    task_type = frameworks.Task
+    pending = objects.TaskStatus.PENDING
     for key, pod in snapshot.pods.items():
         job = jobs.get(pod.group)
         if job is None:
@@ -241,7 +244,7 @@ def _build_session(
             if any(x > y for x, y in zip(init, resreq, strict=True)):
                 init_resreq = [max(x, y) for x, y in zip(init, resreq, strict=True)]
         # Positional: this runs once per pod (field order of frameworks.Task).
-        task = frameworks.Task(
+        task = task_type(
             pod,
             key,
             job,
@@ -260,7 +263,7 @@ def _build_session(
             state = nodes.get(pod.node_name)
             if state is not None and pod.status in OCCUPYING:
                 state.add(task)
-        if not pod.scheduling_gates and pod.status is objects.TaskStatus.PENDING:
+        if not pod.scheduling_gates and pod.status is pending:
             if gate_on and pod.opted_in:
                 in_flight[job.key] = in_flight.get(job.key, 0) + 1
             if pod.unschedulable:
