@@ -86,7 +86,7 @@ class _Sink:
     document: str
     found: list[problems.Problem] = dataclasses.field(default_factory=list)
 
-    def add(self, path: str, message: str, value: object = problems.NO_VALUE) -> None:
+    def add(self, path: str, message: str, *, value: object = problems.NO_VALUE) -> None:
         problem = problems.Problem(
             message=message, document=self.document, origin=self.origin, field=path, value=value
         )
@@ -113,7 +113,7 @@ class _Reader:
         return problems.field_path(*self._parts)
 
     def fail(self, message: str, *, value: object = problems.NO_VALUE) -> None:
-        self._sink.add(self.path, message, value)
+        self._sink.add(self.path, message, value=value)
 
     def at(self, *parts: str | int) -> _Reader:
         """The value at ``parts`` below this one: None when absent, or when a parent has the
@@ -129,13 +129,13 @@ class _Reader:
                     value = value[part] if 0 <= part < len(value) else None
                 else:
                     where = problems.field_path(*self._parts, *parts[:index])
-                    self._sink.add(where, "must be a list", value)
+                    self._sink.add(where, "must be a list", value=value)
                     value = None
             elif isinstance(value, Mapping):
                 value = value.get(part)
             else:
                 where = problems.field_path(*self._parts, *parts[:index])
-                self._sink.add(where, "must be an object", value)
+                self._sink.add(where, "must be an object", value=value)
                 value = None
         return _Reader(value, sink=self._sink, parts=self._parts + parts)
 

@@ -135,7 +135,7 @@ class _ConfigReader:
         self.dropped: set[str] = set()
         """Names of plugins read but not implemented (still checked for conflicts)."""
 
-    def fail(self, path: str, message: str, value: object = problems.NO_VALUE) -> None:
+    def fail(self, path: str, message: str, *, value: object = problems.NO_VALUE) -> None:
         self.found.append(
             problems.Problem(message=message, origin=self.source, field=path, value=value)
         )
@@ -146,7 +146,9 @@ class _ConfigReader:
 
     def read(self, document: object) -> configs.SchedulerConfiguration:
         if not isinstance(document, Mapping):
-            self.fail("", "the configuration must be an object with actions and tiers", document)
+            self.fail(
+                "", "the configuration must be an object with actions and tiers", value=document
+            )
             return configs.SchedulerConfiguration()
         for name in document:
             if name in IGNORED_SECTIONS:
@@ -160,7 +162,7 @@ class _ConfigReader:
         if raw_tiers is None:
             raw_tiers = []
         if not isinstance(raw_tiers, list):
-            self.fail("tiers", "must be a list of tiers", raw_tiers)
+            self.fail("tiers", "must be a list of tiers", value=raw_tiers)
             raw_tiers = []
         tiers = tuple(self.read_tier(index, tier) for index, tier in enumerate(raw_tiers))
         names = {option.name for tier in tiers for option in tier.plugins}
@@ -184,11 +186,11 @@ class _ConfigReader:
     def read_actions(self, raw: object) -> tuple[str, ...]:
         if not isinstance(raw, str):
             message = "is required" if raw is None else "must be a comma-separated string"
-            self.fail("actions", f'{message}, such as "enqueue, allocate, backfill"', raw)
+            self.fail("actions", f'{message}, such as "enqueue, allocate, backfill"', value=raw)
             return ()
         actions = tuple(part.strip() for part in raw.split(",") if part.strip())
         if not actions:
-            self.fail("actions", "must name at least one action", raw)
+            self.fail("actions", "must name at least one action", value=raw)
         for action in actions:
             if action not in configs.KNOWN_ACTIONS:
                 known = ", ".join(configs.KNOWN_ACTIONS)
@@ -196,20 +198,22 @@ class _ConfigReader:
                     "actions",
                     f"unknown action {action!r} (known: {known})"
                     f"{_suggest(action, configs.KNOWN_ACTIONS)}",
-                    raw,
+                    value=raw,
                 )
         return actions
 
     def read_tier(self, index: int, raw: object) -> configs.Tier:
         path = problems.field_path("tiers", index)
         if not isinstance(raw, Mapping):
-            self.fail(path, "a tier must be an object with plugins", raw)
+            self.fail(path, "a tier must be an object with plugins", value=raw)
             return configs.Tier()
         plugins = raw.get("plugins")
         if plugins is None:
             return configs.Tier()
         if not isinstance(plugins, list):
-            self.fail(problems.field_path(path, "plugins"), "must be a list of plugins", plugins)
+            self.fail(
+                problems.field_path(path, "plugins"), "must be a list of plugins", value=plugins
+            )
             return configs.Tier()
         options = []
         for position, plugin in enumerate(plugins):
@@ -220,11 +224,11 @@ class _ConfigReader:
 
     def read_plugin(self, path: str, raw: object) -> configs.PluginOption | None:
         if not isinstance(raw, Mapping):
-            self.fail(path, "a plugin must be an object with a name", raw)
+            self.fail(path, "a plugin must be an object with a name", value=raw)
             return None
         name = raw.get("name")
         if not isinstance(name, str) or not name:
-            self.fail(problems.field_path(path, "name"), "is required", name)
+            self.fail(problems.field_path(path, "name"), "is required", value=name)
             return None
         if name not in configs.KNOWN_PLUGINS:
             self.dropped.add(name)
@@ -252,13 +256,13 @@ class _ConfigReader:
                     self.warn(option_path, f"unknown option, ignored{_suggest(option, known)}")
                 continue
             if not isinstance(value, bool):
-                self.fail(option_path, "must be true or false", value)
+                self.fail(option_path, "must be true or false", value=value)
                 continue
             if canonical in flags and flags[canonical] != value:
                 self.fail(
                     option_path,
                     f"contradicts {spelled[canonical]} (the same flag in another spelling)",
-                    value,
+                    value=value,
                 )
                 continue
             flags[canonical] = value
@@ -271,7 +275,7 @@ class _ConfigReader:
         if raw is None:
             return MappingProxyType({})
         if not isinstance(raw, Mapping) or not all(isinstance(k, str) for k in raw):
-            self.fail(path, "must be an object of named arguments", raw)
+            self.fail(path, "must be an object of named arguments", value=raw)
             return MappingProxyType({})
         return MappingProxyType(dict(raw))
 
