@@ -61,6 +61,21 @@ def pod(name: str) -> dict:
     }
 
 
+SERVER_PID = 0  # the kubesim process, whose CPU time each phase reports
+
+
+def server_cpu_seconds() -> float:
+    """User + system CPU time of the server so far (Linux /proc), 0 where unavailable.
+
+    Requests per server CPU second stay meaningful on a loaded machine, where wall-clock
+    throughput mostly measures the neighbours."""
+    try:
+        fields = pathlib.Path(f"/proc/{SERVER_PID}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def run_phase(
     name: str,
     count: int,
@@ -83,15 +98,19 @@ async def run_phase(
             if status >= 300:
                 failures += 1
 
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), server_cpu_seconds()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     seconds = time.perf_counter() - started
+    cpu = server_cpu_seconds() - cpu_before
     return {
         "benchmark": name,
         "pods": count,
         "concurrency": concurrency,
         "seconds": round(seconds, 3),
         "requests_per_second": round(count / seconds, 1),
+        "server_cpu_seconds": round(cpu, 3),
+        "requests_per_server_cpu_second": round(count / cpu, 1) if cpu else None,
+        "load_average_1m": round(os.getloadavg()[0], 2),
         "errors": failures,
     }
 
@@ -184,6 +203,8 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-kubesim-") as directory:
         process, url = start_server(pathlib.Path(directory))
+        global SERVER_PID
+        SERVER_PID = process.pid
         try:
             for result in asyncio.run(bench(url, args.pods, args.concurrency)):
                 print(json.dumps(result), flush=True)
