@@ -81,6 +81,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
+    """Parse, run, render: exit 0 with the JSON object, or 2 with the input's problems."""
     try:
         snapshot, configuration = read_inputs(
             args.filenames,
@@ -90,13 +91,7 @@ def run(args: argparse.Namespace) -> int:
             stdin=sys.stdin,
         )
     except problems.InputError as error:
-        for problem in error.problems:
-            print(f"queuetree session: {problem}", file=sys.stderr)
-        count = len(error.problems)
-        print(
-            f"queuetree session: input not understood ({count} problem{'s' * (count != 1)})",
-            file=sys.stderr,
-        )
+        _report(error.problems)
         return 2
     result = sessions.run_session(
         snapshot.snapshot,
@@ -104,9 +99,22 @@ def run(args: argparse.Namespace) -> int:
         feature_gates=args.feature_gates,
         admission_only=args.admission_only,
     )
-    output = results.render_session_result(
-        result, warnings=(*configuration.warnings, *snapshot.warnings)
+    warnings = (*configuration.warnings, *snapshot.warnings)
+    _emit(results.render_session_result(result, warnings=warnings))
+    return 0
+
+
+def _report(found: tuple[problems.Problem, ...]) -> None:
+    for problem in found:
+        print(f"queuetree session: {problem}", file=sys.stderr)
+    count = len(found)
+    print(
+        f"queuetree session: input not understood ({count} problem{'s' * (count != 1)})",
+        file=sys.stderr,
     )
+
+
+def _emit(output: results.SessionOutput) -> None:
     try:
         print(json.dumps(output, sort_keys=True, indent=2))
         sys.stdout.flush()
@@ -115,7 +123,6 @@ def run(args: argparse.Namespace) -> int:
         # so that the interpreter's own flush at exit does not fail again.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    return 0
 
 
 def read_inputs(
