@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import copy
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
-from kubesim import errors
+from kubesim import errors, simulation
 
 GATED_CONDITION = {
     "type": "PodScheduled",
@@ -141,38 +141,12 @@ def qos_class(spec: dict) -> str:
     return "Burstable"
 
 
-_SUFFIXES = {
-    "Ki": Decimal(1024),
-    "Mi": Decimal(1024) ** 2,
-    "Gi": Decimal(1024) ** 3,
-    "Ti": Decimal(1024) ** 4,
-    "Pi": Decimal(1024) ** 5,
-    "Ei": Decimal(1024) ** 6,
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-}
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[a-zA-Z]*)$")
-
-
 def parse_quantity(value: Any) -> Decimal:
-    """A Kubernetes quantity as a Decimal (`500m` -> 0.5, `1Gi` -> 1073741824); bad input is 0."""
-    match = _QUANTITY.match(str(value).strip())
-    if not match:
-        return Decimal(0)
-    number, suffix = match.groups()
+    """A Kubernetes quantity as a Decimal (`500m` -> 0.5); an invalid one counts as 0 here, since
+    the QoS class must not fail a create that validation would otherwise let through."""
     try:
-        if suffix[:1] in ("e", "E"):
-            return Decimal(number + suffix)
-        return Decimal(number) * _SUFFIXES.get(suffix, Decimal(0))
-    except InvalidOperation:
+        return simulation.parse_quantity(value)
+    except ValueError:
         return Decimal(0)
 
 
