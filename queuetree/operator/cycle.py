@@ -71,6 +71,7 @@ class AdmissionCycle:
         debounce: float = 0.02,
         explanation_budget: int = 200,
         figures_interval: float = 2.0,
+        pace: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -85,6 +86,7 @@ class AdmissionCycle:
         self._debounce = debounce
         self._explanation_budget = explanation_budget
         self._figures_interval = figures_interval
+        self._pace = pace
         self._figures_written: dict[str, float] = {}
         self._clock = clock
         self._wall_clock = wall_clock
@@ -108,10 +110,11 @@ class AdmissionCycle:
             while True:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wakeup.wait(), timeout=self._period)
-                # Debounce, and pace: after a cycle that took D seconds, wait at least D, so
-                # that under a constant stream of changes the (CPU-bound) session takes at most
-                # half the process and watch events and gate removals keep flowing.
-                pause = max(self._debounce, self._last_duration)
+                # Debounce, and pace: after a cycle that took D seconds, wait at least
+                # pace * D, so that under a constant stream of changes the (CPU-bound) session
+                # takes at most 1 / (1 + pace) of the process and watch events and gate
+                # removals keep flowing.
+                pause = max(self._debounce, self._pace * self._last_duration)
                 if self._wakeup.is_set() and pause > 0:
                     await asyncio.sleep(pause)
                 self._wakeup.clear()
