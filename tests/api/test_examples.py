@@ -1,0 +1,59 @@
+"""The examples apply unchanged: every Queue and PodGroup passes the CRD schemas, and the queue
+tree obeys every rule the queue webhook enforces."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from queuetree.api import manifests
+from queuetree.core import validation
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE_FILES = sorted(
+    [*(ROOT / "examples" / "queues").glob("*.yaml"), *(ROOT / "examples" / "pods").glob("*.yaml")]
+)
+CRDS = {
+    "Queue": ROOT / "crds" / "scheduling.volcano.sh_queues.yaml",
+    "PodGroup": ROOT / "crds" / "scheduling.volcano.sh_podgroups.yaml",
+}
+
+
+def custom_resources() -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for path in EXAMPLE_FILES:
+        for document in manifests.load_documents(path.read_text(), source=path.name):
+            if document.manifest["kind"] in CRDS:
+                found.append((document.origin, dict(document.manifest)))
+    return found
+
+
+def schema_of(kind: str) -> dict[str, Any]:
+    crd = yaml.safe_load(CRDS[kind].read_text())
+    (version,) = crd["spec"]["versions"]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+    return schema
+
+
+RESOURCES = custom_resources()
+
+
+@pytest.mark.parametrize(("origin", "manifest"), RESOURCES, ids=[o for o, _ in RESOURCES])
+def test_every_example_queue_and_pod_group_passes_its_crd_schema(
+    origin: str, manifest: dict[str, Any]
+) -> None:
+    validator = jsonschema.Draft4Validator(schema_of(manifest["kind"]))
+    assert [error.message for error in validator.iter_errors(manifest)] == []
+
+
+def test_the_example_queue_tree_obeys_every_rule_of_the_queue_webhook() -> None:
+    documents = manifests.load_documents(
+        (ROOT / "examples" / "queues" / "hierarchy.yaml").read_text(), source="hierarchy.yaml"
+    )
+    queues = [manifests.parse_queue(d.manifest, origin=d.origin) for d in documents]
+    tree = validation.QueueTree.of(queues)
+    assert validation.validate_tree(tree, max_depth=5) == {}
