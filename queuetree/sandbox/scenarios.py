@@ -19,6 +19,10 @@ A scenario is YAML::
         namespace: team-a
         type: json
         body: [{op: replace, path: /spec/schedulingGates, value: []}]
+      - patch: queue/team-a           # close a queue: write its status.state
+        subresource: status
+        type: merge
+        body: {status: {state: Closed}}
       - expect: {queue: team-a, allocated: {cpu: "2"}}   # after settling, holds right now
     expect:                          # checked once the cluster has settled after the steps
       - {pods: {app: burst}, counts: {gated: 2, running: 6}}
@@ -82,6 +86,8 @@ class Step:
     """apply: kubectl must print ``Warning: <this>...``."""
     patch_type: str = "strategic"
     body: Any = None
+    subresource: str = ""
+    """patch: ``status`` to patch the status subresource (how a queue is closed or opened)."""
 
     def title(self) -> str:
         shown = self.value if self.kind != "apply" else _names(self.value)
@@ -149,6 +155,7 @@ def _step(raw: Any, *, base: pathlib.Path, where: str) -> Step:
         raise ScenarioError(f"{where}: needs exactly one of {', '.join(STEP_KINDS)}, got {raw!r}")
     (kind,) = kinds
     allowed = {kind, "name", "namespace", "timeout", "denied", "warning", "type", "body"}
+    allowed.add("subresource")
     unknown = set(raw) - allowed
     if unknown:
         raise ScenarioError(f"{where}: unknown keys {sorted(unknown)}")
@@ -171,6 +178,7 @@ def _step(raw: Any, *, base: pathlib.Path, where: str) -> Step:
         warning=str(raw.get("warning", "")),
         patch_type=str(raw.get("type", "strategic")),
         body=raw.get("body"),
+        subresource=str(raw.get("subresource", "")),
     )
 
 
@@ -344,6 +352,8 @@ class Runner:
             return _outcome(self.client.run(*args, *_namespace(step)), step)
         if step.kind == "patch":
             args = ["patch", step.value, f"--type={step.patch_type}", "-p", _json(step.body)]
+            if step.subresource:
+                args.append(f"--subresource={step.subresource}")
             return _outcome(self.client.run(*args, *_namespace(step)), step)
         if step.kind == "wait":
             return self.wait(step.value, timeout=step.timeout)
