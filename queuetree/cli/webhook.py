@@ -71,6 +71,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "HTTPS port (default 0)",
     )
     serving.add_argument(
+        "--shutdown-delay",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="after SIGTERM, keep answering (with /readyz failing) this long so that callers "
+        "stop routing here first (default 5)",
+    )
+    serving.add_argument(
         "--tls-min-version",
         choices=("VersionTLS12", "VersionTLS13"),
         default="VersionTLS12",
@@ -162,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
         validating_webhook_config_name=args.validating_webhook_config_name,
         kubeconfig=args.kubeconfig,
         cache_wait=args.cache_wait,
+        shutdown_delay=args.shutdown_delay,
         settings=settings_from(args),
     )
     return server.main(config)

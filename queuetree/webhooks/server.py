@@ -93,6 +93,11 @@ class ServerConfig:
     validating_webhook_config_name: str = "queuetree-validating-webhook"
     kubeconfig: str | None = None
     """None: in-cluster configuration, else ``$KUBECONFIG`` or ``~/.kube/config``."""
+    shutdown_delay: float = 5.0
+    """Seconds between SIGTERM and closing the listener, with /readyz failing meanwhile:
+    kube-apiserver keeps calling a terminating pod until the endpoints controller drops it, and
+    with failurePolicy Fail every such call would fail a create (``--shutdown-delay-duration``
+    of kube-apiserver plays the same part)."""
     cache_wait: float = 1.0
     """Seconds a review waits for a queue or namespace missing from the cache (cache lag)."""
 
@@ -106,6 +111,7 @@ SETTINGS = web.AppKey("settings", settings_.ReviewSettings)
 METRICS = web.AppKey("metrics", metrics.Metrics)
 CACHE_WAIT = web.AppKey("cache_wait", float)
 CERTIFICATE_LOADED = web.AppKey("certificate_loaded", asyncio.Event)
+STOPPING = web.AppKey("stopping", asyncio.Event)
 
 
 def build_app(
@@ -115,6 +121,7 @@ def build_app(
     metrics_: metrics.Metrics | None = None,
     cache_wait: float = 1.0,
     certificate_loaded: asyncio.Event | None = None,
+    stopping: asyncio.Event | None = None,
 ) -> web.Application:
     """The aiohttp application (no TLS here: that is the site's business)."""
     # aiohttp answers 413 as soon as a body passes the limit, without reading the rest.
@@ -127,6 +134,7 @@ def build_app(
     if certificate_loaded is None:
         loaded.set()
     app[CERTIFICATE_LOADED] = loaded
+    app[STOPPING] = stopping or asyncio.Event()
     for path in reviewing.ENDPOINTS:
         app.router.add_post(path, handle_review)
     add_health_routes(app)
@@ -176,6 +184,8 @@ async def handle_readyz(request: web.Request) -> web.Response:
         problems.append("caches not synced")
     if not app[CERTIFICATE_LOADED].is_set():
         problems.append("no serving certificate loaded")
+    if app[STOPPING].is_set():
+        problems.append("shutting down")
     app[METRICS].cache_ready.set(0 if problems and "caches not synced" in problems else 1)
     if problems:
         return web.Response(status=503, text="not ready: " + ", ".join(problems) + "\n")
@@ -282,12 +292,14 @@ async def serve(config: ServerConfig, *, stop: asyncio.Event | None = None) -> N
             return
         metrics_ = metrics.Metrics()
         metrics_.certificate_loads.inc()
+        stopping = asyncio.Event()
         app = build_app(
             source=cache,
             settings=config.settings,
             metrics_=metrics_,
             cache_wait=config.cache_wait,
             certificate_loaded=keeper.loaded,
+            stopping=stopping,
         )
         async with _background(
             [i.run() for i in cache.connect(api_client)] + [keeper.keep_current(metrics_)]
@@ -301,6 +313,7 @@ async def serve(config: ServerConfig, *, stop: asyncio.Event | None = None) -> N
                 health = web.Application()
                 health[SOURCE], health[METRICS] = cache, metrics_
                 health[CERTIFICATE_LOADED] = keeper.loaded
+                health[STOPPING] = stopping
                 add_health_routes(health)
                 health_runner = web.AppRunner(health, access_log=None)
                 await health_runner.setup()
@@ -310,6 +323,9 @@ async def serve(config: ServerConfig, *, stop: asyncio.Event | None = None) -> N
             logger.info("serving on https://%s:%d", config.bind_address, config.port)
             try:
                 await stop.wait()
+                stopping.set()
+                logger.info("stopping: not ready, serving %.1fs more", config.shutdown_delay)
+                await asyncio.sleep(config.shutdown_delay)
             finally:
                 await runner.cleanup()
                 if config.metrics_port:

@@ -73,6 +73,7 @@ async def test_the_command_serves_until_sigterm(tmp_path: pathlib.Path) -> None:
                 f"--kubeconfig={cluster.kubeconfig}",
                 "--enable-root-queue-protection=false",
                 f"--metrics-port={metrics_port}",
+                "--shutdown-delay=0.2",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

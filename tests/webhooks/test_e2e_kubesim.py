@@ -142,6 +142,7 @@ async def cluster(tmp_path: pathlib.Path) -> AsyncIterator[harness.Cluster]:
             service_name=SERVICE,
             kubeconfig=str(running.kubeconfig),
             cert_check_interval=0.5,
+            shutdown_delay=0,
         )
         serving = asyncio.create_task(server.serve(config, stop=stop))
 

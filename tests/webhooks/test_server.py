@@ -173,6 +173,19 @@ async def test_readyz_waits_for_a_certificate(aiohttp_client: Any) -> None:
     assert (before, after) == (503, 200)
 
 
+async def test_readyz_fails_while_shutting_down(aiohttp_client: Any) -> None:
+    stopping = asyncio.Event()
+    client = await client_for(aiohttp_client, server.StaticSource(), stopping=stopping)
+    before = (await client.get("/readyz")).status
+    stopping.set()
+    after = await client.get("/readyz")
+    assert (before, after.status, await after.text()) == (
+        200,
+        503,
+        "not ready: shutting down\n",
+    )
+
+
 async def test_metrics_count_reviews_by_endpoint_and_outcome(aiohttp_client: Any) -> None:
     client = await client_for(aiohttp_client, server.StaticSource(cluster(*QUEUES)))
     for path, body in [
