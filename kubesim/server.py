@@ -249,8 +249,14 @@ class HttpFrontend:
                 raise errors.method_not_allowed(
                     f"{request.method} is not supported on a collection"
                 )
-        elif request.method == "POST" and resource_path.subresource not in ("eviction", "binding"):
-            raise errors.method_not_allowed("POST is not supported on an object")
+        elif (request.method == "POST") != (resource_path.subresource in ("eviction", "binding")):
+            raise errors.method_not_allowed(
+                f"{request.method} is not supported on {resource_path.subresource or 'an object'}"
+            )
+        elif request.method == "DELETE" and resource_path.subresource:
+            raise errors.method_not_allowed(
+                f"DELETE is not supported on {resource_path.subresource}"
+            )
         elif request.method == "GET" and apiserver.parse_bool(
             query.get("watch", ""), param="watch"
         ):

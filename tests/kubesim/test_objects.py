@@ -527,3 +527,30 @@ async def test_an_unconditional_update_of_a_custom_resource_is_invalid(
         'Widget.example.com "w1" is invalid: metadata.resourceVersion: Invalid value: 0x0: '
         "must be specified for an update",
     )
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", f"{CONFIGMAPS}/c1"),
+        ("DELETE", f"{PODS}/p1/status"),
+        ("GET", f"{PODS}/p1/eviction"),
+        ("PATCH", f"{PODS}/p1/binding"),
+        ("PUT", CONFIGMAPS),
+    ],
+    ids=[
+        "create on an object",
+        "delete a status",
+        "read an eviction",
+        "patch a binding",
+        "update a collection",
+    ],
+)
+async def test_verbs_a_path_does_not_serve_are_405(
+    kubesim: harness.Cluster, method: str, path: str
+) -> None:
+    await call(kubesim, "POST", CONFIGMAPS, conftest.configmap("c1"))
+    await call(kubesim, "POST", PODS, conftest.pod("p1"))
+    answer = await call(kubesim, method, path, {})
+    assert (answer.status, answer.body["reason"]) == (405, "MethodNotAllowed")
+    assert kubesim.sim.get_object("", "pods", "default", "p1") is not None
