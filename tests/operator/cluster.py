@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import pathlib
+import socket
+import ssl
 import threading
 import time
 import urllib.error
@@ -234,13 +236,168 @@ def nodes(*flags: str) -> list[dict[str, Any]]:
     return [simulation.parse_node_flag(flag) for flag in flags]
 
 
-def start(tmp_path: pathlib.Path, *node_flags: str) -> Iterator[tuple[harness.Cluster, Client]]:
+WEBHOOK_NAMESPACE, WEBHOOK_SERVICE = "queuetree-system", "queuetree-webhook"
+
+
+def _webhook(name: str, path: str, *, resource: str, operations: list[str]) -> dict[str, Any]:
+    group, scope = ("scheduling.volcano.sh", "Cluster") if resource == "queues" else ("", "*")
+    service = {"namespace": WEBHOOK_NAMESPACE, "name": WEBHOOK_SERVICE, "path": path, "port": 443}
+    return {
+        "name": name,
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "timeoutSeconds": 10,
+        "clientConfig": {"service": service},
+        "rules": [
+            {
+                "apiGroups": [group],
+                "apiVersions": ["v1beta1" if group else "v1"],
+                "operations": operations,
+                "resources": [resource],
+                "scope": scope,
+            }
+        ],
+    }
+
+
+class WebhookThread:
+    """The real webhook (``queuetree.webhooks.server.serve``, self-managed TLS) in a thread,
+    registered in kubesim for pod and queue admission, as the deployment does."""
+
+    def __init__(self, cluster: harness.Cluster, port: int) -> None:
+        self.cluster = cluster
+        self.port = port
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._error: list[BaseException] = []
+        self._thread = threading.Thread(target=self._main, name="webhook")
+
+    def _main(self) -> None:
+        from queuetree.webhooks import server
+        from queuetree.webhooks import settings as webhook_settings
+
+        async def serve() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            config = server.ServerConfig(
+                settings=webhook_settings.ReviewSettings(),
+                port=self.port,
+                bind_address="127.0.0.1",
+                cert_mode="self-managed",
+                namespace=WEBHOOK_NAMESPACE,
+                service_name=WEBHOOK_SERVICE,
+                kubeconfig=str(self.cluster.kubeconfig),
+                cert_check_interval=0.5,
+                shutdown_delay=0,
+            )
+            await server.serve(config, stop=self._stop)
+
+        try:
+            asyncio.run(serve())
+        except BaseException as error:  # reported by stop()
+            self._error.append(error)
+
+    def start(self, client: Client) -> WebhookThread:
+        client.create(
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WEBHOOK_NAMESPACE}},
+        )
+        client.create(
+            "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingWebhookConfiguration",
+                "metadata": {"name": "queuetree-mutating-webhook"},
+                "webhooks": [
+                    _webhook(
+                        "mutatepod.volcano.sh",
+                        "/pods/mutate",
+                        resource="pods",
+                        operations=["CREATE"],
+                    ),
+                    _webhook(
+                        "mutatequeue.volcano.sh",
+                        "/queues/mutate",
+                        resource="queues",
+                        operations=["CREATE"],
+                    ),
+                ],
+            },
+        )
+        client.create(
+            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": "queuetree-validating-webhook"},
+                "webhooks": [
+                    _webhook(
+                        "validatequeue.volcano.sh",
+                        "/queues/validate",
+                        resource="queues",
+                        operations=["CREATE", "UPDATE", "DELETE"],
+                    ),
+                ],
+            },
+        )
+        self._thread.start()
+        eventually(self.ready, what="the webhook ready")
+        return self
+
+    def ready(self) -> bool:
+        if self._error:
+            raise AssertionError(f"the webhook failed: {self._error}")
+        insecure = ssl.create_default_context()
+        insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+        try:
+            with urllib.request.urlopen(
+                f"https://127.0.0.1:{self.port}/readyz", context=insecure, timeout=2
+            ) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "the webhook did not stop"
+        assert not self._error, self._error
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start(
+    tmp_path: pathlib.Path, *node_flags: str, webhook: bool = False
+) -> Iterator[tuple[harness.Cluster, Client]]:
+    """kubesim with the CRDs and ``node_flags`` nodes; with ``webhook``, the real webhook too
+    (then pods get their gate from it, not from the test)."""
+    port = free_port()
+
+    def resolve(namespace: str, name: str, service_port: int) -> tuple[str, int]:
+        if (namespace, name, service_port) != (WEBHOOK_NAMESPACE, WEBHOOK_SERVICE, 443):
+            raise LookupError(f"no endpoints for service {namespace}/{name}:{service_port}")
+        return "127.0.0.1", port
+
     with harness.running(
-        tmp_path, simulate=simulation.SimulationOptions(nodes=nodes(*node_flags))
+        tmp_path,
+        simulate=simulation.SimulationOptions(nodes=nodes(*node_flags)),
+        service_resolver=resolve,
     ) as cluster:
         client = Client(cluster)
         client.install_crds()
-        yield cluster, client
+        hook = WebhookThread(cluster, port).start(client) if webhook else None
+        try:
+            yield cluster, client
+        finally:
+            if hook is not None:
+                hook.stop()
 
 
 def queue_of(pod: dict[str, Any]) -> str:

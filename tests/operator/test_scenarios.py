@@ -27,10 +27,19 @@ def node_flags() -> tuple[str, ...]:
 
 
 @pytest.fixture
+def webhook() -> bool:
+    """Whether the real webhook injects the gates; a test overrides it with parametrize."""
+    return False
+
+
+@pytest.fixture
 def kube(
-    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, node_flags: tuple[str, ...]
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    node_flags: tuple[str, ...],
+    webhook: bool,
 ) -> Iterator[tuple[harness.Cluster, sim.Client]]:
-    for cluster, client in sim.start(tmp_path, *node_flags):
+    for cluster, client in sim.start(tmp_path, *node_flags, webhook=webhook):
         monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
         monkeypatch.setenv("KUBECACHEDIR", str(cluster.cache_dir))
         yield cluster, client
@@ -53,12 +62,14 @@ def running_without_gates(pod: dict[str, Any] | None) -> bool:
     )
 
 
+@pytest.mark.parametrize("webhook", [True], ids=["gates injected by the webhook"])
 def test_an_ungated_unschedulable_pod_reserves_queue_capacity_until_deleted(
     kube: tuple[harness.Cluster, sim.Client], operator: sim.OperatorThread
 ) -> None:
     _, client = kube
     client.create_queue("capacity-test-queue", capability=SLOT)
-    created = client.create_pod("pod-1", queue="capacity-test-queue", requests=SLOT)
+    # Pods are created without gates: the webhook injects ours on CREATE.
+    created = client.create_pod("pod-1", queue="capacity-test-queue", requests=SLOT, gates=())
     assert sim.gates_of(created) == [sim.GATE]
     sim.eventually(lambda: running_without_gates(client.pod("pod-1")), what="pod-1 runs")
     client.delete_pod("pod-1")
@@ -67,9 +78,10 @@ def test_an_ungated_unschedulable_pod_reserves_queue_capacity_until_deleted(
         queue="capacity-test-queue",
         requests=SLOT,
         node_selector={"kubernetes.io/fake-node": "fake"},
+        gates=(),
     )
     sim.eventually(lambda: not sim.gates_of(client.pod("pod-2")), what="pod-2 ungated")
-    client.create_pod("pod-3", queue="capacity-test-queue", requests=SLOT)
+    client.create_pod("pod-3", queue="capacity-test-queue", requests=SLOT, gates=())
     # Held back while pod-2 reserves the queue: wait for the operator to explain why.
     sim.eventually(
         lambda: (
@@ -86,17 +98,19 @@ def test_an_ungated_unschedulable_pod_reserves_queue_capacity_until_deleted(
     sim.eventually(lambda: running_without_gates(client.pod("pod-3")), what="pod-3 runs")
 
 
+@pytest.mark.parametrize("webhook", [True], ids=["gates injected by the webhook"])
 def test_the_queue_gate_is_removed_only_once_it_is_the_last_gate(
     kube: tuple[harness.Cluster, sim.Client], operator: sim.OperatorThread
 ) -> None:
     _, client = kube
     client.create_queue("capacity-multigate-queue", capability=SLOT)
-    client.create_pod(
+    created = client.create_pod(
         "pod-multigate",
         queue="capacity-multigate-queue",
         requests=SLOT,
-        gates=("example.com/other-gate", sim.GATE),
+        gates=("example.com/other-gate",),
     )
+    assert sim.gates_of(created) == ["example.com/other-gate", sim.GATE]
     sim.eventually(
         lambda: operator.state is not None and operator.state.get_pod("default/pod-multigate")
     )
