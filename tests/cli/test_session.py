@@ -399,7 +399,9 @@ def test_the_seed_configuration_decides_the_same_on_the_examples_with_two_warnin
 ) -> None:
     argv, documented = documented_example()
     monkeypatch.chdir(ROOT)
-    code, out, err = run([*argv, "--config", "examples/config/seed-example.conf"], capsys)
+    config = argv.index("--config") + 1
+    argv[config] = "examples/config/seed-example.conf"
+    code, out, err = run(argv, capsys)
     output = json.loads(out)
     decisions_only = ("bind", "evict", "pipeline", "ungate", "podGroups", "errors", "ready")
     assert (code, err) == (0, "")
