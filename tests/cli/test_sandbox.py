@@ -1,0 +1,327 @@
+"""``queuetree sandbox``: scenario files, the live table, and the command end to end.
+
+The pure parts (reading scenarios, checking conditions, rendering the table) are tables; the
+command itself runs the real stack (kubesim, the TLS webhook, the operator) as a user would:
+``--until-settled`` exits 0 when every expectation holds and 1 naming the one that does not,
+a scenario it cannot read exits 2 before starting anything, and SIGINT on the live view stops
+every process it started.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Any
+
+import pytest
+
+from queuetree.sandbox import observing, scenarios, view
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+GATE = "scheduling.volcano.sh/queue-allocation-gate"
+
+
+def queue(name: str, parent: str = "root", **status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"parent": parent}, "status": status}
+
+
+def pod(
+    name: str,
+    *,
+    queue_name: str = "team",
+    gates: tuple[str, ...] = (),
+    node: str = "",
+    phase: str = "Pending",
+    labels: dict[str, str] | None = None,
+    reason: str = "",
+) -> dict[str, Any]:
+    annotations = {"scheduling.volcano.sh/queue-name": queue_name}
+    if reason:
+        annotations[scenarios.REASON_ANNOTATION] = reason
+    spec: dict[str, Any] = {"schedulingGates": [{"name": g} for g in gates]}
+    if node:
+        spec["nodeName"] = node
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "annotations": annotations,
+            "labels": labels or {},
+        },
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def observation(*pods: dict[str, Any], queues: tuple[dict[str, Any], ...] = ()) -> Any:
+    return observing.Observation(
+        queues={q["metadata"]["name"]: q for q in queues},
+        pods={f"ns/{p['metadata']['name']}": p for p in pods},
+        pod_groups={},
+        evicted={},
+    )
+
+
+STAGES = {
+    "our gate": (pod("p", gates=(GATE,)), "gated"),
+    "our gate and another": (pod("p", gates=("example.com/x", GATE)), "gated"),
+    "no gate, no node": (pod("p"), "admitted"),
+    "on a node": (pod("p", node="n1", phase="Running"), "running"),
+    "bound, still Pending": (pod("p", node="n1"), "running"),
+    "finished": (pod("p", node="n1", phase="Succeeded"), "succeeded"),
+    "failed": (pod("p", node="n1", phase="Failed"), "failed"),
+}
+
+
+@pytest.mark.parametrize(("manifest", "stage"), list(STAGES.values()), ids=list(STAGES))
+def test_each_pod_is_in_exactly_one_stage(manifest: dict[str, Any], stage: str) -> None:
+    assert observing.stage_of(manifest) == stage
+
+
+TEAM = queue("team", state="Open", allocated={"cpu": "1500m", "memory": "1Gi"})
+CONDITIONS = {
+    "a pod in the stage named": ({"pod": "a", "namespace": "ns", "stage": "gated"}, ""),
+    "a pod in another stage": (
+        {"pod": "b", "namespace": "ns", "stage": "gated"},
+        "pod ns/b: stage is running, expected gated",
+    ),
+    "a missing pod expected gone": ({"pod": "zz", "namespace": "ns", "exists": False}, ""),
+    "a missing pod": ({"pod": "zz", "namespace": "ns"}, "pod ns/zz does not exist"),
+    "exact gates": ({"pod": "a", "namespace": "ns", "gates": [GATE]}, ""),
+    "an explanation saying": ({"pod": "a", "namespace": "ns", "explained": "no room"}, ""),
+    "counts by label": ({"pods": {"app": "x"}, "counts": {"gated": 1, "running": 1}}, ""),
+    "wrong counts": (
+        {"pods": {"app": "x"}, "counts": {"gated": 2}},
+        "pods {'app': 'x'}: counts {'gated': 1}, expected {'gated': 2} "
+        "(all: {'gated': 1, 'admitted': 0, 'running': 1, 'succeeded': 0, 'failed': 0, "
+        "'evicted': 0})",
+    ),
+    "queue figures compared by value": (
+        {"queue": "team", "state": "Open", "allocated": {"cpu": "1.5", "memory": "1024Mi"}},
+        "",
+    ),
+    "a resource the status lacks counts as zero": (
+        {"queue": "team", "allocated": {"nvidia.com/gpu": "0"}},
+        "",
+    ),
+    "a wrong queue figure": (
+        {"queue": "team", "allocated": {"cpu": "2"}},
+        "queue team: allocated is {'cpu': '1500m', 'memory': '1Gi'}, expected {'cpu': '2'}",
+    ),
+}
+
+
+@pytest.mark.parametrize(("condition", "problem"), list(CONDITIONS.values()), ids=list(CONDITIONS))
+def test_a_condition_says_exactly_what_differs(condition: dict[str, Any], problem: str) -> None:
+    seen = observation(
+        pod("a", gates=(GATE,), labels={"app": "x"}, reason="queue 'team' has no room for cpu"),
+        pod("b", node="n1", phase="Running", labels={"app": "x"}),
+        queues=(TEAM,),
+    )
+    assert scenarios.check(condition, seen) == problem
+
+
+BAD_SCENARIOS = {
+    "not a mapping": ("- apply: x.yaml\n", "expected a mapping with steps"),
+    "an unknown key": ("name: x\nsteeps: []\n", "unknown keys ['steeps']"),
+    "a step with two actions": (
+        "steps:\n- {wait: {queue: root}, expect: {queue: root}}\n",
+        "step 1: needs exactly one of apply, delete, patch, wait, expect",
+    ),
+    "a file that does not exist": (
+        "steps:\n- apply: nowhere.yaml\n",
+        "step 1: ",
+    ),
+    "a condition about nothing": ("steps:\n- wait: {color: red}\n", "step 1: a condition names"),
+    "a stage that does not exist": (
+        "steps:\n- wait: {pod: p, stage: sleeping}\n",
+        "step 1: stage 'sleeping' is not one of",
+    ),
+    "a delete without a kind": ("steps:\n- delete: p\n", "step 1: delete takes RESOURCE/NAME"),
+}
+
+
+@pytest.mark.parametrize(("text", "says"), list(BAD_SCENARIOS.values()), ids=list(BAD_SCENARIOS))
+def test_a_scenario_that_cannot_be_understood_exits_2_before_starting_anything(
+    tmp_path: pathlib.Path, text: str, says: str
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    done = run_sandbox("--scenario", str(path), "--until-settled", timeout=30)
+    assert (done.returncode, says in done.stderr, "starting" in done.stdout) == (2, True, False), (
+        done.stderr
+    )
+
+
+def test_every_example_scenario_is_understood() -> None:
+    loaded = {
+        path.name: len(scenarios.load(path).steps)
+        for path in sorted((ROOT / "examples" / "sandbox").glob("*.yaml"))
+        if path.name != "burst.yaml"
+    }
+    assert {name: count > 0 for name, count in loaded.items()} == {
+        "demo.yaml": True,
+        "tour.yaml": True,
+    }
+
+
+def test_the_table_shows_the_tree_the_figures_and_the_pods_of_each_subtree() -> None:
+    seen = observation(
+        pod("a", queue_name="left", gates=(GATE,)),
+        pod("b", queue_name="left", node="n1", phase="Running"),
+        pod("c", queue_name="right"),
+        queues=(
+            queue("root", "", state="Open", allocated={"cpu": "1"}),
+            queue("dept", state="Open", allocated={"cpu": "1"}, reserved={"cpu": "500m"}),
+            {
+                "metadata": {"name": "left"},
+                "spec": {"parent": "dept", "deserved": {"cpu": "1"}, "capability": {"cpu": "2"}},
+                "status": {"state": "Open", "allocated": {"cpu": "1"}},
+            },
+            queue("right", "dept", state="Closed", reserved={"cpu": "500m"}),
+        ),
+    )
+    assert view.render(seen) == [
+        "QUEUE        STATE   cpu alloc+resv/deserved/cap  GATED  ADMITTED  RUNNING  SUCCEEDED  "
+        "EVICTED",
+        "root         Open    1/-/-                        1      1         1        0          0",
+        "└─ dept      Open    1+500m/-/-                   1      1         1        0          0",
+        "   ├─ left   Open    1/1/2                        1      0         1        0          0",
+        "   └─ right  Closed  0+500m/-/-                   0      1         0        0          0",
+        "",
+        "pods: 1 gated, 1 admitted, 1 running, 0 succeeded, 0 failed, 0 evicted",
+    ]
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def run_sandbox(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "queuetree", "sandbox", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=ROOT,
+    )
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def children_of(pid: int) -> set[int]:
+    found = set()
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_until_settled_runs_the_tour_and_exits_0_when_every_expectation_holds(
+    tmp_path: pathlib.Path,
+) -> None:
+    done = run_sandbox(
+        "--scenario",
+        str(ROOT / "examples" / "sandbox" / "tour.yaml"),
+        "--until-settled",
+        f"--workdir={tmp_path}",
+        timeout=220,
+    )
+    port = int((tmp_path / "kubesim.port").read_text())
+    assert (
+        done.returncode,
+        f"export KUBECONFIG={tmp_path / 'kubeconfig'}" in done.stdout,
+        "tour: every expectation held" in done.stdout,
+        port_open(port),
+    ) == (0, True, True, False), done.stdout + done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_until_settled_exits_1_naming_the_expectation_that_failed(tmp_path: pathlib.Path) -> None:
+    scenario = tmp_path / "wrong.yaml"
+    scenario.write_text(
+        textwrap.dedent(
+            """
+            name: wrong
+            nodeFlags: ["n1:cpu=1,memory=1Gi"]
+            settle: 1
+            steps:
+              - wait: {queue: default, state: Open}
+            expect:
+              - {queue: root, state: Closed}
+            """
+        )
+    )
+    done = run_sandbox(
+        "--scenario", str(scenario), "--until-settled", f"--workdir={tmp_path / 'w'}", timeout=170
+    )
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (
+        1,
+        "queuetree sandbox: wrong: expect 1: queue root: state is Open, expected Closed",
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_ctrl_c_on_the_live_view_stops_every_process_it_started(tmp_path: pathlib.Path) -> None:
+    scenario = tmp_path / "idle.yaml"
+    scenario.write_text('name: idle\nnodeFlags: ["n1:cpu=1,memory=1Gi"]\nsteps: []\n')
+    workdir = tmp_path / "w"
+    log = (tmp_path / "out.txt").open("w")
+    sandbox = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "queuetree", "sandbox", "--scenario", str(scenario)),
+            *(f"--workdir={workdir}", "--refresh=0.5"),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env=dict(os.environ),
+    )
+    try:
+        deadline = time.monotonic() + 150
+        while "QUEUE" not in (tmp_path / "out.txt").read_text():
+            assert sandbox.poll() is None, (tmp_path / "out.txt").read_text()
+            assert time.monotonic() < deadline, "the live view never appeared"
+            time.sleep(0.1)
+        started = children_of(sandbox.pid)
+        port = int((workdir / "kubesim.port").read_text())
+        sandbox.send_signal(signal.SIGINT)
+        code = sandbox.wait(60)
+    finally:
+        if sandbox.poll() is None:
+            sandbox.kill()
+        log.close()
+    assert (code, len(started), [pid for pid in started if alive(pid)], port_open(port)) == (
+        0,
+        3,
+        [],
+        False,
+    )
