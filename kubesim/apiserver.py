@@ -20,7 +20,6 @@ import asyncio
 import base64
 import dataclasses
 import datetime
-import importlib
 import json
 import logging
 import secrets
@@ -29,7 +28,18 @@ import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-from kubesim import crds, errors, fields, patching, pods, registry, selectors, store, tables
+from kubesim import (
+    admission,
+    crds,
+    errors,
+    fields,
+    patching,
+    pods,
+    registry,
+    selectors,
+    store,
+    tables,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +134,7 @@ class ApiServer:
         *,
         registry_: registry.Registry,
         store_: store.Store,
-        admission: Any = None,
+        admission_chain: admission.Admission | None = None,
         bookmark_interval: float = 10.0,
         default_watch_timeout: float = 1800.0,
         garbage_collection: bool = True,
@@ -132,7 +142,7 @@ class ApiServer:
     ) -> None:
         self.registry = registry_
         self.store = store_
-        self.admission = admission
+        self.admission_chain = admission_chain
         self.bookmark_interval = bookmark_interval
         self.default_watch_timeout = default_watch_timeout
         self.garbage_collection = garbage_collection
@@ -529,6 +539,10 @@ class ApiServer:
             causes.extend(pods.validate_create(obj))
         elif rdef.gr == CRDS:
             causes.extend(crds.validate(obj))
+        if rdef.gr in WEBHOOK_CONFIGURATIONS:
+            causes.extend(
+                admission.validate_configuration(obj, mutating=rdef.kind.startswith("Mutating"))
+            )
         if rdef.schema is not None:
             causes.extend(crds.validate_object(obj, rdef.schema))
         return causes
@@ -694,6 +708,8 @@ class ApiServer:
             crds.prepare(new, now=_condition_time(old))
         if rdef.gr == NAMESPACES:
             metadata.setdefault("labels", {})["kubernetes.io/metadata.name"] = metadata["name"]
+        elif rdef.gr in WEBHOOK_CONFIGURATIONS:
+            apply_defaults(rdef, new)  # decoding defaults every write, not only creations
 
     def _validate_update(
         self, rdef: registry.ResourceDef, new: dict, old: dict, req: Request
@@ -716,6 +732,10 @@ class ApiServer:
             causes.extend(pods.validate_update(new, old))
         elif rdef.gr == CRDS:
             causes.extend(crds.validate(new))
+        elif rdef.gr in WEBHOOK_CONFIGURATIONS:
+            causes.extend(
+                admission.validate_configuration(new, mutating=rdef.kind.startswith("Mutating"))
+            )
         if rdef.schema is not None:
             causes.extend(crds.validate_object(new, rdef.schema))
         return causes
@@ -1160,7 +1180,7 @@ class ApiServer:
     ) -> Any:
         rdef = req.rdef
         name = req.name or ((obj or old or {}).get("metadata") or {}).get("name", "")
-        return self.admission.AdmissionAttributes(
+        return admission.AdmissionAttributes(
             operation=operation,
             group=rdef.group,
             version=rdef.version,
@@ -1177,7 +1197,7 @@ class ApiServer:
         )
 
     def _admission_applies(self, req: Request) -> bool:
-        return self.admission is not None and req.rdef.gr not in WEBHOOK_CONFIGURATIONS
+        return self.admission_chain is not None and req.rdef.gr not in WEBHOOK_CONFIGURATIONS
 
     async def _mutate(
         self,
@@ -1197,8 +1217,8 @@ class ApiServer:
             operation, req, obj, old, options=options, dry_run=dry_run, kind=kind
         )
         try:
-            result, more = await self.admission.instance.mutate(attrs)
-        except self.admission.AdmissionDenied as exc:
+            result, more = await self.admission_chain.mutate(attrs)  # type: ignore[union-attr]
+        except admission.AdmissionDenied as exc:
             raise _denied(exc) from exc
         warnings.extend(more)
         return obj if result is None else result
@@ -1221,8 +1241,8 @@ class ApiServer:
             operation, req, obj, old, options=options, dry_run=dry_run, kind=kind
         )
         try:
-            more = await self.admission.instance.validate(attrs)
-        except self.admission.AdmissionDenied as exc:
+            more = await self.admission_chain.validate(attrs)  # type: ignore[union-attr]
+        except admission.AdmissionDenied as exc:
             raise _denied(exc) from exc
         warnings.extend(more)
 
@@ -1245,32 +1265,9 @@ class ApiServer:
         return store.encode(self._as_version(rdef, stored.obj))
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class AdmissionBinding:
-    """The admission module and its one `Admission` instance (absent if not built yet)."""
-
-    AdmissionAttributes: Any
-    AdmissionDenied: Any
-    instance: Any
-
-
-def load_admission(
-    *,
-    list_objects: Callable[[str, str, str], list[dict]],
-    resolve_service: Callable[[str, str, int], tuple[str, int]] | None,
-) -> AdmissionBinding | None:
-    """Create the `kubesim.admission.Admission` of the server, if that module exists."""
-    try:
-        module = importlib.import_module("kubesim.admission")
-    except ImportError:  # built in parallel by another engineer; the server works without it
-        logger.info("kubesim.admission is not available: admission webhooks are not called")
-        return None
-    instance = module.Admission(list_objects=list_objects, resolve_service=resolve_service)
-    return AdmissionBinding(module.AdmissionAttributes, module.AdmissionDenied, instance)
-
-
-def _denied(exc: Any) -> errors.ApiError:
-    status = dict(getattr(exc, "status", None) or {})
+def _denied(exc: admission.AdmissionDenied) -> errors.ApiError:
+    """The Status of a denial, returned as the webhook chain worded it."""
+    status = dict(exc.status or {})
     code = int(status.get("code") or 400)
     body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", **status}
     body["code"] = code
@@ -1287,6 +1284,8 @@ def apply_defaults(rdef: registry.ResourceDef, obj: dict) -> None:
         obj["type"] = obj.get("type") or "Opaque"
     elif rdef.gr == ("scheduling.k8s.io", "priorityclasses"):
         obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    elif rdef.gr in WEBHOOK_CONFIGURATIONS:
+        admission.default_configuration(obj, mutating=rdef.kind.startswith("Mutating"))
 
 
 def _display_name(obj: dict) -> str:

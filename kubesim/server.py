@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl
 import yaml
 from aiohttp import web
 
-from kubesim import apiserver, errors, patching, protobuf, registry, store
+from kubesim import admission, apiserver, errors, patching, protobuf, registry, simulation, store
 
 logger = logging.getLogger(__name__)
 
@@ -405,8 +405,7 @@ class HttpFrontend:
 
             multi: CIMultiDict[str] = CIMultiDict(headers)
             for text in reply.warnings:
-                escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-                multi.add("Warning", f'299 - "{escaped}"')
+                multi.add("Warning", admission.warning_header(text))
             headers = multi
         return web.Response(
             body=reply.body, status=reply.code, headers=headers, content_type="application/json"
@@ -623,7 +622,7 @@ class KubeSim:
         bookmark_interval: float = 10.0,
         users: dict[str, dict] | None = None,
         service_resolver: Callable[[str, str, int], tuple[str, int]] | None = None,
-        simulate: Any = None,
+        simulate: simulation.SimulationOptions | None = None,
         max_events: int = 50_000,
         garbage_collection: bool = True,
         cascade_delay: float = 0.5,
@@ -698,13 +697,13 @@ class KubeSim:
         def list_objects(group: str, version: str, plural: str) -> list[dict]:
             return [s.obj for s in store_.iter_all((group, plural))]
 
-        admission = apiserver.load_admission(
+        chain = admission.Admission(
             list_objects=list_objects, resolve_service=self.service_resolver
         )
         api = apiserver.ApiServer(
             registry_=registry_,
             store_=store_,
-            admission=admission,
+            admission_chain=chain,
             garbage_collection=self.garbage_collection,
             cascade_delay=self.cascade_delay,
             bookmark_interval=self.bookmark_interval,
@@ -736,15 +735,11 @@ class KubeSim:
                 simulation_task.cancel()
                 await asyncio.gather(simulation_task, return_exceptions=True)
             await runner.cleanup()
-            if admission is not None:
-                await admission.instance.close()
+            await chain.close()
 
     def _start_simulation(self) -> asyncio.Task[None] | None:
         if self.simulate is None:
             return None
-        import importlib
-
-        simulation = importlib.import_module("kubesim.simulation")
         assert self._stopping is not None
         return asyncio.get_running_loop().create_task(
             simulation.run_simulation(self.url, self.token, self.simulate, self._stopping)

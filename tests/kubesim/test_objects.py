@@ -554,3 +554,62 @@ async def test_verbs_a_path_does_not_serve_are_405(
     answer = await call(kubesim, method, path, {})
     assert (answer.status, answer.body["reason"]) == (405, "MethodNotAllowed")
     assert kubesim.sim.get_object("", "pods", "default", "p1") is not None
+
+
+def webhook_configuration(timeout: int | None = None) -> dict:
+    hook: dict[str, Any] = {
+        "name": "pods.example.com",
+        "clientConfig": {"url": "https://127.0.0.1:9443/mutate", "caBundle": ""},
+        "rules": [
+            {
+                "operations": ["CREATE"],
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "resources": ["pods"],
+            }
+        ],
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    }
+    if timeout is not None:
+        hook["timeoutSeconds"] = timeout
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "example"},
+        "webhooks": [hook],
+    }
+
+
+MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+
+
+async def test_webhook_configurations_are_defaulted_and_validated_on_write(
+    kubesim: harness.Cluster,
+) -> None:
+    refused = await call(kubesim, "POST", MUTATING, webhook_configuration(timeout=31))
+    created = await call(kubesim, "POST", MUTATING, webhook_configuration())
+    hook = created.body["webhooks"][0]
+    assert (refused.status, refused.body["details"]["causes"][0]["field"]) == (
+        422,
+        "webhooks[0].timeoutSeconds",
+    )
+    assert (
+        created.status,
+        hook["failurePolicy"],
+        hook["timeoutSeconds"],
+        hook["reinvocationPolicy"],
+    ) == (
+        201,
+        "Fail",
+        10,
+        "Never",
+    )
+    patched = await call(
+        kubesim,
+        "PATCH",
+        f"{MUTATING}/example",
+        [{"op": "replace", "path": "/webhooks/0/timeoutSeconds", "value": 0}],
+        content_type="application/json-patch+json",
+    )
+    assert patched.status == 422
