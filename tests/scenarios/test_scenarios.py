@@ -30,13 +30,16 @@ AS_SUBPROCESS = frozenset(
 )
 
 
-def run_session(directory: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+def run_session(
+    directory: pathlib.Path, capsys: pytest.CaptureFixture[str], *flags: str
+) -> dict[str, Any]:
     argv = [
         "session",
         "-f",
         str(directory / "cluster.yaml"),
         "--config",
         str(directory / "scheduler.conf"),
+        *flags,
     ]
     if directory.name in AS_SUBPROCESS:
         done = subprocess.run(
@@ -77,3 +80,17 @@ def test_the_session_decides_exactly_what_the_scenario_expects(
     assert {key: output[key] for key in expected} == expected
     if explained is not None:  # which pods are told why they wait (the wording is the engine's)
         assert sorted(output["reasons"]) == explained
+
+
+RACE = [path for path in SCENARIOS if path.name.startswith("gates-race-")]
+
+
+@pytest.mark.parametrize("directory", RACE, ids=[path.name for path in RACE])
+def test_the_operators_admission_mode_decides_the_race_the_same_way(
+    directory: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = json.loads((directory / "expected.json").read_text())
+    explained = expected.pop("reasonsFor")
+    output = run_session(directory, capsys, "--admission-only")
+    assert {key: output[key] for key in expected} == expected
+    assert sorted(output["reasons"]) == explained
