@@ -255,6 +255,8 @@ class _ConfigReader:
                     known = (*configs.KNOWN_FLAGS, *configs.FLAG_ALIASES, "arguments")
                     self.warn(option_path, f"unknown option, ignored{_suggest(option, known)}")
                 continue
+            if value is None:  # `enableX:` with no value is unset in Volcano (a nil *bool)
+                continue
             if not isinstance(value, bool):
                 self.fail(option_path, "must be true or false", value=value)
                 continue

@@ -126,6 +126,16 @@ FLAGS = {
         """,
         plugin("capacity", enabledOverused=False),
     ),
+    "a flag with no value is unset, as a nil pointer in Volcano": (
+        """\
+        actions: allocate
+        tiers:
+        - plugins:
+          - name: capacity
+            enableHierarchy:
+        """,
+        plugin("capacity"),
+    ),
     "arguments are kept as written": (
         """\
         actions: reclaim
