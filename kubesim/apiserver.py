@@ -20,6 +20,7 @@ import asyncio
 import base64
 import dataclasses
 import datetime
+import functools
 import json
 import logging
 import secrets
@@ -163,13 +164,13 @@ class ApiServer:
                 "spec": {"finalizers": ["kubernetes"]},
                 "status": {"phase": "Active"},
             }
-            self._set_create_metadata(self.registry.resolve("", "v1", "namespaces"), obj)  # type: ignore[arg-type]
-            self.store.create(NAMESPACES, ("", name), obj)
+            self._set_create_metadata(self.registry.resolve("", "v1", plural="namespaces"), obj)  # type: ignore[arg-type]
+            self.store.create(NAMESPACES, ("", name), obj=obj)
 
     # ------------------------------------------------------------------ reads
 
     def get(self, req: Request) -> Reply:
-        stored = self._require(req.rdef, req.namespace, req.name)
+        stored = self._require(req.rdef, req.namespace, name=req.name)
         return Reply(200, self._raw_as(req.rdef, stored))
 
     def list_objects(self, req: Request) -> tuple[list[dict], str, str]:
@@ -235,15 +236,15 @@ class ApiServer:
 
     def get_table(self, req: Request) -> Reply:
         """One object as a Table (kubectl get NAME)."""
-        stored = self._require(req.rdef, req.namespace, req.name)
-        return self._table(req, [self._as_version(req.rdef, stored.obj)], str(stored.rv))
+        stored = self._require(req.rdef, req.namespace, name=req.name)
+        return self._table(req, [self._as_version(req.rdef, stored.obj)], rv=str(stored.rv))
 
     def list_table(self, req: Request) -> Reply:
         """A list as a Table (kubectl get), with the same selection and paging as a list."""
         items, rv, token = self.list_objects(req)
-        return self._table(req, items, rv, token)
+        return self._table(req, items, rv=rv, token=token)
 
-    def _table(self, req: Request, objects: list[dict], rv: str, token: str = "") -> Reply:
+    def _table(self, req: Request, objects: list[dict], *, rv: str, token: str = "") -> Reply:
         table = tables.render(
             req.rdef,
             objects,
@@ -284,7 +285,7 @@ class ApiServer:
                 return False
             return selectors.labels_match(label_sel, obj) and selectors.fields_match(field_sel, obj)
 
-        def render(event_type: str, obj: dict, raw: bytes | None) -> bytes:
+        def render(event_type: str, obj: dict, *, raw: bytes | None) -> bytes:
             if as_table:
                 table = tables.render(
                     rdef,
@@ -319,7 +320,7 @@ class ApiServer:
         if rv_text in ("", "0") or initial:
             for stored in self.store.list(rdef.gr, namespace or None):
                 if matches(stored.obj):
-                    lines.append(render(store.ADDED, stored.obj, stored.raw))
+                    lines.append(render(store.ADDED, stored.obj, raw=stored.raw))
             position = log.end()
             last_rv = self.store.rv
             if initial and bookmarks:
@@ -345,19 +346,19 @@ class ApiServer:
                 last_rv = event.rv
                 if not has_selectors:
                     if not namespace or event.obj["metadata"].get("namespace", "") == namespace:
-                        lines.append(render(event.type, event.obj, event.raw))
+                        lines.append(render(event.type, event.obj, raw=event.raw))
                     continue
                 now_in = matches(event.obj)
                 if event.type == store.MODIFIED:
                     was_in = matches(event.old)
                     if now_in and not was_in:
-                        lines.append(render(store.ADDED, event.obj, event.raw))
+                        lines.append(render(store.ADDED, event.obj, raw=event.raw))
                     elif was_in and not now_in:
-                        lines.append(render(store.DELETED, event.obj, event.raw))
+                        lines.append(render(store.DELETED, event.obj, raw=event.raw))
                     elif now_in:
-                        lines.append(render(event.type, event.obj, event.raw))
+                        lines.append(render(event.type, event.obj, raw=event.raw))
                 elif now_in:
-                    lines.append(render(event.type, event.obj, event.raw))
+                    lines.append(render(event.type, event.obj, raw=event.raw))
             position = log.end()
             now = loop.time()
             if bookmarks and now >= next_bookmark:
@@ -383,7 +384,7 @@ class ApiServer:
 
     async def create(self, req: Request, body: Any, *, created_by_apply: bool = False) -> Reply:
         rdef = req.rdef
-        obj = self._decode(rdef, body, req.namespace)
+        obj = self._decode(rdef, body, namespace=req.namespace)
         name = obj["metadata"].get("name", "")
         if req.name and name and req.name != name and not created_by_apply:
             raise errors.bad_request(
@@ -393,27 +394,39 @@ class ApiServer:
         apply_defaults(rdef, obj)
         warnings: list[str] = []
         obj = await self._mutate(
-            "CREATE", req, obj, None, warnings, options=self._options("CreateOptions", req)
+            "CREATE",
+            req,
+            obj=obj,
+            old=None,
+            warnings=warnings,
+            options=self._options("CreateOptions", req),
         )
-        self._prepare_create(rdef, obj, req, warnings)
+        self._prepare_create(rdef, obj, req=req, warnings=warnings)
         causes = self._validate_create(rdef, obj)
         if causes:
-            raise errors.invalid(rdef.kind, rdef.group, obj["metadata"].get("name", ""), causes)
+            raise errors.invalid(
+                rdef.kind, rdef.group, name=obj["metadata"].get("name", ""), causes=causes
+            )
         await self._validate_admission(
-            "CREATE", req, obj, None, warnings, options=self._options("CreateOptions", req)
+            "CREATE",
+            req,
+            obj=obj,
+            old=None,
+            warnings=warnings,
+            options=self._options("CreateOptions", req),
         )
         key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
         # Re-checked after the awaits above: the namespace or a same-named object may have changed.
         self._check_namespace_for_create(rdef, obj)
         if self.store.get(rdef.gr, key) is not None:
-            raise errors.already_exists(rdef.plural, rdef.group, key[1])
+            raise errors.already_exists(rdef.plural, rdef.group, name=key[1])
         if req.dry_run:
             return Reply(201, store.encode(obj), warnings)
-        stored = self.store.create(rdef.gr, key, obj)
-        self._after_write(rdef, None, stored.obj)
+        stored = self.store.create(rdef.gr, key, obj=obj)
+        self._after_write(rdef, None, new=stored.obj)
         return Reply(201, stored.raw, warnings)
 
-    def _decode(self, rdef: registry.ResourceDef, body: Any, namespace: str) -> dict:
+    def _decode(self, rdef: registry.ResourceDef, body: Any, *, namespace: str) -> dict:
         if not isinstance(body, dict):
             raise errors.bad_request(f"the body of the request is not a {rdef.kind} object")
         api_version = body.get("apiVersion")
@@ -421,7 +434,7 @@ class ApiServer:
         if (
             api_version
             and api_version != rdef.api_version
-            and self.registry.resolve(*_split_api_version(api_version), rdef.plural) is None
+            and self.registry.resolve(*_split_api_version(api_version), plural=rdef.plural) is None
         ):
             raise errors.bad_request(
                 f"the API version in the data ({api_version}) does not match the expected "
@@ -458,7 +471,7 @@ class ApiServer:
         namespace = obj["metadata"]["namespace"]
         stored = self.store.get(NAMESPACES, ("", namespace))
         if stored is None:
-            raise errors.not_found("namespaces", "", namespace)
+            raise errors.not_found("namespaces", "", name=namespace)
         if stored.obj["metadata"].get("deletionTimestamp"):
             raise errors.forbidden(
                 f'{rdef.plural} "{_display_name(obj)}" '
@@ -495,7 +508,7 @@ class ApiServer:
             metadata.pop("generation", None)
 
     def _prepare_create(
-        self, rdef: registry.ResourceDef, obj: dict, req: Request, warnings: list[str]
+        self, rdef: registry.ResourceDef, obj: dict, *, req: Request, warnings: list[str]
     ) -> None:
         self._set_create_metadata(rdef, obj)
         if rdef.gr == PODS:
@@ -510,10 +523,10 @@ class ApiServer:
             ]["name"]
         elif rdef.has_status and rdef.gr != ("", "nodes") and not rdef.builtin:
             obj.pop("status", None)
-        self._prune(rdef, obj, req, warnings)
+        self._prune(rdef, obj, req=req, warnings=warnings)
 
     def _prune(
-        self, rdef: registry.ResourceDef, obj: dict, req: Request, warnings: list[str]
+        self, rdef: registry.ResourceDef, obj: dict, *, req: Request, warnings: list[str]
     ) -> None:
         if rdef.schema is not None:
             unknown = crds.prune(obj, rdef.schema)
@@ -551,7 +564,7 @@ class ApiServer:
 
     async def update(self, req: Request, body: Any) -> Reply:
         rdef = req.rdef
-        obj = self._decode(rdef, body, req.namespace)
+        obj = self._decode(rdef, body, namespace=req.namespace)
         name = obj["metadata"].get("name", "")
         if name != req.name:
             raise errors.bad_request(
@@ -563,8 +576,8 @@ class ApiServer:
             raise errors.invalid(
                 rdef.kind,
                 rdef.group,
-                req.name,
-                [
+                name=req.name,
+                causes=[
                     errors.FieldCause(
                         "metadata.resourceVersion",
                         "FieldValueInvalid",
@@ -578,13 +591,13 @@ class ApiServer:
 
         return await self._guaranteed_update(req, compute, precondition=precondition)
 
-    async def patch(self, req: Request, content_type: str, body: Any) -> Reply:
+    async def patch(self, req: Request, content_type: str, *, body: Any) -> Reply:
         rdef = req.rdef
         if content_type == patching.STRATEGIC_MERGE_PATCH and not rdef.builtin:
             raise errors.ApiError(
                 415,
                 "UnsupportedMediaType",
-                "the body of the request was in an unknown format - accepted media types "
+                message="the body of the request was in an unknown format - accepted media types "
                 "include: application/json-patch+json, application/merge-patch+json, "
                 "application/apply-patch+yaml",
             )
@@ -601,7 +614,7 @@ class ApiServer:
                 is None
             ):
                 if req.subresource:
-                    raise errors.not_found(rdef.plural, rdef.group, req.name)
+                    raise errors.not_found(rdef.plural, rdef.group, name=req.name)
                 body.setdefault("metadata", {}).setdefault("name", req.name)
                 create_req = dataclasses.replace(req, verb="create")
                 return await self.create(create_req, body, created_by_apply=True)
@@ -639,9 +652,9 @@ class ApiServer:
         for _ in range(UPDATE_RETRIES):
             current = self.store.get(rdef.gr, key)
             if current is None:
-                raise errors.not_found(rdef.plural, rdef.group, req.name)
+                raise errors.not_found(rdef.plural, rdef.group, name=req.name)
             if precondition and precondition != str(current.rv):
-                raise errors.stale(rdef.plural, rdef.group, req.name)
+                raise errors.stale(rdef.plural, rdef.group, name=req.name)
             new = compute(json.loads(current.raw))
             if not isinstance(new.get("metadata"), dict):
                 new["metadata"] = {}
@@ -651,23 +664,29 @@ class ApiServer:
             new["metadata"]["resourceVersion"] = str(current.rv)
             warnings: list[str] = []
             options = self._options("UpdateOptions", req)
-            new = await self._mutate("UPDATE", req, new, current.obj, warnings, options=options)
-            self._prepare_update(rdef, new, current.obj, req, warnings)
-            causes = self._validate_update(rdef, new, current.obj, req)
+            new = await self._mutate(
+                "UPDATE", req, obj=new, old=current.obj, warnings=warnings, options=options
+            )
+            self._prepare_update(rdef, new, old=current.obj, req=req, warnings=warnings)
+            causes = self._validate_update(rdef, new, old=current.obj, req=req)
             if causes:
-                raise errors.invalid(rdef.kind, rdef.group, req.name, causes)
+                raise errors.invalid(rdef.kind, rdef.group, name=req.name, causes=causes)
             await self._validate_admission(
-                "UPDATE", req, new, current.obj, warnings, options=options
+                "UPDATE", req, obj=new, old=current.obj, warnings=warnings, options=options
             )
             if self.store.get(rdef.gr, key) is not current:
                 if precondition:
-                    raise errors.stale(rdef.plural, rdef.group, req.name)
+                    raise errors.stale(rdef.plural, rdef.group, name=req.name)
                 continue  # changed during admission: recompute from the new current object
-            return self._persist_update(rdef, key, new, current, req, warnings)
-        raise errors.conflict(rdef.plural, rdef.group, req.name, "too many concurrent updates")
+            return self._persist_update(
+                rdef, key, new=new, current=current, req=req, warnings=warnings
+            )
+        raise errors.conflict(
+            rdef.plural, rdef.group, name=req.name, detail="too many concurrent updates"
+        )
 
     def _prepare_update(
-        self, rdef: registry.ResourceDef, new: dict, old: dict, req: Request, warnings: list[str]
+        self, rdef: registry.ResourceDef, new: dict, *, old: dict, req: Request, warnings: list[str]
     ) -> None:
         metadata, old_meta = new["metadata"], old["metadata"]
         for field in (
@@ -699,7 +718,7 @@ class ApiServer:
                 new["status"] = json.loads(json.dumps(old["status"]))
             else:
                 new.pop("status", None)
-        self._prune(rdef, new, req, warnings)
+        self._prune(rdef, new, req=req, warnings=warnings)
         if rdef.tracks_generation and req.subresource != "status":
             ignored = ("metadata", "status") if rdef.has_status else ("metadata",)
             if any(new.get(k) != old.get(k) for k in set(new) | set(old) if k not in ignored):
@@ -712,7 +731,7 @@ class ApiServer:
             apply_defaults(rdef, new)  # decoding defaults every write, not only creations
 
     def _validate_update(
-        self, rdef: registry.ResourceDef, new: dict, old: dict, req: Request
+        self, rdef: registry.ResourceDef, new: dict, *, old: dict, req: Request
     ) -> list[errors.FieldCause]:
         causes = _validate_metadata(new)
         old_finalizers = old["metadata"].get("finalizers") or []
@@ -744,6 +763,7 @@ class ApiServer:
         self,
         rdef: registry.ResourceDef,
         key: store.Key,
+        *,
         new: dict,
         current: store.Stored,
         req: Request,
@@ -756,11 +776,11 @@ class ApiServer:
         if req.dry_run:
             return Reply(200, store.encode(new), warnings)
         if deleting and not new["metadata"].get("finalizers"):
-            stored = self.store.update(rdef.gr, key, new)
-            self._remove(rdef, key, json.loads(stored.raw))
+            stored = self.store.update(rdef.gr, key, obj=new)
+            self._remove(rdef, key, obj=json.loads(stored.raw))
             return Reply(200, stored.raw, warnings)
-        stored = self.store.update(rdef.gr, key, new)
-        self._after_write(rdef, current.obj, stored.obj)
+        stored = self.store.update(rdef.gr, key, obj=new)
+        self._after_write(rdef, current.obj, new=stored.obj)
         return Reply(200, self._raw_as(rdef, stored), warnings)
 
     # ------------------------------------------------------------------ delete
@@ -768,7 +788,7 @@ class ApiServer:
     async def delete(self, req: Request, options: Any) -> Reply:
         rdef = req.rdef
         key = (req.namespace if rdef.namespaced else "", req.name)
-        current = self._require(rdef, req.namespace, req.name)
+        current = self._require(rdef, req.namespace, name=req.name)
         options = options if isinstance(options, dict) else {}
         preconditions = options.get("preconditions") or {}
         meta = current.obj["metadata"]
@@ -776,8 +796,8 @@ class ApiServer:
             raise errors.conflict(
                 rdef.plural,
                 rdef.group,
-                req.name,
-                f"Precondition failed: UID in precondition: {preconditions['uid']}, "
+                name=req.name,
+                detail=f"Precondition failed: UID in precondition: {preconditions['uid']}, "
                 f"UID in object meta: {meta.get('uid')}",
             )
         if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != meta.get(
@@ -786,8 +806,8 @@ class ApiServer:
             raise errors.conflict(
                 rdef.plural,
                 rdef.group,
-                req.name,
-                "Precondition failed: ResourceVersion in precondition: "
+                name=req.name,
+                detail="Precondition failed: ResourceVersion in precondition: "
                 f"{preconditions['resourceVersion']}, "
                 f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
             )
@@ -795,18 +815,30 @@ class ApiServer:
         warnings: list[str] = []
         delete_options = {"apiVersion": "meta.k8s.io/v1", "kind": "DeleteOptions", **options}
         await self._mutate(
-            "DELETE", req, None, current.obj, warnings, options=delete_options, dry_run=dry_run
+            "DELETE",
+            req,
+            obj=None,
+            old=current.obj,
+            warnings=warnings,
+            options=delete_options,
+            dry_run=dry_run,
         )
         await self._validate_admission(
-            "DELETE", req, None, current.obj, warnings, options=delete_options, dry_run=dry_run
+            "DELETE",
+            req,
+            obj=None,
+            old=current.obj,
+            warnings=warnings,
+            options=delete_options,
+            dry_run=dry_run,
         )
-        current = self._require(rdef, req.namespace, req.name)
+        current = self._require(rdef, req.namespace, name=req.name)
         orphan = (
             options.get("propagationPolicy") == "Orphan" or options.get("orphanDependents") is True
         )
         if orphan and not dry_run:
             self._orphan_dependents(current.obj["metadata"].get("uid", ""))
-        return self._delete_now(rdef, key, current, dry_run=dry_run, warnings=warnings)
+        return self._delete_now(rdef, key, current=current, dry_run=dry_run, warnings=warnings)
 
     def _orphan_dependents(self, owner_uid: str) -> None:
         """propagationPolicy=Orphan: dependents lose their reference to the owner and stay."""
@@ -821,14 +853,14 @@ class ApiServer:
                 obj["metadata"]["ownerReferences"] = remaining
             else:
                 obj["metadata"].pop("ownerReferences", None)
-            self.store.update(gr, key, obj)
+            self.store.update(gr, key, obj=obj)
 
     def _delete_now(
         self,
         rdef: registry.ResourceDef,
         key: store.Key,
-        current: store.Stored,
         *,
+        current: store.Stored,
         dry_run: bool,
         warnings: list[str] | None = None,
     ) -> Reply:
@@ -845,14 +877,14 @@ class ApiServer:
                 obj.setdefault("status", {})["phase"] = "Terminating"
             if dry_run:
                 return Reply(200, store.encode(obj), warnings)
-            stored = self.store.update(rdef.gr, key, obj)
-            self._after_write(rdef, current.obj, stored.obj)
+            stored = self.store.update(rdef.gr, key, obj=obj)
+            self._after_write(rdef, current.obj, new=stored.obj)
             reply = Reply(200, self._raw_as(rdef, stored), warnings)
             self._cascade(rdef, stored.obj)
             return reply
         if dry_run:
             return Reply(200, current.raw, warnings)
-        final = self._remove(rdef, key, obj)
+        final = self._remove(rdef, key, obj=obj)
         if rdef.gr == PODS:
             return Reply(200, final.raw, warnings)
         status = status_success(
@@ -871,7 +903,7 @@ class ApiServer:
             key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
             current = self.store.get(req.rdef.gr, key)
             if current is not None:
-                self._delete_now(req.rdef, key, current, dry_run=dry_run)
+                self._delete_now(req.rdef, key, current=current, dry_run=dry_run)
         body = {
             "kind": req.rdef.list_kind,
             "apiVersion": req.rdef.api_version,
@@ -880,9 +912,9 @@ class ApiServer:
         }
         return Reply(200, store.encode(body))
 
-    def _remove(self, rdef: registry.ResourceDef, key: store.Key, obj: dict) -> store.Stored:
+    def _remove(self, rdef: registry.ResourceDef, key: store.Key, *, obj: dict) -> store.Stored:
         """Remove an object for good, then finish what was waiting for it to go."""
-        final = self.store.delete(rdef.gr, key, obj)
+        final = self.store.delete(rdef.gr, key, obj=obj)
         if rdef.gr == CRDS:
             self.registry.unregister_crd(key[1])
         elif rdef.gr == PODS:
@@ -905,9 +937,9 @@ class ApiServer:
             if live:
                 obj = json.loads(current.raw)
                 obj["metadata"]["ownerReferences"] = live
-                self.store.update(gr, key, obj)
+                self.store.update(gr, key, obj=obj)
             else:
-                self._delete_now(target, key, current, dry_run=False)
+                self._delete_now(target, key, current=current, dry_run=False)
 
     def _cascade(self, rdef: registry.ResourceDef, obj: dict) -> None:
         """Deleting a namespace or a CRD deletes what it contains, finalizers permitting, after
@@ -920,11 +952,13 @@ class ApiServer:
         name = obj["metadata"]["name"]
         if self.cascade_delay > 0:
             loop = asyncio.get_running_loop()
-            loop.call_later(self.cascade_delay, self._cascade_now, rdef, name, uid)
+            loop.call_later(
+                self.cascade_delay, functools.partial(self._cascade_now, rdef, name, uid=uid)
+            )
         else:
-            self._cascade_now(rdef, name, uid)
+            self._cascade_now(rdef, name, uid=uid)
 
-    def _cascade_now(self, rdef: registry.ResourceDef, name: str, uid: str) -> None:
+    def _cascade_now(self, rdef: registry.ResourceDef, name: str, *, uid: str) -> None:
         stored = self.store.get(rdef.gr, ("", name))
         if stored is None or stored.obj["metadata"].get("uid") != uid:
             return  # already gone (or gone and created anew)
@@ -935,7 +969,7 @@ class ApiServer:
                     continue
                 for item in self.store.list(target.gr, name):
                     key = (name, item.obj["metadata"]["name"])
-                    self._delete_now(target, key, item, dry_run=False)
+                    self._delete_now(target, key, current=item, dry_run=False)
         else:
             spec = obj.get("spec") or {}
             plural = (spec.get("names") or {}).get("plural", "")
@@ -943,7 +977,7 @@ class ApiServer:
             if crd_target is not None:
                 for item in self.store.list(crd_target.gr):
                     key = (item.obj["metadata"].get("namespace", ""), item.obj["metadata"]["name"])
-                    self._delete_now(crd_target, key, item, dry_run=False)
+                    self._delete_now(crd_target, key, current=item, dry_run=False)
         self._finalize_containers(rdef, obj, itself=True)
 
     def _finalize_containers(
@@ -975,7 +1009,7 @@ class ApiServer:
             if remaining == 0:
                 target = self.registry.any_version(*gr)
                 assert target is not None
-                self._remove(target, ("", name), json.loads(stored.raw))
+                self._remove(target, ("", name), obj=json.loads(stored.raw))
 
     def _storage_defs(self) -> list[registry.ResourceDef]:
         seen: dict[registry.GroupResource, registry.ResourceDef] = {}
@@ -983,7 +1017,7 @@ class ApiServer:
             seen.setdefault(rdef.gr, rdef)
         return list(seen.values())
 
-    def _after_write(self, rdef: registry.ResourceDef, old: dict | None, new: dict) -> None:
+    def _after_write(self, rdef: registry.ResourceDef, old: dict | None, *, new: dict) -> None:
         if rdef.gr == CRDS:
             self.registry.register_crd(new["metadata"]["name"], crds.resource_defs(new))
         elif rdef.gr in (PODS, PDBS):
@@ -1031,13 +1065,13 @@ class ApiServer:
             if {k: current.get(k) for k in status} != status:
                 obj = json.loads(stored.raw)
                 obj["status"] = {**current, **status}
-                self.store.update(PDBS, (namespace, stored.obj["metadata"]["name"]), obj)
+                self.store.update(PDBS, (namespace, stored.obj["metadata"]["name"]), obj=obj)
 
     # ------------------------------------------------------------------ pods/eviction, pods/binding
 
     async def evict(self, req: Request, body: Any) -> Reply:
         pod_def = req.rdef
-        current = self._require(pod_def, req.namespace, req.name)
+        current = self._require(pod_def, req.namespace, name=req.name)
         if not isinstance(body, dict):
             raise errors.bad_request("the body of an eviction must be a policy/v1 Eviction")
         eviction = dict(body)
@@ -1048,17 +1082,19 @@ class ApiServer:
         warnings: list[str] = []
         options = self._options("CreateOptions", req)
         kind = {"group": "policy", "version": "v1", "kind": "Eviction"}
-        await self._mutate("CREATE", req, eviction, None, warnings, options=options, kind=kind)
-        await self._validate_admission(
-            "CREATE", req, eviction, None, warnings, options=options, kind=kind
+        await self._mutate(
+            "CREATE", req, obj=eviction, old=None, warnings=warnings, options=options, kind=kind
         )
-        current = self._require(pod_def, req.namespace, req.name)
+        await self._validate_admission(
+            "CREATE", req, obj=eviction, old=None, warnings=warnings, options=options, kind=kind
+        )
+        current = self._require(pod_def, req.namespace, name=req.name)
         self._check_disruption_budgets(current.obj)
         key = (req.namespace, req.name)
         dry_run = req.dry_run or "All" in (
             (eviction.get("deleteOptions") or {}).get("dryRun") or []
         )
-        self._delete_now(pod_def, key, current, dry_run=dry_run)
+        self._delete_now(pod_def, key, current=current, dry_run=dry_run)
         body_out = status_success(code=201)
         body_out.pop("details")
         return Reply(201, store.encode(body_out), warnings)
@@ -1096,7 +1132,7 @@ class ApiServer:
         raise errors.ApiError(
             429,
             "TooManyRequests",
-            "Cannot evict pod as it would violate the pod's disruption budget.",
+            message="Cannot evict pod as it would violate the pod's disruption budget.",
             causes=(
                 errors.FieldCause(
                     "",
@@ -1114,16 +1150,18 @@ class ApiServer:
         node = body["target"].get("name", "")
         if not node:
             raise errors.invalid(
-                "Binding", "", req.name, [errors.field_required("target.name", "")]
+                "Binding", "", name=req.name, causes=[errors.field_required("target.name", "")]
             )
         warnings: list[str] = []
         options = self._options("CreateOptions", req)
         kind = {"group": "", "version": "v1", "kind": "Binding"}
-        await self._mutate("CREATE", req, body, None, warnings, options=options, kind=kind)
-        await self._validate_admission(
-            "CREATE", req, body, None, warnings, options=options, kind=kind
+        await self._mutate(
+            "CREATE", req, obj=body, old=None, warnings=warnings, options=options, kind=kind
         )
-        current = self._require(req.rdef, req.namespace, req.name)
+        await self._validate_admission(
+            "CREATE", req, obj=body, old=None, warnings=warnings, options=options, kind=kind
+        )
+        current = self._require(req.rdef, req.namespace, name=req.name)
         pod = json.loads(current.raw)
         spec = pod.setdefault("spec", {})
         if pod["metadata"].get("deletionTimestamp"):
@@ -1132,8 +1170,8 @@ class ApiServer:
             raise errors.conflict(
                 "pods/binding",
                 "",
-                req.name,
-                f'pod {req.name} is already assigned to node "{spec["nodeName"]}"',
+                name=req.name,
+                detail=f'pod {req.name} is already assigned to node "{spec["nodeName"]}"',
             )
         if spec.get("schedulingGates"):
             raise errors.internal(f"pod {req.name} has non-empty .spec.schedulingGates")
@@ -1150,7 +1188,7 @@ class ApiServer:
         )
         status["conditions"] = conditions
         if not req.dry_run:
-            self.store.update(req.rdef.gr, (req.namespace, req.name), pod)
+            self.store.update(req.rdef.gr, (req.namespace, req.name), obj=pod)
         body_out = status_success(code=201)
         body_out.pop("details")
         return Reply(201, store.encode(body_out), warnings)
@@ -1171,9 +1209,9 @@ class ApiServer:
         self,
         operation: str,
         req: Request,
+        *,
         obj: dict | None,
         old: dict | None,
-        *,
         options: dict,
         dry_run: bool | None,
         kind: dict | None,
@@ -1203,10 +1241,10 @@ class ApiServer:
         self,
         operation: str,
         req: Request,
+        *,
         obj: dict | None,
         old: dict | None,
         warnings: list[str],
-        *,
         options: dict,
         dry_run: bool | None = None,
         kind: dict | None = None,
@@ -1214,7 +1252,7 @@ class ApiServer:
         if not self._admission_applies(req):
             return obj
         attrs = self._attributes(
-            operation, req, obj, old, options=options, dry_run=dry_run, kind=kind
+            operation, req, obj=obj, old=old, options=options, dry_run=dry_run, kind=kind
         )
         try:
             result, more = await self.admission_chain.mutate(attrs)  # type: ignore[union-attr]
@@ -1227,10 +1265,10 @@ class ApiServer:
         self,
         operation: str,
         req: Request,
+        *,
         obj: dict | None,
         old: dict | None,
         warnings: list[str],
-        *,
         options: dict,
         dry_run: bool | None = None,
         kind: dict | None = None,
@@ -1238,7 +1276,7 @@ class ApiServer:
         if not self._admission_applies(req):
             return
         attrs = self._attributes(
-            operation, req, obj, old, options=options, dry_run=dry_run, kind=kind
+            operation, req, obj=obj, old=old, options=options, dry_run=dry_run, kind=kind
         )
         try:
             more = await self.admission_chain.validate(attrs)  # type: ignore[union-attr]
@@ -1248,10 +1286,10 @@ class ApiServer:
 
     # ------------------------------------------------------------------ helpers
 
-    def _require(self, rdef: registry.ResourceDef, namespace: str, name: str) -> store.Stored:
+    def _require(self, rdef: registry.ResourceDef, namespace: str, *, name: str) -> store.Stored:
         stored = self.store.get(rdef.gr, (namespace if rdef.namespaced else "", name))
         if stored is None:
-            raise errors.not_found(rdef.plural, rdef.group, name)
+            raise errors.not_found(rdef.plural, rdef.group, name=name)
         return stored
 
     def _as_version(self, rdef: registry.ResourceDef, obj: dict) -> dict:
@@ -1272,7 +1310,7 @@ def _denied(exc: admission.AdmissionDenied) -> errors.ApiError:
     body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", **status}
     body["code"] = code
     return errors.ApiError(
-        code, str(status.get("reason") or ""), str(status.get("message") or ""), body=body
+        code, str(status.get("reason") or ""), message=str(status.get("message") or ""), body=body
     )
 
 

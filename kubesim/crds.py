@@ -157,7 +157,7 @@ def prune(obj: dict, schema: Any) -> list[str]:
         if key in ("apiVersion", "kind", "metadata"):
             continue
         if key in properties:
-            obj[key] = _prune_value(obj[key], properties[key], key, unknown)
+            obj[key] = _prune_value(obj[key], properties[key], path=key, unknown=unknown)
             if obj[key] is _DROP:
                 del obj[key]
         elif not schema.get("x-kubernetes-preserve-unknown-fields"):
@@ -170,7 +170,7 @@ def prune(obj: dict, schema: Any) -> list[str]:
 _DROP = object()
 
 
-def _prune_value(value: Any, schema: Any, path: str, unknown: list[str]) -> Any:
+def _prune_value(value: Any, schema: Any, *, path: str, unknown: list[str]) -> Any:
     if not isinstance(schema, dict):
         return value
     if value is None:
@@ -192,9 +192,9 @@ def _prune_value(value: Any, schema: Any, path: str, unknown: list[str]) -> Any:
                 continue
             child_path = f"{path}.{key}"
             if isinstance(properties, dict) and key in properties:
-                pruned = _prune_value(item, properties[key], child_path, unknown)
+                pruned = _prune_value(item, properties[key], path=child_path, unknown=unknown)
             elif isinstance(additional, dict):
-                pruned = _prune_value(item, additional, child_path, unknown)
+                pruned = _prune_value(item, additional, path=child_path, unknown=unknown)
             elif keep_unknown:
                 pruned = item
             else:
@@ -209,7 +209,7 @@ def _prune_value(value: Any, schema: Any, path: str, unknown: list[str]) -> Any:
         result = []
         for i, item in enumerate(value):
             pruned = (
-                _prune_value(item, items, f"{path}[{i}]", unknown)
+                _prune_value(item, items, path=f"{path}[{i}]", unknown=unknown)
                 if isinstance(items, dict)
                 else item
             )

@@ -40,8 +40,8 @@ class ApiError(Exception):
         self,
         code: int,
         reason: str,
-        message: str,
         *,
+        message: str,
         name: str = "",
         group: str = "",
         kind: str = "",
@@ -95,36 +95,36 @@ def qualified(plural: str, group: str) -> str:
 
 
 def bad_request(message: str) -> ApiError:
-    return ApiError(400, "BadRequest", message)
+    return ApiError(400, "BadRequest", message=message)
 
 
-def not_found(plural: str, group: str, name: str) -> ApiError:
+def not_found(plural: str, group: str, *, name: str) -> ApiError:
     return ApiError(
         404,
         "NotFound",
-        f'{qualified(plural, group)} "{name}" not found',
+        message=f'{qualified(plural, group)} "{name}" not found',
         name=name,
         group=group,
         kind=plural,
     )
 
 
-def already_exists(plural: str, group: str, name: str) -> ApiError:
+def already_exists(plural: str, group: str, *, name: str) -> ApiError:
     return ApiError(
         409,
         "AlreadyExists",
-        f'{qualified(plural, group)} "{name}" already exists',
+        message=f'{qualified(plural, group)} "{name}" already exists',
         name=name,
         group=group,
         kind=plural,
     )
 
 
-def conflict(plural: str, group: str, name: str, detail: str) -> ApiError:
+def conflict(plural: str, group: str, *, name: str, detail: str) -> ApiError:
     return ApiError(
         409,
         "Conflict",
-        f'Operation cannot be fulfilled on {qualified(plural, group)} "{name}": {detail}',
+        message=f'Operation cannot be fulfilled on {qualified(plural, group)} "{name}": {detail}',
         name=name,
         group=group,
         kind=plural,
@@ -136,12 +136,12 @@ MODIFIED_DETAIL = (
 )
 
 
-def stale(plural: str, group: str, name: str) -> ApiError:
+def stale(plural: str, group: str, *, name: str) -> ApiError:
     """The optimistic-concurrency conflict: a resourceVersion precondition did not hold."""
-    return conflict(plural, group, name, MODIFIED_DETAIL)
+    return conflict(plural, group, name=name, detail=MODIFIED_DETAIL)
 
 
-def invalid(kind: str, group: str, name: str, causes: list[FieldCause]) -> ApiError:
+def invalid(kind: str, group: str, *, name: str, causes: list[FieldCause]) -> ApiError:
     """422 Invalid: `<Kind> "<n>" is invalid: <field>: <Type>: <detail>` for every cause.
 
     The kind is qualified by its group (`Widget.example.com`), as kube-apiserver prints GroupKinds.
@@ -152,7 +152,7 @@ def invalid(kind: str, group: str, name: str, causes: list[FieldCause]) -> ApiEr
     return ApiError(
         422,
         "Invalid",
-        f'{qualified_kind} "{name}" is invalid: {text}',
+        message=f'{qualified_kind} "{name}" is invalid: {text}',
         name=name,
         group=group,
         kind=kind,
@@ -161,27 +161,27 @@ def invalid(kind: str, group: str, name: str, causes: list[FieldCause]) -> ApiEr
 
 
 def forbidden(message: str, *, name: str = "", group: str = "", kind: str = "") -> ApiError:
-    return ApiError(403, "Forbidden", message, name=name, group=group, kind=kind)
+    return ApiError(403, "Forbidden", message=message, name=name, group=group, kind=kind)
 
 
 def unsupported_media_type(content_type: str) -> ApiError:
     return ApiError(
         415,
         "UnsupportedMediaType",
-        f"the body of the request was in an unknown format: {content_type}",
+        message=f"the body of the request was in an unknown format: {content_type}",
     )
 
 
 def method_not_allowed(message: str) -> ApiError:
-    return ApiError(405, "MethodNotAllowed", message)
+    return ApiError(405, "MethodNotAllowed", message=message)
 
 
 def expired(message: str) -> ApiError:
-    return ApiError(410, "Expired", message)
+    return ApiError(410, "Expired", message=message)
 
 
 def internal(message: str) -> ApiError:
-    return ApiError(500, "InternalError", f"Internal error occurred: {message}")
+    return ApiError(500, "InternalError", message=f"Internal error occurred: {message}")
 
 
 _CAUSE_TYPES = {

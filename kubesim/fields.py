@@ -110,7 +110,7 @@ DEPLOYMENT_SPEC = frozenset(
 POD_TEMPLATE = frozenset({"metadata", "spec"})
 
 
-def _unknown(value: Any, known: frozenset[str], path: str) -> list[str]:
+def _unknown(value: Any, known: frozenset[str], *, path: str) -> list[str]:
     """The unknown keys of `value` as paths; they are removed from it, as decoding drops them."""
     if not isinstance(value, dict):
         return []
@@ -121,14 +121,14 @@ def _unknown(value: Any, known: frozenset[str], path: str) -> list[str]:
 
 
 def _pod_spec(spec: Any, path: str) -> list[str]:
-    found = _unknown(spec, POD_SPEC, path)
+    found = _unknown(spec, POD_SPEC, path=path)
     if not isinstance(spec, dict):
         return found
     for field in ("containers", "initContainers"):
         for i, container in enumerate(spec.get(field) or []):
-            found.extend(_unknown(container, CONTAINER, f"{path}.{field}[{i}]"))
+            found.extend(_unknown(container, CONTAINER, path=f"{path}.{field}[{i}]"))
     for i, gate in enumerate(spec.get("schedulingGates") or []):
-        found.extend(_unknown(gate, SCHEDULING_GATE, f"{path}.schedulingGates[{i}]"))
+        found.extend(_unknown(gate, SCHEDULING_GATE, path=f"{path}.schedulingGates[{i}]"))
     return found
 
 
@@ -137,16 +137,18 @@ def drop_unknown_fields(gr: tuple[str, str], obj: dict) -> list[str]:
     known = TOP_LEVEL.get(gr)
     if known is None:
         return []
-    found = _unknown(obj, known, "")
-    found.extend(_unknown(obj.get("metadata"), OBJECT_META, "metadata"))
+    found = _unknown(obj, known, path="")
+    found.extend(_unknown(obj.get("metadata"), OBJECT_META, path="metadata"))
     if gr == ("", "pods"):
         found.extend(_pod_spec(obj.get("spec"), "spec"))
     elif gr == ("apps", "deployments"):
         spec = obj.get("spec")
-        found.extend(_unknown(spec, DEPLOYMENT_SPEC, "spec"))
+        found.extend(_unknown(spec, DEPLOYMENT_SPEC, path="spec"))
         template = spec.get("template") if isinstance(spec, dict) else None
-        found.extend(_unknown(template, POD_TEMPLATE, "spec.template"))
+        found.extend(_unknown(template, POD_TEMPLATE, path="spec.template"))
         if isinstance(template, dict):
-            found.extend(_unknown(template.get("metadata"), OBJECT_META, "spec.template.metadata"))
+            found.extend(
+                _unknown(template.get("metadata"), OBJECT_META, path="spec.template.metadata")
+            )
             found.extend(_pod_spec(template.get("spec"), "spec.template.spec"))
     return found

@@ -32,7 +32,7 @@ def _unprocessable(detail: str) -> errors.ApiError:
     return errors.ApiError(
         422,
         "Invalid",
-        f"the server rejected our request due to an error in our request: {detail}",
+        message=f"the server rejected our request due to an error in our request: {detail}",
     )
 
 
@@ -102,7 +102,7 @@ def merge_key(field: str, path: tuple[str, ...]) -> str | None:
     return MERGE_KEYS.get(field)
 
 
-def apply_strategic_merge_patch(target: Any, patch: Any, path: tuple[str, ...] = ()) -> Any:
+def apply_strategic_merge_patch(target: Any, patch: Any, *, path: tuple[str, ...] = ()) -> Any:
     """Strategic merge for built-in kinds, with `$patch`, `$retainKeys`,
     `$deleteFromPrimitiveList/<f>` and `$setElementOrder/<f>` (stripped: order is kept as is).
     """
@@ -128,13 +128,13 @@ def apply_strategic_merge_patch(target: Any, patch: Any, path: tuple[str, ...] =
         if value is None:
             target.pop(key, None)
         elif isinstance(value, dict):
-            merged = apply_strategic_merge_patch(target.get(key), value, (*path, key))
+            merged = apply_strategic_merge_patch(target.get(key), value, path=(*path, key))
             if merged is None:
                 target.pop(key, None)
             else:
                 target[key] = merged
         elif isinstance(value, list):
-            target[key] = _merge_list(key, target.get(key), value, (*path, key))
+            target[key] = _merge_list(key, target.get(key), patch=value, path=(*path, key))
         else:
             target[key] = value
     if isinstance(retain, list):
@@ -144,7 +144,7 @@ def apply_strategic_merge_patch(target: Any, patch: Any, path: tuple[str, ...] =
     return target
 
 
-def _merge_list(field: str, current: Any, patch: list, path: tuple[str, ...]) -> list:
+def _merge_list(field: str, current: Any, *, patch: list, path: tuple[str, ...]) -> list:
     if any(isinstance(item, dict) and item.get("$patch") == "replace" for item in patch):
         return [_strip_directives(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
     if not isinstance(current, list):
@@ -175,7 +175,7 @@ def _merge_list(field: str, current: Any, patch: list, path: tuple[str, ...]) ->
         if index is None:
             result.append(_strip_directives(item))
         else:
-            result[index] = apply_strategic_merge_patch(result[index], item, path)
+            result[index] = apply_strategic_merge_patch(result[index], item, path=path)
     return result
 
 

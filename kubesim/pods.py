@@ -258,12 +258,12 @@ def _neutralized(spec: dict, old: dict, *, gated: bool) -> dict:
     old_tolerations = old.get("tolerations") or []
     new_tolerations = result.get("tolerations") or []
     if all(t in new_tolerations for t in old_tolerations):
-        _set_or_pop(result, "tolerations", old.get("tolerations"))
+        _set_or_pop(result, "tolerations", value=old.get("tolerations"))
     # Gates may only be removed (checked by the caller), in any order.
-    _set_or_pop(result, "schedulingGates", old.get("schedulingGates"))
+    _set_or_pop(result, "schedulingGates", value=old.get("schedulingGates"))
     if gated:
         if _selector_tightened(result.get("nodeSelector"), old.get("nodeSelector")):
-            _set_or_pop(result, "nodeSelector", old.get("nodeSelector"))
+            _set_or_pop(result, "nodeSelector", value=old.get("nodeSelector"))
         new_aff = (result.get("affinity") or {}).get("nodeAffinity")
         old_aff = (old.get("affinity") or {}).get("nodeAffinity")
         if _affinity_tightened(new_aff, old_aff):
@@ -278,7 +278,7 @@ def _neutralized(spec: dict, old: dict, *, gated: bool) -> dict:
     return result
 
 
-def _set_or_pop(spec: dict, field: str, value: Any) -> None:
+def _set_or_pop(spec: dict, field: str, *, value: Any) -> None:
     if value is None:
         spec.pop(field, None)
     else:

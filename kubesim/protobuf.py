@@ -215,7 +215,7 @@ def decode(body: bytes) -> dict[str, Any]:
             raise errors.ApiError(
                 415,
                 "UnsupportedMediaType",
-                f"kubesim cannot decode {kind or 'this kind'} ({api_version}) from "
+                message=f"kubesim cannot decode {kind or 'this kind'} ({api_version}) from "
                 "application/vnd.kubernetes.protobuf: send JSON (for kubectl: apply -f a manifest)",
             )
         fields = parse_message(_bytes(unknown.get(2, [b""])[-1]))

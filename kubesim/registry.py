@@ -192,7 +192,7 @@ class Registry:
         for rdef in BUILTINS:
             self._by_gvr[(rdef.group, rdef.version, rdef.plural)] = rdef
 
-    def resolve(self, group: str, version: str, plural: str) -> ResourceDef | None:
+    def resolve(self, group: str, version: str, *, plural: str) -> ResourceDef | None:
         return self._by_gvr.get((group, version, plural))
 
     def any_version(self, group: str, plural: str) -> ResourceDef | None:

@@ -203,7 +203,9 @@ class HttpFrontend:
                     request.transport.close()
                 return web.Response(status=500)
             if fault.status is not None:
-                error = errors.ApiError(fault.status, _reason_for(fault.status), fault.message)
+                error = errors.ApiError(
+                    fault.status, _reason_for(fault.status), message=fault.message
+                )
                 return _json_response(
                     error.status(), status=fault.status, headers=dict(fault.headers)
                 )
@@ -224,15 +226,15 @@ class HttpFrontend:
         if resource_path is None:
             return self._non_resource(request)
         rdef = self.api.registry.resolve(
-            resource_path.group, resource_path.version, resource_path.plural
+            resource_path.group, resource_path.version, plural=resource_path.plural
         )
         if rdef is None or (resource_path.namespace and not rdef.namespaced):
             raise errors.ApiError(
-                404, "NotFound", "the server could not find the requested resource"
+                404, "NotFound", message="the server could not find the requested resource"
             )
         if resource_path.subresource and resource_path.subresource not in rdef.subresources:
             raise errors.ApiError(
-                404, "NotFound", "the server could not find the requested resource"
+                404, "NotFound", message="the server could not find the requested resource"
             )
         query = dict(parse_qsl(request.query_string, keep_blank_values=True))
         verb = VERBS_BY_METHOD.get(request.method)
@@ -319,15 +321,15 @@ class HttpFrontend:
             raise errors.ApiError(
                 415,
                 "UnsupportedMediaType",
-                f"the body of the request was in an unknown format - accepted media types include: "
-                f"{', '.join(patching.PATCH_TYPES)}",
+                message="the body of the request was in an unknown format - accepted media types "
+                f"include: {', '.join(patching.PATCH_TYPES)}",
             )
         body = await self._body(
             request,
             strict=req.field_validation == "Strict",
             yaml_ok=content_type == patching.APPLY_PATCH,
         )
-        return self._reply(await self.api.patch(req, content_type, body))
+        return self._reply(await self.api.patch(req, content_type, body=body))
 
     async def _watch(
         self, request: web.Request, req: apiserver.Request, *, as_table: bool
@@ -366,7 +368,7 @@ class HttpFrontend:
             raise errors.ApiError(
                 415,
                 "UnsupportedMediaType",
-                "the body of the request was in an unknown format - accepted media types "
+                message="the body of the request was in an unknown format - accepted media types "
                 f"include: application/json, application/yaml (not {content_type})",
             )
         if content_type == PROTOBUF:
@@ -462,7 +464,9 @@ class HttpFrontend:
             doc = docs.get(path[len("/openapi/v3/") :])
             if doc is not None:
                 return web.Response(body=doc[0], content_type="application/json")
-        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        raise errors.ApiError(
+            404, "NotFound", message="the server could not find the requested resource"
+        )
 
     def _groups(self) -> list[dict]:
         groups = []
@@ -477,7 +481,7 @@ class HttpFrontend:
         defs = self.api.registry.resources_of(group, version)
         if not defs:
             raise errors.ApiError(
-                404, "NotFound", "the server could not find the requested resource"
+                404, "NotFound", message="the server could not find the requested resource"
             )
         resources: list[dict] = []
         for rdef in sorted(defs, key=lambda d: d.plural):

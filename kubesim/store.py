@@ -157,7 +157,7 @@ class Store:
         return sorted(self._dependents.get(uid, ()))
 
     def _index(
-        self, gr: registry.GroupResource, key: Key, old: dict | None, new: dict | None
+        self, gr: registry.GroupResource, key: Key, *, old: dict | None, new: dict | None
     ) -> None:
         old_meta = old["metadata"] if old is not None else {}
         new_meta = new["metadata"] if new is not None else {}
@@ -187,27 +187,27 @@ class Store:
         obj["metadata"]["resourceVersion"] = str(self.rv)
         return self.rv
 
-    def create(self, gr: registry.GroupResource, key: Key, obj: dict) -> Stored:
+    def create(self, gr: registry.GroupResource, key: Key, *, obj: dict) -> Stored:
         rv = self._next_rv(obj)
         stored = Stored(obj, encode(obj), rv)
         self._objects.setdefault(gr, {})[key] = stored
-        self._index(gr, key, None, obj)
+        self._index(gr, key, old=None, new=obj)
         self._emit(gr, Event(rv, ADDED, obj, stored.raw, None))
         return stored
 
-    def update(self, gr: registry.GroupResource, key: Key, obj: dict) -> Stored:
+    def update(self, gr: registry.GroupResource, key: Key, *, obj: dict) -> Stored:
         old = self._objects[gr][key]
         rv = self._next_rv(obj)
         stored = Stored(obj, encode(obj), rv)
         self._objects[gr][key] = stored
-        self._index(gr, key, old.obj, obj)
+        self._index(gr, key, old=old.obj, new=obj)
         self._emit(gr, Event(rv, MODIFIED, obj, stored.raw, old.obj))
         return stored
 
-    def delete(self, gr: registry.GroupResource, key: Key, obj: dict) -> Stored:
+    def delete(self, gr: registry.GroupResource, key: Key, *, obj: dict) -> Stored:
         """Remove an object; `obj` is its final state, which the DELETED event carries."""
         old = self._objects[gr].pop(key)
-        self._index(gr, key, old.obj, None)
+        self._index(gr, key, old=old.obj, new=None)
         rv = self._next_rv(obj)
         stored = Stored(obj, encode(obj), rv)
         self._emit(gr, Event(rv, DELETED, obj, stored.raw, old.obj))

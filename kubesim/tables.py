@@ -101,7 +101,7 @@ def json_path(obj: Any, path: str) -> list[Any]:
     return values
 
 
-def _cell(values: list[Any], column_type: str, now: datetime.datetime) -> Any:
+def _cell(values: list[Any], column_type: str, *, now: datetime.datetime) -> Any:
     if not values:
         return None
     value = values[0] if len(values) == 1 else ",".join(str(v) for v in values)
@@ -301,7 +301,7 @@ def printer_for(rdef: registry.ResourceDef) -> Printer:
 
         def row(obj: dict, now: datetime.datetime) -> Row:
             return [_meta(obj).get("name")] + [
-                _cell(json_path(obj, c.json_path), c.type, now) for c in specs
+                _cell(json_path(obj, c.json_path), c.type, now=now) for c in specs
             ]
 
         return columns, row

@@ -369,7 +369,7 @@ async def test_a_watcher_overtaken_by_log_compaction_gets_410(
             for i in range(10):
                 obj = conftest.configmap(f"c{i}")
                 obj["metadata"]["namespace"] = "default"
-                api.store.create(("", "configmaps"), ("default", f"c{i}"), obj)
+                api.store.create(("", "configmaps"), ("default", f"c{i}"), obj=obj)
 
         cluster.sim.call(burst)
         events = await stream.until_end()
