@@ -392,3 +392,62 @@ def test_a_pod_group_without_a_queue_goes_to_the_default_queue_given() -> None:
         "metadata": {"name": "pg", "namespace": "ns1"},
     }
     assert manifests.parse_pod_group(manifest, default_queue="batch").queue == "batch"
+
+
+BAD_OBJECTS: dict[str, tuple[Any, dict[str, Any], list[str]]] = {
+    "a pod group with a negative minimum and an unknown phase": (
+        manifests.parse_pod_group,
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "ns1"},
+            "spec": {"minMember": -1, "minTaskMember": {"worker": "two"}},
+            "status": {"phase": "Waiting"},
+        },
+        [
+            'o#0: PodGroup ns1/pg: spec.minTaskMember["worker"]: must be an integer (got "two")',
+            "o#0: PodGroup ns1/pg: spec.minMember: must not be negative (got -1)",
+            "o#0: PodGroup ns1/pg: status.phase: must be one of Pending, Running, Unknown, "
+            'Inqueue, Completed (got "Waiting")',
+        ],
+    ),
+    "a node with a taint Kubernetes would refuse": (
+        manifests.parse_node,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "n1"},
+            "spec": {"taints": [{"effect": "NoRun"}], "unschedulable": "yes"},
+        },
+        [
+            "o#0: Node n1: spec.taints[0].key: is required",
+            "o#0: Node n1: spec.taints[0].effect: must be NoSchedule, PreferNoSchedule or "
+            'NoExecute (got "NoRun")',
+            'o#0: Node n1: spec.unschedulable: must be true or false (got "yes")',
+        ],
+    ),
+    "a priority class without a value": (
+        manifests.parse_priority_class,
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "p"}},
+        ["o#0: PriorityClass p: value: is required"],
+    ),
+    "a creation time that is not RFC 3339": (
+        manifests.parse_node,
+        {"metadata": {"name": "n1", "creationTimestamp": "yesterday"}},
+        [
+            "o#0: Node n1: metadata.creationTimestamp: must be an RFC 3339 time such as "
+            '2024-05-01T12:00:00Z (got "yesterday")'
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("parse", "manifest", "expected"), BAD_OBJECTS.values(), ids=BAD_OBJECTS.keys()
+)
+def test_bad_objects_of_every_kind_are_refused_naming_each_field(
+    parse: Any, manifest: dict[str, Any], expected: list[str]
+) -> None:
+    with pytest.raises(manifests.ManifestError) as caught:
+        parse(manifest, origin="o#0")
+    assert [str(problem) for problem in caught.value.problems] == expected
