@@ -516,12 +516,13 @@ class ApiServer:
         elif rdef.gr == CRDS:
             crds.prepare(obj, now=now_rfc3339())
         elif rdef.gr == NAMESPACES:
+            metadata = obj["metadata"]
             obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             obj["status"] = {"phase": "Active"}
-            obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj[
-                "metadata"
-            ]["name"]
-        elif rdef.has_status and rdef.gr != ("", "nodes") and not rdef.builtin:
+            metadata.setdefault("labels", {})["kubernetes.io/metadata.name"] = metadata["name"]
+        elif rdef.has_status and not rdef.builtin:
+            # A custom resource with a status subresource is created without a status; built-in
+            # kinds keep theirs (nodes are registered with their capacity and conditions).
             obj.pop("status", None)
         self._prune(rdef, obj, req=req, warnings=warnings)
 
