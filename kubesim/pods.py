@@ -7,7 +7,6 @@ only if gates remain after the webhooks), then `validate_create` / `validate_upd
 
 from __future__ import annotations
 
-import copy
 import re
 from decimal import Decimal
 from typing import Any
@@ -240,21 +239,25 @@ def validate_update(new: dict, old: dict) -> list[errors.FieldCause]:
 
 
 def _neutralized(spec: dict, old: dict, *, gated: bool) -> dict:
-    """`spec` with every field an update may change replaced by the old value (when allowed)."""
-    result = copy.deepcopy(spec)
+    """`spec` with every field an update may change replaced by the old value (when allowed).
+
+    Copies only what it replaces (shallowly): the result is compared, never stored, and this
+    runs on every pod update (the gate removals of the operator among them).
+    """
+    result = dict(spec)
     for field in ("containers", "initContainers"):
         new_list = result.get(field) or []
         old_list = old.get(field) or []
-        if len(new_list) == len(old_list):
-            for new_c, old_c in zip(new_list, old_list, strict=True):
-                if isinstance(new_c, dict) and isinstance(old_c, dict) and "image" in old_c:
-                    new_c["image"] = old_c["image"]
+        if new_list and len(new_list) == len(old_list):
+            result[field] = [
+                {**new_c, "image": old_c["image"]}
+                if isinstance(new_c, dict) and isinstance(old_c, dict) and "image" in old_c
+                else new_c
+                for new_c, old_c in zip(new_list, old_list, strict=True)
+            ]
     deadline, old_deadline = result.get("activeDeadlineSeconds"), old.get("activeDeadlineSeconds")
     if deadline is not None and (old_deadline is None or deadline <= old_deadline):
-        if old_deadline is None:
-            result.pop("activeDeadlineSeconds")
-        else:
-            result["activeDeadlineSeconds"] = old_deadline
+        _set_or_pop(result, "activeDeadlineSeconds", value=old_deadline)
     old_tolerations = old.get("tolerations") or []
     new_tolerations = result.get("tolerations") or []
     if all(t in new_tolerations for t in old_tolerations):
@@ -264,17 +267,18 @@ def _neutralized(spec: dict, old: dict, *, gated: bool) -> dict:
     if gated:
         if _selector_tightened(result.get("nodeSelector"), old.get("nodeSelector")):
             _set_or_pop(result, "nodeSelector", value=old.get("nodeSelector"))
-        new_aff = (result.get("affinity") or {}).get("nodeAffinity")
+        affinity = result.get("affinity")
         old_aff = (old.get("affinity") or {}).get("nodeAffinity")
-        if _affinity_tightened(new_aff, old_aff):
-            affinity = result.get("affinity")
-            if isinstance(affinity, dict):
-                if old_aff is None:
-                    affinity.pop("nodeAffinity", None)
-                else:
-                    affinity["nodeAffinity"] = copy.deepcopy(old_aff)
-                if not affinity and "affinity" not in old:
-                    result.pop("affinity")
+        if isinstance(affinity, dict) and _affinity_tightened(
+            affinity.get("nodeAffinity"), old_aff
+        ):
+            affinity = {k: v for k, v in affinity.items() if k != "nodeAffinity"}
+            if old_aff is not None:
+                affinity["nodeAffinity"] = old_aff
+            if affinity or "affinity" in old:
+                result["affinity"] = affinity
+            else:
+                result.pop("affinity")
     return result
 
 
@@ -282,7 +286,7 @@ def _set_or_pop(spec: dict, field: str, *, value: Any) -> None:
     if value is None:
         spec.pop(field, None)
     else:
-        spec[field] = copy.deepcopy(value)
+        spec[field] = value
 
 
 def _selector_tightened(new: Any, old: Any) -> bool:

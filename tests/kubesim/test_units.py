@@ -371,3 +371,58 @@ async def test_the_event_log_resumes_after_an_rv_and_keeps_positions_through_com
     await asyncio.wait_for(waiter, 1)
     log.compact(upto_rv=12)
     assert (log.compacted_rv, log.events, log.end()) == (12, [], 5)
+
+
+def _gated_pod(**spec: Any) -> dict:
+    return {
+        "spec": {
+            "schedulingGates": [{"name": "example.com/g"}],
+            "containers": [{"name": "c", "image": "i"}],
+            **spec,
+        }
+    }
+
+
+def _required(*expressions: dict) -> dict:
+    terms = [{"matchExpressions": list(expressions)}]
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+        }
+    }
+
+
+ZONE_A = {"key": "zone", "operator": "In", "values": ["a"]}
+GPU = {"key": "gpu", "operator": "Exists"}
+
+
+@pytest.mark.parametrize(
+    ("old_spec", "new_spec", "allowed"),
+    [
+        ({}, {"affinity": _required(ZONE_A)}, True),
+        ({"affinity": _required(ZONE_A)}, {"affinity": _required(ZONE_A, GPU)}, True),
+        ({"affinity": _required(ZONE_A)}, {"affinity": _required(GPU)}, False),
+        ({"affinity": _required(ZONE_A)}, {"affinity": {}}, False),
+        ({"nodeSelector": {"zone": "a"}}, {"nodeSelector": {"zone": "a", "gpu": "yes"}}, True),
+        ({"nodeSelector": {"zone": "a"}}, {"nodeSelector": {"zone": "b"}}, False),
+        ({"activeDeadlineSeconds": 100}, {"activeDeadlineSeconds": 50}, True),
+        ({"activeDeadlineSeconds": 100}, {"activeDeadlineSeconds": 200}, False),
+        ({}, {"priorityClassName": "high"}, False),
+    ],
+    ids=[
+        "affinity set where there was none",
+        "required expression appended",
+        "required expression replaced",
+        "required affinity removed",
+        "node selector entry added",
+        "node selector entry changed",
+        "deadline shortened",
+        "deadline extended",
+        "priority class changed",
+    ],
+)
+def test_updates_of_a_gated_pod_may_only_tighten_its_placement(
+    old_spec: dict, new_spec: dict, allowed: bool
+) -> None:
+    old, new = _gated_pod(**old_spec), _gated_pod(**new_spec)
+    assert (pods.validate_update(new, old) == []) == allowed
