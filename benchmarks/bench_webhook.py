@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import multiprocessing
 import pathlib
@@ -126,6 +127,7 @@ def serve(port_queue: Any, cert_dir: str, queues: int) -> None:
         app = server.build_app(
             source=server.StaticSource(tree(queues)), settings=settings.ReviewSettings()
         )
+        server.freeze_heap()  # as ``queuetree webhook`` does once its caches are synced
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
@@ -196,6 +198,9 @@ async def drive(
         await asyncio.gather(*(client(session, clients * 2, False) for _ in range(clients)))
         latencies.clear()
         next_index = 0
+        # The client's own collector must not pause the measurement (the server freezes too).
+        gc.collect()
+        gc.freeze()
         origin = started = loop.time()
         await asyncio.gather(*(client(session, requests, True) for _ in range(clients)))
         seconds = loop.time() - started

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import logging
 import signal
 import ssl
@@ -302,7 +303,8 @@ async def serve(config: ServerConfig, *, stop: asyncio.Event | None = None) -> N
             stopping=stopping,
         )
         async with _background(
-            [i.run() for i in cache.connect(api_client)] + [keeper.keep_current(metrics_)]
+            [i.run() for i in cache.connect(api_client)]
+            + [keeper.keep_current(metrics_), _freeze_when_synced(cache)]
         ):
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
@@ -330,6 +332,25 @@ async def serve(config: ServerConfig, *, stop: asyncio.Event | None = None) -> N
                 await runner.cleanup()
                 if config.metrics_port:
                     await health_runner.cleanup()
+
+
+def freeze_heap() -> None:
+    """Collect once, then move every surviving object out of the garbage collector's sight.
+
+    A full collection walks every tracked object: with the caches of a 1,000-queue tree that is
+    about 20 ms, paid by whichever review happens to trigger it, which alone breaks a 20 ms p99.
+    What exists once the caches are synced (modules, the first view) lives as long as the
+    process, so it is frozen; objects made later are collected as usual, and frozen ones are
+    still freed by reference counting when dropped.
+    """
+    gc.collect()
+    gc.freeze()
+
+
+async def _freeze_when_synced(cache: caching.ClusterCache) -> None:
+    await asyncio.gather(*(informer.synced.wait() for informer in cache.informers))
+    cache.view()  # build the first view before freezing it
+    freeze_heap()
 
 
 @contextlib.asynccontextmanager
