@@ -3,12 +3,14 @@ kubectl's generators, and the `python -m kubesim` command."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import aiohttp
 import pytest
@@ -165,9 +167,11 @@ def test_protobuf_for_other_kinds_is_a_415_that_kubectl_reports(kubesim: harness
     )
 
 
-def test_the_command_serves_until_terminated_with_a_port_file_and_kubeconfig(
-    tmp_path: pathlib.Path,
-) -> None:
+@contextlib.contextmanager
+def command(
+    tmp_path: pathlib.Path, *args: str
+) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
+    """`python -m kubesim ARGS` with a port file and a kubeconfig; terminated at the end."""
     port_file, kubeconfig = tmp_path / "port", tmp_path / "kubeconfig"
     process = subprocess.Popen(
         [
@@ -178,6 +182,7 @@ def test_the_command_serves_until_terminated_with_a_port_file_and_kubeconfig(
             str(port_file),
             "--kubeconfig-out",
             str(kubeconfig),
+            *args,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -190,25 +195,55 @@ def test_the_command_serves_until_terminated_with_a_port_file_and_kubeconfig(
             assert time.monotonic() < deadline, "no port file"
             time.sleep(0.05)
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "KUBECACHEDIR": str(tmp_path / "cache")}
-        result = subprocess.run(
-            ["kubectl", harness.KUBECTL_TIMEOUT, "get", "ns", "-o", "json"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert result.returncode == 0, result.stderr
-        assert [n["metadata"]["name"] for n in json.loads(result.stdout)["items"]] == [
+        yield process, env
+    finally:
+        process.terminate()
+        process.communicate(timeout=20)
+
+
+def kubectl_json(env: dict[str, str], *args: str) -> dict:
+    result = subprocess.run(
+        ["kubectl", harness.KUBECTL_TIMEOUT, *args, "-o", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_the_command_serves_until_terminated_with_a_port_file_and_kubeconfig(
+    tmp_path: pathlib.Path,
+) -> None:
+    with command(tmp_path) as (process, env):
+        namespaces = kubectl_json(env, "get", "ns")
+        assert [n["metadata"]["name"] for n in namespaces["items"]] == [
             "default",
             "kube-node-lease",
             "kube-public",
             "kube-system",
         ]
-    finally:
-        process.terminate()
-        out, _ = process.communicate(timeout=20)
     assert process.returncode == 0
-    assert out.splitlines()[0] == f"kubesim serving on http://127.0.0.1:{port_file.read_text()}"
+
+
+@pytest.mark.parametrize(
+    "flag",
+    ["n1=cpu=8,memory=32Gi,nvidia.com/gpu=4", "n1:cpu=8,memory=32Gi,nvidia.com/gpu=4"],
+    ids=["equals", "colon"],
+)
+def test_the_command_simulates_nodes_given_by_flags(tmp_path: pathlib.Path, flag: str) -> None:
+    with command(tmp_path, "--simulate", "--node", flag) as (_, env):
+        deadline = time.monotonic() + 20
+        while not (nodes := kubectl_json(env, "get", "nodes")["items"]):
+            assert time.monotonic() < deadline, "no node"
+            time.sleep(0.05)
+        capacity = nodes[0]["status"]["capacity"]
+        assert (nodes[0]["metadata"]["name"], capacity["cpu"], capacity["nvidia.com/gpu"]) == (
+            "n1",
+            "8",
+            "4",
+        )
 
 
 async def test_the_audit_log_can_be_read_incrementally(kubesim: harness.Cluster) -> None:
