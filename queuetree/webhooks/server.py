@@ -94,6 +94,9 @@ class ServerConfig:
     validating_webhook_config_name: str = "queuetree-validating-webhook"
     kubeconfig: str | None = None
     """None: in-cluster configuration, else ``$KUBECONFIG`` or ``~/.kube/config``."""
+    freeze_heap: bool = True
+    """Freeze the heap once the caches are synced (:func:`freeze_heap`); off only when the
+    server runs inside another program, such as a test process, whose heap is not its own."""
     shutdown_delay: float = 5.0
     """Seconds between SIGTERM and closing the listener, with /readyz failing meanwhile:
     kube-apiserver keeps calling a terminating pod until the endpoints controller drops it, and
@@ -304,7 +307,8 @@ async def serve(config: ServerConfig, *, stop: asyncio.Event | None = None) -> N
         )
         async with _background(
             [i.run() for i in cache.connect(api_client)]
-            + [keeper.keep_current(metrics_), _freeze_when_synced(cache)]
+            + [keeper.keep_current(metrics_)]
+            + ([_freeze_when_synced(cache)] if config.freeze_heap else [])
         ):
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()

@@ -143,6 +143,7 @@ async def cluster(tmp_path: pathlib.Path) -> AsyncIterator[harness.Cluster]:
             kubeconfig=str(running.kubeconfig),
             cert_check_interval=0.5,
             shutdown_delay=0,
+            freeze_heap=False,
         )
         serving = asyncio.create_task(server.serve(config, stop=stop))
 

@@ -238,6 +238,7 @@ async def test_cert_manager_mode_waits_for_the_secret_to_be_issued(
                     secret_name="certs",
                     kubeconfig=str(cluster.kubeconfig),
                     shutdown_delay=0,
+                    freeze_heap=False,
                 ),
                 stop=stop,
             )
