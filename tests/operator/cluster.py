@@ -8,6 +8,7 @@ and poll for the states they expect with a deadline (:func:`eventually`).
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import pathlib
 import socket
@@ -16,6 +17,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -182,6 +184,13 @@ class OperatorThread:
             )
         except BaseException as error:  # reported by stop()
             self._error.append(error)
+        finally:
+            # A connection attempt cancelled at shutdown (the lease renewal, a watch) can leave
+            # its socket to the garbage collector; collect it here, where it belongs, rather
+            # than as a ResourceWarning in whichever later test triggers a collection.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ResourceWarning)
+                gc.collect()
 
     def start(self) -> OperatorThread:
         self._thread.start()
