@@ -84,13 +84,24 @@ def queue_from_manifest(manifest: Mapping[str, Any]) -> objects.Queue | None:
 
 
 def namespace_annotations(manifest: Mapping[str, Any]) -> tuple[str, Mapping[str, str]] | None:
-    """``(name, annotations)`` of a Namespace manifest, or None without a name."""
+    """``(name, annotations)`` of a Namespace manifest, or None without a name.
+
+    The opt-in may also be a label (``scheduling.volcano.sh/queue-allocation-gate: "true"``):
+    webhook configurations can select namespaces by label only, so a deployment that sends
+    pods to the webhook by ``namespaceSelector`` uses the label; it counts as the annotation
+    when the namespace has no such annotation.
+    """
     metadata = _mapping(manifest.get("metadata"))
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
         return None
-    annotations = _mapping(metadata.get("annotations"))
-    return name, MappingProxyType({k: v for k, v in annotations.items() if isinstance(v, str)})
+    annotations = {
+        k: v for k, v in _mapping(metadata.get("annotations")).items() if isinstance(v, str)
+    }
+    label = _mapping(metadata.get("labels")).get(objects.QUEUE_ALLOCATION_GATE)
+    if isinstance(label, str) and objects.QUEUE_ALLOCATION_GATE not in annotations:
+        annotations[objects.QUEUE_ALLOCATION_GATE] = label
+    return name, MappingProxyType(annotations)
 
 
 def pod_group_queue(manifest: Mapping[str, Any]) -> tuple[str, str] | None:

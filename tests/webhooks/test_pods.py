@@ -299,3 +299,28 @@ def test_a_namespace_missing_from_the_cache_is_reported_for_the_server_to_wait(
     review_fn = pods.mutate if path == "/pods/mutate" else pods.validate
     verdict = review_fn(request, view=cluster(*TREE), settings=settings.ReviewSettings())
     assert verdict.missing_namespaces == expected
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        pytest.param(
+            {"name": "ml", "annotations": {GATE: "true"}}, {GATE: "true"}, id="annotation"
+        ),
+        pytest.param({"name": "ml", "labels": {GATE: "true"}}, {GATE: "true"}, id="label"),
+        pytest.param(
+            {"name": "ml", "annotations": {GATE: "false"}, "labels": {GATE: "true"}},
+            {GATE: "false"},
+            id="the-annotation-wins",
+        ),
+        pytest.param({"name": "ml", "labels": {"team": "a"}}, {}, id="neither"),
+    ],
+)
+def test_a_namespace_opts_in_by_annotation_or_label(
+    metadata: dict[str, Any], expected: dict[str, str]
+) -> None:
+    found = views.namespace_annotations(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
+    )
+    assert found is not None
+    assert dict(found[1]) == expected
