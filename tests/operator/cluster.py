@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from kubesim import harness, simulation
+from kubesim import harness, kubeconfigs, simulation
 from queuetree.api import schedconf
 from queuetree.core import objects
 from queuetree.operator import metrics, running, settings, state
@@ -382,6 +382,17 @@ def free_port() -> int:
         return port
 
 
+OPERATOR_TOKEN = "queuetree-operator"
+OPERATOR_USER = "system:serviceaccount:queuetree-system:queuetree-operator"
+
+
+def operator_kubeconfig(cluster: harness.Cluster) -> pathlib.Path:
+    """A kubeconfig whose token kubesim maps to the operator's service account."""
+    return kubeconfigs.write_kubeconfig(
+        cluster.kubeconfig.with_name("operator-kubeconfig"), url=cluster.url, token=OPERATOR_TOKEN
+    )
+
+
 def start(
     tmp_path: pathlib.Path, *node_flags: str, webhook: bool = False
 ) -> Iterator[tuple[harness.Cluster, Client]]:
@@ -398,6 +409,12 @@ def start(
         tmp_path,
         simulate=simulation.SimulationOptions(nodes=nodes(*node_flags)),
         service_resolver=resolve,
+        users={
+            OPERATOR_TOKEN: {
+                "username": OPERATOR_USER,
+                "groups": ["system:serviceaccounts", "system:authenticated"],
+            }
+        },
     ) as cluster:
         client = Client(cluster)
         client.install_crds()

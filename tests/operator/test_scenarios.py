@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
 from kubesim import harness, server, simulation
 from queuetree.api import schedconf
@@ -465,7 +466,13 @@ RECLAIMS = {
 def test_reclaim_across_parents_follows_the_ancestor_reclaim_level(
     kube: tuple[harness.Cluster, sim.Client], level: int, evicted: bool
 ) -> None:
-    _, client = kube
+    cluster, client = kube
+    # A disruption budget refuses the first two evictions (429): later cycles try again.
+    cluster.sim.add_fault(
+        server.Fault(
+            method="POST", path=r"/eviction", count=2, status=429, headers=(("Retry-After", "1"),)
+        )
+    )
     two = {"cpu": "2", "memory": "2Gi"}
     operator = sim.OperatorThread(sim.operator_settings(scheduler_config=reclaim_config(level)))
     operator.start()
@@ -500,9 +507,89 @@ def test_reclaim_across_parents_follows_the_ancestor_reclaim_level(
             sim.eventually(
                 lambda: reclaim_events() == {"p-victim", "p-reclaimer"}, what="events on both"
             )
+            refused = operator.metrics.registry.get_sample_value(
+                "queuetree_api_errors_total", {"verb": "create", "code": "429"}
+            )
+            assert refused == 2.0
         else:
             seen = operator.cycles()
             sim.eventually(lambda: operator.cycles() >= seen + 5, what="five more cycles")
             assert running_without_gates(client.pod("p-victim"))
     finally:
         sim.stop_all(operator)
+
+
+RBAC = sim.ROOT / "manifests" / "base" / "cluster" / "rbac-operator.yaml"
+
+
+def allowed_by(rules: list[dict[str, Any]], record: server.AuditRecord) -> bool:
+    resource = f"{record.resource}/{record.subresource}" if record.subresource else record.resource
+    return any(
+        record.group in rule.get("apiGroups", [])
+        and resource in rule.get("resources", [])
+        and record.verb in rule.get("verbs", [])
+        for rule in rules
+    )
+
+
+@pytest.mark.parametrize("node_flags", [("n1:cpu=2,memory=2Gi",)], ids=["one 2-cpu node"])
+def test_every_request_of_the_operator_is_allowed_by_its_rbac_manifest(
+    kube: tuple[harness.Cluster, sim.Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster, client = kube
+    documents = list(yaml.safe_load_all(RBAC.read_text()))
+    cluster_rules = [rule for d in documents if d["kind"] == "ClusterRole" for rule in d["rules"]]
+    lease_rules = [rule for d in documents if d["kind"] == "Role" for rule in d["rules"]]
+    client.create(
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "queuetree-system"}},
+    )
+    monkeypatch.setenv("KUBECONFIG", str(sim.operator_kubeconfig(cluster)))
+    config = sim.operator_settings(
+        scheduler_config=reclaim_config(0),
+        leader_elect=True,
+        lease_namespace="queuetree-system",
+        lease_duration=3.0,
+        renew_deadline=2.0,
+        retry_period=1.0,
+    )
+    operator = sim.OperatorThread(config).start()
+    two = {"cpu": "2", "memory": "2Gi"}
+    try:
+        sim.eventually(lambda: client.queue("root"), what="root queue")
+        client.create_queue("lender", deserved={"cpu": "0"})
+        client.create_queue("owner", deserved=two, capability=two)
+        client.create_pod("borrower", queue="lender", requests=two)
+        sim.eventually(lambda: running_without_gates(client.pod("borrower")), what="borrower runs")
+        client.create_pod("reclaimer", queue="owner", requests=two)
+        sim.eventually(lambda: client.pod("borrower") is None, what="borrower evicted")
+        client.create_pod("waiting", queue="owner", requests=two)
+        sim.eventually(
+            lambda: (
+                (client.pod("waiting") or {})
+                .get("metadata", {})
+                .get("annotations", {})
+                .get("scheduling.queuetree.io/admission-reason")
+            ),
+            what="waiting explained",
+        )
+    finally:
+        sim.stop_all(operator)
+    records = [r for r in cluster.sim.audit() if r.user == sim.OPERATOR_USER]
+    refused = sorted(
+        {
+            (r.verb, r.group, r.resource, r.subresource, r.namespace)
+            for r in records
+            if not allowed_by(lease_rules if r.resource == "leases" else cluster_rules, r)
+            or (r.resource == "leases" and r.namespace != "queuetree-system")
+        }
+    )
+    verbs = {(r.verb, r.resource, r.subresource) for r in records}
+    assert refused == []
+    assert {
+        ("patch", "pods", ""),
+        ("create", "pods", "eviction"),
+        ("create", "events", ""),
+        ("patch", "queues", "status"),
+        ("update", "leases", ""),
+    } <= verbs
