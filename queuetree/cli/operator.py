@@ -16,6 +16,7 @@ from queuetree.cli import flags
 
 if TYPE_CHECKING:
     from queuetree.core import configs
+    from queuetree.operator import settings
 
 NAME = "operator"
 
@@ -96,19 +97,17 @@ def load_config(path: str) -> configs.SchedulerConfiguration:
     return parsed.configuration
 
 
-def run(args: argparse.Namespace) -> int:
-    from queuetree.operator import running, settings
+def build_settings(
+    args: argparse.Namespace, scheduler_config: configs.SchedulerConfiguration
+) -> settings.OperatorSettings:
+    """The operator's settings from parsed flags (``--gate-removal-worker-num`` below 1 is 5)."""
+    from queuetree.operator import settings
 
-    try:
-        scheduler_config = load_config(args.config)
-    except (OSError, ValueError) as error:
-        print(f"queuetree operator: --config={args.config}: {error}", file=sys.stderr)
-        return 2
     workers = args.gate_removal_worker_num if args.gate_removal_worker_num >= 1 else 5
     options: dict[str, Any] = {}
     if args.identity:
         options["identity"] = args.identity
-    config = settings.OperatorSettings(
+    return settings.OperatorSettings(
         scheduler_config=scheduler_config,
         feature_gates=args.feature_gates,
         gate_workers=workers,
@@ -116,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         burst=args.kube_api_burst,
         cycle_period=args.schedule_period,
         metrics_port=args.metrics_port,
+        health_port=args.health_port,
         leader_elect=args.leader_elect,
         lease_name=args.lock_object_name,
         lease_namespace=args.lock_object_namespace,
@@ -123,9 +123,19 @@ def run(args: argparse.Namespace) -> int:
         renew_deadline=args.leader_elect_renew_deadline,
         retry_period=args.leader_elect_retry_period,
         default_queue=args.default_queue,
-        health_port=args.health_port,
         **options,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    from queuetree.operator import running
+
+    try:
+        scheduler_config = load_config(args.config)
+    except (OSError, ValueError) as error:
+        print(f"queuetree operator: --config={args.config}: {error}", file=sys.stderr)
+        return 2
+    config = build_settings(args, scheduler_config)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     asyncio.run(running.run(config))
     return 0

@@ -1,7 +1,8 @@
 """Kopf handlers: watch events into the cluster state, nothing else.
 
-Each handler parses the object with ``queuetree.api.manifests`` and updates
-``queuetree.operator.state`` (which wakes the cycle). No handler writes to the API, and only
+Queues, pod groups and nodes (and pods, when ``informing.PodInformer`` is not used). Each handler
+parses the object with ``queuetree.api.manifests`` and updates ``queuetree.operator.state``
+(which wakes the cycle). No handler writes to the API, and only
 index and event handlers are registered, so kopf never adds a finalizer or a
 ``last-handled-configuration`` annotation to anything (no finalizers on pods).
 

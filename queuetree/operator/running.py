@@ -1,7 +1,8 @@
 """Running the operator: kopf watches, leader election, the cycle and the gate workers.
 
 :func:`run` is ``queuetree operator``. Kopf runs cluster-wide and standalone (no kopf peering;
-the Lease decides who acts) with the handlers of ``queuetree.operator.handlers``. Leader
+the Lease decides who acts) with the handlers of ``queuetree.operator.handlers`` for queues,
+pod groups and nodes; pods come from ``queuetree.operator.informing``. Leader
 election runs beside it; while leading, :func:`lead` creates the root and default queues if
 they are absent, starts the gate workers and runs the admission cycle. Losing the lease cancels
 all of that at once and forgets every assumed gate removal: the next leader rebuilds the

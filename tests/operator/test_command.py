@@ -1,0 +1,92 @@
+"""``queuetree operator``: flags become settings; an unreadable configuration is exit 2."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Any
+
+import pytest
+
+from queuetree import cli
+from queuetree.api import schedconf
+from queuetree.cli import operator as command
+from queuetree.core import features
+
+DEFAULT = schedconf.parse_default().configuration
+
+
+def settings_for(*flags: str) -> dict[str, Any]:
+    args = cli.build_parser().parse_args(["operator", *flags])
+    built = command.build_settings(args, DEFAULT)
+    fields = {
+        field.name: getattr(built, field.name)
+        for field in dataclasses.fields(built)
+        if field.name not in ("scheduler_config", "identity")
+    }
+    fields["feature_gates"] = dict(fields["feature_gates"])
+    return fields
+
+
+DEFAULTS = {
+    "feature_gates": dict(features.DEFAULTS),
+    "gate_workers": 5,
+    "qps": 50.0,
+    "burst": 100,
+    "cycle_period": 1.0,
+    "debounce": 0.02,
+    "metrics_port": 8080,
+    "health_port": 0,
+    "leader_elect": True,
+    "lease_name": "queuetree-operator",
+    "lease_namespace": "kube-system",
+    "lease_duration": 15.0,
+    "renew_deadline": 10.0,
+    "retry_period": 2.0,
+    "default_queue": "default",
+}
+
+CASES = {
+    "no flags gives the documented defaults": ((), {}),
+    "workers, rates and period": (
+        (
+            "--gate-removal-worker-num=16",
+            "--kube-api-qps=200",
+            "--kube-api-burst=400",
+            "--schedule-period=0.5",
+        ),
+        {"gate_workers": 16, "qps": 200.0, "burst": 400, "cycle_period": 0.5},
+    ),
+    "fewer than one worker means five, as Volcano": (
+        ("--gate-removal-worker-num=0",),
+        {"gate_workers": 5},
+    ),
+    "the deployment's spelling of the lease namespace and a health port": (
+        ("--leader-election-namespace=queuetree-system", "--health-port=8081"),
+        {"lease_namespace": "queuetree-system", "health_port": 8081},
+    ),
+    "booleans and feature gates in Kubernetes style": (
+        ("--leader-elect=false", "--feature-gates=SchedulingGatesQueueAdmission=false"),
+        {"leader_elect": False, "feature_gates": {"SchedulingGatesQueueAdmission": False}},
+    ),
+}
+
+
+@pytest.mark.parametrize(("flags", "changed"), list(CASES.values()), ids=list(CASES))
+def test_flags_become_settings(flags: tuple[str, ...], changed: dict[str, Any]) -> None:
+    assert settings_for(*flags) == {**DEFAULTS, **changed}
+
+
+def test_an_unreadable_configuration_is_a_usage_error(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "scheduler.conf"
+    broken.write_text("actions: [\n")
+    assert cli.main(["operator", f"--config={broken}"]) == 2
+    assert f"--config={broken}" in capsys.readouterr().err
+
+
+def test_the_configuration_file_is_read(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "scheduler.conf"
+    path.write_text('actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: capacity\n')
+    assert command.load_config(str(path)).actions == ("enqueue", "allocate")
