@@ -155,12 +155,14 @@ class AdmissionCycle:
         evictions: list[reclaiming.Eviction] = []
         if self._writer is None or self._writer.done():
             writes = self._throttle(queue_status.plan_queue_writes(view, result))
+            phases = queue_status.plan_pod_group_phases(view.snapshot, result)
             explanations = explaining.plan_explanations(
                 view, result, self._cluster.explanations(), budget=self._explanation_budget
             )
             evictions = self._plan_evictions(view, result)
             self._writer = asyncio.create_task(
-                self._write(writes, explanations, evictions), name="queuetree cycle writer"
+                self._write(writes, phases, explanations, evictions),
+                name="queuetree cycle writer",
             )
         # 5. Metrics.
         if self._metrics is not None:
@@ -207,11 +209,22 @@ class AdmissionCycle:
     async def _write(
         self,
         writes: list[queue_status.QueueWrite],
+        phases: Mapping[str, objects.PodGroupPhase],
         explanations: list[explaining.Explanation],
         evictions: list[reclaiming.Eviction],
     ) -> None:
         for write in writes:
             await self._apply_queue_write(write)
+        for key, phase in phases.items():
+            namespace, _, name = key.partition("/")
+            try:
+                await self._api.patch_pod_group_status(
+                    namespace, name, {"status": {"phase": str(phase)}}
+                )
+            except kube.ApiError as error:
+                # 404: the group is gone; otherwise the next cycle plans the write again.
+                if error.status != 404:
+                    logger.warning("PodGroup %s: phase not written: %s", key, error)
         for explanation in explanations:
             await self._apply_explanation(explanation)
         for eviction in evictions:

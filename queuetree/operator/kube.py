@@ -25,6 +25,7 @@ import aiohttp
 GROUP = "scheduling.volcano.sh"
 VERSION = "v1beta1"
 QUEUES = "queues"
+POD_GROUPS = "podgroups"
 
 JsonPatch = Sequence[Mapping[str, Any]]
 ErrorFn = Callable[[str, int], None]
@@ -66,6 +67,11 @@ class KubeApi(Protocol):
 
     async def patch_queue_status(self, name: str, patch: Mapping[str, Any]) -> None:
         """A merge patch of a queue's ``status`` subresource."""
+
+    async def patch_pod_group_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> None:
+        """A merge patch of a PodGroup's ``status`` subresource."""
 
     async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None: ...
 
@@ -208,6 +214,24 @@ class AsyncKube:
                 GROUP,
                 VERSION,
                 QUEUES,
+                name,
+                dict(patch),
+                _content_type="application/merge-patch+json",
+                _preload_content=False,
+            ),
+        )
+
+    async def patch_pod_group_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> None:
+        await self._call(
+            "patch",
+            f"podgroups/{namespace}/{name}/status",
+            self._custom.patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                namespace,
+                POD_GROUPS,
                 name,
                 dict(patch),
                 _content_type="application/merge-patch+json",

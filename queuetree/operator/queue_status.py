@@ -154,3 +154,20 @@ def plan_queue_writes(
                 QueueWrite(name=name, status=status_patch, meta=meta, warning=verdict.message)
             )
     return writes
+
+
+def plan_pod_group_phases(
+    snapshot: objects.Snapshot, result: decisions.SessionResult | None
+) -> dict[str, objects.PodGroupPhase]:
+    """PodGroup key -> the phase the session decided, where it differs from the object's.
+
+    Only real PodGroups: the single-pod group of a pod without one exists in no API object.
+    """
+    if result is None:
+        return {}
+    changed: dict[str, objects.PodGroupPhase] = {}
+    for key, phase in sorted(result.pod_groups.items()):
+        group = snapshot.pod_groups.get(key)
+        if group is not None and not group.synthetic and group.phase is not phase:
+            changed[key] = phase
+    return changed

@@ -63,6 +63,11 @@ class FakeKube:
     async def patch_queue_status(self, name: str, patch: Mapping[str, Any]) -> None:
         await self._record("patch", f"queues/{name}/status", dict(patch))
 
+    async def patch_pod_group_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> None:
+        await self._record("patch", f"podgroups/{namespace}/{name}/status", dict(patch))
+
     async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
         await self._record("create", f"events/{namespace}", dict(body))
 

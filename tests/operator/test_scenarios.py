@@ -593,3 +593,44 @@ def test_every_request_of_the_operator_is_allowed_by_its_rbac_manifest(
         ("patch", "queues", "status"),
         ("update", "leases", ""),
     } <= verbs
+
+
+def create_pod_group(
+    client: sim.Client, name: str, *, queue: str, min_member: int, min_resources: dict[str, str]
+) -> None:
+    client.create(
+        "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups",
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name},
+            "spec": {"minMember": min_member, "queue": queue, "minResources": min_resources},
+        },
+    )
+
+
+def pod_group_phase(client: sim.Client, name: str) -> str:
+    group = client.sim.get_object("scheduling.volcano.sh", "podgroups", "default", name) or {}
+    return str(group.get("status", {}).get("phase", ""))
+
+
+@pytest.mark.parametrize("node_flags", [BIG_NODES], ids=["two 16-cpu nodes"])
+def test_a_pod_group_is_admitted_whole_and_its_phase_is_written(
+    kube: tuple[harness.Cluster, sim.Client], operator: sim.OperatorThread
+) -> None:
+    _, client = kube
+    client.create_queue("gang", capability={"cpu": "1500m", "memory": "4Gi"})
+    create_pod_group(client, "fits", queue="gang", min_member=2, min_resources={"cpu": "1"})
+    create_pod_group(client, "too-big", queue="gang", min_member=2, min_resources={"cpu": "2"})
+    for group in ("fits", "too-big"):
+        for index in range(2):
+            client.create_pod(f"{group}-{index}", queue="gang", requests=SLOT, group=group)
+    sim.eventually(
+        lambda: all(running_without_gates(client.pod(f"fits-{i}")) for i in range(2)),
+        what="the group that fits runs",
+    )
+    sim.eventually(lambda: pod_group_phase(client, "fits") == "Running", what="phase written")
+    seen = operator.cycles()
+    sim.eventually(lambda: operator.cycles() >= seen + 3, what="three more cycles")
+    assert [sim.gates_of(client.pod(f"too-big-{i}")) for i in range(2)] == [[sim.GATE]] * 2
+    assert pod_group_phase(client, "too-big") in ("", "Pending")
