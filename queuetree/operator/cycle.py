@@ -94,6 +94,7 @@ class AdmissionCycle:
         self._writer: asyncio.Task[None] | None = None
         self._evicting: set[str] = set()
         self._last_duration = 0.0
+        self._last: tuple[int, decisions.SessionResult] | None = None
 
     async def wait_writes(self) -> None:
         """Wait until the background writes planned so far are done (tests, shutdown)."""
@@ -137,8 +138,13 @@ class AdmissionCycle:
         if not view.synced:
             return CycleReport(ran=False)
         # 2. Decide. The core is pure and the snapshot immutable, so the session runs in a
-        #    thread: watch events and gate removals keep flowing while it computes.
-        result = await asyncio.to_thread(self._session, view.snapshot)
+        #    thread: watch events and gate removals keep flowing while it computes. The same
+        #    state gives the same decisions, so a periodic cycle with nothing new reuses them.
+        if self._last is not None and self._last[0] == view.version:
+            result = self._last[1]
+        else:
+            result = await asyncio.to_thread(self._session, view.snapshot)
+            self._last = (view.version, result)
         # 3. Admit: assume, then offer; a refused offer forgets the assumption at once.
         decided_at = self._clock()
         offered: list[str] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import MappingProxyType
 
 from queuetree.core import decisions, objects
@@ -91,7 +92,10 @@ async def test_a_held_pod_is_explained_once_per_change_of_reason() -> None:
     cluster.upsert_pod(fakes.pod("a"))
     cluster.mark_synced()
     key = explaining.REASON_ANNOTATION
-    for reason in ("queue team: cpu 2 > 1", "queue team: cpu 2 > 1", "queue dept: cpu 3 > 2"):
+    reasons = ("queue team: cpu 2 > 1", "queue team: cpu 2 > 1", "queue dept: cpu 3 > 2")
+    for round_, reason in enumerate(reasons):
+        # A change in the cluster (here a label) makes the next cycle decide afresh.
+        cluster.upsert_pod(dataclasses.replace(fakes.pod("a"), labels={"round": str(round_)}))
         session.reasons = {"ns/a": reason}
         await admission.run_once()
         await admission.wait_writes()
@@ -105,3 +109,14 @@ async def test_a_held_pod_is_explained_once_per_change_of_reason() -> None:
         {key: None},
     ]
     assert event_messages(api) == ["queue team: cpu 2 > 1", "queue dept: cpu 3 > 2"]
+
+
+async def test_a_cycle_with_nothing_new_reuses_the_last_decisions() -> None:
+    cluster, _, _, session, admission = make()
+    cluster.upsert_pod(fakes.pod("a"))
+    cluster.mark_synced()
+    await admission.run_once()
+    await admission.run_once()
+    cluster.upsert_pod(fakes.pod("b"))
+    await admission.run_once()
+    assert [sorted(snapshot.pods) for snapshot in session.seen] == [["ns/a"], ["ns/a", "ns/b"]]
