@@ -255,6 +255,15 @@ def test_root_and_default_queues_are_created_and_parents_defaulted(
         lambda: (client.queue("orphan") or {}).get("status", {}).get("state") == "Open",
         what="status written",
     )
+    # kopf only indexes and watches: it marks nothing it sees.
+    client.create_pod("plain", queue="orphan", requests=SLOT)
+    sim.eventually(lambda: running_without_gates(client.pod("plain")), what="plain runs")
+    metadata = [
+        (obj["metadata"].get("finalizers"), sorted(obj["metadata"].get("annotations") or {}))
+        for obj in (client.queue("orphan"), client.pod("plain"))
+        if obj is not None
+    ]
+    assert metadata == [(None, []), (None, [sim.GATE, "scheduling.volcano.sh/queue-name"])]
 
 
 NOWHERE = {"kubernetes.io/fake-node": "fake"}
