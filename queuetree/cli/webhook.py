@@ -134,6 +134,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="FILE",
         help="kubeconfig to use (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)",
     )
+    flags.add_bool_flag(
+        cluster,
+        "--watch-nodes",
+        default=False,
+        help="watch nodes (only the names of the resources they offer) to warn when a root "
+        "capability omits one; needs nodes list/watch",
+    )
     cluster.add_argument(
         "--cache-wait",
         type=float,
@@ -171,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig,
         cache_wait=args.cache_wait,
         shutdown_delay=args.shutdown_delay,
+        watch_nodes=args.watch_nodes,
         settings=settings_from(args),
     )
     return server.main(config)

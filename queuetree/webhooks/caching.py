@@ -7,7 +7,7 @@ still advances it); when the API server answers ``410 Gone`` (the version was co
 it LISTs again and replaces its contents. Connection errors are retried with a capped backoff,
 keeping the last known contents.
 
-:class:`ClusterCache` combines four informers (queues, namespaces, pod groups, nodes) into one
+:class:`ClusterCache` combines its informers (queues, namespaces, pod groups, nodes) into one
 :class:`views.ClusterView`, rebuilt at most once per change (lazily, when a review asks), and
 is ready once every informer has listed once (``/readyz``).
 :meth:`ClusterCache.wait_for` lets a review that missed a queue or a namespace wait briefly
@@ -281,8 +281,9 @@ class ClusterCache:
 
     # -- wiring --------------------------------------------------------------------------------
 
-    def connect(self, api_client: Any) -> list[Informer]:
-        """Create the four informers on a kubernetes-asyncio ``ApiClient``."""
+    def connect(self, api_client: Any, *, nodes: bool = True) -> list[Informer]:
+        """Create the informers on a kubernetes-asyncio ``ApiClient``: queues, namespaces and
+        pod groups, and nodes unless ``nodes`` is False."""
         from kubernetes_asyncio import client
 
         custom = client.CustomObjectsApi(api_client)
@@ -315,13 +316,16 @@ class ClusterCache:
                 on_reset=self.reset_pod_groups,
                 on_event=self.pod_group_event,
             ),
-            Informer(
-                name="nodes",
-                list_fn=core.list_node,
-                on_reset=self.reset_nodes,
-                on_event=self.node_event,
-                # Nodes only feed a warning: without permission to list them, serve anyway.
-                optional=True,
-            ),
         ]
+        if nodes:
+            self.informers.append(
+                Informer(
+                    name="nodes",
+                    list_fn=core.list_node,
+                    on_reset=self.reset_nodes,
+                    on_event=self.node_event,
+                    # Nodes only feed a warning: without permission to list them, serve anyway.
+                    optional=True,
+                )
+            )
         return self.informers

@@ -94,6 +94,9 @@ class ServerConfig:
     validating_webhook_config_name: str = "queuetree-validating-webhook"
     kubeconfig: str | None = None
     """None: in-cluster configuration, else ``$KUBECONFIG`` or ``~/.kube/config``."""
+    watch_nodes: bool = False
+    """Cache the names of the resources nodes offer, for the root-capability warning. Off by
+    default: it needs nodes list/watch, which the shipped ClusterRole does not grant."""
     freeze_heap: bool = True
     """Freeze the heap once the caches are synced (:func:`freeze_heap`); off only when the
     server runs inside another program, such as a test process, whose heap is not its own."""
@@ -306,7 +309,7 @@ async def serve(config: ServerConfig, *, stop: asyncio.Event | None = None) -> N
             stopping=stopping,
         )
         async with _background(
-            [i.run() for i in cache.connect(api_client)]
+            [i.run() for i in cache.connect(api_client, nodes=config.watch_nodes)]
             + [keeper.keep_current(metrics_)]
             + ([_freeze_when_synced(cache)] if config.freeze_heap else [])
         ):

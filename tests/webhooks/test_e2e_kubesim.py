@@ -144,6 +144,7 @@ async def cluster(tmp_path: pathlib.Path) -> AsyncIterator[harness.Cluster]:
             cert_check_interval=0.5,
             shutdown_delay=0,
             freeze_heap=False,
+            watch_nodes=True,
         )
         serving = asyncio.create_task(server.serve(config, stop=stop))
 
