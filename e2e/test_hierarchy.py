@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from e2e import support
+from queuetree.sandbox import observing
 
 TENTH = {"cpu": "100m", "memory": "64Mi"}
 
@@ -71,6 +72,14 @@ def test_a_parent_capability_caps_the_sum_of_its_children(kube: support.Kube) ->
         what=f"the waiting pods name {parent} as what blocks them",
     )
     assert sorted(held(kube, pods).values()) == ["gated"] * 3 + ["running"] * 3
+    # kubectl get queue -o json: the parent's status counts its whole subtree.
+    support.eventually(
+        lambda: observing.same_quantities(
+            ((kube.queue(parent) or {}).get("status") or {}).get("allocated"),
+            {"cpu": "300m", "memory": "192Mi"},
+        ),
+        what=f"{parent} status.allocated is the three running pods",
+    )
     finished = next(name for name, stage in stages.items() if stage == "running")
     kube.delete_pod(finished)
     support.eventually(

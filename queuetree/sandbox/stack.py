@@ -17,7 +17,8 @@ up in the order a cluster installation follows, and returns only once it is usab
 :meth:`Stack.stop` ends them in the reverse order (SIGTERM, then SIGKILL after a grace
 period). Every process runs in its own session, so a Ctrl-C in the terminal reaches only the
 sandbox command, which then stops the children itself; on Linux each child also gets
-SIGTERM if the process that started it dies, so none is left behind.
+SIGTERM if the thread that started it ends (prctl PR_SET_PDEATHSIG), so none outlives a
+crashed parent: start the stack from a thread that lives as long as the stack (the main one).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -308,6 +310,11 @@ def _http_text(url: str) -> str:
 def start(options: Options) -> Stack:
     """Start the whole stack and return it ready; on any failure stop what started and raise
     :class:`StartupError` with the step and the last lines of each log."""
+    if shutil.which(kubectl.KUBECTL) is None:
+        raise StartupError(
+            f"sandbox start-up: {kubectl.KUBECTL} is not on PATH (the sandbox installs queuetree "
+            "with kubectl apply -k, as on a cluster; set QUEUETREE_KUBECTL to use another one)"
+        )
     options.workdir.mkdir(parents=True, exist_ok=True)
     stack = Stack(
         options=options,

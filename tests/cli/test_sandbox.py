@@ -241,6 +241,14 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def logs_of(workdir: pathlib.Path) -> str:
+    """The last lines of each component's log, for failure messages."""
+    parts = []
+    for log in sorted((workdir / "logs").glob("*.log")):
+        parts.append(f"\n--- {log.name}\n" + "\n".join(log.read_text().splitlines()[-40:]))
+    return "".join(parts)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_until_settled_runs_the_tour_and_exits_0_when_every_expectation_holds(
@@ -259,7 +267,7 @@ def test_until_settled_runs_the_tour_and_exits_0_when_every_expectation_holds(
         f"export KUBECONFIG={tmp_path / 'kubeconfig'}" in done.stdout,
         "tour: every expectation held" in done.stdout,
         port_open(port),
-    ) == (0, True, True, False), done.stdout + done.stderr
+    ) == (0, True, True, False), done.stdout + done.stderr + logs_of(tmp_path)
 
 
 @pytest.mark.slow
