@@ -13,6 +13,7 @@ renders and scenario conditions test. Pods are sorted into the stages a user fol
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ from queuetree.sandbox import kubectl
 
 STAGES = ("gated", "admitted", "running", "succeeded", "failed", "evicted")
 EVICTED_PREFIX = "Evicted by queuetree reclaim"
+_EVICTED_QUEUE = re.compile(re.escape(EVICTED_PREFIX) + r": queue (\S+) ")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -55,6 +57,13 @@ def observe(client: kubectl.Kubectl) -> Observation:
 def _key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def evicted_from(message: str) -> str:
+    """The victim's queue named in the operator's eviction message ("Evicted by queuetree
+    reclaim: queue X uses more than ..."); empty if the message names none."""
+    match = _EVICTED_QUEUE.match(message)
+    return match.group(1) if match else ""
 
 
 def gates_of(pod: Mapping[str, Any]) -> list[str]:

@@ -107,10 +107,17 @@ def _subtree_counts(
     for key, pod in observation.pods.items():
         queue = observing.queue_of(pod, observation.pod_groups)
         own.setdefault(queue, {})[key] = pod
+    # Evicted pods are gone: their queue is the one the eviction event names.
+    gone: dict[str, int] = {}
+    for key, message in observation.evicted.items():
+        if key not in observation.pods:
+            queue = observing.evicted_from(message)
+            gone[queue] = gone.get(queue, 0) + 1
     result: dict[str, dict[str, int]] = {}
 
     def total(name: str) -> dict[str, int]:
         counts = observing.stage_counts(observation, pods=own.get(name, {}))
+        counts["evicted"] += gone.get(name, 0)
         for kid in children.get(name, []):
             for stage, number in total(kid).items():
                 counts[stage] += number

@@ -59,12 +59,16 @@ def pod(
     }
 
 
-def observation(*pods: dict[str, Any], queues: tuple[dict[str, Any], ...] = ()) -> Any:
+def observation(
+    *pods: dict[str, Any],
+    queues: tuple[dict[str, Any], ...] = (),
+    evicted: dict[str, str] | None = None,
+) -> Any:
     return observing.Observation(
         queues={q["metadata"]["name"]: q for q in queues},
         pods={f"ns/{p['metadata']['name']}": p for p in pods},
         pod_groups={},
-        evicted={},
+        evicted=evicted or {},
     )
 
 
@@ -186,16 +190,21 @@ def test_the_table_shows_the_tree_the_figures_and_the_pods_of_each_subtree() -> 
             },
             queue("right", "dept", state="Closed", reserved={"cpu": "500m"}),
         ),
+        evicted={
+            "ns/gone": "Evicted by queuetree reclaim: queue right uses more than its deserved "
+            "share and pod ns/x of queue left is below its own; victim chosen by the capacity "
+            "plugin with ancestorReclaimLevel=0"
+        },
     )
     assert view.render(seen) == [
         "QUEUE        STATE   cpu alloc+resv/deserved/cap  GATED  ADMITTED  RUNNING  SUCCEEDED  "
         "EVICTED",
-        "root         Open    1/-/-                        1      1         1        0          0",
-        "└─ dept      Open    1+500m/-/-                   1      1         1        0          0",
+        "root         Open    1/-/-                        1      1         1        0          1",
+        "└─ dept      Open    1+500m/-/-                   1      1         1        0          1",
         "   ├─ left   Open    1/1/2                        1      0         1        0          0",
-        "   └─ right  Closed  0+500m/-/-                   0      1         0        0          0",
+        "   └─ right  Closed  0+500m/-/-                   0      1         0        0          1",
         "",
-        "pods: 1 gated, 1 admitted, 1 running, 0 succeeded, 0 failed, 0 evicted",
+        "pods: 1 gated, 1 admitted, 1 running, 0 succeeded, 0 failed, 1 evicted",
     ]
 
 
