@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from queuetree.operator import settings
 
 NAME = "operator"
+SWITCH_INTERVAL = 0.001
+"""Seconds between forced hand-overs of the interpreter lock in the operator process."""
 
 
 def add_parser(subparsers: Any) -> None:
@@ -136,6 +138,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"queuetree operator: --config={args.config}: {error}", file=sys.stderr)
         return 2
     config = build_settings(args, scheduler_config)
+    # The session runs in a thread beside the event loop. With the default 5 ms switch
+    # interval, every socket read of the loop waits up to 5 ms for the interpreter lock while
+    # a session computes (a convoy); 1 ms keeps watch events and gate removals flowing.
+    sys.setswitchinterval(SWITCH_INTERVAL)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     asyncio.run(running.run(config))
     return 0
