@@ -172,7 +172,6 @@ async def run(
     on_state: Callable[[state.ClusterState], None] | None = None,
 ) -> None:
     """Run the operator until ``stop_flag`` is set (or forever)."""
-    from kubernetes_asyncio import client
     from kubernetes_asyncio import config as kube_config
 
     loader: Any = kube_config.load_incluster_config
@@ -182,10 +181,40 @@ async def run(
         # Read KUBECONFIG now: the library's default location was fixed when it was imported.
         await kube_config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
     metrics_ = metrics_ or metrics.create()
+    metrics_server: Any = None
     if config.metrics_port:
         import prometheus_client
 
-        prometheus_client.start_http_server(config.metrics_port, registry=metrics_.registry)
+        metrics_server, _ = prometheus_client.start_http_server(
+            config.metrics_port, registry=metrics_.registry
+        )
+    try:
+        await _run(
+            config,
+            metrics_=metrics_,
+            stop_flag=stop_flag,
+            ready_flag=ready_flag,
+            session=session,
+            on_state=on_state,
+        )
+    finally:
+        if metrics_server is not None:
+            # shutdown() blocks until the serving thread has stopped: not on the event loop.
+            await asyncio.to_thread(metrics_server.shutdown)
+            metrics_server.server_close()
+
+
+async def _run(
+    config: settings.OperatorSettings,
+    *,
+    metrics_: metrics.Metrics,
+    stop_flag: Flag | None,
+    ready_flag: Flag | None,
+    session: cycle.SessionFn | None,
+    on_state: Callable[[state.ClusterState], None] | None,
+) -> None:
+    from kubernetes_asyncio import client
+
     cluster = state.ClusterState(sources=frozenset({"kopf", "pods"}))
     if on_state is not None:
         on_state(cluster)

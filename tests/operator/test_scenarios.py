@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pathlib
 import threading
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -643,3 +644,31 @@ def test_a_pod_group_is_admitted_whole_and_its_phase_is_written(
     sim.eventually(lambda: operator.cycles() >= seen + 3, what="three more cycles")
     assert [sim.gates_of(client.pod(f"too-big-{i}")) for i in range(2)] == [[sim.GATE]] * 2
     assert pod_group_phase(client, "too-big") in ("", "Pending")
+
+
+def test_metrics_are_served_per_queue_and_resource(
+    kube: tuple[harness.Cluster, sim.Client],
+) -> None:
+    _, client = kube
+    port = sim.free_port()
+    operator = sim.OperatorThread(sim.operator_settings(metrics_port=port)).start()
+    try:
+        sim.eventually(lambda: client.queue("root"), what="root queue")
+        client.create_queue("observed", capability={"cpu": "1"})
+        client.create_pod("measured", queue="observed", requests=SLOT)
+        sim.eventually(lambda: running_without_gates(client.pod("measured")), what="runs")
+
+        def scrape() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as page:
+                return str(page.read().decode())
+
+        wanted = (
+            'queuetree_queue_allocated{queue="observed",resource="cpu"} 0.5',
+            'queuetree_queue_real_capability{queue="observed",resource="cpu"} 1.0',
+            "queuetree_ungate_latency_seconds_count 1.0",
+            'queuetree_gate_removals_total{outcome="removed"} 1.0',
+            "queuetree_leader 1.0",
+        )
+        sim.eventually(lambda: all(line in scrape() for line in wanted), what="metrics")
+    finally:
+        sim.stop_all(operator)
