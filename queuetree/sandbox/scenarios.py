@@ -32,7 +32,8 @@ Conditions (``wait``, ``expect``):
 - ``pod: NAME`` (``namespace``, default ``default``) with any of ``exists`` (bool), ``stage``
   (gated, admitted, running, succeeded, failed, evicted), ``gates`` (the exact list),
   ``phase``, ``explained`` (a text the operator's admission-reason annotation contains);
-- ``pods: {LABEL: VALUE, ...}`` (``namespace`` optional) with ``counts: {STAGE: N, ...}``;
+- ``pods: {LABEL: VALUE, ...}`` (``namespace`` optional) with ``counts: {STAGE: N, ...}`` and
+  ``explained`` (every gated pod among them is explained with these words);
 - ``queue: NAME`` with any of ``exists``, ``state``, and ``allocated``, ``reserved``,
   ``deserved``, ``capability``, ``realCapability`` (quantities compared by value).
 
@@ -59,7 +60,7 @@ REASON_ANNOTATION = "scheduling.queuetree.io/admission-reason"
 sandbox does not load the operator and kopf)."""
 STEP_KINDS = ("apply", "delete", "patch", "wait", "expect")
 POD_KEYS = {"pod", "namespace", "exists", "stage", "gates", "phase", "explained"}
-PODS_KEYS = {"pods", "namespace", "counts"}
+PODS_KEYS = {"pods", "namespace", "counts", "explained"}
 QUEUE_FIGURES = ("allocated", "reserved", "deserved", "capability", "realCapability")
 QUEUE_KEYS = {"queue", "exists", "state", *QUEUE_FIGURES}
 DEFAULT_WAIT = 60.0
@@ -286,6 +287,17 @@ def _check_pods(condition: Mapping[str, Any], observation: observing.Observation
     actual = {stage: counts.get(stage, 0) for stage in expected}
     if actual != expected:
         return f"pods {labels}: counts {actual}, expected {expected} (all: {counts})"
+    if "explained" in condition:
+        words = str(condition["explained"])
+        unexplained = sorted(
+            key
+            for key, pod in selected.items()
+            if observing.stage_of(pod) == "gated"
+            and words
+            not in ((pod.get("metadata") or {}).get("annotations") or {}).get(REASON_ANNOTATION, "")
+        )
+        if unexplained:
+            return f"pods {labels}: gated without an explanation saying {words!r}: {unexplained}"
     return ""
 
 

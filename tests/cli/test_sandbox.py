@@ -100,6 +100,11 @@ CONDITIONS = {
     "exact gates": ({"pod": "a", "namespace": "ns", "gates": [GATE]}, ""),
     "an explanation saying": ({"pod": "a", "namespace": "ns", "explained": "no room"}, ""),
     "counts by label": ({"pods": {"app": "x"}, "counts": {"gated": 1, "running": 1}}, ""),
+    "every gated pod explained": ({"pods": {"app": "x"}, "explained": "no room"}, ""),
+    "a gated pod explained otherwise": (
+        {"pods": {"app": "x"}, "explained": "closed"},
+        "pods {'app': 'x'}: gated without an explanation saying 'closed': ['ns/a']",
+    ),
     "wrong counts": (
         {"pods": {"app": "x"}, "counts": {"gated": 2}},
         "pods {'app': 'x'}: counts {'gated': 1}, expected {'gated': 2} "
