@@ -17,6 +17,7 @@ import os
 import pathlib
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -27,6 +28,17 @@ from queuetree.sandbox import kubectl, stack
 HERE = pathlib.Path(__file__).resolve().parent
 SCHEDULER_CONFIG = HERE / "scheduler.conf"
 NODES = HERE / "nodes.yaml"
+
+
+_started: list[pathlib.Path] = []
+"""Where the session's sandbox stack kept its kubeconfig and logs (told at the end)."""
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for workdir in _started:
+        terminalreporter.write_line(
+            f"e2e: the sandbox stack ran in {workdir} (kubeconfig, logs/, audit.jsonl)"
+        )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -95,6 +107,7 @@ def cluster(
         scheduler_config=SCHEDULER_CONFIG,
         schedule_period=0.5,
     )
+    _started.append(options.workdir)
     with stack.running(options) as running:
         yield support.Cluster(
             running.kubectl, "kubesim", _configured_level(SCHEDULER_CONFIG.read_text())
@@ -115,7 +128,7 @@ def kube(cluster: support.Cluster) -> Iterator[support.Kube]:
 
 
 @pytest.fixture(scope="session")
-def slot_node(cluster: support.Cluster) -> str:
+def slot_node(cluster: support.Cluster) -> Iterator[str]:
     """A node that advertises two of :data:`support.SLOT` (an extended resource, patched into
     its status as Kubernetes documents for extended resources), so reclaim tests can fill it."""
     nodes = cluster.client.items("nodes")
@@ -132,4 +145,9 @@ def slot_node(cluster: support.Cluster) -> str:
         "patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(patch)
     )
     assert patched.ok, patched.describe()
-    return name
+    yield name
+    # Leave the cluster as found: a merge patch with null removes the resource again.
+    patch = {"status": {"capacity": {support.SLOT: None}, "allocatable": {support.SLOT: None}}}
+    cluster.client.run(
+        "patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(patch)
+    )

@@ -169,7 +169,7 @@ class Kube:
             if manifest.get("kind") == "Queue":
                 self._queues.append(manifest["metadata"]["name"])
         return self.client.run(
-            "create", "-o", "json", "-f", "-", input=kubectl._as_text(list(manifests))
+            "create", "-o", "json", "-f", "-", input=kubectl.manifest_text(list(manifests))
         )
 
     def must(self, result: kubectl.Result) -> kubectl.Result:

@@ -105,7 +105,7 @@ class Kubectl:
 
     def apply(self, manifests: Sequence[Mapping[str, Any]] | str) -> Result:
         """``kubectl apply -f -`` of documents (dicts) or of YAML/JSON text."""
-        return self.run("apply", "-f", "-", input=_as_text(manifests))
+        return self.run("apply", "-f", "-", input=manifest_text(manifests))
 
 
 class KubectlError(RuntimeError):
@@ -116,7 +116,8 @@ class KubectlError(RuntimeError):
         self.result = result
 
 
-def _as_text(manifests: Sequence[Mapping[str, Any]] | str) -> str:
+def manifest_text(manifests: Sequence[Mapping[str, Any]] | str) -> str:
+    """YAML documents for ``kubectl ... -f -`` (text is passed through)."""
     if isinstance(manifests, str):
         return manifests
     # Documents, not a v1 List: kubectl validates each document against its own kind.
