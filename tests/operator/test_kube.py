@@ -1,0 +1,69 @@
+"""The API boundary: refused requests become ApiError with status and reason; the rate limit."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+from kubernetes_asyncio import config
+
+from kubesim import harness
+from queuetree.operator import gating, kube
+from tests.operator import cluster as sim
+from tests.operator import fakes
+
+
+@pytest.fixture
+def kube_cluster(tmp_path: pathlib.Path) -> Iterator[tuple[harness.Cluster, sim.Client]]:
+    yield from sim.start(tmp_path, "n1:cpu=2,memory=2Gi")
+
+
+async def test_refusals_carry_status_and_reason_and_are_counted(
+    kube_cluster: tuple[harness.Cluster, sim.Client],
+) -> None:
+    cluster, api = kube_cluster
+    created = api.create_pod("p", queue="default", requests={"cpu": "100m"})
+    errors: list[tuple[str, int]] = []
+    loaded = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    async with loaded as api_client:
+        writes = kube.AsyncKube(
+            api_client,
+            limiter=kube.RateLimiter(qps=0, burst=1),
+            on_error=lambda verb, status: errors.append((verb, status)),
+        )
+        stale = gating.build_gate_removal_patch(fakes.pod("p", namespace="default", uid="old"))
+        assert stale is not None
+        outcomes = []
+        for namespace, name in (("default", "missing"), ("default", "p")):
+            try:
+                await writes.patch_pod(namespace, name, stale)
+            except kube.ApiError as error:
+                outcomes.append((error.status, error.reason))
+        fresh = gating.build_gate_removal_patch(
+            fakes.pod("p", namespace="default", uid=created["metadata"]["uid"])
+        )
+        assert fresh is not None
+        await writes.patch_pod("default", "p", fresh)
+    assert (outcomes, errors) == (
+        [(404, "NotFound"), (422, "Invalid")],
+        [("patch", 404), ("patch", 422)],
+    )
+    assert sim.gates_of(api.pod("p")) == []
+
+
+async def test_the_rate_limiter_spends_the_burst_then_waits_for_tokens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [0.0]
+    waits: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        waits.append(seconds)
+        now[0] += seconds
+
+    monkeypatch.setattr(kube.asyncio, "sleep", fake_sleep)
+    limiter = kube.RateLimiter(qps=10, burst=2, clock=lambda: now[0])
+    for _ in range(4):
+        await limiter.acquire()
+    assert waits == pytest.approx([0.1, 0.1])
