@@ -186,7 +186,7 @@ class Stack:
             )
 
     def audit(self) -> list[dict[str, str]]:
-        """kubesim's audit records so far (flushed every few tenths of a second)."""
+        """kubesim's audit records so far (flushed every second, and when kubesim stops)."""
         try:
             text = self.audit_file.read_text()
         except FileNotFoundError:
