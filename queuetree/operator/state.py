@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from queuetree.api import manifests
-from queuetree.core import objects
+from queuetree.core import objects, resources
 
 WakeFn = Callable[[], None]
 
@@ -98,10 +98,20 @@ class ClusterState:
         self._wake()
 
     def upsert_queue(self, record: QueueRecord) -> None:
+        """Store ``record``; wake the cycle only when a decision may change.
+
+        The status figures the controller itself writes (``allocated``, ``reserved``, the
+        counters...) come back through the watch; they are stored (the next status diff reads
+        them) but neither wake a cycle nor invalidate the last decisions, or every status write
+        would cause another session.
+        """
         with self._lock:
-            if self._queues.get(record.queue.name) == record:
+            previous = self._queues.get(record.queue.name)
+            if previous == record:
                 return
             self._queues[record.queue.name] = record
+            if previous is not None and _decisive(previous) == _decisive(record):
+                return
             self._changed()
         self._wake()
 
@@ -286,6 +296,15 @@ class ClusterState:
     def explanations(self) -> Mapping[str, str]:
         with self._lock:
             return MappingProxyType(dict(self._explained))
+
+
+def _decisive(record: QueueRecord) -> tuple[objects.Queue, object]:
+    """What of a queue record the session and the state machine read: the queue without its
+    written ``allocated`` figure, and the written state."""
+    return (
+        dataclasses.replace(record.queue, allocated=resources.EMPTY),
+        record.status.get("state"),
+    )
 
 
 def _without_queue_gate(pod: objects.Pod) -> objects.Pod:

@@ -59,3 +59,16 @@ def test_changes_wake_the_cycle_and_no_ops_do_not() -> None:
     cluster.mark_synced()
     cluster.mark_synced()
     assert len(wakes) == 2
+
+
+def test_status_figures_written_back_do_not_wake_the_cycle_but_states_do() -> None:
+    wakes: list[int] = []
+    cluster = state.ClusterState(wake=lambda: wakes.append(1))
+    queue = objects.Queue(name="team", parent="root")
+    cluster.upsert_queue(state.QueueRecord(queue=queue, status={"state": "Open"}))
+    figures = {"state": "Open", "allocated": {"cpu": "1"}, "running": 1}
+    cluster.upsert_queue(state.QueueRecord(queue=queue, status=figures))
+    version = cluster.view().version
+    cluster.upsert_queue(state.QueueRecord(queue=queue, status={**figures, "state": "Closed"}))
+    assert (len(wakes), cluster.view().queue_records["team"].status["running"]) == (2, 1)
+    assert cluster.view().version == version + 1
