@@ -4,8 +4,9 @@ manifest files run through ``queuetree session``.
 Each directory holds ``cluster.yaml`` (the cluster, written from the fixture descriptions:
 ``BuildPod`` uid ``<ns>-<name>``, minMember 1, weight 1, Open queues), ``scheduler.conf`` (the
 tier the reference test builds) and ``expected.json``: the exact ``bind``, ``pipeline``,
-``evict`` and ``ungate`` decisions and ``ready``, and for the race also ``reasonsFor``: exactly
-the pods that must be told why they wait. Any decision not listed fails the scenario, as
+``evict`` and ``ungate`` decisions, ``ready``, no ``errors`` and no ``warnings`` (the files say
+nothing queuetree ignores), and for the race also ``reasonsFor``: exactly the pods that must be
+told why they wait. Any decision not listed fails the scenario, as
 in the reference test. The spec's "pipelined PodGroups (-> node)" appear as the pipelined pods of
 those groups (each group has one pod), since the output is keyed by pod. A few run the real
 command as a subprocess; the rest call ``cli.main``.
