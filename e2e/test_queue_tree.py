@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from e2e import support
+from queuetree.sandbox import observing
 
 CPU = "cpu"
 
@@ -99,10 +100,17 @@ def test_a_new_queue_gets_volcano_defaults_and_its_figures_in_status(kube: suppo
     spec = created.get("spec") or {}
     assert (spec.get("weight"), spec.get("reclaimable"), spec.get("parent")) == (1, True, "root")
     status = support.eventually(
-        lambda: (kube.queue(name) or {}).get("status", {}).get("state") and kube.queue(name),
-        what=f"queue {name} gets a status",
+        lambda: (
+            ((kube.queue(name) or {}).get("status") or {}).get("realCapability")
+            and (kube.queue(name) or {})["status"]
+        ),
+        what=f"queue {name} gets its figures in status",
     )
-    assert status["status"]["state"] == "Open"
+    assert (
+        status.get("state"),
+        observing.same_quantities(status.get("deserved"), {CPU: "1"}),
+        observing.same_quantities(status.get("realCapability"), {CPU: "2"}),
+    ) == ("Open", True, True), status
 
 
 def test_a_resource_name_the_scheduler_ignores_is_allowed_with_a_warning(
