@@ -100,9 +100,11 @@ def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pat
     # SIGINT is set too: a shell starts background jobs with it ignored, and Python keeps that.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # A scenario that names no nodes gets the example GPU cluster rather than none at all.
+    named = scenario.nodes_files or scenario.node_flags
     options = stack.Options(
         workdir=workdir,
-        nodes_files=scenario.nodes_files,
+        nodes_files=scenario.nodes_files if named else (stack.DEFAULT_NODES,),
         node_flags=scenario.node_flags,
     )
     print(f"queuetree sandbox: starting kubesim, the webhook and the operator in {workdir}")
