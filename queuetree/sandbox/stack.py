@@ -173,12 +173,9 @@ class Stack:
         """The environment for clients of the sandbox (KUBECONFIG and KUBECACHEDIR set)."""
         return self.kubectl.env
 
-    def process(self, name: str) -> Process:
-        (found,) = [p for p in self.processes if p.name == name]
-        return found
-
     def check_alive(self) -> None:
-        """Raise :class:`StartupError` naming every process that has exited."""
+        """Raise :class:`StartupError` naming every process that has exited (during start-up
+        or later: the live view calls it before each redraw)."""
         dead = [p for p in self.processes if not p.alive()]
         if dead:
             raise StartupError(
