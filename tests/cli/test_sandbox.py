@@ -347,3 +347,18 @@ def test_ctrl_c_on_the_live_view_stops_every_process_it_started(tmp_path: pathli
         [],
         False,
     )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_stack_that_cannot_start_exits_1_quoting_the_log_of_the_process_that_failed(
+    tmp_path: pathlib.Path,
+) -> None:
+    scenario = tmp_path / "nowhere.yaml"
+    scenario.write_text("name: nowhere\nnodes: [missing-nodes.yaml]\nsteps: []\n")
+    done = run_sandbox("--scenario", str(scenario), "--until-settled", timeout=110)
+    assert (
+        done.returncode,
+        "queuetree sandbox: kubesim exited with 1:" in done.stderr,
+        "missing-nodes.yaml" in done.stderr,
+    ) == (1, True, True), done.stderr
