@@ -39,6 +39,13 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(
             f"e2e: the sandbox stack ran in {workdir} (kubeconfig, logs/, audit.jsonl)"
         )
+        if os.environ.get("KUBECONFIG"):
+            # Said loudly: a kind run that forgot the flag would otherwise pass on kubesim.
+            terminalreporter.write_line(
+                f"e2e: KUBECONFIG={os.environ['KUBECONFIG']} was NOT used; pass "
+                "--e2e-existing-cluster (or QUEUETREE_E2E_EXISTING=1) to test that cluster",
+                yellow=True,
+            )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
