@@ -148,3 +148,39 @@ def test_our_gate_goes_only_after_every_other_gate_is_gone(kube: support.Kube) -
     )
     support.eventually(lambda: kube.running("pod-multigate"), what="pod-multigate runs")
     assert both == [OTHER_GATE, support.GATE]
+
+
+def test_a_gang_waits_whole_until_its_queue_can_take_all_of_it(kube: support.Kube) -> None:
+    name = support.unique("gang")
+    kube.must(kube.apply(support.queue(name, capability={"cpu": "300m"})))
+    member = {"cpu": "200m", "memory": "64Mi"}
+    kube.must(
+        kube.apply(
+            support.pod_group(
+                "gang",
+                namespace=kube.namespace,
+                queue=name,
+                min_member=2,
+                minResources={"cpu": "400m", "memory": "128Mi"},
+            ),
+            *(
+                support.pod(f"member-{i}", namespace=kube.namespace, requests=member, group="gang")
+                for i in range(2)
+            ),
+        )
+    )
+    support.eventually(
+        lambda: all(explained(kube, f"member-{i}", name) for i in range(2)),
+        what="both members explained: the gang does not fit its queue",
+    )
+    waiting = [kube.gates(f"member-{i}") for i in range(2)]
+    kube.must(
+        kube.kubectl(
+            "patch", "queue", name, "--type=merge", "-p", '{"spec":{"capability":{"cpu":"400m"}}}'
+        )
+    )
+    support.eventually(
+        lambda: all(kube.running(f"member-{i}") for i in range(2)),
+        what="both members run once the queue can take the whole gang",
+    )
+    assert waiting == [[support.GATE], [support.GATE]]
