@@ -71,7 +71,7 @@ class AdmissionCycle:
         debounce: float = 0.02,
         explanation_budget: int = 200,
         figures_interval: float = 2.0,
-        pace: float = 2.0,
+        pace: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
