@@ -172,7 +172,9 @@ class OperatorThread:
         self.state: state.ClusterState | None = None
         self._stop = threading.Event()
         self._error: list[BaseException] = []
-        self._thread = threading.Thread(target=self._main, name=f"operator {config.identity}")
+        self._thread = threading.Thread(
+            target=self._main, name=f"operator {config.identity}", daemon=True
+        )
 
     def _main(self) -> None:
         def keep(cluster: state.ClusterState) -> None:

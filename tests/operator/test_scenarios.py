@@ -96,6 +96,20 @@ def test_an_ungated_unschedulable_pod_reserves_queue_capacity_until_deleted(
     )
     assert sim.gates_of(client.pod("pod-3")) == [sim.GATE]
     assert client.pod("pod-2")["status"]["phase"] == "Pending"
+    explained = (client.pod("pod-3") or {})["metadata"]["annotations"][
+        "scheduling.queuetree.io/admission-reason"
+    ]
+    sim.eventually(
+        lambda: (
+            [
+                (event["reason"], event["message"])
+                for event in client.sim.list_objects("", "events", "default")
+                if event["involvedObject"]["name"] == "pod-3"
+            ]
+            == [("QueueAdmissionPending", explained)]
+        ),
+        what="one event with the same text",
+    )
     client.delete_pod("pod-2")
     sim.eventually(lambda: running_without_gates(client.pod("pod-3")), what="pod-3 runs")
 
