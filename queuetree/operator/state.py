@@ -44,7 +44,9 @@ class StateView:
     assumed: Mapping[str, float]
     """Pod key -> monotonic time of the admission decision, for pods assumed ungated."""
     version: int
+    """Bumped by every change that may change a decision: equal versions, equal decisions."""
     synced: bool
+    """Every source delivered its initial listing (no decision is made before)."""
 
 
 class ClusterState:
