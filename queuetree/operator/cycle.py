@@ -277,6 +277,7 @@ class AdmissionCycle:
                         api_version="v1",
                         namespace=namespace,
                         name=name,
+                        uid=explanation.uid,
                         event_type="Normal",
                         reason=explaining.EVENT_REASON,
                         message=explanation.reason,
@@ -302,9 +303,9 @@ class AdmissionCycle:
             self._evicting.discard(eviction.victim)
         if self._metrics is not None:
             self._metrics.evictions.labels(reason=eviction.rule).inc()
-        for key, text in (
-            (eviction.victim, eviction.victim_message),
-            (eviction.reclaimer, eviction.reclaimer_message),
+        for key, uid, text in (
+            (eviction.victim, eviction.victim_uid, eviction.victim_message),
+            (eviction.reclaimer, eviction.reclaimer_uid, eviction.reclaimer_message),
         ):
             if not key:
                 continue
@@ -317,6 +318,7 @@ class AdmissionCycle:
                         api_version="v1",
                         namespace=pod_namespace,
                         name=pod_name,
+                        uid=uid,
                         event_type="Normal",
                         reason="Reclaim",
                         message=text,
@@ -333,12 +335,19 @@ class AdmissionCycle:
         event_type: str,
         reason: str,
         message: str,
+        uid: str = "",
     ) -> dict[str, Any]:
-        """A ``v1`` Event about one object, as ``kubectl describe`` shows it."""
+        """A ``v1`` Event about one object, as ``kubectl describe`` shows it.
+
+        ``kubectl describe`` lists events with a field selector on the involved object's name,
+        namespace *and* uid, so an event without the uid is invisible there.
+        """
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._wall_clock()))
         involved: dict[str, Any] = {"kind": kind, "apiVersion": api_version, "name": name}
         if namespace:
             involved["namespace"] = namespace
+        if uid:
+            involved["uid"] = uid
         return {
             "apiVersion": "v1",
             "kind": "Event",

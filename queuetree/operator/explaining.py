@@ -29,6 +29,8 @@ class Explanation:
 
     key: str
     reason: str
+    uid: str = ""
+    """The pod's uid: ``kubectl describe pod`` selects events by ``involvedObject.uid``."""
 
 
 def plan_explanations(
@@ -54,7 +56,7 @@ def plan_explanations(
         if held:
             reason = result.reasons.get(key, "")
             if reason and reason != previous:
-                planned.append(Explanation(key=key, reason=reason))
+                planned.append(Explanation(key=key, reason=reason, uid=pod.uid))
         elif previous:
-            planned.append(Explanation(key=key, reason=""))
+            planned.append(Explanation(key=key, reason="", uid=pod.uid))
     return planned

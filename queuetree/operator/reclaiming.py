@@ -23,6 +23,9 @@ class Eviction:
     """A short label of the rule that chose the victim (the metric's ``reason``)."""
     victim_message: str
     reclaimer_message: str
+    victim_uid: str = ""
+    reclaimer_uid: str = ""
+    """Pod uids, so the events match ``kubectl describe pod``'s ``involvedObject.uid`` selector."""
 
 
 def _queue_of(snapshot: objects.Snapshot, pod: objects.Pod | None) -> str:
@@ -69,6 +72,8 @@ def plan_reclaim(
             Eviction(
                 victim=victim,
                 reclaimer=reclaimer,
+                victim_uid=victim_pod.uid if victim_pod is not None else "",
+                reclaimer_uid=reclaimer_pod.uid if reclaimer_pod is not None else "",
                 rule="reclaim",
                 victim_message=(
                     f"Evicted by queuetree reclaim: queue {victim_queue} uses more than its "

@@ -120,3 +120,19 @@ async def test_a_cycle_with_nothing_new_reuses_the_last_decisions() -> None:
     cluster.upsert_pod(fakes.pod("b"))
     await admission.run_once()
     assert [sorted(snapshot.pods) for snapshot in session.seen] == [["ns/a"], ["ns/a", "ns/b"]]
+
+
+async def test_an_explanation_event_names_the_pod_by_uid_for_kubectl_describe() -> None:
+    # kubectl describe pod selects events by involvedObject name, namespace and uid.
+    cluster, api, _, session, admission = make()
+    cluster.upsert_pod(fakes.pod("a", uid="0f3c-a"))
+    cluster.mark_synced()
+    session.reasons = {"ns/a": "queue team: cpu 2 > 1"}
+    await admission.run_once()
+    await admission.wait_writes()
+    involved = [
+        call.body["involvedObject"] for call in api.calls if call.target.startswith("events/")
+    ]
+    assert involved == [
+        {"kind": "Pod", "apiVersion": "v1", "name": "a", "namespace": "ns", "uid": "0f3c-a"}
+    ]
