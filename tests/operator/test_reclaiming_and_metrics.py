@@ -45,6 +45,8 @@ def test_a_victim_is_paired_with_the_pod_waiting_in_another_queue() -> None:
         reclaiming.Eviction(
             victim="ns/victim",
             reclaimer="ns/waiting",
+            victim_uid="uid-victim",
+            reclaimer_uid="uid-waiting",
             rule="reclaim",
             victim_message=(
                 "Evicted by queuetree reclaim: queue queue-b uses more than its deserved share "
