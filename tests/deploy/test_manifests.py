@@ -318,6 +318,13 @@ EXPECTED_WEBHOOKS = {
             "timeoutSeconds": 5,
             **COMMON,
         },
+        "mutatepod-namespace.queuetree.io": {
+            "path": "/pods/mutate",
+            "rules": [(*PODS, ("CREATE",), "Namespaced")],
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 5,
+            **COMMON,
+        },
     },
     ("ValidatingWebhookConfiguration", "queuetree-validating-webhook"): {
         "validatequeue.volcano.sh": {
@@ -334,12 +341,19 @@ EXPECTED_WEBHOOKS = {
             "timeoutSeconds": 5,
             **COMMON,
         },
+        "validatepod-namespace.queuetree.io": {
+            "path": "/pods/validate",
+            "rules": [(*PODS, ("CREATE",), "Namespaced")],
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 5,
+            **COMMON,
+        },
     },
 }
 
 
 @pytest.mark.parametrize("name", OVERLAYS)
-def test_the_four_webhooks_have_their_paths_rules_and_failure_policies(name: str) -> None:
+def test_the_six_webhooks_have_their_paths_rules_and_failure_policies(name: str) -> None:
     objects = overlay(name)
     actual = {
         (kind, config_name): {
@@ -353,7 +367,6 @@ def test_the_four_webhooks_have_their_paths_rules_and_failure_policies(name: str
 def excluded_namespaces(webhook: Obj) -> dict[str, list[str]]:
     """Label key -> values a namespace must not have for the webhook to be called."""
     selector = webhook.get("namespaceSelector", {})
-    assert "matchLabels" not in selector, "the namespace selector should only exclude"
     return {
         e["key"]: sorted(e["values"])
         for e in selector.get("matchExpressions", [])
@@ -374,7 +387,31 @@ def test_pod_webhooks_exclude_kube_system_our_namespace_and_opted_out_namespaces
         "kubernetes.io/metadata.name": ["kube-system", NAMESPACE],
         "queuetree.io/admission": ["disabled"],
     }
-    assert actual == {"mutatepod.volcano.sh": expected, "validatepod.volcano.sh": expected}
+    # The per-pod entries leave opted-in namespaces to the namespace-wide entries, so no pod
+    # is reviewed twice.
+    per_pod = {**expected, GATE: ["true"]}
+    assert actual == {
+        "mutatepod.volcano.sh": per_pod,
+        "validatepod.volcano.sh": per_pod,
+        "mutatepod-namespace.queuetree.io": expected,
+        "validatepod-namespace.queuetree.io": expected,
+    }
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_namespace_wide_pod_webhooks_select_only_namespaces_that_opted_in(name: str) -> None:
+    objects = overlay(name)
+    selected = {
+        webhook["name"]: webhook["namespaceSelector"].get("matchLabels")
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        for config in by_kind(objects, kind).values()
+        for webhook in config["webhooks"]
+        if webhook["name"].endswith("-namespace.queuetree.io")
+    }
+    assert selected == {
+        "mutatepod-namespace.queuetree.io": {GATE: "true"},
+        "validatepod-namespace.queuetree.io": {GATE: "true"},
+    }
 
 
 @pytest.mark.parametrize("name", OVERLAYS)
