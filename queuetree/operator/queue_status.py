@@ -123,6 +123,22 @@ def desired_status(
     return status
 
 
+def merge_patch_value(current: Any, desired: Any) -> Any:
+    """The merge-patch value that turns ``current`` into ``desired`` (RFC 7386).
+
+    A merge patch only adds and replaces map keys, so a resource that left a quantity map (the
+    last GPU pod of a queue finished) must be sent as ``null``, or the stale figure stays in the
+    status for ever and the status is rewritten every cycle.
+    """
+    if not isinstance(desired, Mapping) or not isinstance(current, Mapping):
+        return desired
+    patch: dict[str, Any] = {key: None for key in current if key not in desired}
+    for key, value in desired.items():
+        if current.get(key) != value:
+            patch[key] = merge_patch_value(current.get(key), value)
+    return patch
+
+
 def plan_queue_writes(
     view: state.StateView, result: decisions.SessionResult | None
 ) -> list[QueueWrite]:
@@ -138,7 +154,9 @@ def plan_queue_writes(
             verdict=verdict, counts=counts.get(name, {}), figures=figures.get(name)
         )
         status_patch = {
-            key: value for key, value in desired.items() if record.status.get(key) != value
+            key: merge_patch_value(record.status.get(key), value)
+            for key, value in desired.items()
+            if record.status.get(key) != value
         }
         meta: dict[str, Any] = {}
         marked = record.queue.annotations.get(objects.CLOSED_BY_PARENT_ANNOTATION)

@@ -126,3 +126,39 @@ def test_figures_of_the_last_session_are_written_as_quantities() -> None:
             },
         )
     ]
+
+
+def test_a_resource_that_left_a_figure_is_removed_with_null() -> None:
+    written = {
+        **OPEN_STATUS,
+        "allocated": {"cpu": "2", "memory": "0", "nvidia.com/gpu": "2"},
+        "reserved": {"cpu": "0", "memory": "0"},
+        "deserved": {"cpu": "0", "memory": "0"},
+        "realCapability": {},
+    }
+    view = view_of([record("root", status=written)])
+    result = decisions.SessionResult(ready=True, queues=MappingProxyType({"root": figures(CPU2)}))
+    assert queue_status.plan_queue_writes(view, result) == [
+        queue_status.QueueWrite(name="root", status={"allocated": {"nvidia.com/gpu": None}})
+    ]
+
+
+@pytest.mark.parametrize(
+    ("current", "desired", "patch"),
+    [
+        pytest.param(None, {"cpu": "1"}, {"cpu": "1"}, id="absent-map-is-written-whole"),
+        pytest.param({"cpu": "1"}, {"cpu": "2"}, {"cpu": "2"}, id="changed-key-is-replaced"),
+        pytest.param(
+            {"cpu": "1", "nvidia.com/gpu": "1"},
+            {"cpu": "1"},
+            {"nvidia.com/gpu": None},
+            id="removed-key-is-null",
+        ),
+        pytest.param("Open", "Closed", "Closed", id="scalars-are-replaced"),
+        pytest.param({"a": {"b": 1, "c": 2}}, {"a": {"b": 1}}, {"a": {"c": None}}, id="nested"),
+    ],
+)
+def test_merge_patch_value_turns_current_into_desired(
+    current: Any, desired: Any, patch: Any
+) -> None:
+    assert queue_status.merge_patch_value(current, desired) == patch
