@@ -117,7 +117,9 @@ for config in mutatingwebhookconfiguration/queuetree-mutating-webhook \
         kubectl get "$config" -o 'jsonpath={.webhooks[0].clientConfig.caBundle}'
 done
 
-# 5. The same suite as on kubesim, against this cluster.
+# 5. The same suite as on kubesim, against this cluster. QUEUETREE_E2E_EXISTING tells the suite
+#    that queuetree already runs here, so it must not start its own kubesim stack.
+export QUEUETREE_E2E_EXISTING=1
 log "running: $E2E_PYTEST $E2E_ARGS (KUBECONFIG=$KUBECONFIG)"
 # shellcheck disable=SC2086 # both are word lists on purpose
 $E2E_PYTEST $E2E_ARGS

@@ -28,7 +28,9 @@ STANDIN = textwrap.dedent(
       "kind get clusters") printf '%s\\n' $EXISTING_CLUSTERS ;;
       "kind get kubeconfig "*) echo "apiVersion: v1" ;;
       "kubectl get "*"caBundle}") printf '%s' "$CA_BUNDLE" ;;
-      "pytest "*) echo "KUBECONFIG is a file: $(test -s "$KUBECONFIG" && echo yes)" >>"$CALLS"
+      "pytest "*) kubeconfig=$(test -s "$KUBECONFIG" && echo yes)
+                  existing=${QUEUETREE_E2E_EXISTING:-unset}
+                  echo "KUBECONFIG is a file: $kubeconfig, existing cluster: $existing" >>"$CALLS"
                   exit "$PYTEST_EXIT" ;;
     esac
     exit 0
@@ -113,7 +115,7 @@ def test_a_passing_run_creates_installs_tests_and_deletes_the_cluster(
             *CREATE,
             *INSTALL,
             "pytest e2e --e2e",
-            "KUBECONFIG is a file: yes",
+            "KUBECONFIG is a file: yes, existing cluster: 1",
             "kind delete cluster --name queuetree-e2e",
         ],
     )
@@ -128,7 +130,7 @@ def test_a_failing_suite_collects_logs_deletes_the_cluster_and_keeps_the_exit_co
             *CREATE,
             *INSTALL,
             "pytest e2e --e2e",
-            "KUBECONFIG is a file: yes",
+            "KUBECONFIG is a file: yes, existing cluster: 1",
             *COLLECT,
             artifacts_export(tmp_path),
             "kind delete cluster --name queuetree-e2e",
@@ -145,14 +147,14 @@ def test_an_existing_cluster_is_reused_and_kept(tmp_path: pathlib.Path) -> None:
             "kind get kubeconfig --name queuetree-e2e",
             *INSTALL,
             "pytest e2e --e2e",
-            "KUBECONFIG is a file: yes",
+            "KUBECONFIG is a file: yes, existing cluster: 1",
         ],
     )
 
 
 def test_keep_cluster_keeps_a_cluster_the_run_created(tmp_path: pathlib.Path) -> None:
     code, calls = run_script(tmp_path, keep_cluster="1")
-    assert (code, calls[-1]) == (0, "KUBECONFIG is a file: yes")
+    assert (code, calls[-1]) == (0, "KUBECONFIG is a file: yes, existing cluster: 1")
 
 
 def test_a_webhook_that_never_publishes_its_ca_fails_the_run_before_the_suite(
