@@ -32,6 +32,31 @@ GATE = objects.QUEUE_ALLOCATION_GATE
 """The gate's name, which is also the opt-in annotation's key."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _OptIn:
+    """How a pod under review asks (or not) to be held for queue admission."""
+
+    metadata: Mapping[str, Any]
+    annotations: Mapping[str, str]
+    namespace: str
+    own: str | None
+    """The pod's own opt-in annotation value, None when absent."""
+    from_namespace: bool
+    """The pod has no annotation of its own and its namespace opted in."""
+
+
+def _read_opt_in(
+    request: admission.Request, pod: Mapping[str, Any], view: views.ClusterView
+) -> _OptIn:
+    """The pod's own opt-in first; the namespace's only when the pod says nothing."""
+    metadata = _mapping(pod.get("metadata"))
+    annotations = _string_map(metadata.get("annotations"))
+    namespace = _namespace(request)
+    own = annotations.get(GATE)
+    from_namespace = own is None and view.namespace_annotations(namespace).get(GATE) == "true"
+    return _OptIn(metadata, annotations, namespace, own, from_namespace)
+
+
 def mutate(
     request: admission.Request,
     *,
@@ -54,11 +79,14 @@ def mutate(
     if request.object is None:
         return verdicts.Verdict(_missing_object(request))
     pod = request.object
-    metadata = _mapping(pod.get("metadata"))
-    annotations = _string_map(metadata.get("annotations"))
-    namespace = _namespace(request)
-    own = annotations.get(GATE)
-    from_namespace = own is None and view.namespace_annotations(namespace).get(GATE) == "true"
+    opt_in = _read_opt_in(request, pod, view)
+    metadata, annotations, namespace, own = (
+        opt_in.metadata,
+        opt_in.annotations,
+        opt_in.namespace,
+        opt_in.own,
+    )
+    from_namespace = opt_in.from_namespace
     if own != "true" and not from_namespace:
         # Every pod's namespace exists; one the cache lacks was created a moment ago.
         lagging = (namespace,) if own is None and namespace not in view.namespaces else ()
@@ -163,14 +191,14 @@ def validate(
         return verdicts.Verdict(_wrong_operation(request))
     if request.object is None:
         return verdicts.Verdict(_missing_object(request))
-    pod = request.object
-    metadata = _mapping(pod.get("metadata"))
-    annotations = _string_map(metadata.get("annotations"))
-    namespace = _namespace(request)
-    own = annotations.get(GATE)
-    opted_in = own == "true" or (
-        own is None and view.namespace_annotations(namespace).get(GATE) == "true"
+    opt_in = _read_opt_in(request, request.object, view)
+    metadata, annotations, namespace, own = (
+        opt_in.metadata,
+        opt_in.annotations,
+        opt_in.namespace,
+        opt_in.own,
     )
+    opted_in = own == "true" or opt_in.from_namespace
     lagging = (namespace,) if namespace not in view.namespaces else ()
     if not opted_in:
         return verdicts.Verdict(
