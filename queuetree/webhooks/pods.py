@@ -70,7 +70,8 @@ def mutate(
     has none, else ``add /spec/schedulingGates/-`` (append: the API server only accepts gates
     at creation and keeps their order). A pod opted in through its namespace also gets the
     opt-in annotation, so the operator, which reads pods only, removes the gate when the queue
-    has room; and, when it names no queue and no group, the namespace's queue-name annotation.
+    has room; and any opted-in pod that names no queue and no group gets its namespace's
+    queue-name annotation, so the queue /pods/validate checked is the queue that admits it.
     A pod created with ``spec.nodeName`` is bound already and cannot be gated (the API server
     refuses both together): it is left alone, with a warning when it asked to be gated.
     """
@@ -121,15 +122,17 @@ def mutate(
         patch.append({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]})
     else:
         patch.append({"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}})
-    if from_namespace:
-        added = {GATE: "true"}
-        namespace_queue = view.namespace_annotations(namespace).get(objects.QUEUE_NAME_ANNOTATION)
-        if (
-            namespace_queue
-            and objects.QUEUE_NAME_ANNOTATION not in annotations
-            and objects.GROUP_NAME_ANNOTATION not in annotations
-        ):
-            added[objects.QUEUE_NAME_ANNOTATION] = namespace_queue
+    added = {GATE: "true"} if from_namespace else {}
+    # The operator reads pods only: a pod that names neither a group nor a queue gets its
+    # namespace's queue written on it, so the queue /pods/validate checked is the one that admits.
+    namespace_queue = view.namespace_annotations(namespace).get(objects.QUEUE_NAME_ANNOTATION)
+    if (
+        namespace_queue
+        and objects.QUEUE_NAME_ANNOTATION not in annotations
+        and objects.GROUP_NAME_ANNOTATION not in annotations
+    ):
+        added[objects.QUEUE_NAME_ANNOTATION] = namespace_queue
+    if added:
         patch += _add_annotations(metadata, added)
     return verdicts.Verdict(admission.allow(request.uid, patch=patch))
 

@@ -107,6 +107,29 @@ GATE_OFF = settings.ReviewSettings(feature_gates={features.SCHEDULING_GATES_QUEU
             id="namespace-opt-in-carries-the-namespace-queue",
         ),
         pytest.param(
+            pod(namespace="ml", annotations=OPT_IN),
+            {"ml": {"scheduling.volcano.sh/queue-name": "ml-q"}},
+            None,
+            allowed(
+                patch=[
+                    WHOLE_LIST,
+                    {
+                        "op": "add",
+                        "path": "/metadata/annotations/scheduling.volcano.sh~1queue-name",
+                        "value": "ml-q",
+                    },
+                ]
+            ),
+            id="own-opt-in-also-carries-the-namespace-queue-the-validator-checked",
+        ),
+        pytest.param(
+            pod(namespace="ml", annotations={**OPT_IN, "scheduling.volcano.sh/queue-name": "q"}),
+            {"ml": {"scheduling.volcano.sh/queue-name": "ml-q"}},
+            None,
+            allowed(patch=[WHOLE_LIST]),
+            id="the-pods-own-queue-wins-over-the-namespace-queue",
+        ),
+        pytest.param(
             pod(namespace="ml", annotations={GATE: "false"}),
             OPTED_NAMESPACE,
             None,
