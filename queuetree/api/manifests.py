@@ -217,8 +217,13 @@ class _Reader:
         resource = None
         if all(type(name) is str for name in mapping):
             try:
-                resource = _resource_from_items(tuple(mapping.items()))
-            except (errors.QuantityError, TypeError):  # TypeError: an unhashable value (a list)
+                # Only maps of strings go through the cache: 1, 1.0 and True are equal keys but
+                # not equal quantities (True is refused; 2**60 and 2.0**60 differ).
+                if all(type(raw) is str for raw in mapping.values()):
+                    resource = _resource_from_items(tuple(mapping.items()))
+                else:
+                    resource = resources.Resource.from_resource_list(mapping)
+            except errors.QuantityError:
                 resource = None
         if resource is not None and not _has_negative(resource):
             return resource
@@ -259,9 +264,10 @@ class _Reader:
 
 
 @functools.lru_cache(maxsize=4096)
-def _resource_from_items(items: tuple[tuple[str, str | int | float], ...]) -> resources.Resource:
+def _resource_from_items(items: tuple[tuple[str, str], ...]) -> resources.Resource:
     """``Resource.from_resource_list`` of a map's items, cached: a cluster's pods and queues
-    repeat a few request shapes many times, and vectors are immutable, so sharing them is safe."""
+    repeat a few request shapes many times, and vectors are immutable, so sharing them is safe.
+    Strings only (see :meth:`_Reader.resource_list`)."""
     return resources.Resource.from_resource_list(dict(items))
 
 
@@ -561,11 +567,8 @@ def _pod_priority(
     """
     annotation = meta.annotations.get(objects.TASK_PRIORITY_ANNOTATION)
     if annotation is not None:
-        try:
-            value = int(annotation, 10)
-        except ValueError:
-            value = None
-        if value is not None and -(2**31) <= value < 2**31:
+        value = _task_priority(annotation)
+        if value is not None:
             return value
         if on_warning is not None:  # Volcano ignores an unparsable value
             on_warning(
@@ -592,16 +595,32 @@ def _pod_priority(
             class_reader.fail("no PriorityClass with this name was given", value=class_name)
             return DEFAULT_TASK_PRIORITY
         return priority_class.value
+    return _default_priority(priority_classes)
+
+
+def _task_priority(annotation: str) -> int | None:
+    """The ``volcano.sh/task-priority`` annotation's value; None when not a 32-bit integer."""
+    try:
+        value = int(annotation, 10)
+    except ValueError:
+        return None
+    return value if -(2**31) <= value < 2**31 else None
+
+
+def _default_priority(priority_classes: Mapping[str, objects.PriorityClass] | None) -> int:
+    """The lowest-valued global default PriorityClass's value, else 1."""
+    if not priority_classes:
+        return DEFAULT_TASK_PRIORITY
     defaults = [pc for pc in (priority_classes or {}).values() if pc.global_default]
     if defaults:
         return min(defaults, key=lambda pc: (pc.value, pc.name)).value
     return DEFAULT_TASK_PRIORITY
 
 
-def _preemptable(meta: _Metadata) -> bool:
+def _preemptable(annotations: Mapping[str, str], labels: Mapping[str, str]) -> bool:
     """``volcano.sh/preemptable`` from the annotation, else the label; absent → True;
     a value that is not a Go boolean → False (Volcano's ``GetPodPreemptable``)."""
-    for source in (meta.annotations, meta.labels):
+    for source in (annotations, labels):
         text = source.get(objects.PREEMPTABLE_KEY)
         if text is not None:
             return _parse_bool(text) is True
@@ -626,6 +645,27 @@ def parse_pod(
     ``spec.priority`` is always resolved), an unresolvable name is a warning and priority 1.
     ``unschedulable`` from the condition
     PodScheduled=False with reason Unschedulable. Raises :class:`ManifestError`.
+    """
+    try:
+        return _parse_pod_fast(manifest, priority_classes=priority_classes)
+    except _Unusual:
+        pass  # outside the handler, so that a ManifestError does not chain to _Unusual
+    return _parse_pod_checked(
+        manifest, origin=origin, priority_classes=priority_classes, on_warning=on_warning
+    )
+
+
+def _parse_pod_checked(
+    manifest: RawManifest,
+    *,
+    origin: str = "",
+    priority_classes: Mapping[str, objects.PriorityClass] | None = None,
+    on_warning: WarningFn | None = None,
+) -> objects.Pod:
+    """:func:`parse_pod` reading every field through :class:`_Reader`, which names each problem.
+
+    The reference: the fast path must give the same pod for every input it accepts, and it
+    leaves every other input (anything that would be an error or a warning) to this one.
     """
     root, sink, meta = _start(manifest, kind="Pod", origin=origin, namespaced=True)
     spec = root.at("spec")
@@ -680,7 +720,7 @@ def parse_pod(
         node_selector=spec.at("nodeSelector").string_map(),
         required_node_affinity=terms,
         tolerations=tolerations,
-        preemptable=_preemptable(meta),
+        preemptable=_preemptable(meta.annotations, meta.labels),
         preemption_policy=spec.at("preemptionPolicy").string() or "PreemptLowerPriority",
         unschedulable=unschedulable,
         scheduler_name=spec.at("schedulerName").string() or DEFAULT_SCHEDULER,
@@ -689,6 +729,318 @@ def parse_pod(
     )
     sink.raise_if_any()
     return pod
+
+
+# -- Pod, the fast path --------------------------------------------------------------------------
+#
+# The operator parses every pod watch event, and nearly all of them are well formed. This path
+# reads the plain dicts, lists and strings of such a pod directly, without readers or field
+# paths, and gives up (raises _Unusual) at the first thing that is not plainly well formed: a
+# wrong type (even a subclass), a missing name, an invalid or negative quantity, anything that
+# would be reported as an error or a warning. parse_pod then reads the manifest again through
+# _parse_pod_checked, so every message comes from one place. Where the checked path stops
+# reading early (the first matching condition, a valid task-priority annotation), so does this
+# one: it must accept exactly what the checked path accepts without problems, or less.
+
+
+class _Unusual(Exception):
+    """The fast path declines the input; the checked path reads it."""
+
+
+def _fast_string(value: Any, default: str = "") -> str:
+    if value is None:
+        return default
+    if type(value) is not str:
+        raise _Unusual
+    return value
+
+
+def _fast_dict(value: Any) -> dict[Any, Any]:
+    """A dict; absent reads as empty."""
+    if value is None:
+        return _NO_FIELDS
+    if type(value) is not dict:
+        raise _Unusual
+    return value
+
+
+def _fast_list(value: Any) -> list[Any]:
+    """A list of dicts; absent reads as empty."""
+    if value is None:
+        return _NO_ITEMS
+    if type(value) is not list:
+        raise _Unusual
+    for item in value:
+        if type(item) is not dict:  # None items too: the checked path reads them, rarely seen
+            raise _Unusual
+    return value
+
+
+_NO_FIELDS: Final[dict[Any, Any]] = {}
+_NO_ITEMS: Final[list[Any]] = []
+_WITH_SCALARS: Final = resources.Resource(milli_cpu=0, memory=0, scalars={})
+"""Added to a vector, gives it an (empty, shared) scalar mapping, as :func:`_with_scalars`."""
+
+
+def _fast_string_map(value: Any) -> Mapping[str, str]:
+    if value is None:
+        return objects.NO_LABELS
+    if type(value) is not dict:
+        raise _Unusual
+    if not value:
+        return objects.NO_LABELS
+    for name, text in value.items():
+        if type(name) is not str or type(text) is not str:
+            raise _Unusual
+    return MappingProxyType(dict(sorted(value.items())))
+
+
+def _fast_time(value: Any) -> datetime.datetime | None:
+    if value is None:
+        return None
+    if type(value) is str:
+        try:
+            parsed = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            raise _Unusual from None
+    elif isinstance(value, datetime.datetime):
+        parsed = value
+    else:
+        raise _Unusual
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.UTC)
+    return parsed
+
+
+@functools.lru_cache(maxsize=4096)
+def _well_formed_resource(items: tuple[tuple[Any, Any], ...]) -> resources.Resource | None:
+    """The vector of a quantity map's items; None when the checked path must read the map.
+
+    None for a name or quantity that is not a plain string (so no key that merely equals a
+    string map's key, such as ``1`` and ``True``, can share its entry), a malformed quantity or
+    a negative one. Cached: a burst of pods repeats a few request shapes, vectors are immutable.
+    """
+    for name, raw in items:
+        if type(name) is not str or type(raw) is not str:
+            return None
+    try:
+        resource = resources.Resource.from_resource_list(dict(items))
+    except errors.QuantityError:
+        return None
+    return None if _has_negative(resource) else resource
+
+
+def _fast_resource_list(value: Any) -> resources.Resource | None:
+    if value is None:
+        return None
+    if type(value) is not dict:
+        raise _Unusual
+    try:
+        resource = _well_formed_resource(tuple(value.items()))
+    except TypeError:  # an unhashable quantity (a list)
+        raise _Unusual from None
+    if resource is None:
+        raise _Unusual
+    return resource
+
+
+def _fast_container_request(container: dict[Any, Any]) -> resources.Resource:
+    """:func:`_container_request`."""
+    spec = container.get("resources")
+    if spec is None:
+        return resources.EMPTY
+    if type(spec) is not dict:
+        raise _Unusual
+    requests = spec.get("requests")
+    limits = spec.get("limits")
+    requested = _fast_resource_list(requests) or resources.EMPTY
+    if limits is None:
+        return requested
+    if type(limits) is not dict:
+        raise _Unusual
+    # Limits whose names all have a request are never read, as in the checked path.
+    limited = {name: raw for name, raw in limits.items() if name not in (requests or _NO_FIELDS)}
+    if not limited:
+        return requested
+    return requested + (_fast_resource_list(limited) or resources.EMPTY)
+
+
+def _fast_pod_requests(spec: dict[Any, Any]) -> tuple[resources.Resource, resources.Resource]:
+    """:func:`_pod_requests`."""
+    containers = _WITH_SCALARS
+    for container in _fast_list(spec.get("containers")):
+        containers = containers + _fast_container_request(container)
+    init_containers = spec.get("initContainers")
+    overhead = spec.get("overhead")
+    if init_containers is None and overhead is None:
+        # No init containers and no overhead: the init request is the containers' request
+        # (requests are never negative, so the per-dimension maximum with zero changes nothing).
+        return containers, containers
+    sidecars = resources.EMPTY
+    init_peak = resources.EMPTY
+    for container in _fast_list(init_containers):
+        request = _fast_container_request(container)
+        if _fast_string(container.get("restartPolicy")) == "Always":
+            sidecars = sidecars + request
+        else:
+            init_peak = init_peak.set_max_resource(request + sidecars)
+    overhead_request = _fast_resource_list(overhead) or resources.EMPTY
+    resreq = containers + sidecars + overhead_request
+    init_resreq = resreq.set_max_resource(init_peak + overhead_request)
+    return resreq, init_resreq
+
+
+@functools.lru_cache(maxsize=1024)
+def _toleration(key: str, operator: str, value: str, effect: str) -> objects.Toleration:
+    """Shared, immutable tolerations: every pod carries the same few (the API server adds the
+    not-ready and unreachable ones to each)."""
+    return objects.Toleration(key=key, operator=operator, value=value, effect=effect)
+
+
+def _fast_requirements(value: Any) -> tuple[objects.NodeSelectorRequirement, ...]:
+    return tuple(
+        objects.NodeSelectorRequirement(
+            key=_fast_string(item.get("key")),
+            operator=_fast_string(item.get("operator")),
+            values=tuple(_fast_string(text) for text in _fast_plain_list(item.get("values"))),
+        )
+        for item in _fast_list(value)
+    )
+
+
+def _fast_plain_list(value: Any) -> list[Any]:
+    if value is None:
+        return _NO_ITEMS
+    if type(value) is not list:
+        raise _Unusual
+    return value
+
+
+def _fast_required_affinity(spec: dict[Any, Any]) -> tuple[objects.NodeSelectorTerm, ...]:
+    affinity = spec.get("affinity")
+    if affinity is None:
+        return ()
+    node_affinity = _fast_dict(affinity).get("nodeAffinity")
+    required = _fast_dict(node_affinity).get("requiredDuringSchedulingIgnoredDuringExecution")
+    return tuple(
+        objects.NodeSelectorTerm(
+            match_expressions=_fast_requirements(term.get("matchExpressions")),
+            match_fields=_fast_requirements(term.get("matchFields")),
+        )
+        for term in _fast_list(_fast_dict(required).get("nodeSelectorTerms"))
+    )
+
+
+def _fast_unschedulable(status: dict[Any, Any]) -> bool:
+    """PodScheduled=False with reason Unschedulable; like the checked path, stops reading at
+    the first match, and reads a condition's status only when its type matches, and so on."""
+    for condition in _fast_list(status.get("conditions")):
+        if (
+            _fast_string(condition.get("type")) == "PodScheduled"
+            and _fast_string(condition.get("status")) == "False"
+            and _fast_string(condition.get("reason")) == "Unschedulable"
+        ):
+            return True
+    return False
+
+
+def _fast_priority(
+    spec: dict[Any, Any],
+    annotations: Mapping[str, str],
+    priority_classes: Mapping[str, objects.PriorityClass] | None,
+) -> int:
+    """:func:`_pod_priority` for the cases without a problem or a warning."""
+    annotation = annotations.get(objects.TASK_PRIORITY_ANNOTATION)
+    if annotation is not None:
+        value = _task_priority(annotation)
+        if value is None:
+            raise _Unusual  # a warning
+        return value
+    priority = spec.get("priority")
+    if priority is not None:
+        if type(priority) is not int:
+            raise _Unusual
+        return priority
+    class_name = _fast_string(spec.get("priorityClassName"))
+    if class_name:
+        if priority_classes is None:
+            raise _Unusual  # a warning
+        priority_class = priority_classes.get(class_name)
+        if priority_class is None:
+            raise _Unusual
+        return priority_class.value
+    return _default_priority(priority_classes)
+
+
+def _parse_pod_fast(
+    manifest: RawManifest, *, priority_classes: Mapping[str, objects.PriorityClass] | None
+) -> objects.Pod:
+    """:func:`parse_pod` of a well-formed pod; raises :class:`_Unusual` for anything else."""
+    if type(manifest) is not dict and not isinstance(manifest, Mapping):
+        raise _Unusual
+    kind = manifest.get("kind")
+    if kind is not None and kind != "Pod" and kind != "":
+        raise _Unusual
+    api_version = manifest.get("apiVersion")
+    if api_version is not None and api_version != CORE_API_VERSION and api_version != "":
+        raise _Unusual
+    if type(kind) is not str and kind is not None:  # a str subclass that equals "Pod"
+        raise _Unusual
+    if type(api_version) is not str and api_version is not None:
+        raise _Unusual
+    metadata = manifest.get("metadata")
+    if type(metadata) is not dict:
+        raise _Unusual
+    name = metadata.get("name")
+    if type(name) is not str or not name:
+        raise _Unusual
+    namespace = _fast_string(metadata.get("namespace")) or DEFAULT_NAMESPACE
+    uid = _fast_string(metadata.get("uid")) or f"{namespace}-{name}"
+    created = _fast_time(metadata.get("creationTimestamp")) or objects.EPOCH
+    deleting = _fast_time(metadata.get("deletionTimestamp")) is not None
+    labels = _fast_string_map(metadata.get("labels"))
+    annotations = _fast_string_map(metadata.get("annotations"))
+
+    spec = manifest.get("spec")
+    if type(spec) is not dict:
+        raise _Unusual
+    status = _fast_dict(manifest.get("status"))
+    node_name = _fast_string(spec.get("nodeName"))
+    phase = _fast_string(status.get("phase")) or "Pending"
+    resreq, init_resreq = _fast_pod_requests(spec)
+    group_name = annotations.get(objects.GROUP_NAME_ANNOTATION, "")
+    return objects.Pod(
+        namespace=namespace,
+        name=name,
+        group=f"{namespace}/{group_name}" if group_name else f"{namespace}/{name}",
+        status=task_status(phase, deleting=deleting, node_name=node_name),
+        resreq=resreq,
+        init_resreq=init_resreq,
+        priority=_fast_priority(spec, annotations, priority_classes),
+        node_name=node_name,
+        scheduling_gates=tuple(
+            _fast_string(gate.get("name")) for gate in _fast_list(spec.get("schedulingGates"))
+        ),
+        annotations=annotations,
+        labels=labels,
+        node_selector=_fast_string_map(spec.get("nodeSelector")),
+        required_node_affinity=_fast_required_affinity(spec),
+        tolerations=tuple(
+            _toleration(
+                _fast_string(item.get("key")),
+                _fast_string(item.get("operator")) or "Equal",
+                _fast_string(item.get("value")),
+                _fast_string(item.get("effect")),
+            )
+            for item in _fast_list(spec.get("tolerations"))
+        ),
+        preemptable=_preemptable(annotations, labels),
+        preemption_policy=_fast_string(spec.get("preemptionPolicy")) or "PreemptLowerPriority",
+        unschedulable=_fast_unschedulable(status),
+        scheduler_name=_fast_string(spec.get("schedulerName")) or DEFAULT_SCHEDULER,
+        created=created,
+        uid=uid,
+    )
 
 
 # -- Node and PriorityClass ---------------------------------------------------------------------
