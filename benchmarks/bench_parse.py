@@ -77,7 +77,9 @@ def _default_tolerations() -> list[dict[str, Any]]:
     ]
 
 
-def _stored_container(name: str, requests: dict[str, str], limits: dict[str, str]) -> dict[str, Any]:
+def _stored_container(
+    name: str, requests: dict[str, str], limits: dict[str, str]
+) -> dict[str, Any]:
     return {
         "name": name,
         "image": "registry.example.com/team/trainer:1.4.2",
