@@ -6,7 +6,8 @@ then reads it and names every problem. These properties generate pods, well form
 at every level, and require: whenever the fast path returns a pod, the checked path returns an
 equal pod with no problem and no warning; ``parse_pod`` always ends exactly as the checked path
 (the same pod, or the same error message and problems, and the same warnings); and neither
-changes its input.
+changes its input. Besides the generated pods, every field of a few rich pods is replaced in turn
+by each of a list of odd values (or removed), so that no field depends on luck.
 """
 
 from __future__ import annotations
@@ -350,7 +351,7 @@ def check_equivalence(manifest: Any, classes: Mapping[str, objects.PriorityClass
     return taken is not None
 
 
-@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.settings(max_examples=200, deadline=None)
 @hypothesis.given(manifest=pod_manifests(odd=False), classes=priority_class_sets)
 def test_a_well_formed_pod_parses_the_same_by_both_paths(
     manifest: dict[str, Any], classes: Mapping[str, objects.PriorityClass] | None
@@ -359,7 +360,7 @@ def test_a_well_formed_pod_parses_the_same_by_both_paths(
     hypothesis.event("fast path" if taken else "checked path")
 
 
-@hypothesis.settings(max_examples=600, deadline=None)
+@hypothesis.settings(max_examples=300, deadline=None)
 @hypothesis.given(manifest=mutated_pod_manifests(), classes=priority_class_sets)
 def test_a_pod_with_one_odd_value_ends_as_the_checked_path_ends(
     manifest: dict[str, Any], classes: Mapping[str, objects.PriorityClass] | None
@@ -368,7 +369,7 @@ def test_a_pod_with_one_odd_value_ends_as_the_checked_path_ends(
     hypothesis.event("fast path" if taken else "checked path")
 
 
-@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.settings(max_examples=150, deadline=None)
 @hypothesis.given(manifest=pod_manifests(odd=True), classes=priority_class_sets)
 def test_a_malformed_pod_ends_as_the_checked_path_ends(
     manifest: dict[str, Any], classes: Mapping[str, objects.PriorityClass] | None
@@ -377,7 +378,7 @@ def test_a_malformed_pod_ends_as_the_checked_path_ends(
     hypothesis.event("fast path" if taken else "checked path")
 
 
-@hypothesis.settings(max_examples=100, deadline=None)
+@hypothesis.settings(max_examples=60, deadline=None)
 @hypothesis.given(manifest=ODD_VALUES | pod_manifests(odd=True).map(MappingProxyType))
 def test_a_manifest_that_is_not_a_dict_ends_as_the_checked_path_ends(manifest: Any) -> None:
     check_equivalence(manifest, None)
@@ -514,3 +515,141 @@ def test_a_quantity_reads_the_same_whatever_equal_number_was_read_before(
     manifests._well_formed_resource.cache_clear()
     parse(first)
     assert parse(second) == alone
+
+
+# -- every field of rich pods, replaced by every odd value ----------------------------------
+
+REPLACEMENTS: list[Callable[[Any], Any]] = [
+    lambda _: None,
+    lambda _: True,
+    lambda _: False,
+    lambda _: 0,
+    lambda _: 1,
+    lambda _: -1,
+    lambda _: 2.5,
+    lambda _: float("nan"),
+    lambda _: "",
+    lambda _: "x",
+    lambda _: "-1",
+    lambda _: [],
+    lambda _: [None],
+    lambda _: {},
+    lambda _: {"a": 1},
+    lambda _: datetime.date(2026, 1, 2),
+    variant,
+    lambda value: [*value, None] if isinstance(value, list) else value,
+    lambda value: [*value, "x"] if isinstance(value, list) else value,
+    lambda value: {**value, "x": None} if isinstance(value, dict) else value,
+]
+REMOVE = object()
+
+
+def rich_pod(*, annotations: dict[str, str], spec: dict[str, Any]) -> dict[str, Any]:
+    """A stored pod with every field ``parse_pod`` reads."""
+    manifest = stored_pod(
+        containers=[
+            stored_container("main", {"cpu": "1", "memory": "1Gi"}, {"memory": "2Gi", "pods": "1"}),
+            {"name": "none", "resources": {}},
+        ],
+        initContainers=[
+            {**stored_container("proxy", {"cpu": "100m"}, {"cpu": "1"}), "restartPolicy": "Always"},
+            {
+                **stored_container("fetch", {"cpu": "2"}, {"memory": "1Gi"}),
+                "restartPolicy": "Never",
+            },
+        ],
+        overhead={"cpu": "10m", "memory": "1Mi"},
+        nodeName="node-1",
+        nodeSelector={"zone": "a"},
+        affinity={
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [{"key": "z", "operator": "In", "values": ["a"]}],
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "NotIn", "values": ["n"]}
+                            ],
+                        }
+                    ]
+                }
+            }
+        },
+        tolerations=[
+            {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "team", "value": "ml", "effect": ""},
+        ],
+        **spec,
+    )
+    manifest["metadata"]["annotations"].update(annotations)
+    manifest["metadata"]["labels"][objects.PREEMPTABLE_KEY] = "true"
+    manifest["metadata"]["deletionTimestamp"] = "2026-11-30T13:00:00+01:00"
+    manifest["status"]["conditions"] = [
+        {"type": "Ready", "status": "False", "reason": "Unschedulable"},
+        {"type": "PodScheduled", "status": "True", "reason": "Unschedulable"},
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"},
+        {"type": "PodScheduled", "status": "False", "reason": "Gated"},
+    ]
+    return manifest
+
+
+RICH_PODS = {
+    "a pod with spec.priority": (
+        rich_pod(
+            annotations={objects.GROUP_NAME_ANNOTATION: "trainer"},
+            spec={"priority": 5, "priorityClassName": "high"},
+        ),
+        [True, True],
+    ),
+    # Without the classes, a class name alone is a warning: the fast path declines it.
+    "a pod with a class name only": (
+        rich_pod(annotations={}, spec={"priority": None, "priorityClassName": "high"}),
+        [False, True],
+    ),
+    "a pod with the task-priority annotation": (
+        rich_pod(annotations={objects.TASK_PRIORITY_ANNOTATION: "7"}, spec={"priority": 5}),
+        [True, True],
+    ),
+}
+"""Each pod, and whether the fast path takes it without and with the priority classes."""
+
+
+def places(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The path of every value inside ``value``."""
+    keys = value.keys() if isinstance(value, dict) else range(len(value))
+    found = []
+    for key in keys:
+        found.append((*path, key))
+        if isinstance(value[key], dict | list):
+            found.extend(places(value[key], (*path, key)))
+    return found
+
+
+def replaced(manifest: Any, path: tuple[Any, ...], replacement: Any) -> Any:
+    changed = copy.deepcopy(manifest)
+    parent = changed
+    for key in path[:-1]:
+        parent = parent[key]
+    if replacement is REMOVE:
+        if isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent.pop(path[-1])
+    else:
+        parent[path[-1]] = replacement(parent[path[-1]])
+    return changed
+
+
+@pytest.mark.parametrize(("manifest", "taken"), RICH_PODS.values(), ids=RICH_PODS.keys())
+def test_every_field_of_a_rich_pod_replaced_by_any_odd_value_ends_as_the_checked_path_ends(
+    manifest: dict[str, Any], taken: list[bool]
+) -> None:
+    assert [check_equivalence(manifest, classes) for classes in (None, CLASSES)] == taken
+    for path in places(manifest):
+        for replacement in [*REPLACEMENTS, REMOVE]:
+            changed = replaced(manifest, path, replacement)
+            for classes in (None, CLASSES):
+                try:
+                    check_equivalence(changed, classes)
+                except AssertionError as error:
+                    raise AssertionError(f"{path} replaced: {changed}") from error
