@@ -143,5 +143,9 @@ def run(args: argparse.Namespace) -> int:
     # a session computes (a convoy); 1 ms keeps watch events and gate removals flowing.
     sys.setswitchinterval(SWITCH_INTERVAL)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # kopf logs every successful watch-event handler at INFO: one line per queue, pod group and
+    # node event (every status write echoes back as one), which says nothing; its warnings and
+    # errors about objects still show.
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     asyncio.run(running.run(config))
     return 0

@@ -46,7 +46,7 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
         return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
     @kopf.index(*QUEUES, registry=registry)
-    def index_queue(body: Any, **_: Any) -> None:
+    async def index_queue(body: Any, **_: Any) -> None:
         try:
             queue = manifests.parse_queue(body)
         except manifests.ManifestError as error:
@@ -56,7 +56,7 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
         cluster.upsert_queue(state.QueueRecord(queue=queue, status=dict(body.get("status") or {})))
 
     @kopf.index(*POD_GROUPS, registry=registry)
-    def index_pod_group(body: Any, **_: Any) -> None:
+    async def index_pod_group(body: Any, **_: Any) -> None:
         try:
             cluster.upsert_pod_group(manifests.parse_pod_group(body))
         except manifests.ManifestError as error:
@@ -66,7 +66,7 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
     if pods:
 
         @kopf.index("pods", registry=registry)
-        def index_pod(body: Any, **_: Any) -> None:
+        async def index_pod(body: Any, **_: Any) -> None:
             try:
                 pod = manifests.parse_pod(body)
             except manifests.ManifestError as error:
@@ -76,13 +76,13 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
             cluster.upsert_pod(pod)
 
         @kopf.on.event("pods", registry=registry)
-        def pod_event(type: str | None, body: Any, **_: Any) -> None:
+        async def pod_event(type: str | None, body: Any, **_: Any) -> None:
             if type == "DELETED":
                 cluster.delete_pod(_key(body))
             cluster.mark_synced()
 
     @kopf.index("nodes", registry=registry)
-    def index_node(body: Any, **_: Any) -> None:
+    async def index_node(body: Any, **_: Any) -> None:
         try:
             cluster.upsert_node(manifests.parse_node(body))
         except manifests.ManifestError as error:
@@ -90,19 +90,19 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
             cluster.delete_node(str(body.get("metadata", {}).get("name", "")))
 
     @kopf.on.event(*QUEUES, registry=registry)
-    def queue_event(type: str | None, body: Any, **_: Any) -> None:
+    async def queue_event(type: str | None, body: Any, **_: Any) -> None:
         if type == "DELETED":
             cluster.delete_queue(str(body.get("metadata", {}).get("name", "")))
         cluster.mark_synced()
 
     @kopf.on.event(*POD_GROUPS, registry=registry)
-    def pod_group_event(type: str | None, body: Any, **_: Any) -> None:
+    async def pod_group_event(type: str | None, body: Any, **_: Any) -> None:
         if type == "DELETED":
             cluster.delete_pod_group(_key(body))
         cluster.mark_synced()
 
     @kopf.on.event("nodes", registry=registry)
-    def node_event(type: str | None, body: Any, **_: Any) -> None:
+    async def node_event(type: str | None, body: Any, **_: Any) -> None:
         if type == "DELETED":
             cluster.delete_node(str(body.get("metadata", {}).get("name", "")))
         cluster.mark_synced()

@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -245,6 +247,42 @@ class AsyncKube:
             f"events/{namespace}",
             self._core.create_namespaced_event(namespace, dict(body), _preload_content=False),
         )
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (``HTTPS_PROXY``/``HTTP_PROXY`` unless
+    ``NO_PROXY`` excludes the host), or None: the standard library's reading, as aiohttp's."""
+    parts = urllib.parse.urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return proxy
+
+
+def tune_client(api_client: Any) -> None:
+    """Stop ``api_client`` from reading the proxy environment on every request.
+
+    kubernetes-asyncio opens its HTTP session with ``trust_env=True``, and aiohttp then looks
+    the proxy up in a worker thread for each request, reading ``~/.netrc`` and the whole
+    environment every time: about a fifth of the operator's CPU during a burst of gate
+    removals. The environment is read once here instead (a proxy it names for the API server
+    is set on the client), and the session is replaced by one that keeps the same connection
+    pool but does not trust the environment. Call it before the client sends anything.
+    """
+    rest = api_client.rest_client
+    old = rest.pool_manager
+    if not old.trust_env:
+        return
+    if not rest.proxy:
+        rest.proxy = proxy_for(api_client.configuration.host)
+    connector = old.connector
+    # detach(): the old session lets go of the pool without closing it; the new one owns it.
+    old.detach()
+    # The read buffer kubernetes-asyncio chose: a watch event can be as large as etcd's 1.5 MiB
+    # request limit.
+    rest.pool_manager = aiohttp.ClientSession(
+        connector=connector, trust_env=False, read_bufsize=2**21
+    )
 
 
 def _status_reason(body: bytes) -> tuple[str, str]:

@@ -38,6 +38,9 @@ logger = logging.getLogger(__name__)
 
 Flag = asyncio.Event | threading.Event
 
+CONNECTIONS_BESIDES_WORKERS = 4
+"""Connections the operator needs besides its gate workers' (pod watch, lease, writer, spare)."""
+
 
 def make_session(config: settings.OperatorSettings, *, admission_only: bool) -> cycle.SessionFn:
     """The core session bound to the configuration (``queuetree.core.sessions.run_session``)."""
@@ -220,7 +223,14 @@ async def _run(
         on_state(cluster)
     if session is None:
         session = make_session(config, admission_only=True)
-    async with client.ApiClient() as api_client:
+    configuration = client.Configuration.get_default_copy()
+    # One connection per gate worker, plus the pod watch, the lease and the background writer:
+    # the library's default (5 per CPU) would make gate workers wait for each other.
+    configuration.connection_pool_maxsize = max(
+        configuration.connection_pool_maxsize, config.gate_workers + CONNECTIONS_BESIDES_WORKERS
+    )
+    async with client.ApiClient(configuration) as api_client:
+        kube.tune_client(api_client)
         api = kube.AsyncKube(
             api_client,
             limiter=kube.RateLimiter(qps=config.qps, burst=config.burst),

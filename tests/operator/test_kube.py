@@ -67,3 +67,65 @@ async def test_the_rate_limiter_spends_the_burst_then_waits_for_tokens(
     for _ in range(4):
         await limiter.acquire()
     assert waits == pytest.approx([0.1, 0.1])
+
+
+PROXY_CASES = {
+    "no proxy variables": ({}, "https://10.0.0.1:6443", None),
+    "HTTPS_PROXY for an https server": (
+        {"HTTPS_PROXY": "http://proxy:3128"},
+        "https://10.0.0.1:6443",
+        "http://proxy:3128",
+    ),
+    "HTTP_PROXY does not apply to https": (
+        {"HTTP_PROXY": "http://proxy:3128"},
+        "https://10.0.0.1:6443",
+        None,
+    ),
+    "NO_PROXY names the host": (
+        {"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": "localhost,10.0.0.1"},
+        "https://10.0.0.1:6443",
+        None,
+    ),
+    "NO_PROXY names the domain": (
+        {"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": ".svc.cluster.local"},
+        "https://kubernetes.default.svc.cluster.local",
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize(("environ", "url", "expected"), PROXY_CASES.values(), ids=PROXY_CASES)
+def test_the_proxy_for_the_api_server_is_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], url: str, expected: str | None
+) -> None:
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert kube.proxy_for(url) == expected
+
+
+async def test_the_tuned_client_keeps_its_pool_and_reads_the_environment_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kubernetes_asyncio import client
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    configuration = client.Configuration(host="https://10.0.0.1:6443")
+    configuration.connection_pool_maxsize = 21
+    async with client.ApiClient(configuration) as api_client:
+        before = api_client.rest_client.pool_manager
+        connector = before.connector
+        kube.tune_client(api_client)
+        after = api_client.rest_client.pool_manager
+        assert (
+            after is not before,
+            before.closed,
+            after.trust_env,
+            after.connector is connector,
+            connector.limit,
+            api_client.rest_client.proxy,
+        ) == (True, True, False, True, 21, "http://proxy:3128")
+    assert after.closed
