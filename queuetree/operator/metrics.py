@@ -37,6 +37,10 @@ class Metrics:
     evictions: prometheus_client.Counter
     api_errors: prometheus_client.Counter
     leader: prometheus_client.Gauge
+    exported: dict[str, dict[tuple[str, ...], float]] = dataclasses.field(default_factory=dict)
+    """Per queue gauge, the series last set (labels -> value): each cycle sets what changed and
+    removes what is gone, instead of clearing and recreating every series (which cost more
+    than the session itself during a burst)."""
 
     def record_api_error(self, verb: str, code: int) -> None:
         self.api_errors.labels(verb=verb, code=str(code)).inc()
@@ -53,14 +57,32 @@ class Metrics:
             (self.queue_real_capability, "real_capability"),
         )
         for gauge, attribute in gauges:
-            gauge.clear()
+            series: dict[tuple[str, ...], float] = {}
             for queue, figure in figures.items():
                 vector: resources.Resource = getattr(figure, attribute)
                 for name, value in iter_dimensions(vector):
-                    gauge.labels(queue=queue, resource=name).set(value)
-        self.queue_gated_pods.clear()
-        for queue, count in gated.items():
-            self.queue_gated_pods.labels(queue=queue).set(count)
+                    series[(queue, name)] = value
+            self._replace(gauge, attribute, series)
+        self._replace(
+            self.queue_gated_pods,
+            "gated",
+            {(queue,): float(count) for queue, count in gated.items()},
+        )
+
+    def _replace(
+        self,
+        gauge: prometheus_client.Gauge,
+        name: str,
+        series: dict[tuple[str, ...], float],
+    ) -> None:
+        """Make ``gauge``'s series exactly ``series``, touching only what changed."""
+        previous = self.exported.get(name, {})
+        for labels, value in series.items():
+            if previous.get(labels) != value:
+                gauge.labels(*labels).set(value)
+        for labels in previous.keys() - series.keys():
+            gauge.remove(*labels)
+        self.exported[name] = series
 
 
 def iter_dimensions(vector: resources.Resource) -> list[tuple[str, float]]:

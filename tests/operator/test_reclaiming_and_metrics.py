@@ -97,5 +97,14 @@ def test_unlimited_dimensions_are_not_exported_and_gone_queues_disappear() -> No
         sample("queuetree_queue_capability", {"queue": "team", "resource": "cpu"}),
         sample("queuetree_queue_gated_pods", {"queue": "team"}),
     ) == (2.0, None, 3.0)
+    more = resources.Resource.from_resource_list({"cpu": "3"})
+    exported.record_queues(
+        {"team": dataclasses.replace(figures, allocated=more, deserved=infinite)}, {"team": 1}
+    )
+    assert (
+        sample("queuetree_queue_allocated", {"queue": "team", "resource": "cpu"}),
+        sample("queuetree_queue_deserved", {"queue": "team", "resource": "cpu"}),
+        sample("queuetree_queue_gated_pods", {"queue": "team"}),
+    ) == (3.0, None, 1.0)
     exported.record_queues({}, {})
     assert sample("queuetree_queue_allocated", {"queue": "team", "resource": "cpu"}) is None
