@@ -73,6 +73,9 @@ class SessionResult:
     pod_groups: Mapping[str, objects.PodGroupPhase] = dataclasses.field(
         default_factory=_empty_mapping
     )
+    """Pod group key -> its phase at the end of the session, for every group (the single-pod
+    groups of lone pods included), in key order; in a compacted admission session the settled
+    lone pods' groups come last (``compaction.Compacted.restore_phases``)."""
     queues: Mapping[str, QueueFigures] = dataclasses.field(default_factory=_empty_mapping)
     reasons: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
     """Pod key -> why a pending or gated pod was not admitted, for a person to act on."""

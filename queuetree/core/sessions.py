@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -19,6 +20,7 @@ from types import MappingProxyType
 from queuetree.core import (
     actions,
     capacity,
+    compaction,
     configs,
     decisions,
     explaining,
@@ -37,8 +39,14 @@ def run_session(
     config: configs.SchedulerConfiguration,
     feature_gates: Mapping[str, bool],
     admission_only: bool = False,
+    compact: bool = True,
 ) -> decisions.SessionResult:
     """Run one session over ``snapshot`` and return its decisions; never raises on bad trees.
+
+    In admission mode the snapshot's settled lone pods are first folded into one pod per queue
+    and state (``compaction.compact``), which leaves the result unchanged and makes the session
+    cost follow the pods it decides about rather than the cluster; ``compact=False`` walks
+    every pod (the reference the tests compare against).
 
     Structural faults of the queue tree (cycles, missing parents, pods in non-leaf queues) are
     reported in ``errors`` and block only the queues and pod groups involved; ``ready`` is False
@@ -53,9 +61,18 @@ def run_session(
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _run(
-            snapshot, config=config, feature_gates=feature_gates, admission_only=admission_only
+        if not (admission_only and compact):
+            return _run(
+                snapshot, config=config, feature_gates=feature_gates, admission_only=admission_only
+            )
+        compacted = compaction.compact(snapshot)
+        result = _run(
+            compacted.snapshot,
+            config=config,
+            feature_gates=feature_gates,
+            admission_only=admission_only,
         )
+        return dataclasses.replace(result, pod_groups=compacted.restore_phases(result.pod_groups))
     finally:
         if enabled:
             gc.enable()

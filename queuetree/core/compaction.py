@@ -1,0 +1,185 @@
+"""Snapshot compaction for admission sessions: settled lone pods folded into one pod per bucket.
+
+An admission session (``sessions.run_session(..., admission_only=True)``) decides only about
+pods that still carry the queue-allocation gate (and, with reclaim, pods kube-scheduler left
+unschedulable). Every other pod matters to it only through sums: the requests its queue (and
+every ancestor) has allocated, requested, holds in ``inqueue`` and keeps reserved. A cluster
+holds thousands of such pods and few gated ones, so a session that walks every pod costs
+time in proportion to the cluster, not to the work.
+
+:func:`compact` replaces the *settled* lone pods of each bucket (same queue, same status, same
+node, same opt-in) by one pod whose request is their sum, with a single-pod group of the same
+phase. A pod is settled when it is in a single-pod group (``synthetic``, ``minMember`` 1,
+``minResources`` its own request) of a leaf queue and either
+
+- is Pending with no scheduling gate at all and its group Inqueue (admitted, not placed yet:
+  kube-scheduler's to place; its request is requested, in ``inqueue`` and, when it opted in,
+  reserved), or
+- holds resources (Allocated, Binding, Bound, Running) on a node and its group is Running.
+
+For such a pod every figure the session computes is a sum over pods (allocated, request,
+inqueue, elastic, reserved, at its queue and every ancestor), no action chooses it (enqueue
+takes Pending groups, admission takes gated pods), and none of its own fields reaches the
+result; so the session's result over the compacted snapshot equals the result over the
+original one (tests/core/test_compaction.py checks this on generated clusters). Exceptions,
+where nothing is compacted and the snapshot is returned as it is: any pod is unschedulable
+(reclaim may then run and choose victims among individual running pods, and count the pods on
+each node). Sums are exact: requests are integers.
+
+The folded pods have the empty namespace, which no real pod has, so their keys cannot collide
+with a real pod's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from queuetree.core import objects, resources
+
+_HOLDING = objects.ALLOCATED_STATUSES
+
+_NOTHING: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+
+Bucket = tuple[str, objects.TaskStatus, str, bool]
+"""(queue, status, node name, opted in)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Compacted:
+    snapshot: objects.Snapshot
+    folded: Mapping[str, tuple[str, ...]]
+    """Key of each folded pod group -> the keys of the groups it replaces."""
+
+    def restore_phases(
+        self, phases: Mapping[str, objects.PodGroupPhase]
+    ) -> Mapping[str, objects.PodGroupPhase]:
+        """A session's pod group phases over the original snapshot: each folded group's phase
+        given back to the groups it replaced (a settled group's phase is its own: nothing
+        changes it). The replaced groups come after the others, not in key order: sorting
+        the whole cluster's groups every cycle would cost more than the session saved."""
+        if not self.folded:
+            return phases
+        restored = dict(phases)
+        for key, members in self.folded.items():
+            phase = restored.pop(key, None)
+            if phase is not None:
+                restored.update(dict.fromkeys(members, phase))
+        return MappingProxyType(restored)
+
+
+def compact(snapshot: objects.Snapshot) -> Compacted:
+    """``snapshot`` with its settled lone pods folded per bucket (see the module docstring).
+
+    The snapshot is ``snapshot`` itself, with nothing folded, when no bucket has two pods or
+    when any pod is unschedulable.
+    """
+    parents = {queue.parent_name for queue in snapshot.queues.values()}
+    leaves = {name for name in snapshot.queues if name not in parents}
+    groups = snapshot.pod_groups
+    buckets: dict[Bucket, list[objects.Pod]] = {}
+    kept: dict[str, objects.Pod] = {}
+    pending = objects.TaskStatus.PENDING
+    inqueue = objects.PodGroupPhase.INQUEUE
+    running = objects.PodGroupPhase.RUNNING
+    gate = objects.QUEUE_ALLOCATION_GATE
+    # Written out with early exits: this loop runs over every pod of the cluster each cycle.
+    for key, pod in snapshot.pods.items():
+        if pod.unschedulable:
+            return Compacted(snapshot=snapshot, folded=_NOTHING)
+        group = groups.get(pod.group)
+        if group is None or not group.synthetic or pod.group != key:
+            kept[key] = pod
+            continue
+        status = pod.status
+        if status is pending:
+            settled = not pod.scheduling_gates and group.phase is inqueue
+        else:
+            settled = status in _HOLDING and bool(pod.node_name) and group.phase is running
+        minimum = group.min_resources
+        if (
+            not settled
+            or group.min_member != 1
+            or group.queue not in leaves
+            or (minimum is not pod.resreq and minimum != pod.resreq)
+        ):
+            kept[key] = pod
+            continue
+        bucket = (group.queue, status, pod.node_name, pod.annotations.get(gate) == "true")
+        members = buckets.get(bucket)
+        if members is None:
+            buckets[bucket] = [pod]
+        else:
+            members.append(pod)
+    if all(len(members) < 2 for members in buckets.values()):
+        return Compacted(snapshot=snapshot, folded=_NOTHING)
+    pods = kept
+    pod_groups = dict(groups)
+    folded_groups: dict[str, tuple[str, ...]] = {}
+    for bucket in sorted(buckets):
+        members = buckets[bucket]
+        if len(members) == 1:
+            pods[members[0].key] = members[0]
+            continue
+        for member in members:
+            del pod_groups[member.group]
+        folded, folded_group = _fold(bucket, members, groups[members[0].group].phase)
+        pods[folded.key] = folded
+        pod_groups[folded_group.key] = folded_group
+        folded_groups[folded_group.key] = tuple(member.group for member in members)
+    compacted = objects.Snapshot(
+        queues=snapshot.queues,
+        pod_groups=MappingProxyType(pod_groups),
+        pods=MappingProxyType(pods),
+        nodes=snapshot.nodes,
+        priority_classes=snapshot.priority_classes,
+    )
+    return Compacted(snapshot=compacted, folded=MappingProxyType(folded_groups))
+
+
+def _fold(
+    bucket: Bucket, members: list[objects.Pod], phase: objects.PodGroupPhase
+) -> tuple[objects.Pod, objects.PodGroup]:
+    queue, status, node_name, opted_in = bucket
+    # Summed as Resource.__add__ does (scalars stay None until a member has one), without
+    # building a Resource per member: this runs once per settled pod of the cluster.
+    cpu: resources.Amount = 0
+    memory: resources.Amount = 0
+    scalars: dict[str, resources.Amount] | None = None
+    for member in members:
+        request = member.resreq
+        cpu += request.milli_cpu
+        memory += request.memory
+        if request.scalars:
+            if scalars is None:
+                scalars = {}
+            for name, value in request.scalars.items():
+                scalars[name] = scalars.get(name, 0) + value
+    total = resources.Resource._trusted(cpu, memory, scalars)
+    name = f"folded:{queue}:{status}:{node_name}:{'opted-in' if opted_in else 'not-opted-in'}"
+    annotations: Mapping[str, str] = (
+        MappingProxyType({objects.QUEUE_ALLOCATION_GATE: "true"})
+        if opted_in
+        else MappingProxyType({})
+    )
+    pod = objects.Pod(
+        namespace="",
+        name=name,
+        group=f"/{name}",
+        status=status,
+        resreq=total,
+        init_resreq=total,
+        node_name=node_name,
+        annotations=annotations,
+    )
+    group = objects.PodGroup(
+        namespace="",
+        name=name,
+        queue=queue,
+        min_member=1,
+        min_resources=total,
+        phase=phase,
+        synthetic=True,
+    )
+    return pod, group
