@@ -161,7 +161,7 @@ class AdmissionCycle:
         evictions: list[reclaiming.Eviction] = []
         if self._writer is None or self._writer.done():
             writes = self._throttle(queue_status.plan_queue_writes(view, result))
-            phases = queue_status.plan_pod_group_phases(view.snapshot, result)
+            phases = queue_status.plan_pod_group_phases(view.pod_groups, result)
             explanations = explaining.plan_explanations(
                 view, result, self._cluster.explanations(), budget=self._explanation_budget
             )

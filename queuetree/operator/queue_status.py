@@ -76,9 +76,13 @@ def derive_request(
     return queue_states.QueueAction.SYNC
 
 
-def decide_states(view: state.StateView) -> dict[str, queue_states.QueueVerdict]:
-    """Run the state machine over every queue the watches show."""
-    counts = count_pod_groups(view.snapshot)
+def decide_states(
+    view: state.StateView, *, counts: Mapping[str, Mapping[str, int]] | None = None
+) -> dict[str, queue_states.QueueVerdict]:
+    """Run the state machine over every queue the watches show (``counts``: the view's
+    :func:`count_pod_groups`, when the caller has it already)."""
+    if counts is None:
+        counts = count_pod_groups(view.snapshot)
     nodes: dict[str, queue_states.QueueNode] = {}
     for name, record in view.queue_records.items():
         has_pod_groups = any(counts.get(name, {}).values())
@@ -143,8 +147,8 @@ def plan_queue_writes(
     view: state.StateView, result: decisions.SessionResult | None
 ) -> list[QueueWrite]:
     """Every queue write that changes something, by queue name."""
-    verdicts = decide_states(view)
     counts = count_pod_groups(view.snapshot)
+    verdicts = decide_states(view, counts=counts)
     figures = result.queues if result is not None else {}
     writes: list[QueueWrite] = []
     for name in sorted(view.queue_records):
@@ -175,17 +179,21 @@ def plan_queue_writes(
 
 
 def plan_pod_group_phases(
-    snapshot: objects.Snapshot, result: decisions.SessionResult | None
+    groups: Mapping[str, objects.PodGroup], result: decisions.SessionResult | None
 ) -> dict[str, objects.PodGroupPhase]:
-    """PodGroup key -> the phase the session decided, where it differs from the object's.
+    """PodGroup key -> the phase the session decided, where it differs from the object's, in
+    key order.
 
-    Only real PodGroups: the single-pod group of a pod without one exists in no API object.
+    Only real PodGroups (``groups``: the view's ``pod_groups``): the single-pod group of a pod
+    without one exists in no API object. Walks the real groups, not the result, which also
+    holds the single-pod group of every lone pod of the cluster.
     """
     if result is None:
         return {}
     changed: dict[str, objects.PodGroupPhase] = {}
-    for key, phase in sorted(result.pod_groups.items()):
-        group = snapshot.pod_groups.get(key)
-        if group is not None and not group.synthetic and group.phase is not phase:
+    for key in sorted(groups):
+        group = groups[key]
+        phase = result.pod_groups.get(key)
+        if phase is not None and not group.synthetic and group.phase is not phase:
             changed[key] = phase
     return changed

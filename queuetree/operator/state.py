@@ -41,6 +41,8 @@ class StateView:
 
     snapshot: objects.Snapshot
     queue_records: Mapping[str, QueueRecord]
+    pod_groups: Mapping[str, objects.PodGroup]
+    """The real PodGroups (the snapshot also holds the single-pod group of every lone pod)."""
     assumed: Mapping[str, float]
     """Pod key -> monotonic time of the admission decision, for pods assumed ungated."""
     version: int
@@ -73,6 +75,8 @@ class ClusterState:
         self._assumed: dict[str, float] = {}
         self._assumed_view: dict[str, objects.Pod] = {}
         """Assumed pods as snapshots show them: without our gate."""
+        self._assumed_groups: dict[str, objects.PodGroup] = {}
+        """The single-pod groups of assumed lone pods, as snapshots show them (admitted)."""
         self._explained: dict[str, str] = {}
         self._version = 0
         self._synced = False
@@ -140,25 +144,34 @@ class ClusterState:
         key = pod.key
         before = self._assumed_view.get(key) or self._pods.get(key)
         if objects.QUEUE_ALLOCATION_GATE not in pod.scheduling_gates:
-            self._assumed.pop(key, None)
-            self._assumed_view.pop(key, None)
-        elif key in self._assumed:
-            self._assumed_view[key] = _without_queue_gate(pod)
+            self._unassume(key)
         if self._pods.get(key) == pod:
             return False
         self._pods[key] = pod
         if objects.GROUP_NAME_ANNOTATION in pod.annotations:
             self._lone_groups.pop(key, None)
         else:
-            self._lone_groups[key] = manifests.pod_group_for_lone_pod(pod)
+            self._lone_groups[key] = lone_group(pod)
+        if key in self._assumed:
+            self._assume_view(key, pod)
         if (self._assumed_view.get(key) or pod) == before:
             return False
         self._changed()
         return True
 
-    def _drop_pod(self, key: str) -> bool:
-        self._assumed.pop(key, None)
+    def _assume_view(self, key: str, pod: objects.Pod) -> None:
+        shown = self._assumed_view[key] = _without_queue_gate(pod)
+        if key in self._lone_groups:
+            self._assumed_groups[key] = lone_group(shown)
+
+    def _unassume(self, key: str) -> bool:
+        """Forget the assumption about ``key``; True when there was one."""
         self._assumed_view.pop(key, None)
+        self._assumed_groups.pop(key, None)
+        return self._assumed.pop(key, None) is not None
+
+    def _drop_pod(self, key: str) -> bool:
+        self._unassume(key)
         self._explained.pop(key, None)
         self._lone_groups.pop(key, None)
         if self._pods.pop(key, None) is None:
@@ -227,16 +240,20 @@ class ClusterState:
         with self._lock:
             pods = dict(self._pods)
             pods.update(self._assumed_view)
+            pod_groups = MappingProxyType(dict(self._pod_groups))
             snapshot = objects.Snapshot(
                 queues=MappingProxyType({name: r.queue for name, r in self._queues.items()}),
                 # A pod without a group gets its single-pod group, as Volcano's controller makes.
-                pod_groups=MappingProxyType({**self._lone_groups, **self._pod_groups}),
+                pod_groups=MappingProxyType(
+                    {**self._lone_groups, **self._assumed_groups, **self._pod_groups}
+                ),
                 pods=MappingProxyType(pods),
                 nodes=MappingProxyType(dict(self._nodes)),
             )
             return StateView(
                 snapshot=snapshot,
                 queue_records=MappingProxyType(dict(self._queues)),
+                pod_groups=pod_groups,
                 assumed=MappingProxyType(dict(self._assumed)),
                 version=self._version,
                 synced=self._synced,
@@ -257,15 +274,14 @@ class ClusterState:
             if pod is None or key in self._assumed or not pod.only_queue_gate:
                 return False
             self._assumed[key] = decided_at
-            self._assumed_view[key] = _without_queue_gate(pod)
+            self._assume_view(key, pod)
             self._changed()
             return True
 
     def forget_ungate(self, key: str) -> None:
         """Drop an assumption after a failed removal; the next cycle decides the pod again."""
         with self._lock:
-            self._assumed_view.pop(key, None)
-            if self._assumed.pop(key, None) is None:
+            if not self._unassume(key):
                 return
             self._changed()
         self._wake()
@@ -277,6 +293,7 @@ class ClusterState:
                 return
             self._assumed.clear()
             self._assumed_view.clear()
+            self._assumed_groups.clear()
             self._changed()
 
     def swap_explanation(self, key: str, reason: str) -> str | None:
@@ -307,6 +324,28 @@ def _decisive(record: QueueRecord) -> tuple[objects.Queue, object]:
         dataclasses.replace(record.queue, allocated=resources.EMPTY),
         record.status.get("state"),
     )
+
+
+def lone_group(pod: objects.Pod) -> objects.PodGroup:
+    """The single-pod group of a pod without a group annotation, as admission sees it.
+
+    As ``manifests.pod_group_for_lone_pod``, except that a Pending pod without any scheduling
+    gate has an Inqueue group: it was admitted (by this operator, or it never waited for queue
+    admission) and kube-scheduler will place it whatever the queue's room, so its request is
+    held in the queue's ``inqueue`` as Volcano holds an admitted group's until it runs. Built
+    from the pod every cycle, the group would otherwise be Pending again and go through
+    enqueue anew each cycle, where a full queue could leave it out of the figures and let a
+    gated pod take room this pod is about to use. (An Inqueue lone group is also what lets
+    ``core.compaction`` fold such pods.)
+    """
+    group = manifests.pod_group_for_lone_pod(pod)
+    if (
+        group.phase is objects.PodGroupPhase.PENDING
+        and pod.status is objects.TaskStatus.PENDING
+        and not pod.scheduling_gates
+    ):
+        return dataclasses.replace(group, phase=objects.PodGroupPhase.INQUEUE)
+    return group
 
 
 def _without_queue_gate(pod: objects.Pod) -> objects.Pod:

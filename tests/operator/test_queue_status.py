@@ -76,11 +76,12 @@ CASES: dict[
             record("dept", "root", status={**OPEN_STATUS, "state": "Closed"}),
             record("team", "dept", status={**OPEN_STATUS, "running": 1}),
         ],
+        # An ungated pod not placed yet was admitted: its single-pod group counts as Inqueue.
         [fakes.pod("worker", gates=(), queue="team")],
         [
             queue_status.QueueWrite(
                 name="team",
-                status={"state": "Closing", "pending": 1, "running": 0},
+                status={"state": "Closing", "inqueue": 1, "running": 0},
                 meta={"metadata": {"annotations": {objects.CLOSED_BY_PARENT_ANNOTATION: "true"}}},
             )
         ],

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from queuetree.core import objects
 from queuetree.operator import state
 from tests.operator import fakes
@@ -48,6 +52,65 @@ def test_lone_pods_get_their_single_pod_group_in_the_snapshot() -> None:
     assert {key: (g.queue, g.synthetic) for key, g in groups.items()} == {"ns/a": ("team", True)}
     cluster.delete_pod("ns/a")
     assert dict(cluster.view().snapshot.pod_groups) == {}
+
+
+def phases_in_view(cluster: state.ClusterState) -> dict[str, objects.PodGroupPhase]:
+    return {key: group.phase for key, group in cluster.view().snapshot.pod_groups.items()}
+
+
+def test_an_admitted_lone_pod_has_an_inqueue_group_from_assumption_to_placement() -> None:
+    cluster = state.ClusterState()
+    cluster.upsert_pod(fakes.pod("a"))
+    cluster.upsert_pod(fakes.pod("b"))
+    steps = [phases_in_view(cluster)]
+    cluster.assume_ungated("ns/a", decided_at=1.0)
+    cluster.assume_ungated("ns/b", decided_at=1.0)
+    steps.append(phases_in_view(cluster))
+    cluster.forget_ungate("ns/b")
+    cluster.upsert_pod(fakes.pod("a", gates=()))
+    steps.append(phases_in_view(cluster))
+    cluster.upsert_pod(
+        dataclasses.replace(
+            fakes.pod("a", gates=()), status=objects.TaskStatus.RUNNING, node_name="n1"
+        )
+    )
+    steps.append(phases_in_view(cluster))
+    pending, inqueue, running = (
+        objects.PodGroupPhase.PENDING,
+        objects.PodGroupPhase.INQUEUE,
+        objects.PodGroupPhase.RUNNING,
+    )
+    assert steps == [
+        {"ns/a": pending, "ns/b": pending},
+        {"ns/a": inqueue, "ns/b": inqueue},
+        {"ns/a": inqueue, "ns/b": pending},
+        {"ns/a": running, "ns/b": pending},
+    ]
+
+
+LONE_GROUP_PHASES = {
+    "gated and pending": (fakes.pod("p"), objects.PodGroupPhase.PENDING),
+    "ungated and pending": (fakes.pod("p", gates=()), objects.PodGroupPhase.INQUEUE),
+    "held by another gate only": (
+        fakes.pod("p", gates=("example.com/other",)),
+        objects.PodGroupPhase.PENDING,
+    ),
+    "running": (
+        dataclasses.replace(fakes.pod("p", gates=()), status=objects.TaskStatus.RUNNING),
+        objects.PodGroupPhase.RUNNING,
+    ),
+    "succeeded": (
+        dataclasses.replace(fakes.pod("p", gates=()), status=objects.TaskStatus.SUCCEEDED),
+        objects.PodGroupPhase.COMPLETED,
+    ),
+}
+
+
+@pytest.mark.parametrize(("pod", "phase"), LONE_GROUP_PHASES.values(), ids=LONE_GROUP_PHASES.keys())
+def test_the_phase_of_a_lone_pods_group_follows_its_admission(
+    pod: objects.Pod, phase: objects.PodGroupPhase
+) -> None:
+    assert state.lone_group(pod).phase is phase
 
 
 def test_changes_wake_the_cycle_and_no_ops_do_not() -> None:
