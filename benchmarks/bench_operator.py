@@ -30,11 +30,13 @@ import contextlib
 import json
 import os
 import pathlib
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from typing import Any
 
 import aiohttp
@@ -52,6 +54,12 @@ PROFILE = (
 def start(args: list[str], *, env: dict[str, str], log: pathlib.Path) -> subprocess.Popen[bytes]:
     stream = log.open("wb")
     return subprocess.Popen(args, env=env, stdout=stream, stderr=subprocess.STDOUT)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def wait_file(path: pathlib.Path, *, deadline: float = 30.0) -> str:
@@ -273,9 +281,15 @@ def main() -> int:
     parser.add_argument(
         "--paced-rate", type=float, default=150.0, help="pods per second of the paced stream"
     )
+    parser.add_argument(
+        "--keep-logs", metavar="DIR", help="write kubesim's and the operator's logs into DIR"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-operator-") as raw:
         tmp = pathlib.Path(raw)
+        logs = pathlib.Path(args.keep_logs) if args.keep_logs else tmp
+        logs.mkdir(parents=True, exist_ok=True)
+        metrics_port = free_port() if args.keep_logs else 0
         env = {**os.environ, "KUBECACHEDIR": str(tmp / "cache")}
         nodes = [f"--node=node-{i}=cpu=64,memory=256Gi,pods=1000" for i in range(10)]
         kubesim = start(
@@ -293,7 +307,7 @@ def main() -> int:
                 *nodes,
             ],
             env=env,
-            log=tmp / "kubesim.log",
+            log=logs / "kubesim.log",
         )
         operator = None
         try:
@@ -302,16 +316,17 @@ def main() -> int:
             operator = start(
                 [
                     sys.executable,
+                    *PROFILE,
                     "-m",
                     "queuetree",
                     "operator",
                     "--leader-elect=false",
-                    "--metrics-port=0",
+                    f"--metrics-port={metrics_port}",
                     "--kube-api-qps=0",
                     f"--gate-removal-worker-num={args.workers}",
                 ],
                 env={**env, "KUBECONFIG": str(tmp / "kubeconfig")},
-                log=tmp / "operator.log",
+                log=logs / "operator.log",
             )
             result = asyncio.run(
                 measure(
@@ -322,6 +337,10 @@ def main() -> int:
                     paced_rate=args.paced_rate,
                 )
             )
+            if metrics_port:
+                scrape = f"http://127.0.0.1:{metrics_port}/metrics"
+                with urllib.request.urlopen(scrape, timeout=10) as answer:
+                    (logs / "metrics.txt").write_bytes(answer.read())
         finally:
             for process in (operator, kubesim):
                 if process is not None:
