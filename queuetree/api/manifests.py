@@ -830,64 +830,110 @@ def _well_formed_resource(items: tuple[tuple[Any, Any], ...]) -> resources.Resou
     return None if _has_negative(resource) else resource
 
 
-def _fast_resource_list(value: Any) -> resources.Resource | None:
+def _fast_pod_requests(spec: dict[Any, Any]) -> tuple[resources.Resource, resources.Resource]:
+    """:func:`_pod_requests`, memoised on the quantity maps of the pod's containers."""
+    key = (
+        _containers_key(spec.get("containers"), init=False),
+        _containers_key(spec.get("initContainers"), init=True),
+        _items_key(spec.get("overhead")),
+    )
+    try:
+        requests = _pod_requests_of(key)
+    except TypeError:  # an unhashable quantity or restartPolicy (a list)
+        raise _Unusual from None
+    if requests is None:
+        raise _Unusual
+    return requests
+
+
+_ContainersKey = tuple[tuple[Any, ...], ...] | None
+
+
+def _items_key(value: Any) -> tuple[tuple[Any, Any], ...] | None:
     if value is None:
         return None
     if type(value) is not dict:
         raise _Unusual
+    return tuple(value.items())
+
+
+def _containers_key(value: Any, *, init: bool) -> _ContainersKey:
+    """Per container, its requests and limits (and for init containers its restartPolicy), as
+    hashable items: absent and None read alike, as in :func:`_container_request`."""
+    if value is None:
+        return None
+    key: list[tuple[Any, ...]] = []
+    for container in _fast_list(value):
+        spec = container.get("resources")
+        if spec is None:
+            requests = limits = None
+        elif type(spec) is dict:
+            requests = _items_key(spec.get("requests"))
+            limits = _items_key(spec.get("limits"))
+        else:
+            raise _Unusual
+        if init:
+            key.append((requests, limits, container.get("restartPolicy")))
+        else:
+            key.append((requests, limits))
+    return tuple(key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _pod_requests_of(
+    key: tuple[_ContainersKey, _ContainersKey, tuple[tuple[Any, Any], ...] | None],
+) -> tuple[resources.Resource, resources.Resource] | None:
+    """``(resreq, init_resreq)`` of a key of :func:`_fast_pod_requests`; None when the checked
+    path must read the pod. Keys that are equal but not alike (``1`` and ``True``) are both
+    declined by :func:`_well_formed_resource`, and a non-string restartPolicy by
+    :func:`_fast_string`, so they cannot share an entry with a different result."""
+    containers_key, init_key, overhead_key = key
     try:
-        resource = _well_formed_resource(tuple(value.items()))
-    except TypeError:  # an unhashable quantity (a list)
-        raise _Unusual from None
+        containers = _WITH_SCALARS
+        for requests, limits in containers_key or ():
+            containers = containers + _request_of_items(requests, limits)
+        if init_key is None and overhead_key is None:
+            # No init containers and no overhead: the init request is the containers' request
+            # (requests are never negative, so the per-dimension maximum with zero changes
+            # nothing).
+            return containers, containers
+        sidecars = resources.EMPTY
+        init_peak = resources.EMPTY
+        for requests, limits, restart_policy in init_key or ():
+            request = _request_of_items(requests, limits)
+            if _fast_string(restart_policy) == "Always":
+                sidecars = sidecars + request
+            else:
+                init_peak = init_peak.set_max_resource(request + sidecars)
+        overhead = _resource_of_items(overhead_key) or resources.EMPTY
+    except _Unusual:
+        return None
+    resreq = containers + sidecars + overhead
+    return resreq, resreq.set_max_resource(init_peak + overhead)
+
+
+def _resource_of_items(items: tuple[tuple[Any, Any], ...] | None) -> resources.Resource | None:
+    if items is None:
+        return None
+    resource = _well_formed_resource(items)
     if resource is None:
         raise _Unusual
     return resource
 
 
-def _fast_container_request(container: dict[Any, Any]) -> resources.Resource:
-    """:func:`_container_request`."""
-    spec = container.get("resources")
-    if spec is None:
-        return resources.EMPTY
-    if type(spec) is not dict:
-        raise _Unusual
-    requests = spec.get("requests")
-    limits = spec.get("limits")
-    requested = _fast_resource_list(requests) or resources.EMPTY
-    if limits is None:
+def _request_of_items(
+    requests: tuple[tuple[Any, Any], ...] | None, limits: tuple[tuple[Any, Any], ...] | None
+) -> resources.Resource:
+    """:func:`_container_request` of a container's requests and limits items."""
+    requested = _resource_of_items(requests) or resources.EMPTY
+    if not limits:
         return requested
-    if type(limits) is not dict:
-        raise _Unusual
     # Limits whose names all have a request are never read, as in the checked path.
-    limited = {name: raw for name, raw in limits.items() if name not in (requests or _NO_FIELDS)}
+    names = {name for name, _ in requests or ()}
+    limited = tuple((name, raw) for name, raw in limits if name not in names)
     if not limited:
         return requested
-    return requested + (_fast_resource_list(limited) or resources.EMPTY)
-
-
-def _fast_pod_requests(spec: dict[Any, Any]) -> tuple[resources.Resource, resources.Resource]:
-    """:func:`_pod_requests`."""
-    containers = _WITH_SCALARS
-    for container in _fast_list(spec.get("containers")):
-        containers = containers + _fast_container_request(container)
-    init_containers = spec.get("initContainers")
-    overhead = spec.get("overhead")
-    if init_containers is None and overhead is None:
-        # No init containers and no overhead: the init request is the containers' request
-        # (requests are never negative, so the per-dimension maximum with zero changes nothing).
-        return containers, containers
-    sidecars = resources.EMPTY
-    init_peak = resources.EMPTY
-    for container in _fast_list(init_containers):
-        request = _fast_container_request(container)
-        if _fast_string(container.get("restartPolicy")) == "Always":
-            sidecars = sidecars + request
-        else:
-            init_peak = init_peak.set_max_resource(request + sidecars)
-    overhead_request = _fast_resource_list(overhead) or resources.EMPTY
-    resreq = containers + sidecars + overhead_request
-    init_resreq = resreq.set_max_resource(init_peak + overhead_request)
-    return resreq, init_resreq
+    return requested + (_resource_of_items(limited) or resources.EMPTY)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -979,14 +1025,12 @@ def _parse_pod_fast(
     if type(manifest) is not dict and not isinstance(manifest, Mapping):
         raise _Unusual
     kind = manifest.get("kind")
-    if kind is not None and kind != "Pod" and kind != "":
+    if kind is not None and (type(kind) is not str or kind not in ("Pod", "")):
         raise _Unusual
     api_version = manifest.get("apiVersion")
-    if api_version is not None and api_version != CORE_API_VERSION and api_version != "":
-        raise _Unusual
-    if type(kind) is not str and kind is not None:  # a str subclass that equals "Pod"
-        raise _Unusual
-    if type(api_version) is not str and api_version is not None:
+    if api_version is not None and (
+        type(api_version) is not str or api_version not in (CORE_API_VERSION, "")
+    ):
         raise _Unusual
     metadata = manifest.get("metadata")
     if type(metadata) is not dict:
