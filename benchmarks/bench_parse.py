@@ -6,7 +6,11 @@ same pod as the API server (kubesim) stores and sends it, and a larger stored po
 with requests and limits, an init container, node affinity, tolerations, a priority class). Each
 line reports the microseconds per parse (best of several rounds). Nothing here asserts a time.
 
-Run: ``.venv/bin/python benchmarks/bench_parse.py [--repeat N]``.
+``parse_pod`` reads well-formed pods by a fast path and falls back to the checked path (which
+names every problem) for anything unusual; ``--checked`` also times the checked path alone,
+which is how every pod was read before the fast path (commit 91064ee and earlier).
+
+Run: ``.venv/bin/python benchmarks/bench_parse.py [--checked] [--repeat N] [--rounds N]``.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from queuetree.api import manifests
@@ -185,9 +190,13 @@ SHAPES = {
 }
 
 
-def measure(name: str, manifest: dict[str, Any], *, repeat: int, rounds: int) -> None:
+def measure(
+    name: str, manifest: dict[str, Any], *, checked: bool, repeat: int, rounds: int
+) -> None:
     """Parse ``manifest`` ``repeat`` times per round; print the best round's µs per parse."""
-    parse = manifests.parse_pod
+    parse: Callable[[dict[str, Any]], object] = (
+        manifests._parse_pod_checked if checked else manifests.parse_pod
+    )
     parse(manifest)  # fill the quantity caches: a burst repeats a few request shapes
     best = float("inf")
     for _ in range(rounds):
@@ -198,7 +207,7 @@ def measure(name: str, manifest: dict[str, Any], *, repeat: int, rounds: int) ->
     print(
         json.dumps(
             {
-                "benchmark": f"parse_pod.{name}",
+                "benchmark": f"{'parse_pod_checked' if checked else 'parse_pod'}.{name}",
                 "us_per_parse": round(best / repeat * 1e6, 2),
                 "repeat": repeat,
                 "rounds": rounds,
@@ -213,9 +222,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5000, help="parses per round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--checked",
+        action="store_true",
+        help="also time the checked path alone (the parse before the fast path existed)",
+    )
     args = parser.parse_args()
     for name, make in SHAPES.items():
-        measure(name, make(), repeat=args.repeat, rounds=args.rounds)
+        for checked in (False, True) if args.checked else (False,):
+            measure(name, make(), checked=checked, repeat=args.repeat, rounds=args.rounds)
 
 
 if __name__ == "__main__":

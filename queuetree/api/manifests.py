@@ -943,12 +943,28 @@ def _toleration(key: str, operator: str, value: str, effect: str) -> objects.Tol
     return objects.Toleration(key=key, operator=operator, value=value, effect=effect)
 
 
+@functools.lru_cache(maxsize=1024)
+def _requirement(
+    key: str, operator: str, values: tuple[str, ...]
+) -> objects.NodeSelectorRequirement:
+    """Shared, immutable node selector requirements: the pods of a workload repeat theirs."""
+    return objects.NodeSelectorRequirement(key=key, operator=operator, values=values)
+
+
+@functools.lru_cache(maxsize=1024)
+def _term(
+    match_expressions: tuple[objects.NodeSelectorRequirement, ...],
+    match_fields: tuple[objects.NodeSelectorRequirement, ...],
+) -> objects.NodeSelectorTerm:
+    return objects.NodeSelectorTerm(match_expressions=match_expressions, match_fields=match_fields)
+
+
 def _fast_requirements(value: Any) -> tuple[objects.NodeSelectorRequirement, ...]:
     return tuple(
-        objects.NodeSelectorRequirement(
-            key=_fast_string(item.get("key")),
-            operator=_fast_string(item.get("operator")),
-            values=tuple(_fast_string(text) for text in _fast_plain_list(item.get("values"))),
+        _requirement(
+            _fast_string(item.get("key")),
+            _fast_string(item.get("operator")),
+            tuple(_fast_string(text) for text in _fast_plain_list(item.get("values"))),
         )
         for item in _fast_list(value)
     )
@@ -969,9 +985,9 @@ def _fast_required_affinity(spec: dict[Any, Any]) -> tuple[objects.NodeSelectorT
     node_affinity = _fast_dict(affinity).get("nodeAffinity")
     required = _fast_dict(node_affinity).get("requiredDuringSchedulingIgnoredDuringExecution")
     return tuple(
-        objects.NodeSelectorTerm(
-            match_expressions=_fast_requirements(term.get("matchExpressions")),
-            match_fields=_fast_requirements(term.get("matchFields")),
+        _term(
+            _fast_requirements(term.get("matchExpressions")),
+            _fast_requirements(term.get("matchFields")),
         )
         for term in _fast_list(_fast_dict(required).get("nodeSelectorTerms"))
     )
