@@ -645,6 +645,10 @@ def parse_pod(
     ``spec.priority`` is always resolved), an unresolvable name is a warning and priority 1.
     ``unschedulable`` from the condition
     PodScheduled=False with reason Unschedulable. Raises :class:`ManifestError`.
+
+    Pods that are plainly well formed (the common case, read from the watch of every pod) take a
+    fast path, :func:`_parse_pod_fast`, and everything else the checked one; both give the same
+    pod. Results may share immutable parts (request vectors, tolerations) with other pods.
     """
     try:
         return _parse_pod_fast(manifest, priority_classes=priority_classes)
@@ -740,7 +744,11 @@ def _parse_pod_checked(
 # would be reported as an error or a warning. parse_pod then reads the manifest again through
 # _parse_pod_checked, so every message comes from one place. Where the checked path stops
 # reading early (the first matching condition, a valid task-priority annotation), so does this
-# one: it must accept exactly what the checked path accepts without problems, or less.
+# one: it must accept exactly what the checked path accepts without problems, or less
+# (tests/api/test_manifests_pods_fast.py holds it to that). What a burst of pods repeats (request
+# and limit maps, tolerations, node selector terms) is memoised in bounded LRU caches of
+# immutable values, keyed so that no two keys that are equal but of different types (1, 1.0,
+# True) can share a result.
 
 
 class _Unusual(Exception):
