@@ -118,6 +118,11 @@ class AdmissionCycle:
                 pause = max(self._debounce, self._pace * self._last_duration)
                 if self._wakeup.is_set() and pause > 0:
                     await asyncio.sleep(pause)
+                # Flow control: decide again once the gate workers are close to done with
+                # the last decisions (at the latest after one period).
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._period):
+                        await self._remover.wait_drained()
                 self._wakeup.clear()
                 started = self._clock()
                 try:

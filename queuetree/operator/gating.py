@@ -33,6 +33,9 @@ logger = logging.getLogger(__name__)
 QUEUE_SLOTS_PER_WORKER = 200
 """Queue capacity per worker, as Volcano's ``SchGateManager`` (``workerNum * 200``)."""
 
+BACKLOG_PER_WORKER = 4
+"""Queued removals per worker above which admitting more cannot make anything faster."""
+
 NORMAL_STATUSES = frozenset({404, 409, 422})
 """Outcomes that are not errors: the pod is gone, or changed since the decision."""
 
@@ -91,6 +94,9 @@ class GateRemover:
             maxsize=self._workers * QUEUE_SLOTS_PER_WORKER
         )
         self._queued: set[str] = set()
+        self._low_water = self._workers * BACKLOG_PER_WORKER
+        self._drained = asyncio.Event()
+        self._drained.set()
         self._on_outcome: OutcomeFn = on_outcome or (lambda outcome: None)
         self._clock = clock
         self._tasks: list[asyncio.Task[None]] = []
@@ -99,6 +105,22 @@ class GateRemover:
     def pending(self) -> int:
         """Pods queued or being patched."""
         return len(self._queued)
+
+    async def wait_drained(self) -> None:
+        """Wait until at most ``workers * BACKLOG_PER_WORKER`` removals are pending.
+
+        The admission cycle waits here before deciding again: while the workers have a
+        backlog, a new decision would only queue behind it, and each cycle costs CPU the
+        workers, the watches and (on a small node) the API server need. The pods that arrive
+        meanwhile are decided together by the next cycle.
+        """
+        await self._drained.wait()
+
+    def _update_drained(self) -> None:
+        if len(self._queued) <= self._low_water:
+            self._drained.set()
+        else:
+            self._drained.clear()
 
     def offer(self, key: str, *, decided_at: float) -> bool:
         """Queue ``key`` for removal without waiting; False when already queued or full.
@@ -114,6 +136,7 @@ class GateRemover:
             logger.warning("Gate operation queue full, skipping gate removal for %s", key)
             return False
         self._queued.add(key)
+        self._update_drained()
         return True
 
     def start(self) -> None:
@@ -134,6 +157,7 @@ class GateRemover:
             key, _ = self._queue.get_nowait()
             self._cluster.forget_ungate(key)
         self._queued.clear()
+        self._update_drained()
 
     async def _work(self) -> None:
         while True:
@@ -142,6 +166,7 @@ class GateRemover:
                 await self._remove(key, decided_at)
             finally:
                 self._queued.discard(key)
+                self._update_drained()
 
     async def _remove(self, key: str, decided_at: float) -> None:
         pod = self._cluster.get_pod(key)

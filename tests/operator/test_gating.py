@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -95,3 +96,23 @@ async def test_a_pod_that_gained_company_is_not_patched() -> None:
     finally:
         await remover.stop()
     assert (api.calls, outcomes, dict(cluster.view().assumed)) == ([], [], {})
+
+
+async def test_the_cycle_may_decide_again_only_once_the_backlog_has_drained() -> None:
+    cluster, _, remover, outcomes = make(workers=1)
+    low_water = gating.BACKLOG_PER_WORKER
+    for index in range(low_water + 1):
+        cluster.upsert_pod(fakes.pod(f"p{index}"))
+        assert cluster.assume_ungated(f"ns/p{index}", decided_at=10.0)
+        assert remover.offer(f"ns/p{index}", decided_at=10.0)
+    drained = asyncio.create_task(remover.wait_drained())
+    # Not started: the workers hold the whole backlog, so the wait must still be on.
+    await asyncio.sleep(0)
+    waiting_with_backlog = not drained.done()
+    remover.start()
+    try:
+        await asyncio.wait_for(drained, timeout=5)
+        await fakes.wait_for(lambda: len(outcomes) == low_water + 1)
+    finally:
+        await remover.stop()
+    assert (waiting_with_backlog, remover.pending, drained.done()) == (True, 0, True)
