@@ -46,6 +46,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 GATE = "scheduling.volcano.sh/queue-allocation-gate"
 QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
 PODS = "/api/v1/namespaces/default/pods"
+EXPLANATION = "scheduling.queuetree.io/admission-reason"
 PROFILE = (
     ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
 )
@@ -99,7 +100,13 @@ async def until(probe: Any, *, deadline: float, what: str) -> None:
 
 
 async def measure(
-    url: str, *, pods: int, workers: int, leaves: int, paced_rate: float
+    url: str,
+    *,
+    pods: int,
+    workers: int,
+    leaves: int,
+    paced_rate: float,
+    phases: frozenset[str] = frozenset({"burst", "paced", "release"}),
 ) -> list[dict[str, Any]]:
     async with aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=64), timeout=aiohttp.ClientTimeout(total=60)
@@ -134,6 +141,8 @@ async def measure(
         # A burst (pods as fast as 32 concurrent POSTs go: the throughput), then a paced stream
         # below the raw PATCH rate (the latency a steady load sees, without a backlog).
         for mode, rate in (("burst", None), ("paced", paced_rate)):
+            if mode not in phases:
+                continue
             created = await create_pods(api, f"{mode}-", pods, names, rate=rate)
             all_created.extend(created)
 
@@ -156,15 +165,79 @@ async def measure(
                     "created_per_second": round(pods / (max(created.values()) - first + 1e-9), 1),
                 }
             )
+        if "release" in phases:
+            created = await create_held_pods(api, pods, leaves=leaves)
+            all_created.extend(created)
+            released = time.monotonic()
+            status, answer = await api.call(
+                "PATCH",
+                f"{QUEUES}/{RELEASE_PARENT}",
+                {"spec": {"capability": None}},
+                content_type="application/merge-patch+json",
+            )
+            if status != 200:
+                raise SystemExit(f"lifting the capability of {RELEASE_PARENT}: {status} {answer}")
+
+            async def all_released(created: dict[str, float] = created) -> bool:
+                return all(name in ungated for name in created)
+
+            await until(all_released, deadline=600, what="every held pod released")
+            finished = max(ungated[name] for name in created)
+            latencies = sorted(ungated[name] - released for name in created)
+            results.append(
+                {
+                    "benchmark": "operator_ungate_release",
+                    "pods": pods,
+                    "leaf_queues": leaves,
+                    "gate_workers": workers,
+                    "ungated_per_second": round(pods / (finished - released), 1),
+                    "latency_p50_seconds": round(statistics.median(latencies), 4),
+                    "latency_p99_seconds": round(latencies[int(0.99 * (len(latencies) - 1))], 4),
+                }
+            )
         watch.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watch
         raw_rate = await raw_patch_rate(api, sorted(all_created)[:pods], workers=workers)
         for result in results:
             result["raw_patch_per_second"] = round(raw_rate, 1)
-        # Only the burst measures throughput; the paced stream is bounded by its arrival rate.
-        results[0]["ratio_to_raw_patch"] = round(results[0]["ungated_per_second"] / raw_rate, 3)
+        # The burst and the release measure throughput; the paced stream is bounded by its
+        # arrival rate.
+        for result in results:
+            if result["benchmark"] != "operator_ungate_paced":
+                result["ratio_to_raw_patch"] = round(result["ungated_per_second"] / raw_rate, 3)
         return results
+
+
+RELEASE_PARENT = "held"
+
+
+async def create_held_pods(api: Api, count: int, *, leaves: int) -> dict[str, float]:
+    """Create ``count`` gated pods in ``leaves`` queues under a parent whose capability admits
+    none of them, and wait until the operator has explained why each is held (so the release
+    measures admission, not the first look at the pods)."""
+    await api.call(
+        "POST",
+        QUEUES,
+        {**queue(RELEASE_PARENT, "root"), "spec": {"parent": "root", "capability": {"cpu": "1m"}}},
+    )
+    names = []
+    for index in range(leaves):
+        name = f"held-{index}"
+        names.append(name)
+        await api.call("POST", QUEUES, queue(name, RELEASE_PARENT))
+    created = await create_pods(api, "release-", count, names, rate=None)
+
+    async def explained() -> bool:
+        _, listing = await api.call("GET", PODS + "?labelSelector=bench%3Dheld")
+        return sum(
+            1
+            for item in listing.get("items", [])
+            if EXPLANATION in (item["metadata"].get("annotations") or {})
+        ) == len(created)
+
+    await until(explained, deadline=600, what="every held pod explained")
+    return created
 
 
 async def create_pods(
@@ -180,8 +253,11 @@ async def create_pods(
 
     async def create(index: int) -> None:
         name = f"{prefix}{index}"
+        manifest = pod(name, queues[index % len(queues)])
+        if prefix == "release-":
+            manifest["metadata"]["labels"] = {"bench": "held"}
         async with semaphore:
-            status, answer = await api.call("POST", PODS, pod(name, queues[index % len(queues)]))
+            status, answer = await api.call("POST", PODS, manifest)
         if status != 201:
             raise SystemExit(f"creating {name}: {status} {answer}")
         created[name] = time.monotonic()
@@ -282,6 +358,11 @@ def main() -> int:
         "--paced-rate", type=float, default=150.0, help="pods per second of the paced stream"
     )
     parser.add_argument(
+        "--phases",
+        default="burst,paced,release",
+        help="which phases to run, comma-separated (burst, paced, release)",
+    )
+    parser.add_argument(
         "--keep-logs", metavar="DIR", help="write kubesim's and the operator's logs into DIR"
     )
     args = parser.parse_args()
@@ -335,6 +416,7 @@ def main() -> int:
                     workers=args.workers,
                     leaves=args.leaves,
                     paced_rate=args.paced_rate,
+                    phases=frozenset(args.phases.split(",")),
                 )
             )
             if metrics_port:
