@@ -58,7 +58,9 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
     @kopf.index(*POD_GROUPS, registry=registry)
     async def index_pod_group(body: Any, **_: Any) -> None:
         try:
-            cluster.upsert_pod_group(manifests.parse_pod_group(body))
+            cluster.upsert_pod_group(
+                manifests.parse_pod_group(body, default_queue=cluster.default_queue)
+            )
         except manifests.ManifestError as error:
             logger.warning("PodGroup ignored: %s", error)
             cluster.delete_pod_group(_key(body))

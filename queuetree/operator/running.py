@@ -218,7 +218,9 @@ async def _run(
 ) -> None:
     from kubernetes_asyncio import client
 
-    cluster = state.ClusterState(sources=frozenset({"kopf", "pods"}))
+    cluster = state.ClusterState(
+        sources=frozenset({"kopf", "pods"}), default_queue=config.default_queue
+    )
     if on_state is not None:
         on_state(cluster)
     if session is None:

@@ -60,9 +60,15 @@ class ClusterState:
     """
 
     def __init__(
-        self, *, wake: WakeFn | None = None, sources: frozenset[str] = frozenset({"kopf"})
+        self,
+        *,
+        wake: WakeFn | None = None,
+        sources: frozenset[str] = frozenset({"kopf"}),
+        default_queue: str = objects.DEFAULT_QUEUE,
     ) -> None:
         self._lock = threading.Lock()
+        self.default_queue = default_queue
+        """The queue of lone pods and PodGroups that name none (``--default-queue``)."""
         self._sources = sources
         """What must have delivered its initial listing before decisions are made."""
         self._listed: set[str] = set()
@@ -151,7 +157,7 @@ class ClusterState:
         if objects.GROUP_NAME_ANNOTATION in pod.annotations:
             self._lone_groups.pop(key, None)
         else:
-            self._lone_groups[key] = lone_group(pod)
+            self._lone_groups[key] = lone_group(pod, default_queue=self.default_queue)
         if key in self._assumed:
             self._assume_view(key, pod)
         if (self._assumed_view.get(key) or pod) == before:
@@ -162,7 +168,7 @@ class ClusterState:
     def _assume_view(self, key: str, pod: objects.Pod) -> None:
         shown = self._assumed_view[key] = _without_queue_gate(pod)
         if key in self._lone_groups:
-            self._assumed_groups[key] = lone_group(shown)
+            self._assumed_groups[key] = lone_group(shown, default_queue=self.default_queue)
 
     def _unassume(self, key: str) -> bool:
         """Forget the assumption about ``key``; True when there was one."""
@@ -326,7 +332,7 @@ def _decisive(record: QueueRecord) -> tuple[objects.Queue, object]:
     )
 
 
-def lone_group(pod: objects.Pod) -> objects.PodGroup:
+def lone_group(pod: objects.Pod, *, default_queue: str = objects.DEFAULT_QUEUE) -> objects.PodGroup:
     """The single-pod group of a pod without a group annotation, as admission sees it.
 
     As ``manifests.pod_group_for_lone_pod``, except that a Pending pod without any scheduling
@@ -338,7 +344,7 @@ def lone_group(pod: objects.Pod) -> objects.PodGroup:
     gated pod take room this pod is about to use. (An Inqueue lone group is also what lets
     ``core.compaction`` fold such pods.)
     """
-    group = manifests.pod_group_for_lone_pod(pod)
+    group = manifests.pod_group_for_lone_pod(pod, default_queue=default_queue)
     if (
         group.phase is objects.PodGroupPhase.PENDING
         and pod.status is objects.TaskStatus.PENDING

@@ -54,6 +54,15 @@ def test_lone_pods_get_their_single_pod_group_in_the_snapshot() -> None:
     assert dict(cluster.view().snapshot.pod_groups) == {}
 
 
+def test_lone_pods_that_name_no_queue_go_to_the_configured_default_queue() -> None:
+    cluster = state.ClusterState(default_queue="batch")
+    cluster.upsert_pod(dataclasses.replace(fakes.pod("a"), annotations={GATE: "true"}))
+    cluster.upsert_pod(fakes.pod("b", queue="team"))
+    cluster.assume_ungated("ns/a", decided_at=1.0)
+    groups = cluster.view().snapshot.pod_groups
+    assert {key: group.queue for key, group in groups.items()} == {"ns/a": "batch", "ns/b": "team"}
+
+
 def phases_in_view(cluster: state.ClusterState) -> dict[str, objects.PodGroupPhase]:
     return {key: group.phase for key, group in cluster.view().snapshot.pod_groups.items()}
 
