@@ -44,7 +44,9 @@ def plan_explanations(
 
     Pods held by our gate (and not just admitted) get the core's reason; a pod with no reason
     from the core gets none written. Pods that were explained and are no longer held get their
-    annotation removed.
+    annotation removed, except pods just admitted (assumed): their gate removal takes the
+    annotation with it (``gating.build_gate_removal_patch``), or, when the cache did not show
+    the annotation yet, the record stays and a later cycle removes it.
     """
     planned: list[Explanation] = []
     for key in sorted(view.snapshot.pods):
@@ -57,6 +59,6 @@ def plan_explanations(
             reason = result.reasons.get(key, "")
             if reason and reason != previous:
                 planned.append(Explanation(key=key, reason=reason, uid=pod.uid))
-        elif previous:
+        elif previous and key not in view.assumed:
             planned.append(Explanation(key=key, reason="", uid=pod.uid))
     return planned

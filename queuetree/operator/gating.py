@@ -7,7 +7,9 @@ twice. The removal is one JSON patch built by :func:`build_gate_removal_patch`:
 
 1. ``test`` the pod's ``uid`` (a pod deleted and recreated under the same name is not ours);
 2. ``test`` that ``spec.schedulingGates`` is exactly ``[our gate]``;
-3. ``remove`` ``/spec/schedulingGates``.
+3. ``remove`` ``/spec/schedulingGates``;
+4. ``remove`` the explanation annotation (``explaining.REASON_ANNOTATION``) when the pod
+   carries one: a pod that waited for room is admitted with one write, not two.
 
 The server applies it atomically, so it can neither remove another controller's gate nor race a
 concurrent change: if anything moved, the ``test`` fails with 422 and nothing is written. 404
@@ -26,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from queuetree.core import objects
-from queuetree.operator import kube, state
+from queuetree.operator import explaining, kube, state
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +74,15 @@ def build_gate_removal_patch(pod: objects.Pod) -> list[dict[str, Any]] | None:
         }
     )
     patch.append({"op": "remove", "path": "/spec/schedulingGates"})
+    if explaining.REASON_ANNOTATION in pod.annotations:
+        patch.append({"op": "remove", "path": _REASON_PATH})
     return patch
+
+
+_REASON_PATH = "/metadata/annotations/" + explaining.REASON_ANNOTATION.replace("~", "~0").replace(
+    "/", "~1"
+)
+"""The explanation annotation as a JSON pointer (RFC 6901 escapes ``~`` and ``/``)."""
 
 
 class GateRemover:
@@ -177,6 +187,9 @@ class GateRemover:
         status = 0
         try:
             await self._api.patch_pod(pod.namespace, pod.name, patch)
+            if patch[-1]["path"] == _REASON_PATH:
+                # The explanation went with the gate: nothing is left to clear.
+                self._cluster.swap_explanation(key, "")
         except kube.ApiError as error:
             status = error.status
             if status not in NORMAL_STATUSES:

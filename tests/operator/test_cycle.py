@@ -111,6 +111,40 @@ async def test_a_held_pod_is_explained_once_per_change_of_reason() -> None:
     assert event_messages(api) == ["queue team: cpu 2 > 1", "queue dept: cpu 3 > 2"]
 
 
+async def test_an_explained_pod_is_admitted_with_one_write() -> None:
+    cluster, api, remover, session, admission = make()
+    key = explaining.REASON_ANNOTATION
+    cluster.upsert_pod(fakes.pod("a"))
+    cluster.mark_synced()
+    session.reasons = {"ns/a": "queue team: cpu 2 > 1"}
+    await admission.run_once()
+    await admission.wait_writes()
+    # The watch shows the annotation written; then room appears and the pod is admitted.
+    explained = dataclasses.replace(
+        fakes.pod("a"), annotations={**fakes.pod("a").annotations, key: "queue team: cpu 2 > 1"}
+    )
+    cluster.upsert_pod(explained)
+    session.reasons, session.ungate = {}, ("ns/a",)
+    await admission.run_once()
+    await admission.wait_writes()
+    remover.start()
+    try:
+        await fakes.wait_for(lambda: "pods/ns/a" in api.targets("patch"))
+    finally:
+        await remover.stop()
+    admitted = dataclasses.replace(fakes.pod("a", gates=()), annotations=fakes.pod("a").annotations)
+    cluster.upsert_pod(admitted)
+    session.ungate = ()
+    await admission.run_once()
+    await admission.wait_writes()
+    gate_patches = [call.body for call in api.calls if call.verb == "patch"]
+    assert annotations_written(api) == [{key: "queue team: cpu 2 > 1"}]
+    assert [operation["path"] for operation in gate_patches[0]][-1] == (
+        "/metadata/annotations/scheduling.queuetree.io~1admission-reason"
+    )
+    assert dict(cluster.explanations()) == {}
+
+
 async def test_a_cycle_with_nothing_new_reuses_the_last_decisions() -> None:
     cluster, _, _, session, admission = make()
     cluster.upsert_pod(fakes.pod("a"))

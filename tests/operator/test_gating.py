@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
 
 from queuetree.core import objects
-from queuetree.operator import gating, state
+from queuetree.operator import explaining, gating, state
 from tests.operator import fakes
 
 GATE = objects.QUEUE_ALLOCATION_GATE
@@ -33,6 +34,18 @@ def test_build_gate_removal_patch_only_removes_a_lone_queue_gate(
     gates: tuple[str, ...], expected: list[dict[str, Any]] | None
 ) -> None:
     assert gating.build_gate_removal_patch(fakes.pod("p", gates=gates)) == expected
+
+
+def test_an_explained_pod_loses_its_explanation_in_the_same_patch() -> None:
+    pod = dataclasses.replace(
+        fakes.pod("p"), annotations={explaining.REASON_ANNOTATION: "queue team: cpu 2 > 1"}
+    )
+    assert gating.build_gate_removal_patch(pod) == [
+        {"op": "test", "path": "/metadata/uid", "value": "uid-p"},
+        {"op": "test", "path": "/spec/schedulingGates", "value": [{"name": GATE}]},
+        {"op": "remove", "path": "/spec/schedulingGates"},
+        {"op": "remove", "path": "/metadata/annotations/scheduling.queuetree.io~1admission-reason"},
+    ]
 
 
 def make(

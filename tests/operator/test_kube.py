@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 from collections.abc import Iterator
 
@@ -9,7 +10,7 @@ import pytest
 from kubernetes_asyncio import config
 
 from kubesim import harness
-from queuetree.operator import gating, kube
+from queuetree.operator import explaining, gating, kube
 from tests.operator import cluster as sim
 from tests.operator import fakes
 
@@ -129,3 +130,31 @@ async def test_the_tuned_client_keeps_its_pool_and_reads_the_environment_once(
             api_client.rest_client.proxy,
         ) == (True, True, False, True, 21, "http://proxy:3128")
     assert after.closed
+
+
+async def test_the_gate_removal_takes_the_explanation_with_it_in_one_write(
+    kube_cluster: tuple[harness.Cluster, sim.Client],
+) -> None:
+    cluster, api = kube_cluster
+    reason = explaining.REASON_ANNOTATION
+    created = api.create_pod(
+        "held",
+        queue="default",
+        requests={"cpu": "100m"},
+        annotations={reason: "queue default: cpu 0.1 > 0", "team": "ml"},
+    )
+    held = dataclasses.replace(
+        fakes.pod("held", namespace="default", uid=created["metadata"]["uid"]),
+        annotations={reason: "queue default: cpu 0.1 > 0"},
+    )
+    patch = gating.build_gate_removal_patch(held)
+    assert patch is not None
+    loaded = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    async with loaded as api_client:
+        await kube.AsyncKube(api_client, limiter=kube.RateLimiter(qps=0, burst=1)).patch_pod(
+            "default", "held", patch
+        )
+    after = api.pod("held")
+    assert after is not None
+    assert (sim.gates_of(after), reason in after["metadata"]["annotations"]) == ([], False)
+    assert after["metadata"]["annotations"]["team"] == "ml"
