@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from queuetree.api import manifests
 from queuetree.core import compaction, configs, decisions, objects, resources, sessions
 from tests import builders as b
 
@@ -25,18 +26,9 @@ KINDS = ("gated", "reserved", "ungated", "running", "gang", "foreign-gate", "com
 
 
 def _lone(pod: objects.Pod, queue: str, phase: objects.PodGroupPhase) -> objects.PodGroup:
-    # As the operator builds a lone pod's group (api.manifests.pod_group_for_lone_pod).
-    return objects.PodGroup(
-        namespace=pod.namespace,
-        name=pod.name,
-        queue=queue,
-        min_member=1,
-        min_resources=pod.resreq,
-        phase=phase,
-        synthetic=True,
-        created=pod.created,
-        uid=pod.uid,
-    )
+    # As the operator builds a lone pod's group, with the phase the case needs.
+    group = manifests.pod_group_for_lone_pod(pod, default_queue=queue)
+    return dataclasses.replace(group, phase=phase)
 
 
 @st.composite
