@@ -22,9 +22,13 @@ import heapq
 import itertools
 from collections.abc import Callable
 
-from queuetree.core import frameworks, objects, vectors
+from queuetree.core import capacity, decisions, frameworks, objects, vectors
 
 Statement = frameworks.Statement
+
+Describe = Callable[[frameworks.Task, frameworks.Task, tuple[str, ...]], decisions.Eviction]
+"""``(evictor, victim, voters) -> record``: whom a victim is evicted for and why, called just
+before the victim is evicted (so the figures are the ones the vote saw)."""
 
 
 class _QueueItem:
@@ -384,11 +388,13 @@ def _evict_for(
     candidates_on: Callable[[frameworks.NodeState], list[frameworks.Task]],
     choose: Callable[[frameworks.Task, list[frameworks.Task]], frameworks.Victims],
     fits: Callable[[frameworks.NodeState, vectors.Vec], bool],
+    describe: Describe,
 ) -> bool:
     """Try ``nodes`` in order. On a node with candidates whose chosen victims (possibly none)
     would leave room (``ValidateVictims``), evict them in victim order until ``fits`` holds,
     then pipeline the task there and keep those evictions; otherwise undo them and go on.
-    True when the task was pipelined."""
+    Each eviction is recorded with ``describe`` (for ``task``, by the rule of the plugins that
+    chose the victims). True when the task was pipelined."""
     for node in nodes:
         if session.predicate(task, node, for_preemption=True) is not None:
             continue
@@ -396,6 +402,7 @@ def _evict_for(
         if not candidates:
             continue
         victims = choose(task, candidates)
+        voters = session.victim_voters
         future = node.future_idle()
         room = list(future)
         for victim in victims:
@@ -407,7 +414,7 @@ def _evict_for(
         for victim in sorted(victims, key=session.victim_key(task)):
             if fits(node, available):
                 break
-            node_stmt.evict(victim)
+            node_stmt.evict(victim, describe(task, victim, voters))
             vectors.iadd(available, victim.resreq)
         if not fits(node, available):
             node_stmt.discard()
@@ -473,6 +480,7 @@ def reclaim(session: frameworks.Session) -> None:
         heapq.heapify(entries)
     heap = [_QueueItem(session, name) for name in preemptors]
     heapq.heapify(heap)
+    describe = functools.partial(_describe_reclaim, session, _capacity_plugin(session))
     while heap:
         item = heapq.heappop(heap)
         jobs = preemptors[item.name]
@@ -503,6 +511,7 @@ def reclaim(session: frameworks.Session) -> None:
                 candidates_on=functools.partial(_reclaimees, session, job),
                 choose=session.reclaimable,
                 fits=_reclaim_fits(task),
+                describe=describe,
             ):
                 session.task_messages[task.key] = (
                     "no node has running pods that reclaim may take (their queues are within "
@@ -561,6 +570,7 @@ def preempt(session: frameworks.Session) -> None:
                     candidates_on=functools.partial(_preemptees, job, same_job=False),
                     choose=session.preemptable,
                     fits=_preempt_fits(session, task),
+                    describe=_describe_preempt,
                 )
             if session.job_pipelined(job):
                 stmt.commit()
@@ -581,6 +591,7 @@ def preempt(session: frameworks.Session) -> None:
                     candidates_on=functools.partial(_preemptees, job, same_job=True),
                     choose=session.preemptable,
                     fits=_preempt_fits(session, task),
+                    describe=_describe_preempt,
                 ):
                     stmt.discard()
                     break
@@ -600,6 +611,139 @@ def _preemptees(
             continue
         out.append(task)
     return sorted(out, key=lambda t: t.key)
+
+
+# -- eviction records -------------------------------------------------------------------------
+#
+# The capacity plugin decides which pods reclaim may take (spec §3.9); the wording below reads
+# its figures when the victim is evicted. Evictions of a reclaimer happen in the order its vote
+# accepted them and each one is deallocated before the next, so the figures read here are the
+# vote's own (its working copy subtracts the victims accepted before).
+
+
+def _capacity_plugin(session: frameworks.Session) -> capacity.CapacityPlugin | None:
+    return next((p for p in session.plugins if isinstance(p, capacity.CapacityPlugin)), None)
+
+
+def _by(voters: tuple[str, ...]) -> str:
+    names = ", ".join(voters) or "no"
+    return f"chosen by the {names} plugin" + ("s" if len(voters) > 1 else "")
+
+
+def _describe_reclaim(
+    session: frameworks.Session,
+    plugin: capacity.CapacityPlugin | None,
+    evictor: frameworks.Task,
+    victim: frameworks.Task,
+    voters: tuple[str, ...],
+) -> decisions.Eviction:
+    """The reclaim record: the capacity plugin's rule when it chose the victim."""
+    queue = victim.job.queue
+    rule = decisions.EvictionRule.RECLAIM
+    reason = f"a pod of queue {queue!r}, {_by(voters)}"
+    if plugin is not None and capacity.NAME in voters:
+        attr = plugin.attrs.get(queue)
+        rattr = plugin.attrs.get(evictor.job.queue)
+        if attr is not None and rattr is not None:
+            rule, reason = _capacity_reason(plugin, attr=attr, rattr=rattr, victim=victim)
+    return decisions.Eviction(
+        victim=victim.key,
+        reclaimer=evictor.key,
+        action="reclaim",
+        rule=rule,
+        reason=reason,
+        node=victim.node,
+        victim_queue=queue,
+        reclaimer_queue=evictor.job.queue,
+    )
+
+
+def _capacity_reason(
+    plugin: capacity.CapacityPlugin,
+    *,
+    attr: capacity.QueueAttr,
+    rattr: capacity.QueueAttr,
+    victim: frameworks.Task,
+) -> tuple[decisions.EvictionRule, str]:
+    """The leaf's verdict, then every ancestor reclaim checked (``ancestorReclaimLevel``):
+    those on the victim's side that the reclaimer's queue does not share."""
+    dims = plugin.dims
+    held = vectors.names(victim.resreq)
+    if held & vectors.names(attr.deserved):
+        rule = decisions.EvictionRule.RECLAIM_OVER_DESERVED
+        parts = [f"queue {attr.name!r} is above its deserved share{_over(attr, victim, dims)}"]
+    else:
+        rule = decisions.EvictionRule.RECLAIM_UNDESERVED
+        parts = [
+            f"queue {attr.name!r} deserves none of the resources the pod holds "
+            f"({dims.format(victim.resreq)})"
+        ]
+    if plugin.hierarchy:
+        for level in range(1, plugin.level + 1):
+            ancestor = attr.depth_ancestor(level)
+            if ancestor is None or ancestor.name == objects.ROOT_QUEUE:
+                continue
+            if rattr.depth_ancestor(level) is ancestor:
+                # Shared with the reclaimer's queue: not checked (spec §3.9).
+                parts.append(f"its ancestor {ancestor.name!r} is shared with queue {rattr.name!r}")
+            elif held & vectors.names(ancestor.deserved):
+                parts.append(
+                    f"its ancestor {ancestor.name!r} is above its deserved share"
+                    f"{_over(ancestor, victim, dims)}"
+                )
+            else:
+                parts.append(f"its ancestor {ancestor.name!r} deserves none of them")
+        parts.append(f"ancestorReclaimLevel {plugin.level}")
+    return rule, "; ".join(parts)
+
+
+def _over(attr: capacity.QueueAttr, victim: frameworks.Task, dims: vectors.Dims) -> str:
+    """`` (cpu 2 > 1)``: the dimensions the vote compares (``greater_on_relevant``) on which
+    the queue holds more than it deserves; "" when none (then nothing to quote)."""
+    found = []
+    for i, value in enumerate(victim.resreq):
+        if value <= 0 or i == dims.pods:
+            continue
+        relevant = attr.deserved[i] >= vectors.EPS if i < 2 else i in attr.deserved_keys
+        if relevant and attr.allocated[i] > attr.deserved[i]:
+            found.append(
+                f"{dims.names[i]} {dims.format_value(i, attr.allocated[i])} > "
+                f"{dims.format_value(i, attr.deserved[i])}"
+            )
+    return f" ({', '.join(found)})" if found else ""
+
+
+def _describe_preempt(
+    evictor: frameworks.Task, victim: frameworks.Task, voters: tuple[str, ...]
+) -> decisions.Eviction:
+    """The preempt record: the priority plugin's rule when it chose the victim."""
+    queue = evictor.job.queue
+    if "priority" not in voters:
+        rule = decisions.EvictionRule.PREEMPT
+        reason = f"a pod of queue {queue!r}, {_by(voters)}"
+    elif victim.job is evictor.job:
+        rule = decisions.EvictionRule.PREEMPT_LOWER_PRIORITY_TASK
+        reason = (
+            f"the pod's priority {victim.priority} is below {evictor.priority} of pod "
+            f"{evictor.key} in the same pod group {evictor.job.key}"
+        )
+    else:
+        rule = decisions.EvictionRule.PREEMPT_LOWER_PRIORITY
+        reason = (
+            f"pod group {victim.job.key} (priority {victim.job.priority}) has a lower priority "
+            f"than pod group {evictor.job.key} (priority {evictor.job.priority}) in queue "
+            f"{queue!r}"
+        )
+    return decisions.Eviction(
+        victim=victim.key,
+        reclaimer=evictor.key,
+        action="preempt",
+        rule=rule,
+        reason=reason,
+        node=victim.node,
+        victim_queue=victim.job.queue,
+        reclaimer_queue=queue,
+    )
 
 
 ACTIONS: dict[str, Callable[[frameworks.Session], None]] = {

@@ -9,6 +9,7 @@ or in decision order as documented per field, so the same snapshot always gives 
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -54,6 +55,54 @@ class Event:
     message: str
 
 
+class EvictionRule(enum.StrEnum):
+    """The rule that chose a victim: a short, bounded label (the operator's metric label).
+
+    Reclaim rules are the capacity plugin's (spec §3.9) when it voted in the tier that chose the
+    victims; ``reclaim`` and ``preempt`` alone mean other plugins' votes chose them (the reason
+    names those plugins).
+    """
+
+    RECLAIM_OVER_DESERVED = "reclaim-over-deserved"
+    """The victim's queue uses more than its deserved share of a resource the victim holds."""
+    RECLAIM_UNDESERVED = "reclaim-undeserved"
+    """The victim's queue deserves none of the resources the victim holds (Volcano's
+    "immediate victim")."""
+    RECLAIM = "reclaim"
+    """Reclaim, the victims chosen without the capacity plugin's vote."""
+    PREEMPT_LOWER_PRIORITY = "preempt-lower-priority"
+    """Preempt: a pod of a lower-priority pod group of the same queue (priority plugin)."""
+    PREEMPT_LOWER_PRIORITY_TASK = "preempt-lower-priority-task"
+    """Preempt: a lower-priority pod of the preemptor's own pod group (priority plugin)."""
+    PREEMPT = "preempt"
+    """Preempt, the victims chosen without the priority plugin's vote."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Eviction:
+    """One eviction: whom it makes room for and the rule that chose the victim.
+
+    Recorded when the victim is evicted inside the session, so ``reason`` quotes the figures the
+    vote saw (earlier victims of the same reclaimer already subtracted).
+    """
+
+    victim: str
+    """Pod key of the pod to evict."""
+    reclaimer: str
+    """Pod key of the pod the room is for: the reclaimer (``reclaim``) or the preemptor
+    (``preempt``). Never empty: every eviction is made for one pending pod."""
+    action: str
+    """``reclaim`` (another queue's pod) or ``preempt`` (a pod of the same queue)."""
+    rule: EvictionRule
+    reason: str
+    """The rule in words for a person, with the queues and the figures, e.g. ``queue "b" is
+    above its deserved share (cpu 2 > 1); checked within ancestorReclaimLevel 1``."""
+    node: str
+    """The victim's node, where the reclaimer was placed (pipelined) in the session."""
+    victim_queue: str
+    reclaimer_queue: str
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class SessionResult:
     ready: bool
@@ -67,7 +116,8 @@ class SessionResult:
     pipeline: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
     """Pod key -> node name, for pods pipelined onto resources being released."""
     evict: tuple[str, ...] = ()
-    """Pod keys to evict, in eviction order."""
+    """Pod keys to evict, in eviction order (the victims of ``evictions``, kept for callers
+    that only need the keys)."""
     ungate: tuple[str, ...] = ()
     """Pod keys whose queue-allocation gate may be removed, in admission order."""
     pod_groups: Mapping[str, objects.PodGroupPhase] = dataclasses.field(
@@ -80,3 +130,11 @@ class SessionResult:
     reasons: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
     """Pod key -> why a pending or gated pod was not admitted, for a person to act on."""
     events: tuple[Event, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    """One record per entry of ``evict``, in the same (eviction) order: the victim, the pod it
+    was evicted for and the rule that chose it. A victim is evicted at most once per session."""
+
+    @property
+    def evicted_for(self) -> Mapping[str, str]:
+        """Victim pod key -> the pod key it was evicted for, in eviction order."""
+        return MappingProxyType({e.victim: e.reclaimer for e in self.evictions})

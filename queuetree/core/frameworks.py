@@ -316,6 +316,8 @@ class Operation:
     task: Task
     node: str = ""
     old_status: objects.TaskStatus = objects.TaskStatus.PENDING
+    eviction: decisions.Eviction | None = None
+    """For ``evict``: whom the victim makes room for and why (recorded on commit)."""
 
 
 class Session:
@@ -356,6 +358,11 @@ class Session:
         self.bound: dict[str, str] = {}
         self.pipelined: dict[str, str] = {}
         self.evicted: list[str] = []
+        self.evictions: list[decisions.Eviction] = []
+        """One record per entry of ``evicted``, in the same order."""
+        self.victim_voters: tuple[str, ...] = ()
+        """Names of the plugins whose answers chose the victims of the last
+        :meth:`reclaimable` or :meth:`preemptable` call (the deciding tier), for the rule."""
         self.ungated: list[str] = []
         self.enqueued: set[str] = set()
         # Explanations gathered on the way (``explaining`` turns them into reasons).
@@ -377,17 +384,20 @@ class Session:
         self.plugins = [plugin for tier in tiers for plugin in tier]
         for plugin in self.plugins:
             plugin.on_session_open(self)
+        self._names: dict[str, list[list[str]]] = {}
         for hook, flag in HOOK_FLAGS.items():
             per_tier: list[list[Callable[..., Any]]] = []
+            names: list[list[str]] = []
             for tier in tiers:
-                per_tier.append(
-                    [
-                        getattr(plugin, hook)
-                        for plugin in tier
-                        if hook in plugin.hooks and (flag is None or plugin.option.enabled(flag))
-                    ]
-                )
+                enabled = [
+                    plugin
+                    for plugin in tier
+                    if hook in plugin.hooks and (flag is None or plugin.option.enabled(flag))
+                ]
+                per_tier.append([getattr(plugin, hook) for plugin in enabled])
+                names.append([plugin.name for plugin in enabled])
             self._fns[hook] = per_tier
+            self._names[hook] = names
         self._flat = {
             hook: [fn for tier in per_tier for fn in tier] for hook, per_tier in self._fns.items()
         }
@@ -470,9 +480,13 @@ class Session:
     # -- votes ------------------------------------------------------------------------------
 
     def _evictable(self, hook: str, task: Task, candidates: list[Task]) -> Victims:
+        """The tier-wise intersection of the plugins' victims; records in
+        :attr:`victim_voters` the plugins whose answers made the returned victims."""
         victims: Victims | None = None
-        for tier in self._fns[hook]:
-            for fn in tier:
+        self.victim_voters = ()
+        for tier, names in zip(self._fns[hook], self._names[hook], strict=True):
+            voters: list[str] = []
+            for fn, name in zip(tier, names, strict=True):
                 found, abstain = fn(task, candidates)
                 if abstain == ABSTAIN:
                     continue
@@ -481,13 +495,16 @@ class Session:
                     break
                 if victims is None:
                     victims = list(found)
+                    voters = [name]
                 else:
                     keep = {id(t) for t in found}
                     # As in Volcano, an empty intersection is "no answer yet" (Go's nil slice):
                     # the next plugin of the tier starts afresh, and a tier ending with none
                     # hands over to the next tier.
                     victims = [t for t in victims if id(t) in keep] or None
+                    voters = [*voters, name] if victims is not None else []
             if victims is not None:
+                self.victim_voters = tuple(voters)
                 return victims
         return victims or []
 
@@ -623,7 +640,8 @@ class Statement:
         self.session = session
         self.operations: list[Operation] = []
 
-    def evict(self, task: Task) -> None:
+    def evict(self, task: Task, eviction: decisions.Eviction) -> None:
+        """Evict ``task`` (Releasing until committed); ``eviction`` says for whom and why."""
         session = self.session
         node = session.nodes[task.node]
         old = task.status
@@ -631,7 +649,7 @@ class Statement:
         task.job.set_status(task, objects.TaskStatus.RELEASING)
         node.add(task)
         session.fire_deallocate(task)
-        self.operations.append(Operation("evict", task, task.node, old))
+        self.operations.append(Operation("evict", task, task.node, old, eviction))
 
     def pipeline(self, task: Task, node_name: str) -> None:
         session = self.session
@@ -678,6 +696,8 @@ class Statement:
             key = op.task.key
             if op.kind == "evict":
                 session.evicted.append(key)
+                if op.eviction is not None:
+                    session.evictions.append(op.eviction)
             elif op.kind == "pipeline":
                 session.pipelined[key] = op.node
             else:

@@ -406,4 +406,5 @@ def _result(
         queues=MappingProxyType(queues),
         reasons=MappingProxyType(explaining.explain(session, plugin)),
         events=tuple(session.events),
+        evictions=tuple(session.evictions),
     )
