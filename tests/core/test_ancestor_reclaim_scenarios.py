@@ -3,7 +3,8 @@
 Actions enqueue, reclaim, allocate; tiers as Volcano's unit test builds them: capacity
 (allocatable, preemptive, reclaimable, queueOrder, jobEnqueued; hierarchy on; ancestorReclaimLevel
 per case), predicates (predicate), gang (jobStarving), plus priority (jobOrder, taskOrder) where
-the spec notes "prio". Every expectation is whole: evictions, pipelines and (no) binds.
+the spec notes "prio". Every expectation is whole: evictions (and whom each victim was evicted
+for), pipelines and (no) binds.
 """
 
 from __future__ import annotations
@@ -110,6 +111,8 @@ class Case:
     objects: tuple[object, ...]
     evict: tuple[str, ...] = ()
     pipeline: tuple[tuple[str, str], ...] = ()
+    evicted_for: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Victim -> the pod it was evicted for (``SessionResult.evicted_for``)."""
 
 
 CASES = {
@@ -129,6 +132,7 @@ CASES = {
         ),
         evict=("ns1/p1",),
         pipeline=(("ns1/p2", "n1"),),
+        evicted_for={"ns1/p1": "ns1/p2"},
     ),
     "case 2: the lowest-priority victim goes when the victim's parent is over deserved": Case(
         level=1,
@@ -149,6 +153,7 @@ CASES = {
         ),
         evict=("ns1/p4",),
         pipeline=(("ns1/p5", "n1"),),
+        evicted_for={"ns1/p4": "ns1/p5"},
     ),
     "case 3: a sibling's borrowed pod is evicted first, the largest uid first": Case(
         level=1,
@@ -173,6 +178,7 @@ CASES = {
         ),
         evict=("ns1/p3",),
         pipeline=(("ns1/p6", "n1"),),
+        evicted_for={"ns1/p3": "ns1/p6"},
     ),
     "case 4: a victim queue within its deserved is not reclaimed": Case(
         level=1,
@@ -199,6 +205,7 @@ CASES = {
         objects=(SMALL_NODE, *LEVEL_TREE, *_victim_and_reclaimer("queue-b", "queue-a")),
         evict=("ns1/p-victim",),
         pipeline=(("ns1/p-reclaimer", "n1"),),
+        evicted_for={"ns1/p-victim": "ns1/p-reclaimer"},
     ),
     "case 6: level 1 reclaims when the victim's parent is over deserved": Case(
         level=1,
@@ -206,6 +213,7 @@ CASES = {
         objects=(SMALL_NODE, *LEVEL_TREE, *_victim_and_reclaimer("queue-b", "queue-a")),
         evict=("ns1/p-victim",),
         pipeline=(("ns1/p-reclaimer", "n1"),),
+        evicted_for={"ns1/p-victim": "ns1/p-reclaimer"},
     ),
     "case 7: level 2 stops at a grandparent within its deserved": Case(
         level=2,
@@ -281,5 +289,11 @@ def test_ancestor_reclaim_scenario_evicts_and_pipelines_as_volcano(case: Case) -
         config=_config(case.level, prio=case.prio),  # type: ignore[arg-type]
         feature_gates=b.GATES_OFF,
     )
-    got = (result.errors, result.evict, tuple(result.pipeline.items()), dict(result.bind))
-    assert got == ((), case.evict, case.pipeline, {})
+    got = (
+        result.errors,
+        result.evict,
+        tuple(result.pipeline.items()),
+        dict(result.bind),
+        dict(result.evicted_for),
+    )
+    assert got == ((), case.evict, case.pipeline, {}, case.evicted_for)

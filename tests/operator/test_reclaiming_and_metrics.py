@@ -1,4 +1,5 @@
-"""Reclaim evictions name their reclaimer; metrics export queue figures in display units."""
+"""Reclaim evictions name the reclaimer the core chose them for; metrics export queue figures
+in display units."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from types import MappingProxyType
 
 import pytest
 
-from queuetree.core import decisions, objects, resources
+from queuetree.core import decisions, objects, resources, sessions
 from queuetree.operator import metrics, reclaiming
+from tests import builders as b
 from tests.operator import fakes
 
 
@@ -34,30 +36,174 @@ def test_no_victims_means_no_evictions() -> None:
     assert reclaiming.plan_reclaim(snapshot(), decisions.SessionResult(ready=True)) == []
 
 
-def test_a_victim_is_paired_with_the_pod_waiting_in_another_queue() -> None:
-    victim = dataclasses.replace(fakes.pod("victim", gates=(), queue="queue-b"), node_name="n1")
-    waiting = dataclasses.replace(
-        fakes.pod("waiting", gates=(), queue="queue-a"), unschedulable=True
+def _record(
+    victim: str,
+    reclaimer: str,
+    *,
+    rule: decisions.EvictionRule = decisions.EvictionRule.RECLAIM_OVER_DESERVED,
+    **fields: str,
+) -> decisions.Eviction:
+    defaults = {
+        "action": "reclaim",
+        "reason": "queue 'queue-b' is above its deserved share (cpu 2 > 1); ancestorReclaimLevel 1",
+        "node": "n1",
+        "victim_queue": "queue-b",
+        "reclaimer_queue": "queue-a",
+    }
+    defaults.update(fields)
+    return decisions.Eviction(
+        victim=victim,
+        reclaimer=reclaimer,
+        rule=rule,
+        **defaults,
     )
-    result = decisions.SessionResult(ready=True, evict=("ns/victim",))
-    plan = reclaiming.plan_reclaim(snapshot(victim, waiting), result, ancestor_reclaim_level=1)
-    assert plan == [
-        reclaiming.Eviction(
-            victim="ns/victim",
-            reclaimer="ns/waiting",
-            victim_uid="uid-victim",
-            reclaimer_uid="uid-waiting",
-            rule="reclaim",
-            victim_message=(
-                "Evicted by queuetree reclaim: queue queue-b uses more than its deserved share "
-                "and pod ns/waiting of queue queue-a is below its own; victim chosen by the "
-                "capacity plugin with ancestorReclaimLevel=1"
+
+
+PLANS = {
+    "the victim and its reclaimer are told of each other, the rule and the node": (
+        (_record("ns/victim", "ns/second"),),
+        [
+            reclaiming.Eviction(
+                victim="ns/victim",
+                reclaimer="ns/second",
+                victim_uid="uid-victim",
+                reclaimer_uid="uid-second",
+                rule="reclaim-over-deserved",
+                victim_message=(
+                    "Evicted by queuetree reclaim for pod ns/second of queue queue-a: queue "
+                    "'queue-b' is above its deserved share (cpu 2 > 1); ancestorReclaimLevel 1"
+                ),
+                reclaimer_message=(
+                    "Reclaiming resources from pod ns/victim of queue queue-b on node n1: queue "
+                    "'queue-b' is above its deserved share (cpu 2 > 1); ancestorReclaimLevel 1"
+                ),
+            )
+        ],
+    ),
+    "a preemption is worded as one": (
+        (
+            _record(
+                "ns/victim",
+                "ns/first",
+                action="preempt",
+                rule=decisions.EvictionRule.PREEMPT_LOWER_PRIORITY,
+                reason="pod group ns/victim (priority 0) has a lower priority than pod group "
+                "ns/first (priority 100) in queue 'queue-a'",
+                victim_queue="queue-a",
             ),
-            reclaimer_message=(
-                "Reclaiming resources from pod ns/victim of queue queue-b (over its deserved "
-                "share) on node n1, chosen with ancestorReclaimLevel=1"
+        ),
+        [
+            reclaiming.Eviction(
+                victim="ns/victim",
+                reclaimer="ns/first",
+                victim_uid="uid-victim",
+                reclaimer_uid="uid-first",
+                rule="preempt-lower-priority",
+                victim_message=(
+                    "Evicted by queuetree preempt for pod ns/first of queue queue-a: pod group "
+                    "ns/victim (priority 0) has a lower priority than pod group ns/first "
+                    "(priority 100) in queue 'queue-a'"
+                ),
+                reclaimer_message=(
+                    "Preempting resources from pod ns/victim of queue queue-a on node n1: pod "
+                    "group ns/victim (priority 0) has a lower priority than pod group ns/first "
+                    "(priority 100) in queue 'queue-a'"
+                ),
+            )
+        ],
+    ),
+    "a victim without a record is evicted with no reclaimer named": (
+        (),
+        [
+            reclaiming.Eviction(
+                victim="ns/victim",
+                reclaimer="",
+                victim_uid="uid-victim",
+                rule="reclaim",
+                victim_message="Evicted by queuetree reclaim",
+                reclaimer_message="",
+            )
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize(("records", "expected"), list(PLANS.values()), ids=list(PLANS))
+def test_planned_evictions_name_the_core_s_reclaimer(
+    records: tuple[decisions.Eviction, ...], expected: list[reclaiming.Eviction]
+) -> None:
+    victim = dataclasses.replace(fakes.pod("victim", gates=(), queue="queue-b"), node_name="n1")
+    # Both wait for room in queue-a; the first in creation order is not the core's reclaimer.
+    first, second = (
+        dataclasses.replace(fakes.pod(name, gates=(), queue="queue-a"), unschedulable=True)
+        for name in ("first", "second")
+    )
+    result = decisions.SessionResult(ready=True, evict=("ns/victim",), evictions=records)
+    plan = reclaiming.plan_reclaim(
+        snapshot(victim, first, second), result, ancestor_reclaim_level=1
+    )
+    assert plan == expected
+
+
+def test_events_from_a_real_session_pair_each_victim_with_its_own_reclaimer() -> None:
+    """Two teams wait for room, one victim on each node: each team's pod is told of the victim
+    evicted for it (a guess by queue or creation order would name the same pod twice)."""
+    two = {"cpu": "2", "memory": "2Gi"}
+    items: list[object] = [
+        b.node("n1").allocatable(cpu="2", memory="2Gi", pods="10"),
+        b.node("n2").allocatable(cpu="2", memory="2Gi", pods="10"),
+        b.queue("root"),
+        b.queue("team-a").deserved(**two),
+        b.queue("team-b").deserved(**two),
+        b.queue("borrower"),
+    ]
+    for name, queue, node in (("v1", "borrower", "n1"), ("v2", "borrower", "n2")):
+        items += [
+            b.pod_group("ns", name).queue(queue).phase(objects.PodGroupPhase.RUNNING),
+            b.pod("ns", name).group(name).requests(**two).running_on(node),
+        ]
+    for name, queue in (("r-a", "team-a"), ("r-b", "team-b")):
+        items += [
+            b.pod_group("ns", name).queue(queue).phase(objects.PodGroupPhase.INQUEUE),
+            b.pod("ns", name).group(name).requests(**two).unschedulable(),
+        ]
+    view = b.snapshot(*items)  # type: ignore[arg-type]
+    config = b.config(
+        [
+            b.plugin(
+                "capacity",
+                "enabledAllocatable",
+                "enablePreemptive",
+                "enableReclaimable",
+                "enableQueueOrder",
+                hierarchy=True,
             ),
-        )
+            b.plugin("predicates", "enablePredicate"),
+            b.plugin("gang", "enableJobStarving"),
+        ],
+        actions=("enqueue", "allocate", "reclaim"),
+    )
+    result = sessions.run_session(
+        view, config=config, feature_gates=b.GATES_ON, admission_only=True
+    )
+    plan = reclaiming.plan_reclaim(view, result)
+    reason = (
+        "queue 'borrower' deserves none of the resources the pod holds (cpu 2, memory 2Gi); "
+        "ancestorReclaimLevel 0"
+    )
+    assert [(e.victim, e.reclaimer, e.rule, e.reclaimer_message) for e in plan] == [
+        (
+            "ns/v1",
+            "ns/r-a",
+            "reclaim-undeserved",
+            f"Reclaiming resources from pod ns/v1 of queue borrower on node n1: {reason}",
+        ),
+        (
+            "ns/v2",
+            "ns/r-b",
+            "reclaim-undeserved",
+            f"Reclaiming resources from pod ns/v2 of queue borrower on node n2: {reason}",
+        ),
     ]
 
 
