@@ -33,12 +33,16 @@ with a real pod's.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from queuetree.core import objects, resources
 
 _HOLDING = objects.ALLOCATED_STATUSES
+_PENDING = objects.TaskStatus.PENDING
+_INQUEUE = objects.PodGroupPhase.INQUEUE
+_RUNNING = objects.PodGroupPhase.RUNNING
+_GATE = objects.QUEUE_ALLOCATION_GATE
 
 _NOTHING: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
@@ -69,44 +73,47 @@ class Compacted:
         return MappingProxyType(restored)
 
 
+def settled_bucket(key: str, pod: objects.Pod, group: objects.PodGroup | None) -> Bucket | None:
+    """The bucket of a settled lone pod (``key`` its key, ``group`` its pod group), or None
+    when the pod is not settled (see the module docstring). Whether the bucket's queue is a
+    leaf is the caller's check (:func:`leaves`): it depends on the whole tree."""
+    if group is None or not group.synthetic or pod.group != key or pod.unschedulable:
+        return None
+    status = pod.status
+    if status is _PENDING:
+        if pod.scheduling_gates or group.phase is not _INQUEUE:
+            return None
+    elif status not in _HOLDING or not pod.node_name or group.phase is not _RUNNING:
+        return None
+    minimum = group.min_resources
+    if group.min_member != 1 or (minimum is not pod.resreq and minimum != pod.resreq):
+        return None
+    return (group.queue, status, pod.node_name, pod.annotations.get(_GATE) == "true")
+
+
+def leaves(queues: Mapping[str, objects.Queue]) -> frozenset[str]:
+    """The queues no queue names as its parent."""
+    parents = {queue.parent_name for queue in queues.values()}
+    return frozenset(name for name in queues if name not in parents)
+
+
 def compact(snapshot: objects.Snapshot) -> Compacted:
     """``snapshot`` with its settled lone pods folded per bucket (see the module docstring).
 
     The snapshot is ``snapshot`` itself, with nothing folded, when no bucket has two pods or
     when any pod is unschedulable.
     """
-    parents = {queue.parent_name for queue in snapshot.queues.values()}
-    leaves = {name for name in snapshot.queues if name not in parents}
+    leaf_queues = leaves(snapshot.queues)
     groups = snapshot.pod_groups
     buckets: dict[Bucket, list[objects.Pod]] = {}
     kept: dict[str, objects.Pod] = {}
-    pending = objects.TaskStatus.PENDING
-    inqueue = objects.PodGroupPhase.INQUEUE
-    running = objects.PodGroupPhase.RUNNING
-    gate = objects.QUEUE_ALLOCATION_GATE
-    # Written out with early exits: this loop runs over every pod of the cluster each cycle.
     for key, pod in snapshot.pods.items():
         if pod.unschedulable:
             return Compacted(snapshot=snapshot, folded=_NOTHING)
-        group = groups.get(pod.group)
-        if group is None or not group.synthetic or pod.group != key:
+        bucket = settled_bucket(key, pod, groups.get(pod.group))
+        if bucket is None or bucket[0] not in leaf_queues:
             kept[key] = pod
             continue
-        status = pod.status
-        if status is pending:
-            settled = not pod.scheduling_gates and group.phase is inqueue
-        else:
-            settled = status in _HOLDING and bool(pod.node_name) and group.phase is running
-        minimum = group.min_resources
-        if (
-            not settled
-            or group.min_member != 1
-            or group.queue not in leaves
-            or (minimum is not pod.resreq and minimum != pod.resreq)
-        ):
-            kept[key] = pod
-            continue
-        bucket = (group.queue, status, pod.node_name, pod.annotations.get(gate) == "true")
         members = buckets.get(bucket)
         if members is None:
             buckets[bucket] = [pod]
@@ -124,7 +131,7 @@ def compact(snapshot: objects.Snapshot) -> Compacted:
             continue
         for member in members:
             del pod_groups[member.group]
-        folded, folded_group = _fold(bucket, members, groups[members[0].group].phase)
+        folded, folded_group = fold(bucket, members)
         pods[folded.key] = folded
         pod_groups[folded_group.key] = folded_group
         folded_groups[folded_group.key] = tuple(member.group for member in members)
@@ -138,10 +145,11 @@ def compact(snapshot: objects.Snapshot) -> Compacted:
     return Compacted(snapshot=compacted, folded=MappingProxyType(folded_groups))
 
 
-def _fold(
-    bucket: Bucket, members: list[objects.Pod], phase: objects.PodGroupPhase
-) -> tuple[objects.Pod, objects.PodGroup]:
+def fold(bucket: Bucket, members: Iterable[objects.Pod]) -> tuple[objects.Pod, objects.PodGroup]:
+    """One pod whose request is the sum of ``members``' (all of ``bucket``), and its single-pod
+    group, in the phase the members' groups have (Inqueue when Pending, else Running)."""
     queue, status, node_name, opted_in = bucket
+    phase = _INQUEUE if status is _PENDING else _RUNNING
     # Summed as Resource.__add__ does (scalars stay None until a member has one), without
     # building a Resource per member: this runs once per settled pod of the cluster.
     cpu: resources.Amount = 0

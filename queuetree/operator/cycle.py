@@ -148,7 +148,7 @@ class AdmissionCycle:
         if self._last is not None and self._last[0] == view.version:
             result = self._last[1]
         else:
-            result = await asyncio.to_thread(self._session, view.snapshot)
+            result = await asyncio.to_thread(self._session, view.for_session)
             self._last = (view.version, result)
         # 3. Admit: assume, then offer; a refused offer forgets the assumption at once.
         decided_at = self._clock()
@@ -177,7 +177,7 @@ class AdmissionCycle:
             )
         # 5. Metrics.
         if self._metrics is not None:
-            self._metrics.record_queues(result.queues, count_gated(view.snapshot))
+            self._metrics.record_queues(result.queues, count_gated(view))
             self._metrics.cycle_duration.observe(self._clock() - started)
         return CycleReport(
             ran=True,
@@ -369,12 +369,12 @@ class AdmissionCycle:
         }
 
 
-def count_gated(snapshot: objects.Snapshot) -> Mapping[str, int]:
+def count_gated(view: state.StateView) -> Mapping[str, int]:
     """Queue name -> pods that still carry our gate (assumed removals excluded)."""
     counts: dict[str, int] = {}
-    for pod in snapshot.pods.values():
-        if objects.QUEUE_ALLOCATION_GATE not in pod.scheduling_gates:
-            continue
+    snapshot = view.snapshot
+    for key in view.gated:
+        pod = snapshot.pods[key]
         group = snapshot.pod_groups.get(pod.group)
         queue = group.queue if group is not None else objects.DEFAULT_QUEUE
         counts[queue] = counts.get(queue, 0) + 1

@@ -49,10 +49,14 @@ def plan_explanations(
     the annotation yet, the record stays and a later cycle removes it.
     """
     planned: list[Explanation] = []
-    for key in sorted(view.snapshot.pods):
+    pods = view.snapshot.pods
+    # Only pods with our gate or with an explanation can need a write: not every pod.
+    for key in sorted(view.gated | explained.keys()):
         if len(planned) >= budget:
             break
-        pod = view.snapshot.pods[key]
+        pod = pods.get(key)
+        if pod is None:
+            continue
         held = objects.QUEUE_ALLOCATION_GATE in pod.scheduling_gates and key not in view.assumed
         previous = explained.get(key, "")
         if held:

@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from queuetree.api import manifests
-from queuetree.core import objects, resources
+from queuetree.core import compaction, objects, resources
 
 WakeFn = Callable[[], None]
 
@@ -49,6 +49,18 @@ class StateView:
     """Bumped by every change that may change a decision: equal versions, equal decisions."""
     synced: bool
     """Every source delivered its initial listing (no decision is made before)."""
+    session_snapshot: objects.Snapshot | None = None
+    """What the admission session reads: ``snapshot`` with the settled lone pods already
+    folded (``core.compaction``), kept folded between cycles so that a cycle does not walk
+    every pod of the cluster; None means ``snapshot`` itself. The session's result over it
+    equals its result over ``snapshot`` (tests/operator/test_state.py checks this)."""
+
+    gated: frozenset[str] = frozenset()
+    """Keys of the pods that snapshots show with our gate (assumed removals excluded)."""
+
+    @property
+    def for_session(self) -> objects.Snapshot:
+        return self.session_snapshot if self.session_snapshot is not None else self.snapshot
 
 
 class ClusterState:
@@ -84,6 +96,13 @@ class ClusterState:
         self._assumed_groups: dict[str, objects.PodGroup] = {}
         """The single-pod groups of assumed lone pods, as snapshots show them (admitted)."""
         self._explained: dict[str, str] = {}
+        # Settled lone pods by compaction bucket, kept current pod by pod (see _classify).
+        self._bucket_of: dict[str, compaction.Bucket] = {}
+        self._buckets: dict[compaction.Bucket, dict[str, objects.Pod]] = {}
+        self._folds: dict[compaction.Bucket, tuple[objects.Pod, objects.PodGroup]] = {}
+        self._unsettled: set[str] = set()
+        self._unschedulable: set[str] = set()
+        self._gated: set[str] = set()
         self._version = 0
         self._synced = False
 
@@ -148,6 +167,13 @@ class ClusterState:
         pod already appears without our gate), so it wakes no cycle.
         """
         key = pod.key
+        try:
+            return self._store_pod_unclassified(pod)
+        finally:
+            self._classify(key)
+
+    def _store_pod_unclassified(self, pod: objects.Pod) -> bool:
+        key = pod.key
         before = self._assumed_view.get(key) or self._pods.get(key)
         if objects.QUEUE_ALLOCATION_GATE not in pod.scheduling_gates:
             self._unassume(key)
@@ -180,10 +206,50 @@ class ClusterState:
         self._unassume(key)
         self._explained.pop(key, None)
         self._lone_groups.pop(key, None)
-        if self._pods.pop(key, None) is None:
+        gone = self._pods.pop(key, None) is not None
+        self._classify(key)
+        if not gone:
             return False
         self._changed()
         return True
+
+    def _classify(self, key: str) -> None:
+        """Put pod ``key`` (as snapshots show it) in its compaction bucket, or among the
+        unsettled pods, or nowhere when it is gone. Called after every change to a pod, its
+        assumption or the PodGroup of the same key."""
+        old = self._bucket_of.pop(key, None)
+        if old is not None:
+            members = self._buckets[old]
+            del members[key]
+            self._folds.pop(old, None)
+            if not members:
+                del self._buckets[old]
+        self._unsettled.discard(key)
+        self._unschedulable.discard(key)
+        self._gated.discard(key)
+        pod = self._assumed_view.get(key) or self._pods.get(key)
+        if pod is None:
+            return
+        if pod.unschedulable:
+            self._unschedulable.add(key)
+        if objects.QUEUE_ALLOCATION_GATE in pod.scheduling_gates:
+            self._gated.add(key)
+        bucket = compaction.settled_bucket(key, pod, self._group_of(pod))
+        if bucket is None:
+            self._unsettled.add(key)
+            return
+        self._bucket_of[key] = bucket
+        self._buckets.setdefault(bucket, {})[key] = pod
+        self._folds.pop(bucket, None)
+
+    def _group_of(self, pod: objects.Pod) -> objects.PodGroup | None:
+        """The group snapshots show for ``pod`` (a real PodGroup shadows a lone pod's own)."""
+        group = pod.group
+        return (
+            self._pod_groups.get(group)
+            or self._assumed_groups.get(group)
+            or self._lone_groups.get(group)
+        )
 
     def replace_pods(self, pods: list[objects.Pod]) -> None:
         """Make the pods exactly ``pods`` (a fresh LIST): pods missing from it were deleted
@@ -209,6 +275,8 @@ class ClusterState:
             if self._pod_groups.get(group.key) == group:
                 return
             self._pod_groups[group.key] = group
+            # A lone pod of the same key now belongs to this group.
+            self._classify(group.key)
             self._changed()
         self._wake()
 
@@ -216,6 +284,7 @@ class ClusterState:
         with self._lock:
             if self._pod_groups.pop(key, None) is None:
                 return
+            self._classify(key)
             self._changed()
         self._wake()
 
@@ -258,12 +327,52 @@ class ClusterState:
             )
             return StateView(
                 snapshot=snapshot,
+                session_snapshot=self._session_snapshot(snapshot),
+                gated=frozenset(self._gated),
                 queue_records=MappingProxyType(dict(self._queues)),
                 pod_groups=pod_groups,
                 assumed=MappingProxyType(dict(self._assumed)),
                 version=self._version,
                 synced=self._synced,
             )
+
+    def _session_snapshot(self, snapshot: objects.Snapshot) -> objects.Snapshot | None:
+        """``snapshot`` with the settled lone pods folded per bucket, from the buckets kept
+        current pod by pod (a fold is recomputed only when its bucket changed). None (the
+        session reads ``snapshot``) when any pod is unschedulable: reclaim needs every pod."""
+        if self._unschedulable:
+            return None
+        leaf_queues = compaction.leaves(snapshot.queues)
+        pods: dict[str, objects.Pod] = {}
+        groups: dict[str, objects.PodGroup] = dict(self._pod_groups)
+        shown = snapshot.pods
+        for key in self._unsettled:
+            pod = shown[key]
+            pods[key] = pod
+            if pod.group not in groups:
+                group = self._group_of(pod)
+                if group is not None:
+                    groups[pod.group] = group
+        for bucket, members in self._buckets.items():
+            if len(members) > 1 and bucket[0] in leaf_queues:
+                folded = self._folds.get(bucket)
+                if folded is None:
+                    folded = self._folds[bucket] = compaction.fold(bucket, members.values())
+                pods[folded[0].key] = folded[0]
+                groups[folded[1].key] = folded[1]
+                continue
+            for key, pod in members.items():
+                pods[key] = pod
+                group = self._group_of(pod)
+                if group is not None:
+                    groups[pod.group] = group
+        return objects.Snapshot(
+            queues=snapshot.queues,
+            pod_groups=MappingProxyType(groups),
+            pods=MappingProxyType(pods),
+            nodes=snapshot.nodes,
+            priority_classes=snapshot.priority_classes,
+        )
 
     def get_pod(self, key: str) -> objects.Pod | None:
         with self._lock:
@@ -281,6 +390,7 @@ class ClusterState:
                 return False
             self._assumed[key] = decided_at
             self._assume_view(key, pod)
+            self._classify(key)
             self._changed()
             return True
 
@@ -289,6 +399,7 @@ class ClusterState:
         with self._lock:
             if not self._unassume(key):
                 return
+            self._classify(key)
             self._changed()
         self._wake()
 
@@ -297,9 +408,12 @@ class ClusterState:
         with self._lock:
             if not self._assumed:
                 return
+            keys = list(self._assumed)
             self._assumed.clear()
             self._assumed_view.clear()
             self._assumed_groups.clear()
+            for key in keys:
+                self._classify(key)
             self._changed()
 
     def swap_explanation(self, key: str, reason: str) -> str | None:

@@ -40,9 +40,14 @@ def test_the_watch_confirming_the_removal_ends_the_assumption() -> None:
 def test_a_failed_removal_restores_the_gate_in_the_next_snapshot() -> None:
     cluster = state.ClusterState()
     cluster.upsert_pod(fakes.pod("a"))
+    cluster.upsert_pod(fakes.pod("b", gates=()))
+    steps = [cluster.view().gated]
     cluster.assume_ungated("ns/a", decided_at=1.0)
+    steps.append(cluster.view().gated)
     cluster.forget_ungate("ns/a")
-    assert gates_in_view(cluster) == {"ns/a": (GATE,)}
+    steps.append(cluster.view().gated)
+    assert gates_in_view(cluster) == {"ns/a": (GATE,), "ns/b": ()}
+    assert steps == [frozenset({"ns/a"}), frozenset(), frozenset({"ns/a"})]
 
 
 def test_lone_pods_get_their_single_pod_group_in_the_snapshot() -> None:
