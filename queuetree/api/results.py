@@ -28,6 +28,19 @@ class QueueOutput(TypedDict):
     state: str
 
 
+class EvictionOutput(TypedDict):
+    """One eviction in the output: the victim, the pod it makes room for and the rule."""
+
+    victim: str
+    reclaimer: str
+    action: str
+    rule: str
+    reason: str
+    node: str
+    victimQueue: str
+    reclaimerQueue: str
+
+
 class SessionOutput(TypedDict):
     """The JSON object ``queuetree session`` prints; keys are the contract's camelCase names."""
 
@@ -37,6 +50,7 @@ class SessionOutput(TypedDict):
     bind: dict[str, str]
     pipeline: dict[str, str]
     evict: list[str]
+    evictions: list[EvictionOutput]
     ungate: list[str]
     podGroups: dict[str, str]
     queues: dict[str, QueueOutput]
@@ -47,7 +61,7 @@ def render_session_result(
     result: decisions.SessionResult, *, warnings: Iterable[str] = ()
 ) -> SessionOutput:
     """The contract's object: ``ready``, ``errors``, ``warnings``, ``bind``, ``pipeline``,
-    ``evict``, ``ungate``, ``podGroups``, ``queues`` and ``reasons``.
+    ``evict``, ``evictions``, ``ungate``, ``podGroups``, ``queues`` and ``reasons``.
 
     ``warnings`` (from reading the input) come before the session's own. Lists keep the
     session's order (eviction and admission order); mappings are emitted as dicts whose keys the
@@ -60,6 +74,7 @@ def render_session_result(
         "bind": dict(result.bind),
         "pipeline": dict(result.pipeline),
         "evict": list(result.evict),
+        "evictions": [render_eviction(eviction) for eviction in result.evictions],
         "ungate": list(result.ungate),
         "podGroups": {key: str(phase) for key, phase in result.pod_groups.items()},
         "queues": {name: render_queue(figures) for name, figures in result.queues.items()},
@@ -76,4 +91,20 @@ def render_queue(figures: decisions.QueueFigures) -> QueueOutput:
         "realCapability": resources.to_resource_list(figures.real_capability),
         "share": float(figures.share),
         "state": str(figures.state),
+    }
+
+
+def render_eviction(eviction: decisions.Eviction) -> EvictionOutput:
+    """``victim``, ``reclaimer`` (the pod the room is for: the reclaimer or the preemptor),
+    ``action`` (``reclaim`` or ``preempt``), ``rule`` (``decisions.EvictionRule``), ``reason``,
+    ``node``, ``victimQueue``, ``reclaimerQueue``."""
+    return {
+        "victim": eviction.victim,
+        "reclaimer": eviction.reclaimer,
+        "action": eviction.action,
+        "rule": str(eviction.rule),
+        "reason": eviction.reason,
+        "node": eviction.node,
+        "victimQueue": eviction.victim_queue,
+        "reclaimerQueue": eviction.reclaimer_queue,
     }

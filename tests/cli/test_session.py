@@ -31,6 +31,7 @@ CONTRACT_KEYS = [
     "bind",
     "errors",
     "evict",
+    "evictions",
     "pipeline",
     "podGroups",
     "queues",
@@ -414,3 +415,24 @@ def test_the_seed_configuration_decides_the_same_on_the_examples_with_two_warnin
         "examples/config/seed-example.conf: tiers[1].plugins[4]: plugin 'binpack' is not "
         "implemented by queuetree, ignored",
     ]
+
+
+def documented_evictions() -> tuple[list[str], list[dict[str, str]]]:
+    """The command and ``.evictions`` that docs/session.md shows in its evictions example."""
+    text = (ROOT / "docs" / "session.md").read_text()
+    start = text.index("$ queuetree session -f tests/scenarios/")
+    command = text[start : text.index("| jq .evictions", start)]
+    argv = command.replace("\\\n", " ").split()[3:]
+    block = text.index("\n", text.index("| jq .evictions", start)) + 1
+    return argv, json.loads(text[block : text.index("\n```", block)])
+
+
+def test_each_victim_is_printed_with_its_reclaimer_and_rule_as_docs_session_md_shows(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv, documented = documented_evictions()
+    monkeypatch.chdir(ROOT)
+    code, out, err = run(argv, capsys)
+    output = json.loads(out)
+    assert (code, err, output["evictions"]) == (0, "", documented)
+    assert [e["victim"] for e in output["evictions"]] == output["evict"]
