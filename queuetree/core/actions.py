@@ -625,9 +625,21 @@ def _capacity_plugin(session: frameworks.Session) -> capacity.CapacityPlugin | N
     return next((p for p in session.plugins if isinstance(p, capacity.CapacityPlugin)), None)
 
 
+_VOTES = {
+    "gang": "its pod group runs more pods than its minMember",
+    "conformance": "not a kube-system or system-critical pod",
+}
+"""What the victim-choosing vote of a plugin without its own rule means, for the reason."""
+
+
 def _by(voters: tuple[str, ...]) -> str:
+    """``chosen by the gang, conformance plugins (its pod group ...; not a ... pod)``: the
+    plugins of the first tier that agreed on victims (a later tier, capacity's for example, is
+    then not asked: Volcano's tier order)."""
     names = ", ".join(voters) or "no"
-    return f"chosen by the {names} plugin" + ("s" if len(voters) > 1 else "")
+    text = f"chosen by the {names} plugin" + ("s" if len(voters) > 1 else "")
+    meanings = [_VOTES[name] for name in voters if name in _VOTES]
+    return text + (f" ({'; '.join(meanings)})" if meanings else "")
 
 
 def _describe_reclaim(

@@ -341,7 +341,42 @@ CASES = {
                 "victim",
                 "claim",
                 rule=decisions.EvictionRule.RECLAIM,
-                reason="a pod of queue 'borrower', chosen by the conformance plugin",
+                reason=(
+                    "a pod of queue 'borrower', chosen by the conformance plugin (not a "
+                    "kube-system or system-critical pod)"
+                ),
+                queues=("borrower", "owner"),
+            ),
+        ),
+    ),
+    "the default tiers let gang and conformance choose a pod group's pods beyond minMember": Case(
+        objects=(
+            b.node("n1").allocatable(cpu="2", memory="2Gi", pods="10"),
+            b.queue("root"),
+            b.queue("owner").deserved(**TWO),
+            b.queue("borrower"),
+            b.pod_group("ns", "elastic").queue("borrower").phase(RUNNING),
+            *(
+                b.pod("ns", f"e-{i}").group("elastic").requests(cpu="1").running_on("n1")
+                for i in (0, 1)
+            ),
+            *_waiting("claim", "owner", cpu="1"),
+        ),
+        config=b.config(
+            [b.plugin("priority"), b.plugin("gang"), b.plugin("conformance")],
+            [b.plugin("predicates"), b.plugin("capacity", hierarchy=True), b.plugin("nodeorder")],
+            actions=("enqueue", "allocate", "reclaim"),
+        ),
+        evictions=(
+            _eviction(
+                "e-0",
+                "claim",
+                rule=decisions.EvictionRule.RECLAIM,
+                reason=(
+                    "a pod of queue 'borrower', chosen by the gang, conformance plugins (its pod "
+                    "group runs more pods than its minMember; not a kube-system or "
+                    "system-critical pod)"
+                ),
                 queues=("borrower", "owner"),
             ),
         ),
