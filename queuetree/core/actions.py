@@ -480,7 +480,7 @@ def reclaim(session: frameworks.Session) -> None:
         heapq.heapify(entries)
     heap = [_QueueItem(session, name) for name in preemptors]
     heapq.heapify(heap)
-    describe = functools.partial(_describe_reclaim, session, _capacity_plugin(session))
+    describe = functools.partial(_describe_reclaim, _capacity_plugin(session))
     while heap:
         item = heapq.heappop(heap)
         jobs = preemptors[item.name]
@@ -618,7 +618,8 @@ def _preemptees(
 # The capacity plugin decides which pods reclaim may take (spec §3.9); the wording below reads
 # its figures when the victim is evicted. Evictions of a reclaimer happen in the order its vote
 # accepted them and each one is deallocated before the next, so the figures read here are the
-# vote's own (its working copy subtracts the victims accepted before).
+# vote's own: its working copies subtract the victims accepted before (an ancestor's copy only
+# those that checked it, so an ancestor's figure here may be lower by a victim that did not).
 
 
 def _capacity_plugin(session: frameworks.Session) -> capacity.CapacityPlugin | None:
@@ -643,7 +644,6 @@ def _by(voters: tuple[str, ...]) -> str:
 
 
 def _describe_reclaim(
-    session: frameworks.Session,
     plugin: capacity.CapacityPlugin | None,
     evictor: frameworks.Task,
     victim: frameworks.Task,

@@ -95,8 +95,9 @@ class Eviction:
     """``reclaim`` (another queue's pod) or ``preempt`` (a pod of the same queue)."""
     rule: EvictionRule
     reason: str
-    """The rule in words for a person, with the queues and the figures, e.g. ``queue "b" is
-    above its deserved share (cpu 2 > 1); checked within ancestorReclaimLevel 1``."""
+    """The rule in words for a person, with the queues and the figures, e.g. ``queue 'b' is
+    above its deserved share (cpu 2 > 1); its ancestor 'org' is above its deserved share
+    (cpu 5 > 4); ancestorReclaimLevel 1`` (the level only in hierarchy mode)."""
     node: str
     """The victim's node, where the reclaimer was placed (pipelined) in the session."""
     victim_queue: str
