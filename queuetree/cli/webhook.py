@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 from queuetree.cli import flags
+from queuetree.core import objects
 from queuetree.webhooks import server
 from queuetree.webhooks import settings as settings_
 
@@ -39,6 +41,14 @@ def add_review_flags(parser: argparse.ArgumentParser) -> None:
         default=False,
         help="refuse deleting a queue whose status.allocated still counts pods",
     )
+    group.add_argument(
+        "--default-queue",
+        type=_queue_name,
+        default=objects.DEFAULT_QUEUE,
+        metavar="NAME",
+        help="queue of opted-in pods and PodGroups that name none, which cannot be deleted; "
+        "give the operator the same value (default \"default\", fixed in Volcano)",
+    )
     flags.add_feature_gates_flag(parser)
 
 
@@ -47,6 +57,7 @@ def settings_from(args: argparse.Namespace) -> settings_.ReviewSettings:
         max_queue_depth=args.max_queue_depth,
         enable_root_queue_protection=args.enable_root_queue_protection,
         enable_queue_allocated_pods_check=args.enable_queue_allocated_pods_check,
+        default_queue=args.default_queue,
         feature_gates=args.feature_gates,
     )
 
@@ -202,3 +213,21 @@ def _port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"port out of range: {value}")
     return value
+
+
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _queue_name(text: str) -> str:
+    """A name a Queue can have (a DNS subdomain of at most 253 characters), except ``root``:
+    pods are never admitted through root, so a default queue named so would refuse them all."""
+    if text == objects.ROOT_QUEUE:
+        raise argparse.ArgumentTypeError(
+            "the root queue cannot be the default queue: pods are admitted through leaf queues"
+        )
+    if len(text) > 253 or not _DNS_SUBDOMAIN.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"not a queue name: {text!r} (lower-case letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit, at most 253 characters)"
+        )
+    return text

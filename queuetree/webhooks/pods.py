@@ -10,10 +10,12 @@ Which queue a pod names, first match wins (:func:`resolve_queue`):
 
 1. the ``spec.queue`` of its PodGroup, when the pod has ``scheduling.k8s.io/group-name`` and
    that PodGroup exists (a pod may be created before its group: then the next rules apply, and
-   the operator re-reads the group when it admits the pod);
+   the operator re-reads the group when it admits the pod); a PodGroup that names no queue
+   is in the default queue;
 2. the pod's ``scheduling.volcano.sh/queue-name`` annotation;
 3. the namespace's ``scheduling.volcano.sh/queue-name`` annotation (Volcano reads it too);
-4. ``default``.
+4. the default queue: ``--default-queue`` (``ReviewSettings.default_queue``, ``default`` unless
+   set), which must be the operator's ``--default-queue`` too.
 """
 
 from __future__ import annotations
@@ -149,14 +151,21 @@ class QueueChoice:
 
 
 def resolve_queue(
-    *, annotations: Mapping[str, str], namespace: str, view: views.ClusterView
+    *,
+    annotations: Mapping[str, str],
+    namespace: str,
+    view: views.ClusterView,
+    default_queue: str,
 ) -> QueueChoice:
-    """The queue of a pod, by the precedence in the module docstring."""
+    """The queue of a pod, by the precedence in the module docstring; ``default_queue`` is the
+    queue of a pod that names none and of a PodGroup without ``spec.queue``."""
     group = annotations.get(objects.GROUP_NAME_ANNOTATION)
     if group and f"{namespace}/{group}" in view.pod_groups:
+        named = view.pod_groups[f"{namespace}/{group}"]
         return QueueChoice(
-            view.pod_groups[f"{namespace}/{group}"],
-            f"PodGroup {namespace}/{group}",
+            named or default_queue,
+            f"PodGroup {namespace}/{group}"
+            + ("" if named else f", which names no queue: the default queue {default_queue}"),
             f"metadata.annotations[{objects.GROUP_NAME_ANNOTATION}]",
         )
     key = objects.QUEUE_NAME_ANNOTATION
@@ -170,8 +179,8 @@ def resolve_queue(
             f"metadata.annotations[{key}]",
         )
     return QueueChoice(
-        objects.DEFAULT_QUEUE,
-        "the default queue (no PodGroup, no queue-name annotation)",
+        default_queue,
+        f"the default queue {default_queue}: no PodGroup, no queue-name annotation",
         f"metadata.annotations[{key}]",
     )
 
@@ -187,9 +196,9 @@ def validate(
 
     Pods that are not opted in are allowed untouched: queuetree does not admit them, and a
     cluster without queues must keep creating its other pods. The denial says which queue,
-    where its name came from, and every reason it cannot take the pod.
+    where its name came from, and every reason it cannot take the pod. A pod that names no
+    queue is checked against ``settings.default_queue``, the queue the operator admits it to.
     """
-    del settings  # the checks do not depend on flags
     if request.operation != "CREATE":
         return verdicts.Verdict(_wrong_operation(request))
     if request.object is None:
@@ -207,7 +216,12 @@ def validate(
         return verdicts.Verdict(
             admission.allow(request.uid), missing_namespaces=lagging if own is None else ()
         )
-    choice = resolve_queue(annotations=annotations, namespace=namespace, view=view)
+    choice = resolve_queue(
+        annotations=annotations,
+        namespace=namespace,
+        view=view,
+        default_queue=settings.default_queue,
+    )
     name = metadata.get("name") or request.name or metadata.get("generateName") or ""
     subject = (
         f"pod {namespace}/{name} names queue {validation.shorten(choice.name)} "

@@ -30,18 +30,18 @@ def validate(
     CREATE and UPDATE: the fields; on CREATE or a parent change, the parent; root protection;
     on CREATE or a quota/parent change, the quota against ancestors, siblings and subtree.
     DELETE reads only the name and the stored object (``oldObject``; ``object`` is null).
+    The configured default queue (``settings.default_queue``) cannot be deleted, like ``root``
+    and ``default`` (``default`` always: the PodGroup CRD writes it into groups that name no
+    queue, whatever the flag says).
     Soft problems come back as warnings, with an allowed or a denied answer alike.
     """
     tree = view.tree
     if request.operation == "DELETE":
-        old = _queue_or_none(request.old_object, request.name)
-        problems = validation.validate_deletion(
-            request.name,
-            queue=old or tree.queues.get(request.name),
-            tree=tree,
-            check_allocated_pods=settings.enable_queue_allocated_pods_check,
+        return verdicts.Verdict(
+            _answer(
+                request.uid, _deletion_problems(request, view=view, settings=settings), warnings=[]
+            )
         )
-        return verdicts.Verdict(_answer(request.uid, problems, warnings=[]))
     if request.operation not in ("CREATE", "UPDATE"):
         return verdicts.Verdict(
             admission.deny(
@@ -148,6 +148,34 @@ def mutate(
     if name != objects.ROOT_QUEUE and not spec.get("parent"):
         patch.append({"op": "add", "path": "/spec/parent", "value": objects.ROOT_QUEUE})
     return verdicts.Verdict(admission.allow(request.uid, patch=patch))
+
+
+def _deletion_problems(
+    request: admission.Request,
+    *,
+    view: views.ClusterView,
+    settings: settings_.ReviewSettings,
+) -> list[validation.FieldError]:
+    """The core's deletion rules, plus the configured default queue's protection (the core
+    protects the name ``default`` only)."""
+    name = request.name
+    if name == settings.default_queue and name not in (objects.DEFAULT_QUEUE, objects.ROOT_QUEUE):
+        # Pods that name no queue are admitted through it: deleting it would strand them.
+        return [
+            validation.FieldError(
+                "metadata.name",
+                validation.ErrorType.FORBIDDEN,
+                f"`{name}` queue can not be deleted: it is the default queue "
+                f"(--default-queue={name})",
+            )
+        ]
+    old = _queue_or_none(request.old_object, name)
+    return validation.validate_deletion(
+        name,
+        queue=old or view.tree.queues.get(name),
+        tree=view.tree,
+        check_allocated_pods=settings.enable_queue_allocated_pods_check,
+    )
 
 
 # -- reading the object ------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The webhook's settings: what its flags set, in one record (flags in ``queuetree.cli.webhook``).
 
 The names and defaults are those of Volcano's webhook-manager, so a Volcano deployment's flags
-mean the same here; ``queuetree review`` accepts the same flags.
+mean the same here; ``--default-queue``, which Volcano's webhook lacks (its default queue is
+fixed), is the operator's flag of that name. ``queuetree review`` accepts the same flags.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from queuetree.core import features
+from queuetree.core import features, objects
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -24,6 +25,12 @@ class ReviewSettings:
     enable_queue_allocated_pods_check: bool = False
     """``--enable-queue-allocated-pods-check``: refuse deleting a queue whose ``status.allocated``
     still counts pods. Off by default, as in Volcano: the count lags the pods by a cycle."""
+    default_queue: str = objects.DEFAULT_QUEUE
+    """``--default-queue``: the queue of an opted-in pod that names none (no PodGroup, no
+    queue-name annotation on the pod or its namespace) and of a PodGroup without
+    ``spec.queue``; it cannot be deleted. The operator's flag of the same name must have the
+    same value, or pods are checked against one queue and admitted through another. Volcano
+    fixes it to ``default``."""
     feature_gates: Mapping[str, bool] = dataclasses.field(default_factory=lambda: features.DEFAULTS)
     """``--feature-gates``; ``SchedulingGatesQueueAdmission`` is on by default in queuetree."""
 

@@ -26,7 +26,8 @@ class ClusterView:
     namespaces: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
     """Namespace name -> its annotations (absent namespaces have none)."""
     pod_groups: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    """PodGroup ``namespace/name`` -> the queue it names."""
+    """PodGroup ``namespace/name`` -> the queue it names, ``""`` when it names none (the
+    review, which knows ``--default-queue``, decides what that means)."""
     node_resources: frozenset[str] = frozenset()
     """Scalar resources some node offers (``nvidia.com/gpu``, ``ephemeral-storage``...)."""
 
@@ -105,15 +106,19 @@ def namespace_annotations(manifest: Mapping[str, Any]) -> tuple[str, Mapping[str
 
 
 def pod_group_queue(manifest: Mapping[str, Any]) -> tuple[str, str] | None:
-    """``(namespace/name, queue)`` of a PodGroup manifest (queue ``default`` when unset)."""
+    """``(namespace/name, queue)`` of a PodGroup manifest, or None without a name.
+
+    The queue is ``""`` when ``spec.queue`` is absent, empty or not a string: the view records
+    what the object says, and the review resolves ``""`` to the configured default queue (the
+    same rule as ``manifests.parse_pod_group`` in the operator). With the shipped CRD the API
+    server has already written ``spec.queue: default`` into a PodGroup created without one.
+    """
     metadata = _mapping(manifest.get("metadata"))
     name, namespace = metadata.get("name"), metadata.get("namespace") or "default"
     if not isinstance(name, str) or not name or not isinstance(namespace, str):
         return None
     queue = _mapping(manifest.get("spec")).get("queue")
-    return f"{namespace}/{name}", queue if isinstance(queue, str) and queue else (
-        objects.DEFAULT_QUEUE
-    )
+    return f"{namespace}/{name}", queue if isinstance(queue, str) else ""
 
 
 def node_resource_names(manifest: Mapping[str, Any]) -> tuple[str, frozenset[str]] | None:
