@@ -65,7 +65,6 @@ class AdmissionCycle:
         remover: gating.GateRemover,
         session: SessionFn,
         reclaim: bool = False,
-        ancestor_reclaim_level: int = 0,
         metrics_: metrics.Metrics | None = None,
         period: float = 1.0,
         debounce: float = 0.02,
@@ -80,7 +79,6 @@ class AdmissionCycle:
         self._remover = remover
         self._session = session
         self._reclaim = reclaim
-        self._ancestor_reclaim_level = ancestor_reclaim_level
         self._metrics = metrics_
         self._period = period
         self._debounce = debounce
@@ -210,11 +208,7 @@ class AdmissionCycle:
     ) -> list[reclaiming.Eviction]:
         if not self._reclaim:
             return []
-        plan = reclaiming.plan_reclaim(
-            view.snapshot,
-            result,
-            ancestor_reclaim_level=self._ancestor_reclaim_level,
-        )
+        plan = reclaiming.plan_reclaim(view.snapshot, result)
         return [e for e in plan if e.victim not in self._evicting]
 
     async def _write(

@@ -30,23 +30,15 @@ class Eviction:
     """Pod uids, so the events match ``kubectl describe pod``'s ``involvedObject.uid`` selector."""
 
 
-def plan_reclaim(
-    snapshot: objects.Snapshot,
-    result: decisions.SessionResult,
-    *,
-    ancestor_reclaim_level: int = 0,
-) -> list[Eviction]:
+def plan_reclaim(snapshot: objects.Snapshot, result: decisions.SessionResult) -> list[Eviction]:
     """The evictions the core chose, in eviction order, each with the pod it makes room for.
 
     The messages name the counterpart, its queue, the node and the core's reason, which quotes
-    the ``ancestorReclaimLevel`` the capacity plugin applied; ``ancestor_reclaim_level`` is
-    therefore unused.
-    TODO(queuetree): drop ``ancestor_reclaim_level`` once cycle.py stops passing it.
+    the ``ancestorReclaimLevel`` the capacity plugin applied.
 
     A victim in ``result.evict`` without a record (a result built by hand) is still evicted,
     with a message that names no reclaimer.
     """
-    del ancestor_reclaim_level
     records = {record.victim: record for record in result.evictions}
     evictions: list[Eviction] = []
     for victim in result.evict:

@@ -56,13 +56,6 @@ def make_session(config: settings.OperatorSettings, *, admission_only: bool) -> 
     return run_session
 
 
-def ancestor_reclaim_level(config: settings.OperatorSettings) -> int:
-    """The capacity plugin's ``ancestorReclaimLevel`` argument (0 when absent or invalid)."""
-    option = config.scheduler_config.plugin("capacity")
-    value = option.arguments.get("ancestorReclaimLevel", 0) if option is not None else 0
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 def queue_manifest(name: str, *, reclaimable: bool) -> dict[str, Any]:
     spec: dict[str, Any] = {"weight": 1, "reclaimable": reclaimable}
     if name != objects.ROOT_QUEUE:
@@ -118,7 +111,6 @@ def build_cycle(
         remover=remover,
         session=session,
         reclaim="reclaim" in config.scheduler_config.actions,
-        ancestor_reclaim_level=ancestor_reclaim_level(config),
         metrics_=metrics_,
         period=config.cycle_period,
         debounce=config.debounce,

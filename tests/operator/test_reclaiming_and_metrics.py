@@ -139,9 +139,7 @@ def test_planned_evictions_name_the_core_s_reclaimer(
         for name in ("first", "second")
     )
     result = decisions.SessionResult(ready=True, evict=("ns/victim",), evictions=records)
-    plan = reclaiming.plan_reclaim(
-        snapshot(victim, first, second), result, ancestor_reclaim_level=1
-    )
+    plan = reclaiming.plan_reclaim(snapshot(victim, first, second), result)
     assert plan == expected
 
 
