@@ -4,8 +4,9 @@
 exactly the code of the webhook endpoint ``PATH`` (``queuetree.webhooks.reviewing.review``) with
 the queues of ``QUEUES.yaml`` as the cluster, and prints the bytes the webhook would send.
 ``QUEUES.yaml`` holds Queue manifests (status included) and may also hold Namespace and
-PodGroup manifests (namespace opt-in and pod-group queues for the pod endpoints) and Node
-manifests (the resources nodes offer, for the root-capability warning).
+PodGroup manifests (namespace opt-in and pod-group queues for the pod endpoints; a PodGroup
+without ``spec.queue`` is in ``--default-queue``, as in the webhook) and Node manifests (the
+resources nodes offer, for the root-capability warning).
 
 Exit codes: 0 whenever a response was produced, allowed or not; 2 when an input file cannot be
 read or is not an AdmissionReview (the message the webhook would send with its HTTP 400 goes

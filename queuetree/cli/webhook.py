@@ -47,7 +47,7 @@ def add_review_flags(parser: argparse.ArgumentParser) -> None:
         default=objects.DEFAULT_QUEUE,
         metavar="NAME",
         help="queue of opted-in pods and PodGroups that name none, which cannot be deleted; "
-        "give the operator the same value (default \"default\", fixed in Volcano)",
+        'give the operator the same value (default "default", fixed in Volcano)',
     )
     flags.add_feature_gates_flag(parser)
 
