@@ -110,6 +110,11 @@ def compact(snapshot: objects.Snapshot) -> Compacted:
     for key, pod in snapshot.pods.items():
         if pod.unschedulable:
             return Compacted(snapshot=snapshot, folded=_NOTHING)
+        if pod.scheduling_gates:
+            # Never settled (settled_bucket says so too): the common case of a session with
+            # many pods to admit, kept cheap.
+            kept[key] = pod
+            continue
         bucket = settled_bucket(key, pod, groups.get(pod.group))
         if bucket is None or bucket[0] not in leaf_queues:
             kept[key] = pod
