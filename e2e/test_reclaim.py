@@ -131,11 +131,13 @@ def test_reclaim_follows_the_ancestor_reclaim_level(
             lambda: (found := reclaim_events(kube)).keys() >= {"victim", "reclaimer"} and found,
             what="Reclaim events on the victim and the reclaimer",
         )
+        # Each event names the other pod and quotes the capacity plugin's rule with its level.
         assert (
-            f"ancestorReclaimLevel={level}" in events["victim"],
-            victim_queue in events["victim"],
-            f"ancestorReclaimLevel={level}" in events["reclaimer"],
-        ) == (True, True, True), events
+            f"ancestorReclaimLevel {level}" in events["victim"],
+            "reclaimer" in events["victim"],
+            victim_queue in events["reclaimer"],
+            f"ancestorReclaimLevel {level}" in events["reclaimer"],
+        ) == (True, True, True, True), events
     else:
         support.eventually(
             lambda: kube.gates("reclaimer") == [] and unschedulable(kube.pod("reclaimer")),
