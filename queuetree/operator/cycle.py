@@ -17,7 +17,8 @@ Each cycle (:meth:`AdmissionCycle.run_once`):
    of pods that stay gated, and hands them to one background writer, so slow status writes
    never delay the next admission; while that writer is busy, later cycles skip these writes
    and recompute them afresh (they are level-triggered: a diff against what the watches show).
-   Writes that only refresh a queue's figures go out at most every ``figures_interval``;
+   Writes that only refresh a queue's figures go out at most every ``figures_interval``
+   (five times less often while the gate workers have a backlog);
 5. records metrics.
 """
 
@@ -38,6 +39,9 @@ logger = logging.getLogger(__name__)
 
 SessionFn = Callable[[objects.Snapshot], decisions.SessionResult]
 """The pure core bound to its configuration: one snapshot in, decisions out."""
+
+BUSY_FIGURES_FACTOR = 5
+"""How much longer figure-only status writes wait while the gate workers have a backlog."""
 
 EVENT_NAMESPACE = "default"
 """Where events about cluster-scoped queues go (as kube-controller-manager does)."""
@@ -189,14 +193,18 @@ class AdmissionCycle:
         """Drop writes that only refresh figures of a queue written less than
         ``figures_interval`` ago: during a burst every cycle changes ``reserved`` and
         ``allocated``, and a status write per queue per cycle would cost more than the
-        admissions themselves (kueue #8095). States, marks and warnings are never delayed."""
+        admissions themselves (kueue #8095). While the gate workers have a backlog, the
+        interval is ``BUSY_FIGURES_FACTOR`` times longer: the API server's time goes to
+        admissions first, and the figures catch up once the backlog is gone. States, marks and
+        warnings are never delayed."""
         now = self._clock()
+        interval = self._figures_interval
+        if self._remover.backlogged:
+            interval *= BUSY_FIGURES_FACTOR
         kept = []
         for write in writes:
             urgent = bool(write.meta or write.warning or "state" in write.status)
-            if not urgent and now - self._figures_written.get(write.name, -1e18) < (
-                self._figures_interval
-            ):
+            if not urgent and now - self._figures_written.get(write.name, -1e18) < interval:
                 continue
             if write.status:
                 self._figures_written[write.name] = now

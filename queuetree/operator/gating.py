@@ -116,6 +116,11 @@ class GateRemover:
         """Pods queued or being patched."""
         return len(self._queued)
 
+    @property
+    def backlogged(self) -> bool:
+        """More than ``workers * BACKLOG_PER_WORKER`` removals are pending."""
+        return not self._drained.is_set()
+
     async def wait_drained(self) -> None:
         """Wait until at most ``workers * BACKLOG_PER_WORKER`` removals are pending.
 

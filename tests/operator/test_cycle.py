@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 from types import MappingProxyType
 
+import pytest
+
 from queuetree.core import decisions, objects
-from queuetree.operator import cycle, explaining, gating, state
+from queuetree.operator import cycle, explaining, gating, queue_status, state
 from tests.operator import fakes
 
 
@@ -170,3 +172,45 @@ async def test_an_explanation_event_names_the_pod_by_uid_for_kubectl_describe() 
     assert involved == [
         {"kind": "Pod", "apiVersion": "v1", "name": "a", "namespace": "ns", "uid": "0f3c-a"}
     ]
+
+
+THROTTLE = {
+    "figures are refreshed after the interval": (False, {"allocated": {"cpu": "1"}}, 3.0, True),
+    "not before it": (False, {"allocated": {"cpu": "1"}}, 1.0, False),
+    "a backlog of gate removals makes the interval five times longer": (
+        True,
+        {"allocated": {"cpu": "1"}},
+        3.0,
+        False,
+    ),
+    "and lets them through after it": (True, {"allocated": {"cpu": "1"}}, 10.5, True),
+    "a state change is never delayed": (True, {"state": "Closing"}, 0.5, True),
+}
+
+
+@pytest.mark.parametrize(
+    ("backlog", "status", "later", "written"), THROTTLE.values(), ids=THROTTLE.keys()
+)
+def test_figure_only_status_writes_wait_longer_while_admissions_queue(
+    backlog: bool, status: dict[str, object], later: float, written: bool
+) -> None:
+    now = [0.0]
+    cluster = state.ClusterState()
+    api = fakes.FakeKube()
+    remover = gating.GateRemover(cluster=cluster, api=api, workers=1)
+    admission = cycle.AdmissionCycle(
+        cluster=cluster,
+        api=api,
+        remover=remover,
+        session=FakeSession(),
+        figures_interval=2.0,
+        clock=lambda: now[0],
+    )
+    first = queue_status.QueueWrite(name="team", status={"allocated": {"cpu": "2"}})
+    assert admission._throttle([first]) == [first]
+    if backlog:
+        for index in range(gating.BACKLOG_PER_WORKER + 1):
+            assert remover.offer(f"ns/p{index}", decided_at=0.0)
+    now[0] = later
+    write = queue_status.QueueWrite(name="team", status=status)
+    assert (admission._throttle([write]) == [write]) is written
