@@ -77,12 +77,10 @@ def derive_request(
 
 
 def decide_states(
-    view: state.StateView, *, counts: Mapping[str, Mapping[str, int]] | None = None
+    view: state.StateView, *, counts: Mapping[str, Mapping[str, int]]
 ) -> dict[str, queue_states.QueueVerdict]:
     """Run the state machine over every queue the watches show (``counts``: the view's
-    :func:`count_pod_groups`, when the caller has it already)."""
-    if counts is None:
-        counts = count_pod_groups(view.snapshot)
+    :func:`count_pod_groups`)."""
     nodes: dict[str, queue_states.QueueNode] = {}
     for name, record in view.queue_records.items():
         has_pod_groups = any(counts.get(name, {}).values())

@@ -53,7 +53,7 @@ class StateView:
     """What the admission session reads: ``snapshot`` with the settled lone pods already
     folded (``core.compaction``), kept folded between cycles so that a cycle does not walk
     every pod of the cluster; None means ``snapshot`` itself. The session's result over it
-    equals its result over ``snapshot`` (tests/operator/test_state.py checks this)."""
+    equals its result over ``snapshot`` (tests/operator/test_state_compaction.py)."""
 
     gated: frozenset[str] = frozenset()
     """Keys of the pods that snapshots show with our gate (assumed removals excluded)."""
