@@ -1,10 +1,16 @@
-"""The e2e suite's cluster: the sandbox stack on kubesim, or an existing cluster.
+"""The e2e suite's cluster: the sandbox stack on kubesim or on the real control plane, or an
+existing cluster.
 
 ``pytest e2e --e2e`` (``make e2e``) starts the sandbox stack for the session, exactly as
-``queuetree sandbox`` does (``queuetree.sandbox.stack``): kubesim with simulated nodes,
-scheduler and kubelet, the sandbox overlay applied with kubectl, the webhook over TLS, the
+``queuetree sandbox`` does (``queuetree.sandbox.stack``), on the backend ``--backend`` names:
+``kubesim`` (simulated nodes, scheduler and kubelet; the default) or ``real`` (etcd,
+kube-apiserver, kube-controller-manager, kube-scheduler and kwok from ``make controlplane``;
+``make e2e-real``); then the sandbox overlay applied with kubectl, the webhook over TLS, the
 operator. With ``--e2e-existing-cluster`` (or ``QUEUETREE_E2E_EXISTING=1``) it uses the cluster
 of ``KUBECONFIG`` as it is, which must already run queuetree (``make e2e-kind``).
+
+A test that cannot run on one backend says so with ``@pytest.mark.backends("real")`` (the
+backends it needs) and ``reason=``; it is skipped elsewhere with that reason.
 
 Without ``--e2e`` the tests are skipped, as kopf's own suite does with its e2e tests: a plain
 ``pytest .`` from the repository root must not start clusters.
@@ -37,7 +43,8 @@ _started: list[pathlib.Path] = []
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for workdir in _started:
         terminalreporter.write_line(
-            f"e2e: the sandbox stack ran in {workdir} (kubeconfig, logs/, audit.jsonl)"
+            f"e2e: the sandbox stack ran in {workdir} (kubeconfig, logs/, audit; on the real "
+            "backend controlplane/ holds the control plane's logs)"
         )
         if os.environ.get("KUBECONFIG"):
             # Said loudly: a kind run that forgot the flag would otherwise pass on kubesim.
@@ -54,6 +61,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--e2e", action="store_true", default=False, help="run the end-to-end suite (make e2e)"
     )
     group.addoption(
+        "--backend",
+        choices=stack.BACKENDS,
+        default=os.environ.get("QUEUETREE_E2E_BACKEND", "kubesim"),
+        help="the cluster the suite starts: kubesim (default) or real (make controlplane); "
+        "also QUEUETREE_E2E_BACKEND",
+    )
+    group.addoption(
         "--e2e-existing-cluster",
         action="store_true",
         default=os.environ.get("QUEUETREE_E2E_EXISTING", "") in ("1", "true"),
@@ -62,12 +76,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def _backend(config: pytest.Config) -> str:
+    if config.getoption("--e2e-existing-cluster"):
+        return "existing"
+    return str(config.getoption("--backend"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "backends(*names, reason): the e2e backends a test can run on (kubesim, real, "
+        "existing), and why not on the others",
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    backend = _backend(config)
     for item in items:
         if pathlib.Path(str(item.fspath)).resolve().is_relative_to(HERE):
             item.add_marker(pytest.mark.e2e)
             if not config.getoption("--e2e"):
                 item.add_marker(pytest.mark.skip(reason="end-to-end: run with --e2e (make e2e)"))
+            marker = item.get_closest_marker("backends")
+            if marker is not None and backend not in marker.args:
+                reason = marker.kwargs.get("reason")
+                if not reason:
+                    raise pytest.UsageError(f"{item.nodeid}: @backends(...) needs a reason=")
+                item.add_marker(pytest.mark.skip(reason=f"not on {backend}: {reason}"))
 
 
 def _configured_level(text: str) -> int:
@@ -108,16 +143,21 @@ def cluster(
             )
         yield support.Cluster(client, "existing", _existing_level(client))
         return
+    backend = _backend(request.config)
     options = stack.Options(
         workdir=tmp_path_factory.mktemp("sandbox"),
         nodes_files=(NODES,),
         scheduler_config=SCHEDULER_CONFIG,
         schedule_period=0.5,
+        backend=backend,
     )
     _started.append(options.workdir)
     with stack.running(options) as running:
         yield support.Cluster(
-            running.kubectl, "kubesim", _configured_level(SCHEDULER_CONFIG.read_text())
+            running.kubectl,
+            backend,
+            _configured_level(SCHEDULER_CONFIG.read_text()),
+            sandbox=running,
         )
 
 

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from queuetree.sandbox import kubectl
+from queuetree.sandbox import kubectl, stack
 
 T = TypeVar("T")
 
@@ -36,9 +36,13 @@ class Cluster:
 
     client: kubectl.Kubectl
     backend: str
-    """``kubesim`` (the suite started the sandbox stack) or ``existing`` (KUBECONFIG as given)."""
+    """``kubesim`` or ``real`` (the suite started the sandbox stack on that backend) or
+    ``existing`` (KUBECONFIG as given)."""
     reclaim_level: int
     """The operator's ``ancestorReclaimLevel``: tests derive what reclaim may do from it."""
+    sandbox: stack.Stack | None = None
+    """The sandbox stack the suite started, None on an existing cluster: its processes,
+    logs and audit records."""
 
 
 def unique(prefix: str) -> str:

@@ -1,16 +1,21 @@
-"""``queuetree sandbox``: kubesim, the webhook and the operator on this machine (``make run``).
+"""``queuetree sandbox``: a cluster, the webhook and the operator on this machine (``make run``).
 
     queuetree sandbox                                   # the demo, live, until Ctrl-C
     queuetree sandbox --scenario FILE                   # another scenario, live
     queuetree sandbox --scenario FILE --until-settled   # run it to the end; exit 0 if it held
+    queuetree sandbox --backend real                    # the same on the real control plane
+    queuetree sandbox --no-demo --headless --env-out F  # an empty stack for other tools
 
-It starts kubesim with simulated nodes, scheduler and kubelet, installs the sandbox overlay
-with kubectl, starts the webhook (TLS, self-managed certificates) and the operator, prints the
-kubeconfig path, runs the scenario's steps, and then either shows the queue tree live until
-interrupted or, with ``--until-settled``, waits until nothing changes any more and checks the
-scenario's expectations. Exit codes: 0 everything held, 1 a step or an expectation failed or
-the stack did not start, 2 the command line or the scenario file is not understood.
-See docs/sandbox.md.
+It starts the backend (kubesim with simulated nodes, scheduler and kubelet; or, with
+``--backend real``, etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok
+built by ``make controlplane``), installs the sandbox overlay with kubectl, starts the webhook
+(TLS, self-managed certificates) and the operator, prints the kubeconfig path, runs the
+scenario's steps, and then either shows the queue tree live until interrupted or, with
+``--until-settled``, waits until nothing changes any more and checks the scenario's
+expectations. ``--headless`` shows nothing: it writes ``KUBECONFIG=...`` to ``--env-out``
+once the stack is ready and serves until SIGINT or SIGTERM. Exit codes: 0 everything held,
+1 a step or an expectation failed or the stack did not start, 2 the command line or the
+scenario file is not understood. See docs/sandbox.md.
 
 ``--serve-kubesim SPEC`` (hidden) is the kubesim process of the stack: the only place in
 queuetree that imports kubesim, and it runs in a process of its own.
@@ -28,6 +33,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from typing import Any
 
 from queuetree.sandbox import scenarios, stack, view
@@ -49,6 +55,41 @@ def add_parser(subparsers: Any) -> None:
         default=DEFAULT_SCENARIO,
         metavar="FILE",
         help="scenario file (YAML; docs/sandbox.md); default: examples/sandbox/demo.yaml",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=stack.BACKENDS,
+        default="kubesim",
+        help="kubesim: the in-repo emulator (default); real: kube-apiserver, etcd, "
+        "kube-controller-manager, kube-scheduler and kwok from their Go modules "
+        "(built and cached by make controlplane; needs Go)",
+    )
+    parser.add_argument(
+        "--config",
+        type=pathlib.Path,
+        default=stack.SCHEDULER_CONFIG,
+        metavar="SCHED.conf",
+        help="the operator's scheduler configuration (volcano-scheduler.conf format; "
+        "default: the Deployment's, manifests/base/workloads/scheduler.conf)",
+    )
+    parser.add_argument(
+        "--no-demo",
+        action="store_true",
+        help="apply no scenario: an empty cluster (with the scenario's nodes, or the example "
+        "nodes) and queuetree",
+    )
+    parser.add_argument(
+        "--headless",
+        action="store_true",
+        help="no live view: write KUBECONFIG=... to --env-out once ready, then serve until "
+        "SIGINT or SIGTERM",
+    )
+    parser.add_argument(
+        "--env-out",
+        type=pathlib.Path,
+        default=None,
+        metavar="FILE",
+        help="with --headless: where to write KUBECONFIG=PATH (one line) once the stack is ready",
     )
     parser.add_argument(
         "--until-settled",
@@ -84,6 +125,10 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.serve_kubesim:
         return serve_kubesim(pathlib.Path(args.serve_kubesim))
+    problem = _option_problem(args)
+    if problem:
+        print(f"queuetree sandbox: {problem}", file=sys.stderr)
+        return 2
     try:
         scenario = scenarios.load(args.scenario)
     except scenarios.ScenarioError as exc:
@@ -93,6 +138,20 @@ def run(args: argparse.Namespace) -> int:
         return _run_in(args, scenario, args.workdir.resolve())
     with tempfile.TemporaryDirectory(prefix="queuetree-sandbox-") as directory:
         return _run_in(args, scenario, pathlib.Path(directory))
+
+
+def _option_problem(args: argparse.Namespace) -> str | None:
+    if args.headless and args.env_out is None:
+        return "--headless needs --env-out FILE (where KUBECONFIG=... is written once ready)"
+    if args.env_out is not None and not args.headless:
+        return "--env-out is only for --headless"
+    if args.headless and args.until_settled:
+        return "--headless and --until-settled exclude each other"
+    if args.no_demo and args.until_settled:
+        return "--no-demo applies no scenario, so there is nothing to settle (drop --until-settled)"
+    if not args.config.is_file():
+        return f"--config {args.config}: no such file"
+    return None
 
 
 def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pathlib.Path) -> int:
@@ -106,8 +165,14 @@ def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pat
         workdir=workdir,
         nodes_files=scenario.nodes_files if named else (stack.DEFAULT_NODES,),
         node_flags=scenario.node_flags,
+        scheduler_config=args.config.resolve(),
+        backend=args.backend,
     )
-    print(f"queuetree sandbox: starting kubesim, the webhook and the operator in {workdir}")
+    backend = "kubesim" if args.backend == "kubesim" else "the real control plane"
+    print(
+        f"queuetree sandbox: starting {backend}, the webhook and the operator in {workdir}",
+        flush=True,
+    )
     try:
         running = stack.start(options)
     except stack.StartupError as exc:
@@ -120,6 +185,14 @@ def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pat
         print(f"  (kubectl get queues; logs in {workdir / 'logs'})", flush=True)
         settle = args.settle if args.settle is not None else scenario.settle
         runner = scenarios.Runner(running.kubectl, settle=settle, log=_log)
+        if args.headless:
+            _write_env(args.env_out, running)
+            if not args.no_demo:
+                threading.Thread(
+                    target=runner.run_steps, args=(scenario,), name="scenario", daemon=True
+                ).start()
+            _serve(running)
+            return 0
         if args.until_settled:
             failures = runner.run(scenario)
             return _report(scenario, failures)
@@ -127,6 +200,9 @@ def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pat
         # view's footer, so a long `wait` step never freezes the screen.
         notes: collections.deque[str] = collections.deque(maxlen=6)
         runner.log = notes.append
+        if args.no_demo:
+            view.live(running.kubectl, refresh=args.refresh, alive=running.check_alive, notes=notes)
+            return 0
 
         def steps() -> None:
             failures = runner.run_steps(scenario)
@@ -144,6 +220,22 @@ def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pat
         return 1
     finally:
         running.stop()
+
+
+def _write_env(path: pathlib.Path, running: stack.Stack) -> None:
+    """``KUBECONFIG=PATH`` in ``path``, written whole at once (a reader polling for the file
+    never sees half a line)."""
+    path = path.resolve()
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(f"KUBECONFIG={running.kubeconfig}\n")
+    tmp.replace(path)
+
+
+def _serve(running: stack.Stack) -> None:
+    """Until SIGINT or SIGTERM (KeyboardInterrupt here), or until a component stops."""
+    while True:
+        running.check_alive()
+        time.sleep(1.0)
 
 
 def _log(text: str) -> None:

@@ -15,7 +15,7 @@ import sys
 
 from queuetree.cli import flags
 from queuetree.core import objects
-from queuetree.webhooks import server
+from queuetree.webhooks import certificates, server
 from queuetree.webhooks import settings as settings_
 
 
@@ -125,6 +125,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="self-managed: the Service the certificate is for",
     )
     certs.add_argument(
+        "--cert-extra-sans",
+        type=_sans,
+        default=(),
+        metavar="SAN,...",
+        help="self-managed: more subject alternative names for the serving certificate, IP "
+        "addresses or DNS names, comma-separated (for a webhook reached by clientConfig.url)",
+    )
+    certs.add_argument(
         "--namespace",
         default=os.environ.get("POD_NAMESPACE", "queuetree-system"),
         help="namespace of the Secret and the Service (default $POD_NAMESPACE or queuetree-system)",
@@ -183,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
         cert_check_interval=args.cert_check_interval,
         secret_name=args.secret_name,
         service_name=args.service_name,
+        cert_extra_sans=args.cert_extra_sans,
         namespace=args.namespace,
         mutating_webhook_config_name=args.mutating_webhook_config_name,
         validating_webhook_config_name=args.validating_webhook_config_name,
@@ -193,6 +202,15 @@ def run(args: argparse.Namespace) -> int:
         settings=settings_from(args),
     )
     return server.main(config)
+
+
+def _sans(text: str) -> tuple[str, ...]:
+    sans = tuple(s.strip() for s in text.split(",") if s.strip())
+    try:
+        certificates.split_sans(sans)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return sans
 
 
 def _positive_int(text: str) -> int:

@@ -1,24 +1,32 @@
-"""The sandbox stack: kubesim, the webhook over TLS and the operator, as local processes.
+"""The sandbox stack: a cluster backend, the webhook over TLS and the operator, as local processes.
 
-One implementation for ``queuetree sandbox`` and the e2e suite. :func:`start` brings the stack
-up in the order a cluster installation follows, and returns only once it is usable:
+One implementation for ``queuetree sandbox`` and the e2e suite, on either backend:
 
-1. kubesim (``queuetree sandbox --serve-kubesim SPEC``: the API server with its simulated
-   nodes, scheduler and kubelet), which maps the webhook's Service reference
-   (``queuetree-webhook.queuetree-system.svc:443``) to the local webhook's port and knows
-   one bearer token per component, so its audit log tells their calls apart;
+- ``kubesim`` (the default): the in-repo API emulator with simulated nodes, scheduler and
+  kubelet (``queuetree sandbox --serve-kubesim SPEC``), which maps the webhook's Service
+  reference (``queuetree-webhook.queuetree-system.svc:443``) to the local webhook's port and
+  knows one bearer token per component, so its audit log tells their calls apart;
+- ``real``: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok, built from
+  their Go modules (``make controlplane``; :mod:`controlplane.cluster`). The webhook
+  configurations are installed with ``clientConfig.url`` pointing at the local webhook, and
+  the operator and the webhook authenticate with tokens of their own ServiceAccounts, so the
+  shipped RBAC is what authorizes them.
+
+:func:`start` brings the stack up in the order a cluster installation follows, and returns
+only once it is usable:
+
+1. the backend;
 2. ``kubectl apply --server-side -k manifests/overlays/sandbox`` (CRDs, namespace, RBAC,
-   webhook configurations), then the CRDs Established;
+   webhook configurations; on ``real`` through a generated kustomization that points the
+   webhooks at ``https://127.0.0.1:PORT``), then the CRDs Established;
 3. ``queuetree webhook`` in self-managed certificate mode with its own kubeconfig: ready
    once it answers ``/readyz`` and both webhook configurations carry its CA bundle;
 4. ``queuetree operator`` with the Deployment's scheduler configuration, leader election
    on, its own kubeconfig: ready once it leads and the ``root`` queue exists.
 
 :meth:`Stack.stop` ends them in the reverse order (SIGTERM, then SIGKILL after a grace
-period). Every process runs in its own session, so a Ctrl-C in the terminal reaches only the
-sandbox command, which then stops the children itself; on Linux each child also gets
-SIGTERM if the thread that started it ends (prctl PR_SET_PDEATHSIG), so none outlives a
-crashed parent: start the stack from a thread that lives as long as the stack (the main one).
+period). Children never outlive the sandbox (:mod:`controlplane.processes`): start the stack
+from a thread that lives as long as the stack (the main one).
 """
 
 from __future__ import annotations
@@ -29,9 +37,6 @@ import json
 import os
 import pathlib
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import urllib.error
@@ -41,6 +46,7 @@ from typing import Any
 
 import yaml
 
+from controlplane import cluster, processes
 from queuetree.sandbox import kubectl
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -57,6 +63,12 @@ WEBHOOK_CONFIGURATIONS = (
     "validatingwebhookconfiguration/queuetree-validating-webhook",
 )
 CRDS = ("crd/queues.scheduling.volcano.sh", "crd/podgroups.scheduling.volcano.sh")
+BACKENDS = ("kubesim", "real")
+"""``kubesim``: the in-repo emulator (starts in a second); ``real``: the control plane built
+from the Kubernetes Go modules (``make controlplane``)."""
+TOKEN_DURATION = "720h"
+"""How long the real backend's ServiceAccount tokens for the operator and the webhook last:
+the life of the control plane's certificates (:data:`controlplane.pki.VALIDITY`)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -111,39 +123,8 @@ class Options:
     """Seconds each start-up step may take before the start fails (and stops what started)."""
     webhook_flags: tuple[str, ...] = ()
     operator_flags: tuple[str, ...] = ()
-
-
-@dataclasses.dataclass(slots=True)
-class Process:
-    """One child process with its log file."""
-
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: pathlib.Path
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def stop(self, grace: float = 15.0) -> int:
-        """SIGTERM, wait up to ``grace`` seconds, then SIGKILL; the exit code."""
-        if self.alive():
-            with contextlib.suppress(ProcessLookupError):
-                self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(grace)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    self.popen.kill()
-                self.popen.wait(5)
-        return int(self.popen.returncode)
-
-    def tail(self, lines: int = 30) -> str:
-        """The last lines of the log, for failure messages."""
-        try:
-            text = self.log.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+    backend: str = "kubesim"
+    """One of :data:`BACKENDS`."""
 
 
 class StartupError(RuntimeError):
@@ -162,7 +143,13 @@ class Stack:
     audit_file: pathlib.Path = pathlib.Path()
     """kubesim's audit log, one JSON object per request (user, verb, group, resource, ...)."""
     webhook_port: int = 0
-    processes: list[Process] = dataclasses.field(default_factory=list)
+    processes: cluster.Processes = dataclasses.field(default_factory=list)
+    control_plane: cluster.Cluster | None = None
+    """The real backend's control plane (None on kubesim)."""
+
+    @property
+    def backend(self) -> str:
+        return self.options.backend
 
     @property
     def kubectl(self) -> kubectl.Kubectl:
@@ -183,7 +170,11 @@ class Stack:
             )
 
     def audit(self) -> list[dict[str, str]]:
-        """kubesim's audit records so far (flushed every second, and when kubesim stops)."""
+        """The API server's audit records so far, as kubesim writes them: user, verb, group,
+        resource, subresource, namespace, name (kubesim flushes every second; the real API
+        server writes each request as it completes)."""
+        if self.control_plane is not None:
+            return [_audit_record(event) for event in self.control_plane.audit()]
         try:
             text = self.audit_file.read_text()
         except FileNotFoundError:
@@ -195,15 +186,23 @@ class Stack:
         codes = {}
         for process in reversed(self.processes):
             codes[process.name] = process.stop()
+        if self.control_plane is not None:
+            codes.update(self.control_plane.stop())
         return codes
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+def _audit_record(event: dict[str, Any]) -> dict[str, str]:
+    """An ``audit.k8s.io/v1`` Event in kubesim's audit record shape."""
+    ref = event.get("objectRef") or {}
+    return {
+        "user": str((event.get("user") or {}).get("username", "")),
+        "verb": str(event.get("verb", "")),
+        "group": str(ref.get("apiGroup", "")),
+        "resource": str(ref.get("resource", "")),
+        "subresource": str(ref.get("subresource", "")),
+        "namespace": str(ref.get("namespace", "")),
+        "name": str(ref.get("name", "")),
+    }
 
 
 def write_kubeconfig(path: pathlib.Path, *, url: str, identity: Identity) -> pathlib.Path:
@@ -254,36 +253,6 @@ def kubesim_spec(options: Options, *, stack: Stack) -> dict[str, Any]:
     }
 
 
-def _preexec() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Ask Linux to SIGTERM this child when its parent dies (no orphans after a crash)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-def spawn(
-    name: str, command: Sequence[str], *, workdir: pathlib.Path, env: dict[str, str]
-) -> Process:
-    """Start ``command`` in its own session, output to ``workdir/logs/<name>.log``."""
-    logs = workdir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    log = logs / f"{name}.log"
-    with log.open("ab") as out:
-        popen = subprocess.Popen(
-            list(command),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-            preexec_fn=_preexec,  # only prctl: safe between fork and exec
-        )
-    return Process(name=name, popen=popen, log=log)
-
-
 def _queuetree(*args: str) -> list[str]:
     return [sys.executable, "-m", "queuetree", *args]
 
@@ -318,11 +287,19 @@ def start(options: Options) -> Stack:
         kubeconfig=options.workdir / "kubeconfig",
         cache_dir=options.workdir / "kubecache",
         audit_file=options.workdir / "audit.jsonl",
-        webhook_port=free_port(),
+        webhook_port=processes.free_port(),
     )
+    if options.backend not in BACKENDS:
+        raise StartupError(
+            f"sandbox start-up: unknown backend {options.backend!r} (one of {', '.join(BACKENDS)})"
+        )
     try:
-        _start_kubesim(stack)
-        _install(stack)
+        if options.backend == "real":
+            _start_control_plane(stack)
+            _install_real(stack)
+        else:
+            _start_kubesim(stack)
+            _install(stack)
         _start_webhook(stack)
         _start_operator(stack)
     except BaseException:
@@ -371,7 +348,7 @@ def _start_kubesim(stack: Stack) -> None:
     spec.write_text(json.dumps(kubesim_spec(options, stack=stack), indent=2))
     stack.cache_dir.mkdir(exist_ok=True)
     stack.processes.append(
-        spawn(
+        processes.spawn(
             "kubesim",
             _queuetree("sandbox", f"--serve-kubesim={spec}"),
             workdir=options.workdir,
@@ -392,9 +369,12 @@ def _start_kubesim(stack: Stack) -> None:
     _wait(stack, lambda: _http_ok(f"{stack.url}/readyz"), "kubesim answers /readyz")
 
 
-def _install(stack: Stack) -> None:
+def _install(stack: Stack, kustomization: pathlib.Path | None = None) -> None:
+    """``kubectl apply --server-side -k`` the overlay (or a kustomization built on it), then
+    wait for the CRDs."""
     client = stack.kubectl
-    applied = client.run("apply", "--server-side", "-k", str(stack.options.overlay))
+    target = kustomization or stack.options.overlay
+    applied = client.run("apply", "--server-side", "-k", str(target))
     if not applied.ok:
         raise StartupError(f"sandbox start-up: applying the overlay failed:\n{applied.describe()}")
     _wait(
@@ -404,11 +384,100 @@ def _install(stack: Stack) -> None:
     )
 
 
+def _start_control_plane(stack: Stack) -> None:
+    options = stack.options
+    try:
+        stack.control_plane = cluster.start(
+            cluster.Options(
+                workdir=options.workdir / "controlplane",
+                nodes_files=tuple(path.resolve() for path in options.nodes_files),
+                node_flags=options.node_flags,
+                startup_timeout=options.startup_timeout,
+            ),
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+    except cluster.StartupError as exc:
+        raise StartupError(f"sandbox start-up: the real control plane: {exc}") from None
+    stack.url = stack.control_plane.url
+    stack.kubeconfig = stack.control_plane.kubeconfig
+    stack.cache_dir.mkdir(exist_ok=True)
+
+
+def url_patches(documents: Sequence[dict[str, Any]], *, port: int) -> list[dict[str, Any]]:
+    """Kustomize patches that point every webhook of ``documents`` (the rendered overlay) that
+    names a Service at ``https://127.0.0.1:PORT`` plus its path, as a webhook run outside the
+    cluster is registered."""
+    patches: list[dict[str, Any]] = []
+    for document in documents:
+        kind = document.get("kind", "")
+        if kind not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            continue
+        operations = []
+        for index, webhook in enumerate(document.get("webhooks") or []):
+            service = (webhook.get("clientConfig") or {}).get("service")
+            if service is None:
+                continue
+            operations.append(
+                {
+                    "op": "replace",
+                    "path": f"/webhooks/{index}/clientConfig",
+                    "value": {"url": f"https://127.0.0.1:{port}{service.get('path', '/')}"},
+                }
+            )
+        if operations:
+            patches.append(
+                {
+                    "target": {"kind": kind, "name": document["metadata"]["name"]},
+                    "patch": yaml.safe_dump(operations, sort_keys=False),
+                }
+            )
+    return patches
+
+
+def _install_real(stack: Stack) -> None:
+    """The overlay through a kustomization that registers the local webhook by URL; then a
+    token of each component's ServiceAccount in its kubeconfig."""
+    assert stack.control_plane is not None
+    options = stack.options
+    rendered = stack.kubectl.run("kustomize", str(options.overlay))
+    if not rendered.ok:
+        raise StartupError(
+            f"sandbox start-up: rendering the overlay failed:\n{rendered.describe()}"
+        )
+    documents = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    directory = options.workdir / "install"
+    directory.mkdir(parents=True, exist_ok=True)
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        # kustomize takes no absolute paths; a relative one may leave the directory.
+        "resources": [os.path.relpath(options.overlay.resolve(), directory.resolve())],
+        "patches": url_patches(documents, port=stack.webhook_port),
+    }
+    (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
+    _install(stack, directory)
+    for identity in (OPERATOR, WEBHOOK):
+        account = identity.username.rsplit(":", 1)[1]
+        token = stack.kubectl.run(
+            "create", "token", account, "-n", NAMESPACE, f"--duration={TOKEN_DURATION}"
+        )
+        if not token.ok:
+            raise StartupError(
+                f"sandbox start-up: a token for ServiceAccount {NAMESPACE}/{account}:\n"
+                + token.describe()
+            )
+        stack.control_plane.write_kubeconfig(
+            options.workdir / f"{identity.name}.kubeconfig",
+            user=identity.username,
+            credentials={"token": token.stdout.strip()},
+        )
+
+
 def _start_webhook(stack: Stack) -> None:
     options = stack.options
-    metrics_port = free_port()
+    metrics_port = processes.free_port()
     stack.processes.append(
-        spawn(
+        processes.spawn(
             "webhook",
             _queuetree(
                 "webhook",
@@ -420,6 +489,7 @@ def _start_webhook(stack: Stack) -> None:
                 f"--namespace={NAMESPACE}",
                 f"--metrics-port={metrics_port}",
                 "--cert-check-interval=2",
+                *(("--cert-extra-sans=127.0.0.1",) if options.backend == "real" else ()),
                 f"--kubeconfig={options.workdir / 'queuetree-webhook.kubeconfig'}",
                 *options.webhook_flags,
             ),
@@ -449,7 +519,7 @@ def _start_webhook(stack: Stack) -> None:
 
 def _start_operator(stack: Stack) -> None:
     options = stack.options
-    metrics_port, health_port = free_port(), free_port()
+    metrics_port, health_port = processes.free_port(), processes.free_port()
     env = {
         **os.environ,
         "KUBECONFIG": str(options.workdir / "queuetree-operator.kubeconfig"),
@@ -458,7 +528,7 @@ def _start_operator(stack: Stack) -> None:
         "POD_NAME": "queuetree-operator-sandbox",
     }
     stack.processes.append(
-        spawn(
+        processes.spawn(
             "operator",
             _queuetree(
                 "operator",

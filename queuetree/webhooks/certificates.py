@@ -83,6 +83,25 @@ def service_dns_names(service: str, namespace: str) -> list[str]:
     ]
 
 
+def split_sans(sans: tuple[str, ...]) -> tuple[list[str], tuple[str, ...]]:
+    """``--cert-extra-sans`` entries as (DNS names, IP addresses); ValueError names a bad one.
+
+    An entry that parses as an IPv4 or IPv6 address is an IP SAN, anything else a DNS name
+    (kubeadm's ``--apiserver-cert-extra-sans`` reads the same way)."""
+    import ipaddress
+
+    names: list[str] = []
+    ips: list[str] = []
+    for san in sans:
+        try:
+            ips.append(str(ipaddress.ip_address(san)))
+        except ValueError:
+            if not san or any(c in san for c in " /:@,") or len(san) > 253:
+                raise ValueError(f"{san!r} is neither an IP address nor a DNS name") from None
+            names.append(san)
+    return names, tuple(ips)
+
+
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
@@ -169,9 +188,16 @@ def issue_serving(
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
-def generate_bundle(*, service: str, namespace: str) -> Bundle:
+def generate_bundle(*, service: str, namespace: str, extra_sans: tuple[str, ...] = ()) -> Bundle:
+    """A new CA and a serving certificate for the Service's names and ``extra_sans``."""
     ca = generate_ca(common_name=f"queuetree-webhook-ca.{namespace}")
-    return Bundle(ca, issue_serving(ca, dns_names=service_dns_names(service, namespace)))
+    names, ips = split_sans(extra_sans)
+    return Bundle(
+        ca,
+        issue_serving(
+            ca, dns_names=service_dns_names(service, namespace) + names, ip_addresses=ips
+        ),
+    )
 
 
 def ca_problem(ca: KeyPair, *, now: datetime.datetime | None = None) -> str | None:
@@ -193,11 +219,15 @@ def ca_problem(ca: KeyPair, *, now: datetime.datetime | None = None) -> str | No
 
 
 def renewal_reason(
-    bundle: Bundle, *, dns_names: list[str], now: datetime.datetime | None = None
+    bundle: Bundle,
+    *,
+    dns_names: list[str],
+    ip_addresses: tuple[str, ...] = (),
+    now: datetime.datetime | None = None,
 ) -> str | None:
     """Why ``bundle`` must be replaced, or None when it is good: a certificate that does not
     parse, that expires within a quarter of its lifetime, a serving certificate not signed by
-    the CA, or one that lacks a DNS name."""
+    the CA, or one that lacks a DNS name or an IP address."""
     now = now or _now()
     try:
         ca = x509.load_pem_x509_certificate(bundle.ca.cert_pem)
@@ -217,9 +247,11 @@ def renewal_reason(
     try:
         sans = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName)
         names = set(sans.value.get_values_for_type(x509.DNSName))
+        ips = {str(ip) for ip in sans.value.get_values_for_type(x509.IPAddress)}
     except x509.ExtensionNotFound:
-        names = set()
+        names, ips = set(), set()
     lacking = [n for n in dns_names if n not in names]
+    lacking += [ip for ip in ip_addresses if ip not in ips]
     if lacking:
         return f"the serving certificate lacks {', '.join(lacking)}"
     return None
@@ -311,11 +343,13 @@ class SecretSource:
         manage: bool,
         mutating_config: str = "",
         validating_config: str = "",
+        extra_sans: tuple[str, ...] = (),
     ) -> None:
         self._api_client = api_client
         self.namespace = namespace
         self.secret_name = secret_name
         self.service_name = service_name
+        self.extra_sans = extra_sans
         self.manage = manage
         self.mutating_config = mutating_config
         self.validating_config = validating_config
@@ -352,10 +386,13 @@ class SecretSource:
                         f"Secret {self.namespace}/{self.secret_name} does not exist yet"
                     )
                 return _pair_from(secret, TLS_CERT_KEY, TLS_KEY_KEY), ""
-            dns_names = service_dns_names(self.service_name, self.namespace)
+            extra_names, ips = split_sans(self.extra_sans)
+            dns_names = service_dns_names(self.service_name, self.namespace) + extra_names
             bundle = _bundle_from(secret) if secret is not None else None
             reason = (
-                renewal_reason(bundle, dns_names=dns_names) if bundle else "the Secret is missing"
+                renewal_reason(bundle, dns_names=dns_names, ip_addresses=ips)
+                if bundle
+                else "the Secret is missing"
             )
             if reason is None and bundle is not None:
                 return bundle.serving, bundle.ca_bundle
@@ -363,9 +400,15 @@ class SecretSource:
             if bundle is not None and ca_problem(bundle.ca) is None:
                 # Keep the CA: the caBundle stays valid for replicas still serving the old
                 # certificate until their next refresh.
-                fresh = Bundle(bundle.ca, issue_serving(bundle.ca, dns_names=dns_names))
+                fresh = Bundle(
+                    bundle.ca, issue_serving(bundle.ca, dns_names=dns_names, ip_addresses=ips)
+                )
             else:
-                fresh = generate_bundle(service=self.service_name, namespace=self.namespace)
+                fresh = generate_bundle(
+                    service=self.service_name,
+                    namespace=self.namespace,
+                    extra_sans=self.extra_sans,
+                )
             if await self._write_secret(core, fresh, secret):
                 return fresh.serving, fresh.ca_bundle
             # Another replica wrote first (409): read theirs on the next attempt.

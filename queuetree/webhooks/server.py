@@ -88,6 +88,10 @@ class ServerConfig:
     secret_name: str = "queuetree-webhook-certs"
     service_name: str = "queuetree-webhook"
     """The Service kube-apiserver calls; the serving certificate's SANs are its DNS names."""
+    cert_extra_sans: tuple[str, ...] = ()
+    """Self-managed: more SANs (IP addresses or DNS names) for a webhook that kube-apiserver
+    reaches by ``clientConfig.url`` rather than through the Service (a webhook run outside
+    the cluster, as the sandbox on a real control plane does)."""
     namespace: str = "queuetree-system"
     """Namespace of the Secret and the Service."""
     mutating_webhook_config_name: str = "queuetree-mutating-webhook"
@@ -229,6 +233,7 @@ class CertificateKeeper:
                 namespace=config.namespace,
                 secret_name=config.secret_name,
                 service_name=config.service_name,
+                extra_sans=config.cert_extra_sans,
                 manage=config.cert_mode == "self-managed",
                 mutating_config=config.mutating_webhook_config_name,
                 validating_config=config.validating_webhook_config_name,

@@ -1,0 +1,99 @@
+"""Child processes that never outlive their parent, each with its own log file.
+
+Every process runs in its own session, so a Ctrl-C in the terminal reaches only the parent,
+which stops its children itself; on Linux each child also gets SIGTERM if the thread that
+started it ends (prctl PR_SET_PDEATHSIG), so none outlives a crashed parent: start them from a
+thread that lives as long as they should (the main one). Logs are kept after the process ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+
+
+@dataclasses.dataclass(slots=True)
+class Process:
+    """One child process with its log file."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: pathlib.Path
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self, grace: float = 15.0) -> int:
+        """SIGTERM, wait up to ``grace`` seconds, then SIGKILL; the exit code."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    self.popen.kill()
+                self.popen.wait(5)
+        return int(self.popen.returncode)
+
+    def kill(self) -> None:
+        """SIGKILL at once (a crash, as a test wants it), and reap the process."""
+        with contextlib.suppress(ProcessLookupError):
+            self.popen.kill()
+        self.popen.wait(10)
+
+    def tail(self, lines: int = 30) -> str:
+        """The last lines of the log, for failure messages."""
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _preexec() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Ask Linux to SIGTERM this child when its parent dies (no orphans after a crash)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def spawn(
+    name: str,
+    command: Sequence[str],
+    *,
+    workdir: pathlib.Path,
+    env: Mapping[str, str],
+) -> Process:
+    """Start ``command`` in its own session, output appended to ``workdir/logs/<name>.log``."""
+    logs = workdir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{name}.log"
+    with log.open("ab") as out:
+        popen = subprocess.Popen(
+            list(command),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            start_new_session=True,
+            preexec_fn=_preexec,  # only prctl: safe between fork and exec
+        )
+    return Process(name=name, popen=popen, log=log)
