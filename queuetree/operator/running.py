@@ -114,6 +114,7 @@ def build_cycle(
         metrics_=metrics_,
         period=config.cycle_period,
         debounce=config.debounce,
+        eviction_retry=config.eviction_retry,
     )
     return admission, remover
 

@@ -9,6 +9,12 @@ from collections.abc import Mapping
 
 from queuetree.core import configs, features
 
+EVICTION_RETRY = 10.0
+"""Seconds a victim whose eviction was refused with 429 (a PodDisruptionBudget) stays out of
+reclaim's choice when the server names no ``retryAfterSeconds`` (kube-apiserver names 10 for a
+budget that forbids it, 0 for one its disruption controller has not observed yet): long enough
+for the other victims to be tried, short enough that a budget that allows it again is noticed."""
+
 
 def default_identity() -> str:
     """``<hostname>_<pid>``: unique per replica, readable in the Lease's holderIdentity."""
@@ -32,6 +38,8 @@ class OperatorSettings:
     """Seconds between cycles when nothing wakes them (``--schedule-period``)."""
     debounce: float = 0.02
     """Seconds a wake-up waits so a burst of watch events becomes one cycle."""
+    eviction_retry: float = EVICTION_RETRY
+    """Seconds a victim whose eviction got a 429 without ``retryAfterSeconds`` is left alone."""
     metrics_port: int = 8080
     """Port of ``/metrics`` (0: no metrics server)."""
     health_port: int = 0

@@ -158,3 +158,52 @@ async def test_the_gate_removal_takes_the_explanation_with_it_in_one_write(
     assert after is not None
     assert (sim.gates_of(after), reason in after["metadata"]["annotations"]) == ([], False)
     assert after["metadata"]["annotations"]["team"] == "ml"
+
+
+STATUS_BODIES = {
+    "a Status with retryAfterSeconds (kube-apiserver's disruption-budget 429)": (
+        b'{"kind":"Status","reason":"TooManyRequests","message":"Cannot evict pod",'
+        b'"details":{"retryAfterSeconds":10}}',
+        ("TooManyRequests", "Cannot evict pod", 10.0),
+    ),
+    "retryAfterSeconds 0 (a budget not observed yet) names no time": (
+        b'{"reason":"TooManyRequests","message":"m","details":{"retryAfterSeconds":0}}',
+        ("TooManyRequests", "m", None),
+    ),
+    "a Status without details": (b'{"reason":"Invalid","message":"m"}', ("Invalid", "m", None)),
+    "a number that is not one": (
+        b'{"reason":"r","message":"m","details":{"retryAfterSeconds":true}}',
+        ("r", "m", None),
+    ),
+    "text that is not JSON is quoted": (
+        b"upstream connect error",
+        ("", "upstream connect error", None),
+    ),
+    "JSON that is not an object": (b"[1]", ("", "", None)),
+}
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"), list(STATUS_BODIES.values()), ids=list(STATUS_BODIES)
+)
+def test_refusals_read_reason_message_and_retry_time_from_the_status(
+    body: bytes, expected: tuple[str, str, float | None]
+) -> None:
+    assert kube._status_reason(body) == expected
+
+
+RETRY_HEADERS = {
+    "seconds": ("10", 10.0),
+    "an HTTP date is not read": ("Wed, 21 Oct 2015 07:28:00 GMT", None),
+    "zero": ("0", None),
+    "missing": (None, None),
+}
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"), list(RETRY_HEADERS.values()), ids=list(RETRY_HEADERS)
+)
+def test_a_retry_after_header_is_read_as_seconds(
+    header: str | None, expected: float | None
+) -> None:
+    assert kube._seconds(header) == expected
