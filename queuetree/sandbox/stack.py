@@ -160,6 +160,52 @@ class Stack:
         """The environment for clients of the sandbox (KUBECONFIG and KUBECACHEDIR set)."""
         return self.kubectl.env
 
+    def start_operator(self, name: str, *, lead: bool) -> OperatorReplica:
+        """Start one more replica of the operator, named ``name`` (its log, its Lease holder
+        identity), and wait until it leads (``lead``) or until it serves its metrics as a
+        standby. Every replica campaigns for the same Lease."""
+        options = self.options
+        metrics_port, health_port = processes.free_port(), processes.free_port()
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(options.workdir / "queuetree-operator.kubeconfig"),
+            "KUBECACHEDIR": str(self.cache_dir),
+            "POD_NAMESPACE": NAMESPACE,
+            "POD_NAME": f"queuetree-{name}",
+        }
+        process = processes.spawn(
+            name,
+            _queuetree(
+                "operator",
+                f"--config={options.scheduler_config}",
+                "--leader-elect=true",
+                f"--leader-election-namespace={NAMESPACE}",
+                f"--identity=queuetree-{name}",
+                f"--metrics-port={metrics_port}",
+                f"--health-port={health_port}",
+                f"--schedule-period={options.schedule_period}",
+                *options.operator_flags,
+            ),
+            workdir=options.workdir,
+            env=env,
+        )
+        self.processes.append(process)
+        replica = OperatorReplica(
+            process=process, identity=f"queuetree-{name}", metrics_port=metrics_port
+        )
+        wanted = "queuetree_leader 1.0" if lead else "queuetree_leader"
+        _wait(
+            self,
+            lambda: wanted in _http_text(f"http://127.0.0.1:{metrics_port}/metrics"),
+            f"operator replica {name} leads" if lead else f"operator replica {name} serves",
+        )
+        return replica
+
+    def forget(self, process: cluster.Process) -> None:
+        """Stop following ``process`` (a test killed it on purpose), so :meth:`check_alive`
+        does not report it."""
+        self.processes.remove(process)
+
     def check_alive(self) -> None:
         """Raise :class:`StartupError` naming every process that has exited (during start-up
         or later: the live view calls it before each redraw)."""
@@ -189,6 +235,19 @@ class Stack:
         if self.control_plane is not None:
             codes.update(self.control_plane.stop())
         return codes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OperatorReplica:
+    """One operator process of the stack, as :meth:`Stack.start_operator` started it."""
+
+    process: processes.Process
+    identity: str
+    """Its Lease holder identity."""
+    metrics_port: int
+
+    def leads(self) -> bool:
+        return "queuetree_leader 1.0" in _http_text(f"http://127.0.0.1:{self.metrics_port}/metrics")
 
 
 def _audit_record(event: dict[str, Any]) -> dict[str, str]:
@@ -518,37 +577,7 @@ def _start_webhook(stack: Stack) -> None:
 
 
 def _start_operator(stack: Stack) -> None:
-    options = stack.options
-    metrics_port, health_port = processes.free_port(), processes.free_port()
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(options.workdir / "queuetree-operator.kubeconfig"),
-        "KUBECACHEDIR": str(stack.cache_dir),
-        "POD_NAMESPACE": NAMESPACE,
-        "POD_NAME": "queuetree-operator-sandbox",
-    }
-    stack.processes.append(
-        processes.spawn(
-            "operator",
-            _queuetree(
-                "operator",
-                f"--config={options.scheduler_config}",
-                "--leader-elect=true",
-                f"--leader-election-namespace={NAMESPACE}",
-                f"--metrics-port={metrics_port}",
-                f"--health-port={health_port}",
-                f"--schedule-period={options.schedule_period}",
-                *options.operator_flags,
-            ),
-            workdir=options.workdir,
-            env=env,
-        )
-    )
-    _wait(
-        stack,
-        lambda: "queuetree_leader 1.0" in _http_text(f"http://127.0.0.1:{metrics_port}/metrics"),
-        "the operator leads",
-    )
+    stack.start_operator("operator", lead=True)
     _wait(
         stack,
         lambda: stack.kubectl.run("get", "queue", "root", "default", "-o", "name").ok,
