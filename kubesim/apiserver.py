@@ -40,6 +40,7 @@ from kubesim import (
     selectors,
     store,
     tables,
+    tokens,
 )
 
 logger = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ PODS: registry.GroupResource = ("", "pods")
 NAMESPACES: registry.GroupResource = ("", "namespaces")
 CRDS: registry.GroupResource = ("apiextensions.k8s.io", "customresourcedefinitions")
 PDBS: registry.GroupResource = ("policy", "poddisruptionbudgets")
+SERVICE_ACCOUNTS: registry.GroupResource = ("", "serviceaccounts")
 WEBHOOK_CONFIGURATIONS = frozenset(
     {
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
@@ -149,6 +151,7 @@ class ApiServer:
         self.garbage_collection = garbage_collection
         self.cascade_delay = cascade_delay  # seconds before a namespace or CRD deletion cascades
         self.closing = False
+        self.tokens = tokens.Issuer()
 
     # ------------------------------------------------------------------ bootstrap
 
@@ -1193,6 +1196,44 @@ class ApiServer:
         body_out = status_success(code=201)
         body_out.pop("details")
         return Reply(201, store.encode(body_out), warnings)
+
+    # ------------------------------------------------------------------ serviceaccounts/token
+
+    async def request_token(self, req: Request, body: Any) -> Reply:
+        """TokenRequest: a token for the ServiceAccount (`tokens`); admission sees a CREATE of
+        `authentication.k8s.io/v1` TokenRequest on the `token` subresource."""
+        account = self._require(req.rdef, req.namespace, name=req.name)
+        request = dict(body) if isinstance(body, dict) else body
+        warnings: list[str] = []
+        if isinstance(request, dict):
+            request.setdefault("apiVersion", "authentication.k8s.io/v1")
+            request.setdefault("kind", "TokenRequest")
+            request.setdefault("metadata", {}).setdefault("name", req.name)
+            options = self._options("CreateOptions", req)
+            kind = {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}
+            await self._mutate(
+                "CREATE", req, obj=request, old=None, warnings=warnings, options=options, kind=kind
+            )
+            await self._validate_admission(
+                "CREATE", req, obj=request, old=None, warnings=warnings, options=options, kind=kind
+            )
+        _, answer = self.tokens.issue(
+            namespace=req.namespace,
+            name=req.name,
+            uid=account.obj["metadata"]["uid"],
+            request=request,
+        )
+        return Reply(201, store.encode(answer), warnings)
+
+    def authenticate(self, token: str) -> dict | None:
+        """The user of a token kubesim issued (401 if it expired or its account is gone);
+        None for any other token."""
+
+        def uid_of(namespace: str, name: str) -> str | None:
+            stored = self.store.get(SERVICE_ACCOUNTS, (namespace, name))
+            return None if stored is None else stored.obj["metadata"].get("uid")
+
+        return self.tokens.authenticate(token, service_account_uid=uid_of)
 
     # ------------------------------------------------------------------ admission
 
