@@ -24,10 +24,11 @@ def add_review_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("review rules")
     group.add_argument(
         "--max-queue-depth",
-        type=_positive_int,
+        type=_queue_depth,
         default=5,
         metavar="N",
-        help="most queue levels below root; a child of root is level 1 (default 5)",
+        help="most queue levels below root; a child of root is level 1 (default 5, at most "
+        f"{objects.MAX_QUEUE_DEPTH})",
     )
     flags.add_bool_flag(
         group,
@@ -195,13 +196,18 @@ def run(args: argparse.Namespace) -> int:
     return server.main(config)
 
 
-def _positive_int(text: str) -> int:
+def _queue_depth(text: str) -> int:
+    """1 to ``objects.MAX_QUEUE_DEPTH``: the operator admits nothing in a deeper queue, so a
+    larger limit would let the webhook accept queues that can never run a pod."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if not 1 <= value <= objects.MAX_QUEUE_DEPTH:
+        raise argparse.ArgumentTypeError(
+            f"must be from 1 to {objects.MAX_QUEUE_DEPTH} (the deepest queue queuetree "
+            f"admits pods in), got {value}"
+        )
     return value
 
 

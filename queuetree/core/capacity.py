@@ -353,22 +353,27 @@ class CapacityPlugin(frameworks.Plugin):
         self._check_hierarchy(session, root)
 
     def _link_tree(self, session: frameworks.Session, queues: dict[str, objects.Queue]) -> None:
-        """Ancestors and children; queues on a cycle or under a missing parent are broken."""
+        """Ancestors and children; queues on a cycle, under a missing parent or more than
+        ``objects.MAX_QUEUE_DEPTH`` levels below root (and the queues below them) are broken.
+
+        Iterative, and linear in the number of queues: each queue is walked once, and no chain
+        longer than the depth limit is ever built.
+        """
         attrs = self.attrs
+        limit = objects.MAX_QUEUE_DEPTH
         resolved: dict[str, tuple[QueueAttr, ...] | None] = {objects.ROOT_QUEUE: ()}
+        """Queue -> its ancestors (root first), None when it is broken."""
+        depths: dict[str, int] = {objects.ROOT_QUEUE: 0}
+        """Levels below root, of every queue whose path to root is known (too deep or not)."""
+        causes: dict[str, str] = {}
+        """Broken queue -> what broke it: ``cycle``, ``missing parent`` or ``too deep``."""
         for name in sorted(attrs):
             path: list[str] = []
             on_path: set[str] = set()
             current = name
-            outcome: tuple[QueueAttr, ...] | None = None
-            reason = ""
-            while True:
-                if current in resolved:
-                    outcome = resolved[current]
-                    break
+            while current not in resolved:
                 if current in on_path:
                     cycle = path[path.index(current) :]
-                    reason = "cycle"
                     session.errors.append(
                         f"queue {current!r}: spec.parent forms a cycle "
                         f"({' -> '.join([*cycle, current])}); queues on it and below it admit "
@@ -378,6 +383,7 @@ class CapacityPlugin(frameworks.Plugin):
                         loop = " -> ".join([*cycle, member])
                         attrs[member].broken = f"queue {member!r} is on a parent cycle ({loop})"
                         resolved[member] = None
+                        causes[member] = "cycle"
                     break
                 path.append(current)
                 on_path.add(current)
@@ -389,31 +395,41 @@ class CapacityPlugin(frameworks.Plugin):
                     )
                     attrs[current].broken = f"queue {current!r} has a missing parent {parent!r}"
                     resolved[current] = None
-                    reason = "missing"
+                    causes[current] = "missing parent"
                     break
                 current = parent
-            # Walk the recorded path back down, giving each queue its ancestors.
+            # Walk the recorded path back down: each queue's parent is resolved by then.
             for member in reversed(path):
                 if member in resolved:
-                    outcome = resolved[member]
                     continue
-                if outcome is None:
-                    if not attrs[member].broken:
-                        attrs[member].broken = (
-                            f"queue {member!r} is below a broken queue "
-                            f"({'cycle' if reason == 'cycle' else 'missing parent'})"
-                        )
-                    resolved[member] = None
+                parent = attrs[member].queue.parent_name
+                above = resolved[parent]
+                parent_depth = depths.get(parent)
+                depth = None if parent_depth is None else parent_depth + 1
+                if depth is not None:
+                    depths[member] = depth
+                if above is not None and depth is not None and depth <= limit:
+                    resolved[member] = (*above, attrs[parent])
                     continue
-                parent_attr = attrs[attrs[member].queue.parent_name]
-                outcome = (*outcome, parent_attr)
-                resolved[member] = outcome
+                resolved[member] = None
+                if above is not None:
+                    session.errors.append(
+                        f"queue {member!r}: {depth} levels below root, deeper than the {limit} "
+                        "levels queuetree supports; it and the queues below it admit nothing"
+                    )
+                cause = "too deep" if above is not None else causes.get(parent, "missing parent")
+                causes[member] = cause
+                if cause == "too deep":
+                    attrs[member].broken = (
+                        f"queue {member!r} is {depth} levels below root, deeper than the "
+                        f"{limit} levels queuetree supports (the most --max-queue-depth "
+                        "allows); move it closer to root"
+                    )
+                elif not attrs[member].broken:
+                    attrs[member].broken = f"queue {member!r} is below a broken queue ({cause})"
         for name, attr in sorted(attrs.items()):
             ancestors = resolved.get(name)
-            if name == objects.ROOT_QUEUE:
-                attr.chain = (attr,)
-                continue
-            if ancestors is None:
+            if name == objects.ROOT_QUEUE or ancestors is None:
                 attr.chain = (attr,)
                 continue
             attr.ancestors = ancestors
@@ -433,8 +449,18 @@ class CapacityPlugin(frameworks.Plugin):
             )
             seen.add(job.queue)
 
-    def _check_hierarchy(self, session: frameworks.Session, parent: QueueAttr) -> None:
-        """``checkHierarchicalQueue``: inheritance, real capability, sums (warnings only)."""
+    def _check_hierarchy(self, session: frameworks.Session, root: QueueAttr) -> None:
+        """``checkHierarchicalQueue``: inheritance, real capability, sums (warnings only), each
+        parent before its children, depth first (as the reference recurses), without
+        recursion."""
+        stack = [root]
+        while stack:
+            parent = stack.pop()
+            self._check_children(session, parent)
+            stack.extend(reversed(parent.children))
+
+    def _check_children(self, session: frameworks.Session, parent: QueueAttr) -> None:
+        """One step of :meth:`_check_hierarchy`: ``parent``'s children against ``parent``."""
         dims = self.dims
         total_deserved = dims.zero()
         total_guarantee = dims.zero()
@@ -495,8 +521,6 @@ class CapacityPlugin(frameworks.Plugin):
                     f"({dims.format(total_guarantee)}) exceeds its guarantee "
                     f"({dims.format(parent.guarantee)}) on {', '.join(over)}"
                 )
-        for child in parent.children:
-            self._check_hierarchy(session, child)
 
     def _rebuild_reserved(self, session: frameworks.Session) -> None:
         """§5.3: pending, ungated, opted-in pods keep holding their queue's capacity."""

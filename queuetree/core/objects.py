@@ -39,6 +39,16 @@ NodeName = NewType("NodeName", str)
 ROOT_QUEUE = "root"
 DEFAULT_QUEUE = "default"
 
+MAX_QUEUE_DEPTH = 100
+"""The deepest level below root a queue may have (root's children are level 1).
+
+Volcano's webhook bounds depth with ``--max-queue-depth`` (default 5) and nothing else; queuetree
+bounds the flag too (the webhook refuses a larger value) and the scheduling core treats a
+queue deeper than this, created while no webhook validated it, as broken: it admits nothing and
+says why, and no walk of the tree ever goes further (each queue's ancestor chain stays short).
+A hundred levels is far more than any organisation chart; the figure is what keeps one chain
+of thousands of queues from costing every cycle time and memory in proportion to its square."""
+
 QUEUE_ALLOCATION_GATE = "scheduling.volcano.sh/queue-allocation-gate"
 """Both the opt-in pod annotation (value exactly ``"true"``) and the scheduling gate's name."""
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"

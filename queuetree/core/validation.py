@@ -169,15 +169,20 @@ class QueueTree:
     def exists(self, name: str) -> bool:
         return name == objects.ROOT_QUEUE or name in self.queues
 
-    def iter_ancestors(self, parent: str, *, start: str) -> Iterator[str]:
+    def iter_ancestors(
+        self, parent: str, *, start: str, limit: int = objects.MAX_QUEUE_DEPTH
+    ) -> Iterator[str]:
         """Walk up from ``parent`` (exclusive of root), stopping before a repeat or a missing queue.
 
         ``start`` is the name of the queue whose parent ``parent`` is: reaching it means a
-        cycle, and the walk yields it once and stops.
+        cycle, and the walk yields it once and stops. At most ``limit`` names are yielded (a
+        chain that long is refused whatever lies above it, so no walk goes further).
         """
         seen = {start}
         current = parent
-        while current and current != objects.ROOT_QUEUE:
+        for _ in range(limit):
+            if not current or current == objects.ROOT_QUEUE:
+                return
             yield current
             if current in seen or current not in self.queues:
                 return
@@ -443,7 +448,17 @@ def validate_parent(queue: objects.Queue, *, tree: QueueTree, max_depth: int) ->
                 value=parent,
             )
         ]
-    chain = list(tree.iter_ancestors(parent, start=queue.name))
+    # No walk goes above the depth allowed: a chain that reaches it is refused for depth.
+    chain = list(tree.iter_ancestors(parent, start=queue.name, limit=max_depth))
+    if len(chain) >= max_depth:
+        return [
+            FieldError(
+                path,
+                ErrorType.INVALID,
+                f"queue {queue.name} exceeds the maximum allowed depth of {max_depth}",
+                value=parent,
+            )
+        ]
     if chain[-1] in chain[:-1]:
         loop = " -> ".join(chain[chain.index(chain[-1]) :])
         return [
@@ -714,19 +729,27 @@ def _subtree_max_capability(
     queue: objects.Queue, name: str, *, tree: QueueTree, seen: set[str]
 ) -> tuple[resources.Amount, str]:
     """The queue's own capability of ``name`` when positive, else the largest in its children's
-    subtrees (0 when nobody caps it). Cycles are cut."""
-    own = queue.capability.get(name) if queue.capability is not None else 0
-    if own > 0:
-        return own, queue.name
-    seen = seen | {queue.name}
+    subtrees, each found where it is first set on the way down (0 when nobody caps it), and
+    the queue that sets it (the first met, depth first in name order, among equals).
+    Iterative; cycles and queues in ``seen`` are cut."""
     best: tuple[resources.Amount, str] = (0, "")
-    for child_name in tree.children_of(queue.name):
-        child = tree.queues.get(child_name)
-        if child is None or child_name in seen:
+    visited = set(seen)
+    stack = [queue]
+    while stack:
+        current = stack.pop()
+        if current.name in visited:
             continue
-        found = _subtree_max_capability(child, name, tree=tree, seen=seen)
-        if found[0] > best[0]:
-            best = found
+        visited.add(current.name)
+        own = current.capability.get(name) if current.capability is not None else 0
+        if own > 0:
+            if own > best[0]:
+                best = (own, current.name)
+            continue
+        stack.extend(
+            tree.queues[child]
+            for child in reversed(tree.children_of(current.name))
+            if child in tree.queues
+        )
     return best
 
 
