@@ -47,6 +47,10 @@ class QueueAttr:
     inqueue: vectors.Vec
     reserved: vectors.Vec
     real_capability: vectors.Vec
+    allocated_pods: int = 0
+    """Pods in ``allocated`` (what ``status.allocated["pods"]`` reports), subtree included."""
+    reserved_pods: int = 0
+    """Pods in ``reserved``: admitted, not yet placed, subtree included."""
     ancestors: tuple[QueueAttr, ...] = ()
     """Root first, parent last; empty for root (and for every queue in flat mode)."""
     chain: tuple[QueueAttr, ...] = ()
@@ -195,6 +199,8 @@ class CapacityPlugin(frameworks.Plugin):
         """
         dims = self.dims
         leaves: dict[str, tuple[vectors.Vec, vectors.Vec, vectors.Vec, vectors.Vec]] = {}
+        leaf_pods: dict[str, int] = {}
+        """Leaf -> allocated pods."""
         allocated_statuses = objects.ALLOCATED_STATUSES
         pending = objects.TaskStatus.PENDING
         pending_requests: dict[str, dict[int, list[Any]]] = {}
@@ -224,6 +230,7 @@ class CapacityPlugin(frameworks.Plugin):
             allocated: vectors.Vec | None = None
             gated: vectors.Vec | None = None
             ready = 0
+            pods = 0
             for task in job.tasks:
                 status = task.status
                 if status in allocated_statuses:
@@ -231,6 +238,7 @@ class CapacityPlugin(frameworks.Plugin):
                         allocated = dims.zero()
                     vectors.iadd(allocated, task.resreq)
                     ready += 1
+                    pods += task.pod.count
                 elif status == pending:
                     # Counted per distinct request vector (pods share them), added once per leaf.
                     entry = counts.get(id(task.resreq))
@@ -245,6 +253,7 @@ class CapacityPlugin(frameworks.Plugin):
             if allocated is not None:
                 vectors.iadd(leaf_allocated, allocated)
                 vectors.iadd(leaf_request, allocated)
+                leaf_pods[attr.name] = leaf_pods.get(attr.name, 0) + pods
             minimum = job.min_resources
             if minimum is not None and (
                 job.phase == objects.PodGroupPhase.INQUEUE
@@ -266,11 +275,13 @@ class CapacityPlugin(frameworks.Plugin):
                 for i, value in enumerate(vec):
                     if value:
                         request_sum[i] += value * count
+            pods = leaf_pods.get(name, 0)
             for target in self.attrs[name].chain:
                 vectors.iadd(target.allocated, allocated_sum)
                 vectors.iadd(target.request, request_sum)
                 vectors.iadd(target.inqueue, inqueue_sum)
                 vectors.iadd(target.elastic, elastic_sum)
+                target.allocated_pods += pods
 
     def _deduct_gated(self, res: vectors.Vec, gated: vectors.Vec | None) -> vectors.Vec:
         """``DeductSchGated``: pods held by other gates do not count as inqueue."""
@@ -533,7 +544,7 @@ class CapacityPlugin(frameworks.Plugin):
                 if (
                     task.status == objects.TaskStatus.PENDING
                     and not task.sch_gated
-                    and task.pod.opted_in
+                    and task.pod.reserves
                 ):
                     self._reserve(task, attr)
 
@@ -545,10 +556,12 @@ class CapacityPlugin(frameworks.Plugin):
         self.reserved_tasks[task.key] = attr
         req = task.resreq
         dims = task.nonzero
+        count = task.pod.count
         for target in attr.chain:
             reserved = target.reserved
             for i in dims:
                 reserved[i] += req[i]
+            target.reserved_pods += count
 
     def _unreserve(self, task: frameworks.Task) -> None:
         attr = self.reserved_tasks.pop(task.key, None)
@@ -556,10 +569,12 @@ class CapacityPlugin(frameworks.Plugin):
             return
         req = task.resreq
         dims = task.nonzero
+        count = task.pod.count
         for target in attr.chain:
             reserved = target.reserved
             for i in dims:
                 reserved[i] -= req[i]
+            target.reserved_pods -= count
 
     def on_reserve(self, task: frameworks.Task) -> None:
         attr = self.attrs.get(task.job.queue)
@@ -577,6 +592,7 @@ class CapacityPlugin(frameworks.Plugin):
             return
         for target in attr.chain:
             vectors.iadd(target.allocated, task.resreq)
+            target.allocated_pods += task.pod.count
             # Deliberate fix: every ancestor's share follows its allocation.
             target.share = vectors.share(target.allocated, target.deserved, self.dims)
         if self.gate_on:
@@ -588,8 +604,9 @@ class CapacityPlugin(frameworks.Plugin):
             return
         for target in attr.chain:
             vectors.isub(target.allocated, task.resreq)
+            target.allocated_pods -= task.pod.count
             target.share = vectors.share(target.allocated, target.deserved, self.dims)
-        if self.gate_on and task.pod.opted_in and task.status != objects.TaskStatus.RELEASING:
+        if self.gate_on and task.pod.reserves and task.status != objects.TaskStatus.RELEASING:
             # Volcano re-reserves every annotated task, even a running one being evicted
             # (spec §7.6); a task that is leaving its node no longer needs its queue's room.
             self._reserve(task, attr)

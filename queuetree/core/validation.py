@@ -799,8 +799,11 @@ def validate_deletion(
     """Whether the queue ``name`` may be deleted.
 
     ``default`` and ``root`` never; with ``check_allocated_pods``, not while ``status.allocated``
-    counts pods; not while it has child queues. The queue's state does not matter (an Open queue
-    may be deleted, as in the reference). ``queue`` is the object being deleted when known.
+    counts pods (Volcano's message) or, beyond the reference, ``status.reserved`` does (pods
+    admitted and not yet placed: deleting their queue would drop them from every ancestor's
+    figures just as well); not while it has child queues. The queue's state does not matter
+    (an Open queue may be deleted, as in the reference). ``queue`` is the object being deleted
+    when known.
     """
     path = "metadata.name"
     if name == objects.DEFAULT_QUEUE:
@@ -809,12 +812,22 @@ def validate_deletion(
         return [FieldError(path, ErrorType.FORBIDDEN, "`root` queue can not be deleted")]
     problems = []
     pods = queue.allocated.get(resources.PODS) if queue is not None else 0
+    waiting = queue.reserved.get(resources.PODS) if queue is not None else 0
     if check_allocated_pods and pods:
         problems.append(
             FieldError(
                 path,
                 ErrorType.FORBIDDEN,
                 f"queue {name} cannot be deleted because it has allocated Pods: {_count(pods)}",
+            )
+        )
+    if check_allocated_pods and waiting:
+        problems.append(
+            FieldError(
+                path,
+                ErrorType.FORBIDDEN,
+                f"queue {name} cannot be deleted because it has admitted Pods not placed yet: "
+                f"{_count(waiting)}",
             )
         )
     children = tree.children_of(name)
