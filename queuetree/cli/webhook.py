@@ -39,8 +39,9 @@ def add_review_flags(parser: argparse.ArgumentParser) -> None:
     flags.add_bool_flag(
         group,
         "--enable-queue-allocated-pods-check",
-        default=False,
-        help="refuse deleting a queue whose status.allocated still counts pods",
+        default=True,
+        help="refuse deleting a queue whose status.allocated (or status.reserved) still counts "
+        "pods (Volcano's default: false)",
     )
     group.add_argument(
         "--default-queue",
@@ -49,6 +50,18 @@ def add_review_flags(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="queue of opted-in pods and PodGroups that name none, which cannot be deleted; "
         'give the operator the same value (default "default", fixed in Volcano)',
+    )
+    group.add_argument(
+        "--operator-username",
+        default=settings_.OPERATOR_USERNAME,
+        metavar="USER",
+        help="the only user that may remove the queue-allocation gate from pods: the "
+        f"operator's ServiceAccount (default {settings_.OPERATOR_USERNAME})",
+    )
+    flags.add_scheduler_name_flag(
+        group,
+        help="schedulers that place admitted pods; an opted-in pod for another one gets a "
+        "warning at creation (give the operator the same value)",
     )
     flags.add_feature_gates_flag(parser)
 
@@ -59,6 +72,8 @@ def settings_from(args: argparse.Namespace) -> settings_.ReviewSettings:
         enable_root_queue_protection=args.enable_root_queue_protection,
         enable_queue_allocated_pods_check=args.enable_queue_allocated_pods_check,
         default_queue=args.default_queue,
+        operator_username=args.operator_username,
+        scheduler_names=args.scheduler_name,
         feature_gates=args.feature_gates,
     )
 
