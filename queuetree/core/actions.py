@@ -54,14 +54,21 @@ def _sorted_queues(session: frameworks.Session, names: set[str]) -> list[str]:
 def enqueue(session: frameworks.Session) -> None:
     """Move pending pod groups to Inqueue when their queue admits their ``minResources``.
 
-    A group without ``minResources`` is admitted without asking any plugin (spec §3.7).
+    A group without ``minResources`` is admitted without asking any plugin (spec §3.7). Left
+    Pending: the stand-in of a PodGroup that does not exist, and, in admission mode, a group
+    whose pods all name a scheduler outside ``Session.scheduler_names``.
     """
     pending: dict[str, list[frameworks.Job]] = {}
     free: list[frameworks.Job] = []
     queues = session.queues
     phase_pending = objects.PodGroupPhase.PENDING
+    foreign = session.scheduler_names
     for job in session.jobs.values():
         if job.phase is not phase_pending or job.queue not in queues or job.group.missing:
+            continue
+        if foreign is not None and all(_placed_by_another_scheduler(session, t) for t in job.tasks):
+            # Its pods are never ungated (each is told why): admitted, its minResources would
+            # hold the queue's room for pods that can never use it.
             continue
         if job.min_resources is None:
             # Admitted without a vote (spec §3.7); such a job moves no figure that another job's

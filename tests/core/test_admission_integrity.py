@@ -203,17 +203,19 @@ KINDS = {
         None,
         Case(items=(), reasons={"ns/free": "queue 'shut' is Closed: only Open queues admit pods"}),
     ),
-    "a pod for another scheduler stays gated and holds nothing": (
+    "a pod for another scheduler stays gated and holds nothing, not even at enqueue": (
         (
             NODE,
             *QUEUES,
-            b.pod_group("ns", "foreign").queue("full").phase(INQUEUE),
+            # As the operator builds a lone pod's group: Pending, minResources its request.
+            b.pod_group("ns", "foreign").queue("full").min_resources(cpu="1"),
             b.pod("ns", "foreign")
             .group("foreign")
             .requests(cpu="1")
             .admission()
             .scheduler("volcano"),
-            *lone("ours", "full"),
+            b.pod_group("ns", "ours").queue("full").min_resources(cpu="1").created(5),
+            b.pod("ns", "ours").group("ours").requests(cpu="1").admission().created(9),
         ),
         frozenset({"default-scheduler"}),
         Case(
