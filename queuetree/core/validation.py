@@ -448,7 +448,8 @@ def validate_parent(queue: objects.Queue, *, tree: QueueTree, max_depth: int) ->
                 value=parent,
             )
         ]
-    # No walk goes above the depth allowed: a chain that reaches it is refused for depth.
+    # No walk goes above the depth allowed: a chain that reaches it is refused for depth,
+    # before any cycle or missing queue further up (as the reference's walk does).
     chain = list(tree.iter_ancestors(parent, start=queue.name, limit=max_depth))
     if len(chain) >= max_depth:
         return [
@@ -488,16 +489,7 @@ def validate_parent(queue: objects.Queue, *, tree: QueueTree, max_depth: int) ->
             else f"ancestor queue {missing} of queue {queue.name} does not exist"
         )
         return [FieldError(path, ErrorType.NOT_FOUND, detail, value=parent)]
-    depth = 1 + len(chain)
-    if depth > max_depth:
-        return [
-            FieldError(
-                path,
-                ErrorType.INVALID,
-                f"queue {queue.name} exceeds the maximum allowed depth of {max_depth}",
-                value=parent,
-            )
-        ]
+    depth = 1 + len(chain)  # at most max_depth: a longer chain was refused above
     problems = _validate_subtree_depth(queue, depth=depth, tree=tree, max_depth=max_depth)
     pods = tree.queues[parent].allocated.get(resources.PODS)
     if not tree.children_of(parent) and pods:

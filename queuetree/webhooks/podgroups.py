@@ -22,7 +22,6 @@ queue endpoints.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any
 
 from queuetree.api import admission
@@ -50,19 +49,12 @@ def mutate(
     """``/podgroups/mutate`` (CREATE): the namespace's queue for a group that names ``default``."""
     del settings  # the namespace decides, not a flag
     if request.operation != "CREATE":
-        return verdicts.Verdict(
-            admission.deny(
-                request.uid,
-                f"invalid operation `{request.operation}`, expect operation to be `CREATE`",
-                code=400,
-                reason="BadRequest",
-            )
-        )
+        return verdicts.Verdict(verdicts.wrong_operation(request, expected="`CREATE`"))
     if request.object is None:
-        return verdicts.Verdict(_missing_object(request))
-    namespace = _namespace(request)
+        return verdicts.Verdict(verdicts.missing_object(request, what="pod group"))
+    namespace = verdicts.namespace_of(request)
     spec = request.object.get("spec")
-    named = _mapping(spec).get("queue")
+    named = verdicts.mapping(spec).get("queue")
     namespace_queue = view.namespace_annotations(namespace).get(objects.QUEUE_NAME_ANNOTATION)
     lagging = (namespace,) if namespace not in view.namespaces else ()
     if not namespace_queue or named not in (None, "", objects.DEFAULT_QUEUE):
@@ -83,19 +75,11 @@ def validate(
 ) -> verdicts.Verdict:
     """``/podgroups/validate`` (CREATE, UPDATE): see the module docstring."""
     if request.operation not in ("CREATE", "UPDATE"):
-        return verdicts.Verdict(
-            admission.deny(
-                request.uid,
-                f"invalid operation `{request.operation}`, "
-                "expect operation to be `CREATE` or `UPDATE`",
-                code=400,
-                reason="BadRequest",
-            )
-        )
+        return verdicts.Verdict(verdicts.wrong_operation(request, expected="`CREATE` or `UPDATE`"))
     if request.object is None:
-        return verdicts.Verdict(_missing_object(request))
-    namespace = _namespace(request)
-    name = _mapping(request.object.get("metadata")).get("name") or request.name
+        return verdicts.Verdict(verdicts.missing_object(request, what="pod group"))
+    namespace = verdicts.namespace_of(request)
+    name = verdicts.mapping(request.object.get("metadata")).get("name") or request.name
     subject = f"pod group {namespace}/{name}"
     queue = _queue_of(request.object, settings=settings)
     problems: list[validation.FieldError] = []
@@ -104,7 +88,7 @@ def validate(
         before = _queue_of(request.old_object, settings=settings)
         if before == queue:
             return verdicts.Verdict(admission.allow(request.uid))
-        status = _mapping(request.old_object.get("status"))
+        status = verdicts.mapping(request.old_object.get("status"))
         phase = status.get("phase")
         if _admitted(request.old_object):
             problems.append(
@@ -139,37 +123,19 @@ def validate(
 
 def _admitted(group: Mapping[str, Any]) -> bool:
     """Whether the queue holds something for ``group`` (see the module docstring)."""
-    status = _mapping(group.get("status"))
+    status = verdicts.mapping(group.get("status"))
     phase = status.get("phase")
     if phase in RAN_PHASES or any(
         isinstance(status.get(count), int) and status[count] > 0 for count in _COUNTS
     ):
         return True
     return phase == objects.PodGroupPhase.INQUEUE and bool(
-        _mapping(group.get("spec")).get("minResources")
+        verdicts.mapping(group.get("spec")).get("minResources")
     )
 
 
 def _queue_of(group: Mapping[str, Any], *, settings: settings_.ReviewSettings) -> str:
     """The queue a PodGroup names; none (or not a string) is the default queue, as the
     operator reads it (``manifests.parse_pod_group``)."""
-    named = _mapping(group.get("spec")).get("queue")
+    named = verdicts.mapping(group.get("spec")).get("queue")
     return named if isinstance(named, str) and named else settings.default_queue
-
-
-def _namespace(request: admission.Request) -> str:
-    written = _mapping(_mapping(request.object).get("metadata")).get("namespace")
-    return written if isinstance(written, str) and written else request.namespace
-
-
-def _missing_object(request: admission.Request) -> admission.RawReview:
-    return admission.deny(
-        request.uid,
-        f"request.object: a {request.operation} review must carry the pod group",
-        code=400,
-        reason="BadRequest",
-    )
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else MappingProxyType({})

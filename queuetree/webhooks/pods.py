@@ -76,9 +76,9 @@ def _read_opt_in(
     request: admission.Request, pod: Mapping[str, Any], view: views.ClusterView
 ) -> _OptIn:
     """The pod's own opt-in, and its namespace's (which a pod cannot undo)."""
-    metadata = _mapping(pod.get("metadata"))
+    metadata = verdicts.mapping(pod.get("metadata"))
     annotations = _string_map(metadata.get("annotations"))
-    namespace = _namespace(request)
+    namespace = verdicts.namespace_of(request)
     own = annotations.get(GATE)
     by_namespace = view.namespace_annotations(namespace).get(GATE) == "true"
     return _OptIn(metadata, annotations, namespace, own, by_namespace)
@@ -112,9 +112,9 @@ def mutate(
     together): it gets no patch here, and /pods/validate refuses it.
     """
     if request.operation != "CREATE":
-        return verdicts.Verdict(_wrong_operation(request))
+        return verdicts.Verdict(verdicts.wrong_operation(request, expected="`CREATE`"))
     if request.object is None:
-        return verdicts.Verdict(_missing_object(request))
+        return verdicts.Verdict(verdicts.missing_object(request, what="pod"))
     pod = request.object
     opt_in = _read_opt_in(request, pod, view)
     metadata, annotations, namespace, own = (
@@ -137,14 +137,16 @@ def mutate(
             else []
         )
         return verdicts.Verdict(admission.allow(request.uid, warnings=warnings))
-    spec = _mapping(pod.get("spec"))
+    spec = verdicts.mapping(pod.get("spec"))
     if spec.get("nodeName"):
         # The API server refuses gates together with nodeName; /pods/validate says why.
         return verdicts.Verdict(admission.allow(request.uid))
     warnings = [_overruled_warning(opt_in)] if opt_in.overruled else []
     gates = spec.get("schedulingGates")
     patch: list[admission.RawPatchOperation] = []
-    if not (isinstance(gates, list) and any(_mapping(g).get("name") == GATE for g in gates)):
+    if not (
+        isinstance(gates, list) and any(verdicts.mapping(g).get("name") == GATE for g in gates)
+    ):
         if gates is None:
             patch.append({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]})
         else:
@@ -224,11 +226,11 @@ def validate(
     and each says which queue, where its name came from, and what to do.
     """
     if request.object is None:
-        return verdicts.Verdict(_missing_object(request))
+        return verdicts.Verdict(verdicts.missing_object(request, what="pod"))
     if request.operation == "UPDATE":
         return _validate_update(request, view=view, settings=settings)
     if request.operation != "CREATE":
-        return verdicts.Verdict(_wrong_operation(request, allowed="`CREATE` or `UPDATE`"))
+        return verdicts.Verdict(verdicts.wrong_operation(request, expected="`CREATE` or `UPDATE`"))
     return _validate_create(request, view=view, settings=settings)
 
 
@@ -255,7 +257,7 @@ def _validate_create(
     )
     name = metadata.get("name") or request.name or metadata.get("generateName") or ""
     problems: list[validation.FieldError] = []
-    spec = _mapping(request.object.get("spec"))
+    spec = verdicts.mapping(request.object.get("spec"))
     node = spec.get("nodeName")
     if node:
         how = "by its annotation" if opt_in.own == "true" else f"by namespace {namespace}"
@@ -347,12 +349,15 @@ def _validate_update(
     if old is None or request.username == settings.operator_username:
         return verdicts.Verdict(admission.allow(request.uid))
     new = request.object
-    old_meta, new_meta = _mapping(old.get("metadata")), _mapping(new.get("metadata"))
+    old_meta, new_meta = (
+        verdicts.mapping(old.get("metadata")),
+        verdicts.mapping(new.get("metadata")),
+    )
     before, after = (
         _string_map(old_meta.get("annotations")),
         _string_map(new_meta.get("annotations")),
     )
-    namespace = _namespace(request)
+    namespace = verdicts.namespace_of(request)
     name = new_meta.get("name") or request.name
     subject = f"pod {namespace}/{name}"
     operator = f"the queuetree operator ({settings.operator_username})"
@@ -388,7 +393,7 @@ def _validate_update(
                 value=after.get(record),
             )
         )
-    finished = _mapping(old.get("status")).get("phase") in _FINISHED
+    finished = verdicts.mapping(old.get("status")).get("phase") in _FINISHED
     if charged and not finished:
         for key in _BINDING_ANNOTATIONS:
             if before.get(key) != after.get(key):
@@ -410,8 +415,8 @@ def _validate_update(
 
 
 def _has_gate(pod: Mapping[str, Any]) -> bool:
-    gates = _mapping(pod.get("spec")).get("schedulingGates")
-    return isinstance(gates, list) and any(_mapping(g).get("name") == GATE for g in gates)
+    gates = verdicts.mapping(pod.get("spec")).get("schedulingGates")
+    return isinstance(gates, list) and any(verdicts.mapping(g).get("name") == GATE for g in gates)
 
 
 def _add_annotations(
@@ -425,37 +430,7 @@ def _add_annotations(
     ]
 
 
-def _namespace(request: admission.Request) -> str:
-    """The pod's namespace: its own, else the request's (Volcano does the same)."""
-    written = _mapping(_mapping(request.object).get("metadata")).get("namespace")
-    return written if isinstance(written, str) and written else request.namespace
-
-
-def _wrong_operation(
-    request: admission.Request, *, allowed: str = "`CREATE`"
-) -> admission.RawReview:
-    return admission.deny(
-        request.uid,
-        f"invalid operation `{request.operation}`, expect operation to be {allowed}",
-        code=400,
-        reason="BadRequest",
-    )
-
-
-def _missing_object(request: admission.Request) -> admission.RawReview:
-    return admission.deny(
-        request.uid,
-        f"request.object: a {request.operation} review must carry the pod",
-        code=400,
-        reason="BadRequest",
-    )
-
-
 def _string_map(value: object) -> Mapping[str, str]:
     if not isinstance(value, Mapping):
         return MappingProxyType({})
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else MappingProxyType({})

@@ -8,17 +8,10 @@ from typing import Any
 
 import pytest
 
-from tests.webhooks.builders import allowed, answer, cluster, denied, outcome, queue, review
+from tests.webhooks.builders import allowed, answer, cluster, denied, outcome, review
+from tests.webhooks.test_pods import QUEUE_NAME, TREE
 
 POD_GROUPS = {"group": "scheduling.volcano.sh", "version": "v1beta1", "resource": "podgroups"}
-QUEUE_NAME = "scheduling.volcano.sh/queue-name"
-TREE = [
-    queue("team", "root"),
-    queue("a", "team"),
-    queue("b", "team"),
-    queue("closed", "root", state="Closed"),
-    queue("default", "root"),
-]
 
 
 def pod_group(
