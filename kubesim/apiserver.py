@@ -1083,14 +1083,8 @@ class ApiServer:
         eviction.setdefault("kind", "Eviction")
         eviction.setdefault("metadata", {}).setdefault("name", req.name)
         eviction["metadata"].setdefault("namespace", req.namespace)
-        warnings: list[str] = []
-        options = self._options("CreateOptions", req)
-        kind = {"group": "policy", "version": "v1", "kind": "Eviction"}
-        await self._mutate(
-            "CREATE", req, obj=eviction, old=None, warnings=warnings, options=options, kind=kind
-        )
-        await self._validate_admission(
-            "CREATE", req, obj=eviction, old=None, warnings=warnings, options=options, kind=kind
+        warnings = await self._admit_subresource_create(
+            req, eviction, {"group": "policy", "version": "v1", "kind": "Eviction"}
         )
         current = self._require(pod_def, req.namespace, name=req.name)
         self._check_disruption_budgets(current.obj)
@@ -1156,14 +1150,8 @@ class ApiServer:
             raise errors.invalid(
                 "Binding", "", name=req.name, causes=[errors.field_required("target.name", "")]
             )
-        warnings: list[str] = []
-        options = self._options("CreateOptions", req)
-        kind = {"group": "", "version": "v1", "kind": "Binding"}
-        await self._mutate(
-            "CREATE", req, obj=body, old=None, warnings=warnings, options=options, kind=kind
-        )
-        await self._validate_admission(
-            "CREATE", req, obj=body, old=None, warnings=warnings, options=options, kind=kind
+        warnings = await self._admit_subresource_create(
+            req, body, {"group": "", "version": "v1", "kind": "Binding"}
         )
         current = self._require(req.rdef, req.namespace, name=req.name)
         pod = json.loads(current.raw)
@@ -1209,13 +1197,10 @@ class ApiServer:
             request.setdefault("apiVersion", "authentication.k8s.io/v1")
             request.setdefault("kind", "TokenRequest")
             request.setdefault("metadata", {}).setdefault("name", req.name)
-            options = self._options("CreateOptions", req)
-            kind = {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}
-            await self._mutate(
-                "CREATE", req, obj=request, old=None, warnings=warnings, options=options, kind=kind
-            )
-            await self._validate_admission(
-                "CREATE", req, obj=request, old=None, warnings=warnings, options=options, kind=kind
+            warnings = await self._admit_subresource_create(
+                req,
+                request,
+                {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
             )
         _, answer = self.tokens.issue(
             namespace=req.namespace,
@@ -1236,6 +1221,19 @@ class ApiServer:
         return self.tokens.authenticate(token, service_account_uid=uid_of)
 
     # ------------------------------------------------------------------ admission
+
+    async def _admit_subresource_create(self, req: Request, obj: dict, kind: dict) -> list[str]:
+        """Mutating then validating admission of a CREATE on a subresource (eviction, binding,
+        token), as kube-apiserver runs it; the warnings of the webhooks."""
+        warnings: list[str] = []
+        options = self._options("CreateOptions", req)
+        await self._mutate(
+            "CREATE", req, obj=obj, old=None, warnings=warnings, options=options, kind=kind
+        )
+        await self._validate_admission(
+            "CREATE", req, obj=obj, old=None, warnings=warnings, options=options, kind=kind
+        )
+        return warnings
 
     def _options(self, kind: str, req: Request) -> dict:
         options: dict[str, Any] = {"apiVersion": "meta.k8s.io/v1", "kind": kind}
