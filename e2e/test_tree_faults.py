@@ -17,27 +17,28 @@ DEPTH = 1000
 """Far beyond the deepest tree queuetree supports: a recursive walk of it would fail."""
 
 
+def blocks_only_itself(kube: support.Kube, *, queue: str, sound: str, says: str) -> None:
+    """A pod in the broken ``queue`` waits and is told why (``says``), while a pod in the
+    ``sound`` queue runs; the first is deleted again, before its queue goes (the fixture's
+    cleanup comes after the broken queues are gone)."""
+    kube.must(kube.apply(support.pod("broken", namespace=kube.namespace, queue=queue)))
+    kube.must(kube.apply(support.pod("elsewhere", namespace=kube.namespace, queue=sound)))
+    support.eventually(lambda: kube.running("elsewhere"), what="a pod in a sound queue runs")
+    # The first reason may be that the queue does not exist (yet, for the operator).
+    support.eventually(
+        lambda: says in kube.explanation("broken"), what=f"the waiting pod is told {says!r}"
+    )
+    assert kube.gated("broken")
+    kube.delete_pod("broken")
+
+
 def test_a_chain_deeper_than_supported_blocks_only_its_own_queues(kube: support.Kube) -> None:
     sound = support.unique("fault-sound")
     prefix = support.unique("fault-chain")
     kube.must(kube.apply(support.queue(sound)))
     with support.unvalidated_queues(kube, prefix):
         kube.must(kube.create(*support.chain(prefix, DEPTH, label=prefix)))
-        deepest = f"{prefix}-{DEPTH}"
-        kube.must(kube.apply(support.pod("deep", namespace=kube.namespace, queue=deepest)))
-        kube.must(kube.apply(support.pod("elsewhere", namespace=kube.namespace, queue=sound)))
-        support.eventually(
-            lambda: kube.running("elsewhere"), what="a pod in a sound queue still runs"
-        )
-        # The first reason may be that the queue does not exist (yet, for the operator).
-        support.eventually(
-            lambda: "levels below root" in kube.explanation("deep"),
-            what="the pod in the deep queue is told it is too deep",
-        )
-        assert kube.gated("deep")
-        # Pods of the deep queue are deleted before the chain goes (the fixture's cleanup
-        # comes after the chain is gone).
-        kube.delete_pod("deep")
+        blocks_only_itself(kube, queue=f"{prefix}-{DEPTH}", sound=sound, says="levels below root")
 
 
 def test_a_parent_cycle_blocks_only_the_queues_on_and_below_it(kube: support.Kube) -> None:
@@ -65,14 +66,4 @@ def test_a_parent_cycle_blocks_only_the_queues_on_and_below_it(kube: support.Kub
             )
         )
         # The pod's own queue is a sound leaf; the cycle is above it.
-        kube.must(kube.apply(support.pod("looped", namespace=kube.namespace, queue=below)))
-        kube.must(kube.apply(support.pod("elsewhere", namespace=kube.namespace, queue=sound)))
-        support.eventually(
-            lambda: kube.running("elsewhere"), what="a pod in a sound queue still runs"
-        )
-        support.eventually(
-            lambda: "cycle" in kube.explanation("looped"),
-            what="the pod below the cycle is told it is cut off by it",
-        )
-        assert kube.gated("looped")
-        kube.delete_pod("looped")
+        blocks_only_itself(kube, queue=below, sound=sound, says="cycle")
