@@ -175,7 +175,8 @@ class AdmissionCycle:
         for key in result.ungate:
             if not self._cluster.assume_ungated(key, decided_at=decided_at):
                 continue
-            if self._remover.offer(key, decided_at=decided_at):
+            queue = result.admitted_to.get(key, "")
+            if self._remover.offer(key, queue=queue, decided_at=decided_at):
                 offered.append(key)
             else:
                 self._cluster.forget_ungate(key)
@@ -185,13 +186,13 @@ class AdmissionCycle:
         evictions: list[reclaiming.Eviction] = []
         if self._writer is None or self._writer.done():
             writes = self._throttle(queue_status.plan_queue_writes(view, result))
-            phases = queue_status.plan_pod_group_phases(view.pod_groups, result)
+            groups = queue_status.plan_pod_group_status(view.pod_groups, result)
             explanations = explaining.plan_explanations(
                 view, result, self._cluster.explanations(), budget=self._explanation_budget
             )
             evictions = self._plan_evictions(view, result)
             self._writer = asyncio.create_task(
-                self._write(writes, phases, explanations, evictions),
+                self._write(writes, groups, explanations, evictions),
                 name="queuetree cycle writer",
             )
         # 5. Metrics.
@@ -212,15 +213,18 @@ class AdmissionCycle:
         ``allocated``, and a status write per queue per cycle would cost more than the
         admissions themselves (kueue #8095). While the gate workers have a backlog, the
         interval is ``BUSY_FIGURES_FACTOR`` times longer: the API server's time goes to
-        admissions first, and the figures catch up once the backlog is gone. States, marks and
-        warnings are never delayed."""
+        admissions first, and the figures catch up once the backlog is gone. States, marks,
+        warnings, and a queue's first or last pod (the count the webhook's deletion check reads)
+        are never delayed."""
         now = self._clock()
         interval = self._figures_interval
         if self._remover.backlogged:
             interval *= BUSY_FIGURES_FACTOR
         kept = []
         for write in writes:
-            urgent = bool(write.meta or write.warning or "state" in write.status)
+            urgent = bool(write.meta or write.warning or "state" in write.status) or (
+                queue_status.busy_changed(write)
+            )
             if not urgent and now - self._figures_written.get(write.name, -1e18) < interval:
                 continue
             if write.status:
@@ -245,22 +249,20 @@ class AdmissionCycle:
     async def _write(
         self,
         writes: list[queue_status.QueueWrite],
-        phases: Mapping[str, objects.PodGroupPhase],
+        groups: Mapping[str, Mapping[str, Any]],
         explanations: list[explaining.Explanation],
         evictions: list[reclaiming.Eviction],
     ) -> None:
         for write in writes:
             await self._apply_queue_write(write)
-        for key, phase in phases.items():
+        for key, status in groups.items():
             namespace, _, name = key.partition("/")
             try:
-                await self._api.patch_pod_group_status(
-                    namespace, name, {"status": {"phase": str(phase)}}
-                )
+                await self._api.patch_pod_group_status(namespace, name, {"status": dict(status)})
             except kube.ApiError as error:
                 # 404: the group is gone; otherwise the next cycle plans the write again.
                 if error.status != 404:
-                    logger.warning("PodGroup %s: phase not written: %s", key, error)
+                    logger.warning("PodGroup %s: status not written: %s", key, error)
         for explanation in explanations:
             await self._apply_explanation(explanation)
         for eviction in evictions:

@@ -7,7 +7,7 @@ import os
 import socket
 from collections.abc import Mapping
 
-from queuetree.core import configs, features
+from queuetree.core import configs, features, objects
 
 EVICTION_RETRY = 10.0
 """Seconds a victim whose eviction was refused with 429 (a PodDisruptionBudget) stays out of
@@ -57,3 +57,7 @@ class OperatorSettings:
     identity: str = dataclasses.field(default_factory=default_identity)
     default_queue: str = "default"
     """Name of the default queue created at start-up when absent."""
+    scheduler_names: frozenset[str] = frozenset({objects.DEFAULT_SCHEDULER})
+    """``--scheduler-name``: the schedulers that place the pods it ungates; a gated pod that
+    names another is never ungated (nothing would place it, and it would hold its queue's
+    room for ever), and is told why."""

@@ -69,7 +69,7 @@ async def test_an_admitted_pod_is_assumed_offered_patched_and_confirmed() -> Non
 async def test_a_full_gate_queue_forgets_the_assumption() -> None:
     cluster, _, remover, session, admission = make(workers=1)
     for index in range(gating.QUEUE_SLOTS_PER_WORKER):
-        assert remover.offer(f"ns/filler-{index}", decided_at=0.0)
+        assert remover.offer(f"ns/filler-{index}", queue="default", decided_at=0.0)
     cluster.upsert_pod(fakes.pod("a"))
     cluster.mark_synced()
     session.ungate = ("ns/a",)
@@ -210,7 +210,7 @@ def test_figure_only_status_writes_wait_longer_while_admissions_queue(
     assert admission._throttle([first]) == [first]
     if backlog:
         for index in range(gating.BACKLOG_PER_WORKER + 1):
-            assert remover.offer(f"ns/p{index}", decided_at=0.0)
+            assert remover.offer(f"ns/p{index}", queue="default", decided_at=0.0)
     now[0] = later
     write = queue_status.QueueWrite(name="team", status=status)
     assert (admission._throttle([write]) == [write]) is written

@@ -33,7 +33,9 @@ async def test_refusals_carry_status_and_reason_and_are_counted(
             limiter=kube.RateLimiter(qps=0, burst=1),
             on_error=lambda verb, status: errors.append((verb, status)),
         )
-        stale = gating.build_gate_removal_patch(fakes.pod("p", namespace="default", uid="old"))
+        stale = gating.build_gate_removal_patch(
+            fakes.pod("p", namespace="default", uid="old"), queue="default"
+        )
         assert stale is not None
         outcomes = []
         for namespace, name in (("default", "missing"), ("default", "p")):
@@ -42,7 +44,7 @@ async def test_refusals_carry_status_and_reason_and_are_counted(
             except kube.ApiError as error:
                 outcomes.append((error.status, error.reason))
         fresh = gating.build_gate_removal_patch(
-            fakes.pod("p", namespace="default", uid=created["metadata"]["uid"])
+            fakes.pod("p", namespace="default", uid=created["metadata"]["uid"]), queue="default"
         )
         assert fresh is not None
         await writes.patch_pod("default", "p", fresh)
@@ -147,7 +149,7 @@ async def test_the_gate_removal_takes_the_explanation_with_it_in_one_write(
         fakes.pod("held", namespace="default", uid=created["metadata"]["uid"]),
         annotations={reason: "queue default: cpu 0.1 > 0"},
     )
-    patch = gating.build_gate_removal_patch(held)
+    patch = gating.build_gate_removal_patch(held, queue="default")
     assert patch is not None
     loaded = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
     async with loaded as api_client:
@@ -158,6 +160,7 @@ async def test_the_gate_removal_takes_the_explanation_with_it_in_one_write(
     assert after is not None
     assert (sim.gates_of(after), reason in after["metadata"]["annotations"]) == ([], False)
     assert after["metadata"]["annotations"]["team"] == "ml"
+    assert after["metadata"]["annotations"]["scheduling.queuetree.io/admitted-queue"] == "default"
 
 
 STATUS_BODIES = {
