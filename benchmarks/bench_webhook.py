@@ -122,15 +122,15 @@ def serve(port_queue: Any, cert_dir: str, queues: int) -> None:
     async def main() -> None:
         bundle_dir = pathlib.Path(cert_dir)
         source = certificates.FileSource(str(bundle_dir / "tls.crt"), str(bundle_dir / "tls.key"))
-        context = certificates.server_context()
-        source.refresh(context)
+        serving = certificates.ServingContext(certificates.server_context)
+        source.refresh(serving)
         app = server.build_app(
             source=server.StaticSource(tree(queues)), settings=settings.ReviewSettings()
         )
         server.freeze_heap()  # as ``queuetree webhook`` does once its caches are synced
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=serving.context)
         await site.start()
         port_queue.put(runner.addresses[0][1])
         await asyncio.Event().wait()

@@ -213,10 +213,13 @@ async def handle_metrics(request: web.Request) -> web.Response:
 
 
 class CertificateKeeper:
-    """Loads the serving pair into one TLS context and keeps it current."""
+    """Serves the pair through one :class:`certificates.ServingContext` and keeps it current."""
 
     def __init__(self, config: ServerConfig, api_client: Any | None) -> None:
-        self.context = certificates.server_context(config.tls_min_version)
+        self.serving = certificates.ServingContext(
+            lambda: certificates.server_context(config.tls_min_version)
+        )
+        self.context = self.serving.context
         self.loaded = asyncio.Event()
         self._config = config
         self._files: certificates.FileSource | None = None
@@ -241,10 +244,10 @@ class CertificateKeeper:
 
     async def refresh(self) -> bool:
         if self._files is not None:
-            changed = self._files.refresh(self.context)
+            changed = self._files.refresh(self.serving)
         else:
             assert self._secret is not None
-            changed = await self._secret.refresh(self.context)
+            changed = await self._secret.refresh(self.serving)
         self.loaded.set()
         return changed
 
