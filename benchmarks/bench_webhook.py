@@ -32,10 +32,9 @@ import tempfile
 from typing import Any
 
 import aiohttp
-from aiohttp import web
 
 from queuetree.core import objects
-from queuetree.webhooks import certificates, server, settings, views
+from queuetree.webhooks import certificates, listening, server, settings, views
 
 SERVICE, NAMESPACE = "queuetree-webhook", "queuetree-system"
 GATE = objects.QUEUE_ALLOCATION_GATE
@@ -128,12 +127,14 @@ def serve(port_queue: Any, cert_dir: str, queues: int) -> None:
             source=server.StaticSource(tree(queues)), settings=settings.ReviewSettings()
         )
         server.freeze_heap()  # as ``queuetree webhook`` does once its caches are synced
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=serving.context)
-        await site.start()
-        port_queue.put(runner.addresses[0][1])
-        await asyncio.Event().wait()
+        async with listening.listening(
+            app,
+            sock=listening.bind("127.0.0.1", 0),
+            context=serving.context,
+            limits=listening.Limits(),
+        ) as port:
+            port_queue.put(port)
+            await asyncio.Event().wait()
 
     asyncio.run(main())
 

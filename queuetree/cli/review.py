@@ -67,7 +67,13 @@ def run(args: argparse.Namespace) -> int:
     except _InputError as exc:
         print(f"queuetree review: {exc}", file=sys.stderr)
         return 2
-    answer = reviewing.review(args.path, body, view=view, settings=webhook.settings_from(args))
+    answer = reviewing.review(
+        args.path,
+        body,
+        view=view,
+        settings=webhook.settings_from(args),
+        limits=webhook.body_limits_from(args),
+    )
     if answer.status != 200:
         print(f"queuetree review: {args.filename}: {answer.body.decode()}", file=sys.stderr, end="")
         return 2

@@ -15,8 +15,11 @@ import sys
 
 from queuetree.cli import flags
 from queuetree.core import objects
-from queuetree.webhooks import certificates, server
+from queuetree.webhooks import certificates, listening, reviewing, server
 from queuetree.webhooks import settings as settings_
+
+LIMITS = listening.DEFAULTS
+"""The defaults of the transport limits: the flags below take theirs from here."""
 
 
 def add_review_flags(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +53,45 @@ def add_review_flags(parser: argparse.ArgumentParser) -> None:
         'give the operator the same value (default "default", fixed in Volcano)',
     )
     flags.add_feature_gates_flag(parser)
+    add_body_limit_flags(parser)
+
+
+def add_body_limit_flags(parser: argparse.ArgumentParser) -> None:
+    """What a review body may be (shared by ``webhook`` and ``review``: both run the same
+    checks before any review work)."""
+    body = LIMITS.body
+    group = parser.add_argument_group("request body limits")
+    group.add_argument(
+        "--max-request-body-bytes",
+        type=_positive_int,
+        default=body.max_bytes,
+        metavar="BYTES",
+        help="largest request body; larger ones get 413 unread "
+        f"(default {body.max_bytes}: 3 MiB, kube-apiserver's largest object, plus 256 KiB)",
+    )
+    group.add_argument(
+        "--max-json-depth",
+        type=_positive_int,
+        default=body.max_depth,
+        metavar="N",
+        help=f"deepest nesting of JSON arrays and objects (default {body.max_depth})",
+    )
+    group.add_argument(
+        "--max-json-elements",
+        type=_positive_int,
+        default=body.max_elements,
+        metavar="N",
+        help="most '[', '{' and ',' characters in a body, counted before decoding "
+        f"(default {body.max_elements})",
+    )
+
+
+def body_limits_from(args: argparse.Namespace) -> reviewing.BodyLimits:
+    return reviewing.BodyLimits(
+        max_bytes=args.max_request_body_bytes,
+        max_depth=args.max_json_depth,
+        max_elements=args.max_json_elements,
+    )
 
 
 def settings_from(args: argparse.Namespace) -> settings_.ReviewSettings:
@@ -80,6 +122,52 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=0,
         help="plain-HTTP port for /metrics, /healthz and /readyz; 0 serves them only on the "
         "HTTPS port (default 0)",
+    )
+    serving.add_argument(
+        "--health-port",
+        type=_port,
+        default=0,
+        help="plain-HTTP port for the liveness probe /healthz, answered by a thread so that a "
+        "busy event loop does not fail it; 0 serves none (default 0)",
+    )
+    serving.add_argument(
+        "--http-header-timeout",
+        type=_positive_seconds,
+        default=LIMITS.header_timeout,
+        metavar="SECONDS",
+        help="time for the TLS handshake, and then for a request's headers "
+        f"(default {LIMITS.header_timeout:g})",
+    )
+    serving.add_argument(
+        "--http-idle-timeout",
+        type=_positive_seconds,
+        default=LIMITS.idle_timeout,
+        metavar="SECONDS",
+        help=f"longest silence while a request body arrives (default {LIMITS.idle_timeout:g})",
+    )
+    serving.add_argument(
+        "--http-request-timeout",
+        type=_positive_seconds,
+        default=LIMITS.request_timeout,
+        metavar="SECONDS",
+        help="time from a request's first byte to its answer; keep it below the webhooks' "
+        f"timeoutSeconds (default {LIMITS.request_timeout:g})",
+    )
+    serving.add_argument(
+        "--http-keepalive-timeout",
+        type=_positive_seconds,
+        default=LIMITS.keepalive_timeout,
+        metavar="SECONDS",
+        help=f"how long an idle keep-alive connection is kept (default "
+        f"{LIMITS.keepalive_timeout:g})",
+    )
+    serving.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=LIMITS.max_connections,
+        metavar="N",
+        help="connections open at once, TLS handshakes included; more wait to be accepted "
+        f"(default {LIMITS.max_connections})",
     )
     serving.add_argument(
         "--shutdown-delay",
@@ -184,6 +272,15 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         bind_address=args.bind_address,
         metrics_port=args.metrics_port,
+        health_port=args.health_port,
+        limits=listening.Limits(
+            header_timeout=args.http_header_timeout,
+            idle_timeout=args.http_idle_timeout,
+            request_timeout=args.http_request_timeout,
+            keepalive_timeout=args.http_keepalive_timeout,
+            max_connections=args.max_connections,
+            body=body_limits_from(args),
+        ),
         tls_min_version=args.tls_min_version,
         cert_mode=args.cert_mode,
         tls_cert_file=args.tls_cert_file,
@@ -220,6 +317,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
     return value
 
 

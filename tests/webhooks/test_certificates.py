@@ -14,12 +14,11 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from queuetree.webhooks import certificates, server, settings
+from queuetree.webhooks import certificates, listening, server, settings
 from tests.webhooks.builders import review
 
 SERVICE, NAMESPACE = "queuetree-webhook", "queuetree-system"
@@ -98,12 +97,13 @@ async def tls_server(tmp_path: pathlib.Path) -> AsyncIterator[TLSServer]:
     serving = certificates.ServingContext(certificates.server_context)
     files.refresh(serving)
     app = server.build_app(source=server.StaticSource(), settings=settings.ReviewSettings())
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=serving.context)
-    await site.start()
-    yield TLSServer(runner.addresses[0][1], serving, files, tmp_path, bundle)
-    await runner.cleanup()
+    async with listening.listening(
+        app,
+        sock=listening.bind("127.0.0.1", 0),
+        context=serving.context,
+        limits=listening.Limits(),
+    ) as port:
+        yield TLSServer(port, serving, files, tmp_path, bundle)
 
 
 def client_context(ca_pem: bytes) -> ssl.SSLContext:
