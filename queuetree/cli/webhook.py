@@ -170,6 +170,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         f"(default {LIMITS.max_connections})",
     )
     serving.add_argument(
+        "--max-connection-rate",
+        type=_positive_seconds,
+        default=LIMITS.max_connection_rate,
+        metavar="PER_SECOND",
+        help="new connections accepted per second, in bursts of as many; more wait to be "
+        f"accepted (default {LIMITS.max_connection_rate:g})",
+    )
+    serving.add_argument(
         "--shutdown-delay",
         type=float,
         default=5.0,
@@ -279,6 +287,7 @@ def run(args: argparse.Namespace) -> int:
             request_timeout=args.http_request_timeout,
             keepalive_timeout=args.http_keepalive_timeout,
             max_connections=args.max_connections,
+            max_connection_rate=args.max_connection_rate,
             body=body_limits_from(args),
         ),
         tls_min_version=args.tls_min_version,

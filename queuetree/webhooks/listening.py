@@ -4,8 +4,9 @@ aiohttp parses HTTP and runs the handlers; this module owns what happens before 
 that, because aiohttp's own sites have no header timeout, no connection cap and no TLS
 handshake timeout, and a connection that never finishes its headers is kept for an hour:
 
-- :class:`Listener` accepts connections itself (``loop.sock_accept``) and stops accepting while
-  ``max_connections`` are open, TLS handshakes included (each TLS connection holds a 256 KiB
+- :class:`Listener` accepts connections itself (``loop.sock_accept``), at most
+  ``max_connection_rate`` a second, and stops accepting while ``max_connections`` are open,
+  TLS handshakes included (each TLS connection holds a 256 KiB
   read buffer in asyncio, so the cap is a memory bound); further clients wait in the kernel's
   backlog, as with Go's ``netutil.LimitListener``. Open connections are not closed to make room:
   a flood of new ones must not push out kube-apiserver's keep-alive connections.
@@ -65,6 +66,12 @@ class Limits:
     """``--http-keepalive-timeout``, seconds: how long an idle keep-alive connection is kept.
     Longer than the idle timeout of kube-apiserver's client would be pointless, and a short
     one makes the API server open (and TLS-handshake) connections more often."""
+    max_connection_rate: float = 100.0
+    """``--max-connection-rate``: new connections accepted per second (in bursts of as many);
+    more wait in the listen backlog. A TLS handshake is the dearest thing a client can make the
+    server do before sending a byte of HTTP; kube-apiserver keeps its connections alive and
+    opens a few at a time, while a client that reconnects for every request could otherwise
+    keep the event loop busy with handshakes alone."""
     max_connections: int = 256
     """``--max-connections``: connections open at once, handshakes included; more wait in the
     listen backlog. A TLS connection costs about 300 KiB (asyncio's 256 KiB read buffer, the
@@ -263,8 +270,16 @@ class Listener:
 
     async def _accept(self) -> None:
         loop = asyncio.get_running_loop()
+        rate = self._limits.max_connection_rate
+        tokens, last = rate, loop.time()  # a token bucket: bursts of up to one second's worth
         while True:
             await self._room.wait()
+            now = loop.time()
+            tokens, last = min(rate, tokens + (now - last) * rate), now
+            if tokens < 1:
+                await asyncio.sleep((1 - tokens) / rate)
+                continue
+            tokens -= 1
             try:
                 connection, _ = await loop.sock_accept(self._sock)
             except OSError as exc:  # EMFILE and the like: keep serving what is open
@@ -318,9 +333,11 @@ def handler_options(limits: Limits) -> dict[str, Any]:
         # Bodies are read as sent; any Content-Encoding is refused before reading (415), so
         # nothing is ever inflated (a 64 KiB gzip body can inflate to 64 MiB).
         "auto_decompress": False,
-        # After an early answer (413, 415), the rest of the body is read and dropped for at
-        # most this long, so the client sees the answer instead of a reset.
-        "lingering_time": 1.0,
+        # After an early answer (413, 415, 408) the connection is closed at once instead of
+        # reading and dropping the rest of the body: kube-apiserver never sends such bodies,
+        # and a hostile client must not make the server decrypt megabytes it refused. (A
+        # client still sending may see a reset instead of the answer.)
+        "lingering_time": 0.0,
         "access_log": None,
     }
 

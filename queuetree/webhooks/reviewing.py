@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Final, Protocol
 
-from queuetree.api import admission
+from queuetree.api import admission, problems
 from queuetree.webhooks import pods, queues, verdicts, views
 from queuetree.webhooks import settings as settings_
 
@@ -44,10 +44,9 @@ class BodyLimits:
     """``--max-request-body-bytes``: kube-apiserver refuses objects above 3 MiB, so a review
     is at most that object plus its envelope (request fields, user info: 256 KiB is far more
     than they take). Larger bodies get HTTP 413, unread."""
-    max_depth: int = 100
-    """``--max-json-depth``: deepest nesting of arrays and objects. A pod nests about ten
-    levels (managed fields included); deeper bodies only reach recursion limits in code that
-    prints or copies them (HTTP 400)."""
+    max_depth: int = problems.MAX_NESTING
+    """``--max-json-depth``: deepest nesting of arrays and objects, the same bound as for every
+    other input (HTTP 400)."""
     max_elements: int = 100_000
     """``--max-json-elements``: most ``[``, ``{`` and ``,`` characters in a body, counted
     over its bytes before decoding (inside strings too: a conservative count that needs no
