@@ -413,6 +413,19 @@ class CapacityPlugin(frameworks.Plugin):
             if name == objects.ROOT_QUEUE:
                 attr.chain = (attr,)
                 continue
+            if ancestors is not None and len(ancestors) > objects.MAX_QUEUE_LEVELS:
+                # Written past the webhook: isolated like a cycle, and the walks from the root
+                # below (recursive, like Volcano's) stay far from the stack's limit.
+                attr.broken = (
+                    f"queue {name!r} is more than {objects.MAX_QUEUE_LEVELS} levels below root"
+                )
+                if len(ancestors) == objects.MAX_QUEUE_LEVELS + 1:
+                    session.errors.append(
+                        f"queue {name!r}: spec.parent makes it level {len(ancestors)} below "
+                        f"root, deeper than {objects.MAX_QUEUE_LEVELS}; it and the queues below "
+                        "it admit nothing"
+                    )
+                ancestors = None
             if ancestors is None:
                 attr.chain = (attr,)
                 continue

@@ -39,6 +39,11 @@ NodeName = NewType("NodeName", str)
 ROOT_QUEUE = "root"
 DEFAULT_QUEUE = "default"
 
+MAX_QUEUE_LEVELS = 100
+"""Most levels a queue may sit below root (a child of root is level 1). The webhook's
+``--max-queue-depth`` (5 by default) keeps real trees far shallower; the bound is for trees
+written past the webhook, so that walking one from the root cannot exhaust the stack."""
+
 QUEUE_ALLOCATION_GATE = "scheduling.volcano.sh/queue-allocation-gate"
 """Both the opt-in pod annotation (value exactly ``"true"``) and the scheduling gate's name."""
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
