@@ -146,8 +146,11 @@ def build_app(
     certificate_loaded: asyncio.Event | None = None,
     stopping: asyncio.Event | None = None,
     limits: listening.Limits = listening.DEFAULTS,
+    serve_metrics: bool = True,
 ) -> web.Application:
-    """The aiohttp application (no TLS here: that is the listener's business)."""
+    """The aiohttp application (no TLS here: that is the listener's business). With
+    ``serve_metrics`` False, /metrics is left to the metrics port: the admission port then
+    serves reviews and probes only."""
     app = web.Application(middlewares=[answer_errors_as_status])
     app[SOURCE] = source
     app[SETTINGS] = settings
@@ -161,14 +164,15 @@ def build_app(
     app[STOPPING] = stopping or asyncio.Event()
     for path in reviewing.ENDPOINTS:
         app.router.add_post(path, handle_review)
-    add_health_routes(app)
+    add_health_routes(app, metrics_=serve_metrics)
     return app
 
 
-def add_health_routes(app: web.Application) -> None:
+def add_health_routes(app: web.Application, *, metrics_: bool = True) -> None:
     app.router.add_get("/healthz", handle_healthz)
     app.router.add_get("/readyz", handle_readyz)
-    app.router.add_get("/metrics", handle_metrics)
+    if metrics_:
+        app.router.add_get("/metrics", handle_metrics)
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -434,6 +438,9 @@ async def _serve(
             certificate_loaded=keeper.loaded,
             stopping=stopping,
             limits=config.limits,
+            # Metrics where docs/webhook.md says: on --metrics-port when there is one, and then
+            # not on the port kube-apiserver (and anyone who reaches it) talks to.
+            serve_metrics=not config.metrics_port,
         )
         async with (
             _background(

@@ -108,6 +108,10 @@ def test_the_webhook_arguments_parse_and_match_its_ports_probes_and_names(
             in test_manifests.by_kind(objects, "ValidatingWebhookConfiguration"),
         ),
         "probes": probe_targets(container),
+        "metrics port": (
+            args.metrics_port,
+            {p["name"]: p["containerPort"] for p in container["ports"]}["metrics"],
+        ),
     }
     assert actual == {
         "command": "webhook",
@@ -116,10 +120,12 @@ def test_the_webhook_arguments_parse_and_match_its_ports_probes_and_names(
         "secret": "queuetree-webhook-certs",
         "service exists": True,
         "configurations exist": (True, True),
+        # Liveness from the thread on --health-port, readiness over the TLS port itself.
         "probes": {
-            "livenessProbe": ("HTTPS", args.port, "/healthz"),
+            "livenessProbe": ("HTTP", args.health_port, "/healthz"),
             "readinessProbe": ("HTTPS", args.port, "/readyz"),
         },
+        "metrics port": (8080, 8080),
     }
 
 
