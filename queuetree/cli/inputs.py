@@ -11,6 +11,8 @@ import argparse
 import os
 from typing import BinaryIO, Final
 
+from queuetree.cli import flags
+
 MAX_FILE_BYTES: Final = 32 * 1024 * 1024
 """Default of ``--max-file-bytes``: room for tens of thousands of pods in one file."""
 
@@ -22,7 +24,7 @@ class TooLarge(Exception):
 def add_max_file_bytes_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-file-bytes",
-        type=_positive_bytes,
+        type=flags.positive_int,
         default=MAX_FILE_BYTES,
         metavar="BYTES",
         help=f"largest input file read; larger ones are refused unread (default {MAX_FILE_BYTES})",
@@ -53,13 +55,3 @@ def _too_large(name: str, size: str, limit: int) -> str:
         f"{name}: {size} bytes, more than the limit of {limit} (--max-file-bytes): "
         "split the file or raise the limit"
     )
-
-
-def _positive_bytes(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value

@@ -9,9 +9,11 @@ Every flag is documented in docs/webhook.md. Names follow Kubernetes and Volcano
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import sys
+from collections.abc import Callable
 
 from queuetree.cli import flags
 from queuetree.core import objects
@@ -27,7 +29,7 @@ def add_review_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("review rules")
     group.add_argument(
         "--max-queue-depth",
-        type=_positive_int,
+        type=flags.positive_int,
         default=5,
         metavar="N",
         help="most queue levels below root; a child of root is level 1 (default 5)",
@@ -59,39 +61,112 @@ def add_review_flags(parser: argparse.ArgumentParser) -> None:
 def add_body_limit_flags(parser: argparse.ArgumentParser) -> None:
     """What a review body may be (shared by ``webhook`` and ``review``: both run the same
     checks before any review work)."""
-    body = LIMITS.body
     group = parser.add_argument_group("request body limits")
-    group.add_argument(
-        "--max-request-body-bytes",
-        type=_positive_int,
-        default=body.max_bytes,
-        metavar="BYTES",
-        help="largest request body; larger ones get 413 unread "
-        f"(default {body.max_bytes}: 3 MiB, kube-apiserver's largest object, plus 256 KiB)",
-    )
-    group.add_argument(
-        "--max-json-depth",
-        type=_positive_int,
-        default=body.max_depth,
-        metavar="N",
-        help=f"deepest nesting of JSON arrays and objects (default {body.max_depth})",
-    )
-    group.add_argument(
-        "--max-json-elements",
-        type=_positive_int,
-        default=body.max_elements,
-        metavar="N",
-        help="most '[', '{' and ',' characters in a body, counted before decoding "
-        f"(default {body.max_elements})",
-    )
+    _add_limit_flags(group, LIMITS.body, BODY_FLAGS)
 
 
 def body_limits_from(args: argparse.Namespace) -> reviewing.BodyLimits:
-    return reviewing.BodyLimits(
-        max_bytes=args.max_request_body_bytes,
-        max_depth=args.max_json_depth,
-        max_elements=args.max_json_elements,
-    )
+    return reviewing.BodyLimits(**{flag.field: getattr(args, flag.field) for flag in BODY_FLAGS})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LimitFlag:
+    """A flag that sets one field of ``listening.Limits`` or ``reviewing.BodyLimits``; its
+    default is the field's (the one place it is written) and appears in its help."""
+
+    name: str
+    field: str
+    type: Callable[[str], float]
+    metavar: str
+    help: str
+
+
+TRANSPORT_FLAGS = (
+    LimitFlag(
+        "--http-header-timeout",
+        "header_timeout",
+        flags.positive_seconds,
+        "SECONDS",
+        "time for the TLS handshake, and then for a request's headers",
+    ),
+    LimitFlag(
+        "--http-idle-timeout",
+        "idle_timeout",
+        flags.positive_seconds,
+        "SECONDS",
+        "longest silence while a request body arrives",
+    ),
+    LimitFlag(
+        "--http-request-timeout",
+        "request_timeout",
+        flags.positive_seconds,
+        "SECONDS",
+        "time from a request's first byte to its answer; keep it below the webhooks' "
+        "timeoutSeconds",
+    ),
+    LimitFlag(
+        "--http-keepalive-timeout",
+        "keepalive_timeout",
+        flags.positive_seconds,
+        "SECONDS",
+        "how long an idle keep-alive connection is kept",
+    ),
+    LimitFlag(
+        "--max-connections",
+        "max_connections",
+        flags.positive_int,
+        "N",
+        "connections open at once, TLS handshakes included; more wait to be accepted",
+    ),
+    LimitFlag(
+        "--max-connection-rate",
+        "max_connection_rate",
+        flags.positive_seconds,
+        "PER_SECOND",
+        "new connections accepted per second, in bursts of as many; more wait to be accepted",
+    ),
+)
+BODY_FLAGS = (
+    LimitFlag(
+        "--max-request-body-bytes",
+        "max_bytes",
+        flags.positive_int,
+        "BYTES",
+        "largest request body (3 MiB, kube-apiserver's largest object, plus 256 KiB); larger "
+        "ones get 413 unread",
+    ),
+    LimitFlag(
+        "--max-json-depth",
+        "max_depth",
+        flags.positive_int,
+        "N",
+        "deepest nesting of JSON arrays and objects",
+    ),
+    LimitFlag(
+        "--max-json-elements",
+        "max_elements",
+        flags.positive_int,
+        "N",
+        "most '[', '{' and ',' characters in a body, counted before decoding",
+    ),
+)
+
+
+def _add_limit_flags(
+    group: argparse._ArgumentGroup, defaults: object, table: tuple[LimitFlag, ...]
+) -> None:
+    for flag in table:
+        default = getattr(defaults, flag.field)
+        group.add_argument(
+            flag.name,
+            dest=flag.field,
+            type=flag.type,
+            default=default,
+            metavar=flag.metavar,
+            help=f"{flag.help} (default {default:g})"
+            if isinstance(default, float)
+            else f"{flag.help} (default {default})",
+        )
 
 
 def settings_from(args: argparse.Namespace) -> settings_.ReviewSettings:
@@ -130,53 +205,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="plain-HTTP port for the liveness probe /healthz, answered by a thread so that a "
         "busy event loop does not fail it; 0 serves none (default 0)",
     )
-    serving.add_argument(
-        "--http-header-timeout",
-        type=_positive_seconds,
-        default=LIMITS.header_timeout,
-        metavar="SECONDS",
-        help="time for the TLS handshake, and then for a request's headers "
-        f"(default {LIMITS.header_timeout:g})",
-    )
-    serving.add_argument(
-        "--http-idle-timeout",
-        type=_positive_seconds,
-        default=LIMITS.idle_timeout,
-        metavar="SECONDS",
-        help=f"longest silence while a request body arrives (default {LIMITS.idle_timeout:g})",
-    )
-    serving.add_argument(
-        "--http-request-timeout",
-        type=_positive_seconds,
-        default=LIMITS.request_timeout,
-        metavar="SECONDS",
-        help="time from a request's first byte to its answer; keep it below the webhooks' "
-        f"timeoutSeconds (default {LIMITS.request_timeout:g})",
-    )
-    serving.add_argument(
-        "--http-keepalive-timeout",
-        type=_positive_seconds,
-        default=LIMITS.keepalive_timeout,
-        metavar="SECONDS",
-        help=f"how long an idle keep-alive connection is kept (default "
-        f"{LIMITS.keepalive_timeout:g})",
-    )
-    serving.add_argument(
-        "--max-connections",
-        type=_positive_int,
-        default=LIMITS.max_connections,
-        metavar="N",
-        help="connections open at once, TLS handshakes included; more wait to be accepted "
-        f"(default {LIMITS.max_connections})",
-    )
-    serving.add_argument(
-        "--max-connection-rate",
-        type=_positive_seconds,
-        default=LIMITS.max_connection_rate,
-        metavar="PER_SECOND",
-        help="new connections accepted per second, in bursts of as many; more wait to be "
-        f"accepted (default {LIMITS.max_connection_rate:g})",
-    )
+    _add_limit_flags(serving, LIMITS, TRANSPORT_FLAGS)
     serving.add_argument(
         "--shutdown-delay",
         type=float,
@@ -282,12 +311,7 @@ def run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         health_port=args.health_port,
         limits=listening.Limits(
-            header_timeout=args.http_header_timeout,
-            idle_timeout=args.http_idle_timeout,
-            request_timeout=args.http_request_timeout,
-            keepalive_timeout=args.http_keepalive_timeout,
-            max_connections=args.max_connections,
-            max_connection_rate=args.max_connection_rate,
+            **{flag.field: getattr(args, flag.field) for flag in TRANSPORT_FLAGS},
             body=body_limits_from(args),
         ),
         tls_min_version=args.tls_min_version,
@@ -317,26 +341,6 @@ def _sans(text: str) -> tuple[str, ...]:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return sans
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
 
 
 def _port(text: str) -> int:

@@ -173,7 +173,9 @@ async def test_connections_beyond_the_cap_wait_until_one_closes() -> None:
             id="announced-too-large",
         ),
         pytest.param(
-            request_bytes(body=b"[" + b"[]," * 100_000 + b"[]]"),
+            # 50,002 '[' and 50,000 ',': the bound is passed only by the last bytes, so the
+            # whole body is read and the answer cannot be lost to a reset.
+            request_bytes(body=b"[" + b"[]," * 50_000 + b"[]]"),
             (
                 413,
                 "RequestEntityTooLarge",
