@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from queuetree.core import resources
 from queuetree.core.resources import Resource
+from tests.core import test_resources_comparisons
 
 NAMES = ["nvidia.com/gpu", "pods", "rdma", "hugepages-2Mi"]
 VALID_NAMES = ["nvidia.com/gpu", "pods", "hugepages-2Mi"]
@@ -132,19 +133,6 @@ def test_every_operation_is_total_over_both_defaults_and_prints(
     ]
     if right.less_equal(left, resources.ZERO):
         results.append(left - right)
-    verdicts = [
-        getattr(left, name)(right, default)
-        for name in (
-            "less",
-            "less_equal",
-            "less_partly",
-            "less_equal_partly",
-            "equal",
-            "greater",
-            "greater_equal",
-            "greater_partly",
-            "greater_equal_partly",
-        )
-    ]
+    verdicts = [getattr(left, name)(right, default) for name in test_resources_comparisons.NINE]
     printed = [(str(r), r.debug_string(), resources.to_resource_list(r)) for r in results]
     assert (len(printed), all(isinstance(v, bool) for v in verdicts)) == (len(results), True)
