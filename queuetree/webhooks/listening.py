@@ -67,7 +67,8 @@ class Limits:
     Longer than the idle timeout of kube-apiserver's client would be pointless, and a short
     one makes the API server open (and TLS-handshake) connections more often."""
     max_connection_rate: float = 100.0
-    """``--max-connection-rate``: new connections accepted per second (in bursts of as many);
+    """``--max-connection-rate``: new connections accepted per second (in bursts of a tenth of
+    that);
     more wait in the listen backlog. A TLS handshake is the dearest thing a client can make the
     server do before sending a byte of HTTP; kube-apiserver keeps its connections alive and
     opens a few at a time, while a client that reconnects for every request could otherwise
@@ -271,11 +272,15 @@ class Listener:
     async def _accept(self) -> None:
         loop = asyncio.get_running_loop()
         rate = self._limits.max_connection_rate
-        tokens, last = rate, loop.time()  # a token bucket: bursts of up to one second's worth
+        # A token bucket holding a tenth of a second's worth: a burst of handshakes is work the
+        # event loop does back to back, and a full second's worth (100 at the default) would
+        # hold every review waiting behind it for as long.
+        burst = max(1.0, rate / 10)
+        tokens, last = burst, loop.time()
         while True:
             await self._room.wait()
             now = loop.time()
-            tokens, last = min(rate, tokens + (now - last) * rate), now
+            tokens, last = min(burst, tokens + (now - last) * rate), now
             if tokens < 1:
                 await asyncio.sleep((1 - tokens) / rate)
                 continue
