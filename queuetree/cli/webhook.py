@@ -123,7 +123,8 @@ TRANSPORT_FLAGS = (
         "max_connection_rate",
         flags.positive_seconds,
         "PER_SECOND",
-        "new connections accepted per second, in bursts of as many; more wait to be accepted",
+        "new connections accepted per second, in bursts of a tenth of that; more wait to be "
+        "accepted",
     ),
 )
 BODY_FLAGS = (

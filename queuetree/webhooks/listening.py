@@ -67,12 +67,11 @@ class Limits:
     Longer than the idle timeout of kube-apiserver's client would be pointless, and a short
     one makes the API server open (and TLS-handshake) connections more often."""
     max_connection_rate: float = 100.0
-    """``--max-connection-rate``: new connections accepted per second (in bursts of a tenth of
-    that);
-    more wait in the listen backlog. A TLS handshake is the dearest thing a client can make the
-    server do before sending a byte of HTTP; kube-apiserver keeps its connections alive and
-    opens a few at a time, while a client that reconnects for every request could otherwise
-    keep the event loop busy with handshakes alone."""
+    """``--max-connection-rate``: new connections accepted per second, in bursts of a tenth of
+    that; more wait in the listen backlog. A TLS handshake is the dearest thing a client can
+    make the server do before sending a byte of HTTP; kube-apiserver keeps its connections
+    alive and opens a few at a time, while a client that reconnects for every request could
+    otherwise keep the event loop busy with handshakes alone."""
     max_connections: int = 256
     """``--max-connections``: connections open at once, handshakes included; more wait in the
     listen backlog. A TLS connection costs about 300 KiB (asyncio's 256 KiB read buffer, the
