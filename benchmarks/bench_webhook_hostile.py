@@ -2,7 +2,7 @@
 
 Three processes on the same machine: the webhook server (TLS, 1,000 queues, the transport
 limits of ``queuetree webhook`` at their defaults), a normal client that sends ``--rate``
-``/pods/mutate`` reviews per second over 32 keep-alive connections (open loop: latency counts
+``/pods/mutate`` reviews per second over 64 keep-alive connections (open loop: latency counts
 from when a review was due), and a hostile client that, for the whole run:
 
 - keeps 32 POSTs of a 64 KiB gzip body that inflates to 64 MiB (``Content-Encoding: gzip``)
@@ -46,12 +46,15 @@ import bench_webhook
 from queuetree.webhooks import certificates, listening, server, settings
 
 HOST = f"{bench_webhook.SERVICE}.{bench_webhook.NAMESPACE}.svc"
+CONNECTIONS = 64
+"""Keep-alive connections of the normal client (as in bench_webhook)."""
 PER_REQUEST_TIMEOUT = 5.0
 """What kube-apiserver waits for a pod webhook in the shipped configuration."""
 
 
-def serve(port_queue: Any, cert_dir: str, queues: int) -> None:
+def serve(port_queue: Any, cert_dir: str, queues: int, nice: int = 0) -> None:
     """The server process: the webhook app as ``queuetree webhook`` serves it, fixed view."""
+    os.nice(nice)
 
     async def main() -> None:
         directory = pathlib.Path(cert_dir)
@@ -93,6 +96,7 @@ async def normal(
     loop = asyncio.get_running_loop()
     latencies: list[float] = []
     failures: collections.Counter[str] = collections.Counter()
+    waits: list[float] = []
     total = int(rate * seconds)
     next_index = 0
     origin = 0.0
@@ -121,6 +125,8 @@ async def normal(
                 delay = started - loop.time()
                 if delay > 0:
                     await asyncio.sleep(delay)
+                else:  # due already: every connection was busy (or this process was starved)
+                    waits.append(-delay)
             try:
                 await send(session, index)
             except Exception as exc:
@@ -137,16 +143,16 @@ async def normal(
 
     trace = aiohttp.TraceConfig()
     trace.on_connection_create_end.append(opened)
-    connector = aiohttp.TCPConnector(limit=32)
+    connector = aiohttp.TCPConnector(limit=CONNECTIONS)
     async with aiohttp.ClientSession(connector=connector, trace_configs=[trace]) as session:
-        await asyncio.gather(*(worker(session, 64, False) for _ in range(32)))  # warm up
+        await asyncio.gather(*(worker(session, 2 * CONNECTIONS, False) for _ in range(CONNECTIONS)))
         warm.set()  # the attack starts now: kube-apiserver's connections exist before it
         connections_warm = connections
         next_index = 0
         gc.collect()
         gc.freeze()
         origin = loop.time()
-        await asyncio.gather(*(worker(session, total, True) for _ in range(32)))
+        await asyncio.gather(*(worker(session, total, True) for _ in range(CONNECTIONS)))
     latencies.sort()
 
     def percentile(fraction: float) -> float | None:
@@ -161,6 +167,9 @@ async def normal(
         "p50_ms": percentile(0.5),
         "p99_ms": percentile(0.99),
         "normal_connections_reopened": connections - connections_warm,
+        # Reviews that were due while all connections were busy: the client's own queueing,
+        # counted in the latencies above (as kube-apiserver would open more connections).
+        "normal_due_while_busy": len(waits),
     }
 
 
@@ -330,6 +339,12 @@ def main(argv: list[str] | None = None) -> int:
         "real attackers run elsewhere; the server and the normal client run at 0",
     )
     parser.add_argument(
+        "--server-nice",
+        type=int,
+        default=0,
+        help="niceness of the server (default 0; negative needs root)",
+    )
+    parser.add_argument(
         "--normal-nice",
         type=int,
         default=0,
@@ -345,7 +360,9 @@ def main(argv: list[str] | None = None) -> int:
         (pathlib.Path(tmp) / "tls.crt").write_bytes(bundle.serving.cert_pem)
         (pathlib.Path(tmp) / "tls.key").write_bytes(bundle.serving.key_pem)
         queue: Any = multiprocessing.Queue()
-        webhook = multiprocessing.Process(target=serve, args=(queue, tmp, args.queues), daemon=True)
+        webhook = multiprocessing.Process(
+            target=serve, args=(queue, tmp, args.queues, args.server_nice), daemon=True
+        )
         webhook.start()
         try:
             port = queue.get(timeout=60)
@@ -382,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
                 "loads": sorted(loads),
                 "hostile_nice": args.hostile_nice,
                 "normal_nice": args.normal_nice,
+                "server_nice": args.server_nice,
                 "load_average": round(os.getloadavg()[0], 2),
                 "cpus": os.cpu_count(),
                 **figures,
