@@ -169,8 +169,10 @@ class Guard(asyncio.Protocol):
         self._arm(max(delay, 0.0))
 
     def request_finished(self) -> None:
-        """The handler returned: the connection is idle (aiohttp's keep-alive timer runs)."""
+        """The handler returned: the connection is idle (aiohttp's keep-alive timer runs).
+        A pipelined request already buffered starts now: its deadline counts from here."""
         self._state = _State.IDLE
+        self.started = self._loop.time()
         self._cancel()
 
     # -- timers --------------------------------------------------------------------------------

@@ -124,6 +124,27 @@ async def test_a_kept_alive_connection_serves_several_requests() -> None:
     assert statuses == [200, 200]
 
 
+async def test_pipelined_requests_each_get_their_own_deadline() -> None:
+    limits = listening.Limits(request_timeout=0.5, header_timeout=5)
+    async with serving(limits) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        # The first request takes 0.4 s of its 0.5; the second follows it at once and takes
+        # 0.3 s: late for a deadline counted from the first request's start, in time for its own.
+        writer.write(request_bytes()[:-1])
+        await asyncio.sleep(0.4)
+        writer.write(request_bytes()[-1:] + request_bytes()[:-1])
+        await asyncio.sleep(0.3)
+        writer.write(request_bytes()[-1:])
+        statuses = []
+        for _ in range(2):
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            statuses.append(int(head.split()[1]))
+        writer.close()
+    assert statuses == [200, 200]
+
+
 async def test_connections_beyond_the_cap_wait_until_one_closes() -> None:
     limits = listening.Limits(max_connections=2, header_timeout=30)
     async with serving(limits) as port:
