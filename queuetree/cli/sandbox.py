@@ -124,7 +124,9 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if importlib.util.find_spec("kubesim") is None:
+    if (args.serve_kubesim or args.backend == "kubesim") and importlib.util.find_spec(
+        "kubesim"
+    ) is None:
         print(
             "queuetree sandbox: kubesim is not installed (the production image ships without "
             "it): run the sandbox from a checkout of queuetree (make run)",

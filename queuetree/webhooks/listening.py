@@ -48,9 +48,10 @@ logger = logging.getLogger(__name__)
 class Limits:
     """The transport limits of ``queuetree webhook`` (flags in ``queuetree.cli.webhook``).
 
-    Every timeout is below kube-apiserver's webhook timeout (``timeoutSeconds``: 5 s for the
-    pod webhooks, 10 s for queues): the API server never waits longer for an answer, so a
-    request still unfinished by then is not kube-apiserver's, and holding it only spends memory.
+    The header, idle and request timeouts are below kube-apiserver's webhook timeout
+    (``timeoutSeconds``: 5 s for the pod webhooks, 10 s for queues): the API server never waits
+    longer for an answer, so a request still unfinished by then is not kube-apiserver's, and
+    holding it only spends memory. The keep-alive timeout is longer than the API server's own.
     """
 
     header_timeout: float = 3.0
@@ -62,10 +63,12 @@ class Limits:
     request_timeout: float = 4.0
     """``--http-request-timeout``, seconds: from the first byte of a request to its answer,
     the wait for a queue that reached the cache late (``--cache-wait``) included."""
-    keepalive_timeout: float = 60.0
+    keepalive_timeout: float = 120.0
     """``--http-keepalive-timeout``, seconds: how long an idle keep-alive connection is kept.
-    Longer than the idle timeout of kube-apiserver's client would be pointless, and a short
-    one makes the API server open (and TLS-handshake) connections more often."""
+    Longer than kube-apiserver's client keeps one (90 s, Go's idle connection timeout), so that
+    the API server closes idle connections first: a server that closes first races the client,
+    which may have just sent a review on that connection, and a review lost so fails a pod's
+    creation (failurePolicy Fail; Go does not retry a POST)."""
     max_connection_rate: float = 100.0
     """``--max-connection-rate``: new connections accepted per second, in bursts of a tenth of
     that; more wait in the listen backlog. A TLS handshake is the dearest thing a client can
