@@ -44,6 +44,7 @@ DEFAULTS = {
     "renew_deadline": 10.0,
     "retry_period": 2.0,
     "default_queue": "default",
+    "eviction_retry": 10.0,
 }
 
 CASES = {
