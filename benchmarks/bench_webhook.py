@@ -116,7 +116,8 @@ def request_body(path: str, index: int) -> bytes:
 
 
 def serve(port_queue: Any, cert_dir: str, queues: int) -> None:
-    """The server process: the webhook app over TLS with a fixed view."""
+    """The server process: the webhook app over TLS with a fixed view, served as ``queuetree
+    webhook`` serves it (``listening``, its limits at their defaults)."""
 
     async def main() -> None:
         bundle_dir = pathlib.Path(cert_dir)

@@ -43,7 +43,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import bench_webhook
 
-from queuetree.webhooks import certificates, listening, server, settings
+from queuetree.webhooks import certificates
 
 HOST = f"{bench_webhook.SERVICE}.{bench_webhook.NAMESPACE}.svc"
 CONNECTIONS = 64
@@ -53,29 +53,10 @@ PER_REQUEST_TIMEOUT = 5.0
 
 
 def serve(port_queue: Any, cert_dir: str, queues: int, nice: int = 0) -> None:
-    """The server process: the webhook app as ``queuetree webhook`` serves it, fixed view."""
+    """The server process of bench_webhook (the webhook app as ``queuetree webhook`` serves
+    it: TLS, the transport limits at their defaults, a fixed view), at ``nice``."""
     os.nice(nice)
-
-    async def main() -> None:
-        directory = pathlib.Path(cert_dir)
-        files = certificates.FileSource(str(directory / "tls.crt"), str(directory / "tls.key"))
-        serving = certificates.ServingContext(certificates.server_context)
-        files.refresh(serving)
-        app = server.build_app(
-            source=server.StaticSource(bench_webhook.tree(queues)),
-            settings=settings.ReviewSettings(),
-        )
-        server.freeze_heap()
-        async with listening.listening(
-            app,
-            sock=listening.bind("127.0.0.1", 0),
-            context=serving.context,
-            limits=listening.Limits(),
-        ) as port:
-            port_queue.put(port)
-            await asyncio.Event().wait()
-
-    asyncio.run(main())
+    bench_webhook.serve(port_queue, cert_dir, queues)
 
 
 def client_context(ca_pem: bytes) -> ssl.SSLContext:
