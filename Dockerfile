@@ -1,11 +1,16 @@
 # syntax=docker/dockerfile:1
-# One image for both components: `queuetree operator ...` and `queuetree webhook ...`
+# One production image for both components: `queuetree operator ...` and `queuetree webhook ...`
 # (the Deployments in manifests/ choose the subcommand). Build with `make image`, which runs
 #   docker build -t queuetree:dev .
-# Pin the base by digest in your own registry mirror for reproducible builds:
-#   --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:...
+# kubesim, the API emulator of the tests and the sandbox, is not in it: only queuetree/ is
+# copied, so the wheel has no kubesim package (`queuetree sandbox` says so and exits 2).
+#
+# The base is pinned by digest, so a rebuild gets the same Python and Debian packages; the tag
+# is kept for readers. To move to a newer base, on a machine with Docker:
+#   docker buildx imagetools inspect python:3.11-slim-bookworm   # the index digest
+# and replace the digest below (or pass --build-arg PYTHON_IMAGE=... for one build).
 
-ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:a36c24f9cbdf4fd0f52d67f0823eeac19c2028c637cecc392d97f980d4fec56b
 
 # --- build: install queuetree and its exactly pinned dependencies into a virtualenv -----------
 FROM ${PYTHON_IMAGE} AS build
@@ -16,12 +21,11 @@ RUN python -m venv /opt/queuetree
 WORKDIR /src
 # Dependencies change less often than the code: a separate layer keeps rebuilds fast.
 COPY pyproject.toml README.md ./
-RUN mkdir -p queuetree kubesim \
-    && touch queuetree/__init__.py kubesim/__init__.py \
+RUN mkdir -p queuetree \
+    && touch queuetree/__init__.py \
     && /opt/queuetree/bin/pip install . \
     && /opt/queuetree/bin/pip uninstall --yes queuetree
 COPY queuetree ./queuetree
-COPY kubesim ./kubesim
 # --no-deps: the dependencies are already installed, exactly as pinned in pyproject.toml.
 # Byte-code is compiled here because the root filesystem is read-only at run time.
 RUN /opt/queuetree/bin/pip install --no-deps . \

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lint typecheck layers unit e2e e2e-real controlplane test run bench image e2e-kind clean
+.PHONY: setup lint typecheck layers unit e2e e2e-real controlplane test fuzz run bench image e2e-kind clean
 
 ## setup: create .venv and install queuetree with its pinned dev tools (fast when nothing changed)
 setup: $(STAMP)
@@ -58,6 +58,11 @@ e2e-real: controlplane
 
 ## test: everything this machine can run (the control plane is built first: some unit tests start it)
 test: lint typecheck layers controlplane unit e2e e2e-real
+
+## fuzz: the review-totality property test at length (a few minutes; make test runs a short pass)
+FUZZ_EXAMPLES ?= 50000
+fuzz: setup
+	QUEUETREE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest tests/webhooks/test_totality.py -q --timeout=1800
 
 ## run: the local sandbox (kubesim + webhook + operator)
 run: setup

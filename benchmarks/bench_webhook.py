@@ -32,10 +32,9 @@ import tempfile
 from typing import Any
 
 import aiohttp
-from aiohttp import web
 
 from queuetree.core import objects
-from queuetree.webhooks import certificates, server, settings, views
+from queuetree.webhooks import certificates, listening, server, settings, views
 
 SERVICE, NAMESPACE = "queuetree-webhook", "queuetree-system"
 GATE = objects.QUEUE_ALLOCATION_GATE
@@ -117,23 +116,26 @@ def request_body(path: str, index: int) -> bytes:
 
 
 def serve(port_queue: Any, cert_dir: str, queues: int) -> None:
-    """The server process: the webhook app over TLS with a fixed view."""
+    """The server process: the webhook app over TLS with a fixed view, served as ``queuetree
+    webhook`` serves it (``listening``, its limits at their defaults)."""
 
     async def main() -> None:
         bundle_dir = pathlib.Path(cert_dir)
         source = certificates.FileSource(str(bundle_dir / "tls.crt"), str(bundle_dir / "tls.key"))
-        context = certificates.server_context()
-        source.refresh(context)
+        serving = certificates.ServingContext(certificates.server_context)
+        source.refresh(serving)
         app = server.build_app(
             source=server.StaticSource(tree(queues)), settings=settings.ReviewSettings()
         )
         server.freeze_heap()  # as ``queuetree webhook`` does once its caches are synced
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
-        await site.start()
-        port_queue.put(runner.addresses[0][1])
-        await asyncio.Event().wait()
+        async with listening.listening(
+            app,
+            sock=listening.bind("127.0.0.1", 0),
+            context=serving.context,
+            limits=listening.Limits(),
+        ) as port:
+            port_queue.put(port)
+            await asyncio.Event().wait()
 
     asyncio.run(main())
 

@@ -155,7 +155,9 @@ def read_request(body: object) -> Request:
     if not isinstance(uid, str) or not uid:
         raise ReviewError(f"request.uid: must be a non-empty string, got {_json_repr(uid)}")
     operation = raw.get("operation")
-    if operation not in OPERATIONS:
+    # Checked for type first: a list or an object is unhashable, so a bare membership test
+    # would raise instead of answering.
+    if not isinstance(operation, str) or operation not in OPERATIONS:
         raise ReviewError(
             f"request.operation: must be one of CREATE, UPDATE, DELETE, CONNECT, "
             f"got {_json_repr(operation)}"
@@ -279,9 +281,37 @@ def encode(review: RawReview) -> bytes:
     """The exact bytes of a response: compact JSON and a final newline.
 
     The server sends these bytes and ``queuetree review`` prints them, so both agree byte for
-    byte.
+    byte. Text stays readable UTF-8, except lone surrogates (``"\\ud83d"`` in a request is valid
+    JSON, and messages echo names and values), which UTF-8 cannot encode: they are written as
+    JSON escapes, the spelling they arrived in.
     """
-    return json.dumps(review, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    return to_json_bytes(review)
+
+
+def to_json_bytes(value: object) -> bytes:
+    """Compact JSON and a final newline, UTF-8 with lone surrogates escaped (``\\udXXXX``).
+
+    ``backslashreplace`` writes exactly the JSON escape of a lone surrogate, and json.dumps
+    leaves such characters only inside strings, so the result is valid JSON.
+    """
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8", "backslashreplace") + b"\n"
+
+
+def status(code: int, message: str, *, reason: str) -> bytes:
+    """A ``metav1.Status`` failure body: the answer to an HTTP request that carries no usable
+    AdmissionReview (there is no uid to answer to), as kube-apiserver's own errors are shaped."""
+    return to_json_bytes(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code,
+        }
+    )
 
 
 def decode_patch(response: RawResponse) -> list[RawPatchOperation]:

@@ -1177,6 +1177,67 @@ class Document:
     origin: str
 
 
+def _too_deep_queues(
+    queues: Mapping[str, objects.Queue], origins: Mapping[tuple[str, str], str]
+) -> list[problems.Problem]:
+    """Queues more than :data:`objects.MAX_QUEUE_DEPTH` below root: one problem per chain, at
+    its first queue past the bound. A cycle or a missing parent is the session's to report: the
+    queues on or below it get no level here."""
+    levels: dict[str, int | None] = {objects.ROOT_QUEUE: 0}
+    for name in sorted(queues):
+        path: list[str] = []
+        current = name
+        while current not in levels and current in queues and current not in path:
+            path.append(current)
+            current = queues[current].parent or objects.ROOT_QUEUE
+        level = levels.get(current)  # None: a missing parent or a cycle
+        for member in reversed(path):
+            level = None if level is None else level + 1
+            levels[member] = level
+    return [
+        problems.Problem(
+            message=f"the queue is level {objects.MAX_QUEUE_DEPTH + 1} below root, deeper "
+            f"than the {objects.MAX_QUEUE_DEPTH} levels queuetree accepts (and the webhook "
+            "allows --max-queue-depth, 5 by default): attach it higher up",
+            document=f"Queue {name}",
+            origin=origins.get(("Queue", name), ""),
+            field="spec.parent",
+            value=queues[name].parent,
+        )
+        for name in sorted(queues)
+        if levels.get(name) == objects.MAX_QUEUE_DEPTH + 1
+    ]
+
+
+def deep_spot(text: str) -> str:
+    """`` at line L, column C``: where YAML ``text`` first nests deeper than
+    :data:`problems.MAX_NESTING` (from the parser's events, which need no recursion); "" when
+    it does not."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                mark = event.start_mark
+                if depth > problems.MAX_NESTING and mark is not None:
+                    return f" at line {mark.line + 1}, column {mark.column + 1}"
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        pass
+    return ""
+
+
+def _identity(manifest: object) -> str:
+    """``Kind name`` of a manifest for messages, as far as it says ("" when it does not)."""
+    if not isinstance(manifest, Mapping):
+        return ""
+    kind, metadata = manifest.get("kind"), manifest.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    parts = [p for p in (kind, name) if isinstance(p, str) and p]
+    return " ".join(parts)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ParsedSnapshot:
     snapshot: objects.Snapshot
@@ -1193,6 +1254,17 @@ def load_documents(text: str, *, source: str) -> list[Document]:
     """
     try:
         decoded = list(yaml.safe_load_all(text))
+    except RecursionError:
+        # PyYAML composes nodes recursively: thousands of levels exhaust the stack before any
+        # check of ours could run. Its parser is not recursive, so the events locate the spot.
+        raise ManifestError(
+            [
+                problems.Problem(
+                    message=f"nested deeper than {problems.MAX_NESTING} levels{deep_spot(text)}",
+                    origin=source,
+                )
+            ]
+        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -1205,6 +1277,17 @@ def load_documents(text: str, *, source: str) -> list[Document]:
     for index, manifest in enumerate(decoded):
         origin = f"{source}#{index}"
         if manifest is None:
+            continue
+        deep = problems.too_deep(manifest)
+        if deep is not None:
+            found.append(
+                problems.Problem(
+                    message=f"nested deeper than {problems.MAX_NESTING} levels",
+                    document=_identity(manifest),
+                    origin=origin,
+                    field=deep,
+                )
+            )
             continue
         if not isinstance(manifest, Mapping):
             found.append(
@@ -1367,6 +1450,7 @@ def build_snapshot(
             found.append(_missing_lone_queue(pod, lone.queue, origin=origins["Pod", pod.key]))
             continue
         pod_groups[lone.key] = lone
+    found.extend(_too_deep_queues(queues, origins))
     for group in pod_groups.values():
         if not group.synthetic and group.queue not in queues:
             found.append(

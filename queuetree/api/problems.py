@@ -21,6 +21,11 @@ import json
 from collections.abc import Iterable
 from typing import Final
 
+MAX_NESTING: Final = 100
+"""Deepest nesting of lists and maps accepted in any input (manifests, configurations, review
+bodies). Real objects stay far below (a pod with managed fields nests about fifteen levels);
+deeper input only reaches recursion limits in code that parses, prints or copies it."""
+
 NO_VALUE: Final = object()
 """The ``value`` of a :class:`Problem` about something absent (no value to show)."""
 
@@ -85,3 +90,26 @@ def field_path(*parts: str | int) -> str:
 def key(name: str) -> str:
     """A map key as a path part: ``key("nvidia.com/gpu")`` is ``["nvidia.com/gpu"]``."""
     return f"[{json.dumps(name)}]"
+
+
+def too_deep(value: object, *, limit: int = MAX_NESTING) -> str | None:
+    """The path of the first list or map nested more than ``limit`` levels deep in ``value``
+    (the top level is level 1), or None. Iterative: the check itself cannot exhaust the stack."""
+    stack: list[tuple[object, int, tuple[str | int, ...]]] = [(value, 1, ())]
+    while stack:
+        current, depth, path = stack.pop()
+        if isinstance(current, dict):
+            items: Iterable[tuple[str | int, object]] = (
+                (name if isinstance(name, str) and name.isidentifier() else key(str(name)), child)
+                for name, child in current.items()
+            )
+        elif isinstance(current, list):
+            items = enumerate(current)
+        else:
+            continue
+        if depth > limit:
+            # A path hundreds of levels long helps nobody: its start says where to look.
+            shown = field_path(*path[:4]) + ("..." if len(path) > 4 else "")
+            return shown or "(the document)"
+        stack.extend((child, depth + 1, (*path, part)) for part, child in items)
+    return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import sys
 from typing import TYPE_CHECKING, Any
@@ -153,5 +154,16 @@ def run(args: argparse.Namespace) -> int:
     # node event (every status write echoes back as one), which says nothing; its warnings and
     # errors about objects still show.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    asyncio.run(running.run(config))
+    try:
+        asyncio.run(running.run(config))
+    except OSError as error:
+        if error.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise
+        print(
+            f"queuetree operator: cannot listen (--metrics-port={args.metrics_port}, "
+            f"--health-port={args.health_port}): {error.strerror or error}; choose a free port "
+            "or stop what uses it",
+            file=sys.stderr,
+        )
+        return 2
     return 0

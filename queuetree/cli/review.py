@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
-from queuetree.cli import webhook
+from queuetree.api import manifests
+from queuetree.cli import inputs, webhook
 from queuetree.core import objects
 from queuetree.webhooks import reviewing, views
 
@@ -57,17 +56,25 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="existing queues (multi-document YAML; Namespace and PodGroup documents too)",
     )
     webhook.add_review_flags(parser)
+    inputs.add_max_file_bytes_flag(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        body = _read_bytes(args.filename)
-        view = load_view(args.queues) if args.queues else views.ClusterView()
+        body = _read_bytes(args.filename, limit=args.max_file_bytes)
+        limit = args.max_file_bytes
+        view = load_view(args.queues, limit=limit) if args.queues else views.ClusterView()
     except _InputError as exc:
         print(f"queuetree review: {exc}", file=sys.stderr)
         return 2
-    answer = reviewing.review(args.path, body, view=view, settings=webhook.settings_from(args))
+    answer = reviewing.review(
+        args.path,
+        body,
+        view=view,
+        settings=webhook.settings_from(args),
+        limits=webhook.body_limits_from(args),
+    )
     if answer.status != 200:
         print(f"queuetree review: {args.filename}: {answer.body.decode()}", file=sys.stderr, end="")
         return 2
@@ -76,24 +83,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_bytes(path: str) -> bytes:
+def _read_bytes(path: str, *, limit: int = inputs.MAX_FILE_BYTES) -> bytes:
     try:
-        if path == "-":
-            return sys.stdin.buffer.read()
-        with open(path, "rb") as file:
-            return file.read()
+        return inputs.read_bytes(path, limit=limit, stdin=sys.stdin.buffer)
+    except inputs.TooLarge as exc:
+        raise _InputError(str(exc)) from exc
     except OSError as exc:
         raise _InputError(f"cannot read {path}: {exc.strerror}") from exc
 
 
-def load_view(path: str) -> views.ClusterView:
+def load_view(path: str, *, limit: int = inputs.MAX_FILE_BYTES) -> views.ClusterView:
     """The cluster of a ``--queues`` file: Queue, Namespace, PodGroup and Node documents."""
     queues: list[objects.Queue] = []
     namespaces: dict[str, Mapping[str, str]] = {}
     pod_groups: dict[str, str] = {}
     nodes: set[str] = set()
-    for index, document in _documents(path):
-        where = f"{path}#{index}"
+    for where, document in _documents(path, limit=limit):
         kind = document.get("kind")
         if kind == "Queue":
             queue = views.queue_from_manifest(document)
@@ -124,22 +129,16 @@ def load_view(path: str) -> views.ClusterView:
     )
 
 
-def _documents(path: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
+def _documents(path: str, *, limit: int) -> list[tuple[str, Mapping[str, Any]]]:
+    """``(origin, manifest)`` of each document (a List's items too), read as ``queuetree
+    session`` reads its files: syntax errors, non-objects and nesting too deep for the reader
+    are input errors naming the file, the document and the field."""
     try:
-        with open(path, "rb") as file:
-            loaded = list(yaml.safe_load_all(file))
-    except OSError as exc:
-        raise _InputError(f"cannot read {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise _InputError(f"{path}: not YAML: {exc}") from exc
-    for index, document in enumerate(loaded):
-        if document is None:
-            continue
-        if not isinstance(document, dict):
-            raise _InputError(f"{path}#{index}: a document must be a mapping")
-        if document.get("kind") == "List":
-            for item in document.get("items") or []:
-                if isinstance(item, dict):
-                    yield index, item
-            continue
-        yield index, document
+        text = _read_bytes(path, limit=limit).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _InputError(f"{path}: not UTF-8: {exc.reason}") from exc
+    try:
+        documents = manifests.load_documents(text, source=path)
+    except manifests.ManifestError as exc:
+        raise _InputError("; ".join(str(p) for p in exc.problems)) from exc
+    return [(d.origin, d.manifest) for d in documents]

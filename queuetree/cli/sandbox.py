@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import collections
 import dataclasses
+import importlib.util
 import json
 import pathlib
 import signal
@@ -123,6 +124,15 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if (args.serve_kubesim or args.backend == "kubesim") and importlib.util.find_spec(
+        "kubesim"
+    ) is None:
+        print(
+            "queuetree sandbox: kubesim is not installed (the production image ships without "
+            "it): run the sandbox from a checkout of queuetree (make run)",
+            file=sys.stderr,
+        )
+        return 2
     if args.serve_kubesim:
         return serve_kubesim(pathlib.Path(args.serve_kubesim))
     problem = _option_problem(args)

@@ -16,7 +16,7 @@ import sys
 from typing import Any, TextIO
 
 from queuetree.api import manifests, problems, results, schedconf
-from queuetree.cli import flags
+from queuetree.cli import flags, inputs
 from queuetree.core import objects, sessions
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -70,6 +70,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         f"(default {objects.DEFAULT_QUEUE})",
     )
     flags.add_feature_gates_flag(parser)
+    inputs.add_max_file_bytes_flag(parser)
     flags.add_bool_flag(
         parser,
         "--admission-only",
@@ -94,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
             default_queue=args.default_queue,
             recursive=args.recursive,
             stdin=sys.stdin,
+            max_file_bytes=args.max_file_bytes,
         )
     except problems.InputError as error:
         _report(error.problems)
@@ -138,16 +140,19 @@ def read_inputs(
     default_queue: str,
     recursive: bool = False,
     stdin: TextIO,
+    max_file_bytes: int = inputs.MAX_FILE_BYTES,
 ) -> tuple[manifests.ParsedSnapshot, schedconf.ParsedConfiguration]:
-    """Read and parse every file, collecting the problems of all of them before raising
-    :class:`problems.InputError`."""
+    """Read and parse every file (each at most ``max_file_bytes``), collecting the problems of
+    all of them before raising :class:`problems.InputError`."""
     found: list[problems.Problem] = []
     documents: list[manifests.Document] = []
     if [*filenames, config].count("-") > 1:
         raise problems.InputError(
             [problems.Problem(message="standard input (-) can be given only once", origin="-")]
         )
-    for source, text in _read_sources(filenames, recursive=recursive, stdin=stdin, found=found):
+    for source, text in _read_sources(
+        filenames, recursive=recursive, stdin=stdin, found=found, limit=max_file_bytes
+    ):
         try:
             documents.extend(manifests.load_documents(text, source=source))
         except manifests.ManifestError as error:
@@ -156,7 +161,9 @@ def read_inputs(
     if config is None:
         configuration = schedconf.parse_default()
     else:
-        for source, text in _read_sources([config], recursive=False, stdin=stdin, found=found):
+        for source, text in _read_sources(
+            [config], recursive=False, stdin=stdin, found=found, limit=max_file_bytes
+        ):
             try:
                 configuration = schedconf.parse_configuration(text, source=source)
             except schedconf.ConfigurationError as error:
@@ -172,14 +179,25 @@ def read_inputs(
 
 
 def _read_sources(
-    names: list[str], *, recursive: bool, stdin: TextIO, found: list[problems.Problem]
+    names: list[str],
+    *,
+    recursive: bool,
+    stdin: TextIO,
+    found: list[problems.Problem],
+    limit: int = inputs.MAX_FILE_BYTES,
 ) -> list[tuple[str, str]]:
-    """``(source, text)`` per file; unreadable files become problems. A directory gives its
-    manifest files in path order (with subdirectories when ``recursive``)."""
+    """``(source, text)`` per file; unreadable files and files above ``limit`` bytes become
+    problems. A directory gives its manifest files in path order (with subdirectories when
+    ``recursive``)."""
     texts: list[tuple[str, str]] = []
     for name in names:
         if name == "-":
-            texts.append(("<stdin>", stdin.read()))
+            text = stdin.read(limit + 1)
+            if len(text) > limit:
+                message = f"more than the limit of {limit} (--max-file-bytes)"
+                found.append(problems.Problem(message=message, origin="<stdin>"))
+                continue
+            texts.append(("<stdin>", text))
             continue
         path = pathlib.Path(name)
         if path.is_dir():
@@ -189,7 +207,10 @@ def _read_sources(
             paths = [path]
         for item in paths:
             try:
-                texts.append((str(item), item.read_text(encoding="utf-8")))
+                data = inputs.read_bytes(str(item), limit=limit, stdin=sys.stdin.buffer)
+                texts.append((str(item), data.decode("utf-8")))
+            except inputs.TooLarge as error:
+                found.append(problems.Problem(message=str(error)))
             except (OSError, UnicodeDecodeError) as error:
                 reason: Any = error.strerror if isinstance(error, OSError) else error.reason
                 found.append(problems.Problem(message=f"cannot read: {reason}", origin=str(item)))

@@ -9,14 +9,19 @@ Every flag is documented in docs/webhook.md. Names follow Kubernetes and Volcano
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import sys
+from collections.abc import Callable
 
 from queuetree.cli import flags
 from queuetree.core import objects
-from queuetree.webhooks import certificates, server
+from queuetree.webhooks import certificates, listening, reviewing, server
 from queuetree.webhooks import settings as settings_
+
+LIMITS = listening.DEFAULTS
+"""The defaults of the transport limits: the flags below take theirs from here."""
 
 
 def add_review_flags(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +69,119 @@ def add_review_flags(parser: argparse.ArgumentParser) -> None:
         "warning at creation (give the operator the same value)",
     )
     flags.add_feature_gates_flag(parser)
+    add_body_limit_flags(parser)
+
+
+def add_body_limit_flags(parser: argparse.ArgumentParser) -> None:
+    """What a review body may be (shared by ``webhook`` and ``review``: both run the same
+    checks before any review work)."""
+    group = parser.add_argument_group("request body limits")
+    _add_limit_flags(group, LIMITS.body, BODY_FLAGS)
+
+
+def body_limits_from(args: argparse.Namespace) -> reviewing.BodyLimits:
+    return reviewing.BodyLimits(**{flag.field: getattr(args, flag.field) for flag in BODY_FLAGS})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LimitFlag:
+    """A flag that sets one field of ``listening.Limits`` or ``reviewing.BodyLimits``; its
+    default is the field's (the one place it is written) and appears in its help."""
+
+    name: str
+    field: str
+    type: Callable[[str], float]
+    metavar: str
+    help: str
+
+
+TRANSPORT_FLAGS = (
+    LimitFlag(
+        "--http-header-timeout",
+        "header_timeout",
+        flags.positive_seconds,
+        "SECONDS",
+        "time for the TLS handshake, and then for a request's headers",
+    ),
+    LimitFlag(
+        "--http-idle-timeout",
+        "idle_timeout",
+        flags.positive_seconds,
+        "SECONDS",
+        "longest silence while a request body arrives",
+    ),
+    LimitFlag(
+        "--http-request-timeout",
+        "request_timeout",
+        flags.positive_seconds,
+        "SECONDS",
+        "time from a request's first byte to its answer; keep it below the webhooks' "
+        "timeoutSeconds",
+    ),
+    LimitFlag(
+        "--http-keepalive-timeout",
+        "keepalive_timeout",
+        flags.positive_seconds,
+        "SECONDS",
+        "how long an idle keep-alive connection is kept",
+    ),
+    LimitFlag(
+        "--max-connections",
+        "max_connections",
+        flags.positive_int,
+        "N",
+        "connections open at once, TLS handshakes included; more wait to be accepted",
+    ),
+    LimitFlag(
+        "--max-connection-rate",
+        "max_connection_rate",
+        flags.positive_seconds,
+        "PER_SECOND",
+        "new connections accepted per second, in bursts of a tenth of that; more wait to be "
+        "accepted",
+    ),
+)
+BODY_FLAGS = (
+    LimitFlag(
+        "--max-request-body-bytes",
+        "max_bytes",
+        flags.positive_int,
+        "BYTES",
+        "largest request body (3 MiB, kube-apiserver's largest object, plus 256 KiB); larger "
+        "ones get 413 unread",
+    ),
+    LimitFlag(
+        "--max-json-depth",
+        "max_depth",
+        flags.positive_int,
+        "N",
+        "deepest nesting of JSON arrays and objects",
+    ),
+    LimitFlag(
+        "--max-json-elements",
+        "max_elements",
+        flags.positive_int,
+        "N",
+        "most '[', '{' and ',' characters in a body, counted before decoding",
+    ),
+)
+
+
+def _add_limit_flags(
+    group: argparse._ArgumentGroup, defaults: object, table: tuple[LimitFlag, ...]
+) -> None:
+    for flag in table:
+        default = getattr(defaults, flag.field)
+        group.add_argument(
+            flag.name,
+            dest=flag.field,
+            type=flag.type,
+            default=default,
+            metavar=flag.metavar,
+            help=f"{flag.help} (default {default:g})"
+            if isinstance(default, float)
+            else f"{flag.help} (default {default})",
+        )
 
 
 def settings_from(args: argparse.Namespace) -> settings_.ReviewSettings:
@@ -97,6 +215,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="plain-HTTP port for /metrics, /healthz and /readyz; 0 serves them only on the "
         "HTTPS port (default 0)",
     )
+    serving.add_argument(
+        "--health-port",
+        type=_port,
+        default=0,
+        help="plain-HTTP port for the liveness probe /healthz, answered by a thread so that a "
+        "busy event loop does not fail it; 0 serves none (default 0)",
+    )
+    _add_limit_flags(serving, LIMITS, TRANSPORT_FLAGS)
     serving.add_argument(
         "--shutdown-delay",
         type=float,
@@ -200,6 +326,11 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         bind_address=args.bind_address,
         metrics_port=args.metrics_port,
+        health_port=args.health_port,
+        limits=listening.Limits(
+            **{flag.field: getattr(args, flag.field) for flag in TRANSPORT_FLAGS},
+            body=body_limits_from(args),
+        ),
         tls_min_version=args.tls_min_version,
         cert_mode=args.cert_mode,
         tls_cert_file=args.tls_cert_file,

@@ -892,6 +892,8 @@ def sum_all(items: Iterable[Resource]) -> Resource:
 def _human_amount(name: str, value: Amount) -> str:
     if value == UNLIMITED:
         return "unlimited"
+    if value == -UNLIMITED:  # unlimited taken from a finite amount (sub_without_assert, multi)
+        return "-unlimited"
     whole = value if isinstance(value, int) else math.ceil(value)
     if name == MEMORY:
         return quantities.format_bytes(whole)
@@ -903,8 +905,9 @@ def _human_amount(name: str, value: Amount) -> str:
 def format_human(resource: Resource) -> str:
     """``cpu 9, memory 18Gi, nvidia.com/gpu 2``: canonical quantities, never raw milli-units.
 
-    CPU and memory always, then scalars sorted by name; unlimited prints ``unlimited``; a
-    fractional amount (after :meth:`Resource.multi`) is rounded up to the unit of the vector.
+    CPU and memory always, then scalars sorted by name; unlimited prints ``unlimited`` (and
+    ``-unlimited`` after a subtraction without the fit check); a fractional amount (after
+    :meth:`Resource.multi`) is rounded up to the unit of the vector.
     """
     parts = [
         f"cpu {_human_amount(CPU, resource.milli_cpu)}",
@@ -920,17 +923,18 @@ def to_resource_list(resource: Resource) -> dict[str, str]:
     """The Kubernetes quantity map of ``resource`` (inverse of :meth:`Resource.from_resource_list`).
 
     ``cpu`` and ``memory`` always (``"0"`` included), then scalars sorted by name; ``pods`` as a
-    count, other scalars from milli-units. Unlimited dimensions are omitted: a Kubernetes map has
-    no spelling for them, and a missing capability dimension means "no limit".
+    count, other scalars from milli-units. Unlimited dimensions are omitted (negative unlimited,
+    after :meth:`Resource.sub_without_assert`, too): a Kubernetes map has no spelling for them,
+    and a missing capability dimension means "no limit".
     """
     result: dict[str, str] = {}
-    if resource.milli_cpu != UNLIMITED:
+    if not math.isinf(resource.milli_cpu):
         result[CPU] = _human_amount(CPU, resource.milli_cpu)
-    if resource.memory != UNLIMITED:
+    if not math.isinf(resource.memory):
         result[MEMORY] = _human_amount(MEMORY, resource.memory)
     if resource.scalars:
         scalars = resource.scalars
         for name in sorted(scalars):
-            if scalars[name] != UNLIMITED:
+            if not math.isinf(scalars[name]):
                 result[name] = _human_amount(name, scalars[name])
     return result

@@ -369,13 +369,16 @@ def _validate_legacy_hierarchy(fields: QueueFields, tree: QueueTree) -> list[Fie
         return []
     # Texts in messages are shortened: annotations may hold up to 256 KiB.
     hierarchy, weights = shorten(full_hierarchy), shorten(full_weights)
-    path = "metadata.annotations"
+    # Each problem names the annotation it is about (Volcano's path stops at
+    # metadata.annotations, which leaves a reader guessing which of the two is wrong).
+    hierarchy_path = f"metadata.annotations[{objects.HIERARCHY_ANNOTATION}]"
+    weights_path = f"metadata.annotations[{objects.HIERARCHY_WEIGHTS_ANNOTATION}]"
     problems: list[FieldError] = []
     parts, weight_parts = full_hierarchy.split("/"), full_weights.split("/")
     if len(parts) != len(weight_parts):
         problems.append(
             FieldError(
-                path,
+                hierarchy_path,
                 ErrorType.INVALID,
                 f"{objects.HIERARCHY_ANNOTATION} must have the same length with "
                 f"{objects.HIERARCHY_WEIGHTS_ANNOTATION}",
@@ -387,7 +390,7 @@ def _validate_legacy_hierarchy(fields: QueueFields, tree: QueueTree) -> list[Fie
         if not _GO_FLOAT.fullmatch(full_weight):
             problems.append(
                 FieldError(
-                    path,
+                    weights_path,
                     ErrorType.INVALID,
                     f"{weight} in the {weights} is invalid number: "
                     f'strconv.ParseFloat: parsing "{weight}": invalid syntax',
@@ -397,7 +400,7 @@ def _validate_legacy_hierarchy(fields: QueueFields, tree: QueueTree) -> list[Fie
         elif not float(full_weight) > 0:
             problems.append(
                 FieldError(
-                    path,
+                    weights_path,
                     ErrorType.INVALID,
                     f"{weight} in the {weights} must be larger than 0",
                     value=weights,
@@ -408,7 +411,7 @@ def _validate_legacy_hierarchy(fields: QueueFields, tree: QueueTree) -> list[Fie
         if other.name != fields.name and theirs.startswith(full_hierarchy + "/"):
             problems.append(
                 FieldError(
-                    path,
+                    hierarchy_path,
                     ErrorType.INVALID,
                     f"{hierarchy} is not allowed to be in the sub path of {shorten(theirs)} "
                     f"of queue {other.name}",

@@ -33,6 +33,7 @@ import os
 import pathlib
 import ssl
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 from cryptography import x509
@@ -257,18 +258,90 @@ def renewal_reason(
     return None
 
 
+TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
+"""TLS 1.2 suites: ECDHE key exchange with AEAD ciphers only, no CBC (Lucky13 and padding
+oracles) and no static RSA key exchange (no forward secrecy): the suites Go's TLS client, which
+kube-apiserver uses, prefers. TLS 1.3 suites are all AEAD and not affected."""
+
+
 def server_context(min_version: str = "VersionTLS12") -> ssl.SSLContext:
-    """A server TLS context, TLS 1.2 or newer (``VersionTLS13`` for 1.3 only); load a pair into
-    it with :func:`load_pair`."""
+    """A server TLS context, TLS 1.2 or newer (``VersionTLS13`` for 1.3 only) with
+    :data:`TLS12_CIPHERS`; serve pairs through a :class:`ServingContext` built on it."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = (
         ssl.TLSVersion.TLSv1_3 if min_version == "VersionTLS13" else ssl.TLSVersion.TLSv1_2
     )
+    context.set_ciphers(TLS12_CIPHERS)
     return context
 
 
+class ServingContext:
+    """The TLS context a listener serves, whose certificate is replaced atomically.
+
+    ``ssl`` can only add a pair to a context, and a context holds one certificate per key
+    type: loading into the live one would serve a new certificate with the old key when the
+    key does not match yet (every handshake fails), and an RSA pair next to an ECDSA one would
+    leave clients that prefer ECDSA with the old certificate. So each pair is loaded into a
+    new context, checked, and only then made current; the listening context (:attr:`context`,
+    which keeps the TLS version and cipher policy) hands every handshake to the current one
+    from its server-name callback, which OpenSSL calls for every ClientHello, with or without
+    SNI. Open connections keep the pair they started with.
+    """
+
+    def __init__(self, factory: Callable[[], ssl.SSLContext]) -> None:
+        self._factory = factory
+        self.context = factory()
+        self.current: ssl.SSLContext | None = None
+        self.context.sni_callback = self._select
+
+    @property
+    def loaded(self) -> bool:
+        return self.current is not None
+
+    def load(self, pair: KeyPair) -> None:
+        """Serve ``pair`` to new handshakes, or raise :class:`CertificateError` saying why it
+        cannot be served (then the previous pair stays)."""
+        problem = pair_problem(pair)
+        if problem:
+            raise CertificateError(problem)
+        fresh = self._factory()
+        try:
+            load_pair(fresh, pair)
+        except (ssl.SSLError, ValueError) as exc:
+            raise CertificateError(f"the pair does not load: {exc}") from exc
+        self.current = fresh
+
+    def _select(
+        self, connection: ssl.SSLObject, server_name: str | None, _: ssl.SSLContext
+    ) -> None:
+        if self.current is not None:
+            connection.context = self.current
+
+
+def pair_problem(pair: KeyPair) -> str | None:
+    """Why a certificate and key cannot be served together, or None: either does not parse (a
+    file half written), or the certificate's public key is not the key's."""
+    try:
+        cert = x509.load_pem_x509_certificate(pair.cert_pem)
+    except ValueError as exc:
+        return f"the certificate does not parse: {exc}"
+    try:
+        key = serialization.load_pem_private_key(pair.key_pem, password=None)
+    except (ValueError, TypeError) as exc:
+        return f"the private key does not parse: {exc}"
+    spki = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    if cert.public_key().public_bytes(*spki) != key.public_key().public_bytes(*spki):
+        return (
+            f"the certificate (serial {cert.serial_number:x}, "
+            f"{type(cert.public_key()).__name__.lstrip('_')}) is not for the private key "
+            f"({type(key).__name__.lstrip('_')}): certificate and key do not match"
+        )
+    return None
+
+
 def load_pair(context: ssl.SSLContext, pair: KeyPair) -> None:
-    """Serve ``pair`` from ``context`` for every new handshake.
+    """Load ``pair`` into a fresh ``context`` (never into one that serves: see
+    :class:`ServingContext`).
 
     ``ssl`` reads certificates only from files: the pair goes through a private temporary
     directory (``$TMPDIR``; in the Deployment an emptyDir, the root filesystem is read-only),
@@ -293,6 +366,8 @@ class FileSource:
         self.cert_file = cert_file
         self.key_file = key_file
         self._digest = b""
+        self._refused = b""
+        """The last pair that could not be served (logged once, not at every check)."""
 
     def read(self) -> KeyPair:
         try:
@@ -303,24 +378,30 @@ class FileSource:
         except OSError as exc:
             raise CertificateError(f"cannot read {exc.filename}: {exc.strerror}") from exc
 
-    def refresh(self, context: ssl.SSLContext) -> bool:
-        """Load the files into ``context`` if they changed since the last load; True if so.
+    def refresh(self, serving: ServingContext) -> bool:
+        """Serve the files if they changed since the last load; True when a new pair is served.
 
-        A half-written rotation (a certificate that does not match its key yet) is skipped and
-        retried at the next refresh, so the previous pair keeps being served.
+        A pair that cannot be served (certificate and key not matching yet in a rotation that
+        copies one file before the other, a file half written, a key of another type than the
+        certificate) keeps the previous pair serving, says why in the log once, and is tried
+        again at the next refresh. With no previous pair it raises :class:`CertificateError`.
         """
         pair = self.read()
         digest = hashlib.sha256(pair.cert_pem + b"\0" + pair.key_pem).digest()
-        if digest == self._digest:
+        if digest in (self._digest, self._refused):
             return False
         try:
-            load_pair(context, pair)
-        except (ssl.SSLError, ValueError) as exc:
-            if not self._digest:
-                raise CertificateError(
-                    f"{self.cert_file} and {self.key_file}: not a usable pair: {exc}"
-                ) from exc
-            logger.warning("certificate files changed but do not load yet: %s", exc)
+            serving.load(pair)
+        except CertificateError as exc:
+            if not serving.loaded:
+                raise CertificateError(f"{self.cert_file} and {self.key_file}: {exc}") from exc
+            self._refused = digest
+            logger.warning(
+                "%s and %s changed but are not served yet (the previous pair still is): %s",
+                self.cert_file,
+                self.key_file,
+                exc,
+            )
             return False
         self._digest = digest
         return True
@@ -355,16 +436,17 @@ class SecretSource:
         self.validating_config = validating_config
         self._digest = b""
 
-    async def refresh(self, context: ssl.SSLContext) -> bool:
-        """Make sure the Secret holds a good pair (self-managed), load it if it changed, and
-        keep the caBundles current. True when a new pair was loaded."""
+    async def refresh(self, serving: ServingContext) -> bool:
+        """Make sure the Secret holds a good pair (self-managed), serve it if it changed, and
+        keep the caBundles current. True when a new pair is served. A pair that cannot be
+        served raises :class:`CertificateError`, and the previous pair keeps serving."""
         pair, ca_bundle = await self._current_pair()
         changed = False
         digest = hashlib.sha256(pair.cert_pem + b"\0" + pair.key_pem).digest()
         if digest != self._digest:
             try:
-                load_pair(context, pair)
-            except (ssl.SSLError, ValueError) as exc:
+                serving.load(pair)
+            except CertificateError as exc:
                 raise CertificateError(
                     f"Secret {self.namespace}/{self.secret_name}: not a usable pair: {exc}"
                 ) from exc

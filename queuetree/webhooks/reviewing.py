@@ -16,9 +16,9 @@ import enum
 import json
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Protocol
+from typing import Final, Protocol
 
-from queuetree.api import admission
+from queuetree.api import admission, problems
 from queuetree.webhooks import podgroups, pods, queues, verdicts, views
 from queuetree.webhooks import settings as settings_
 
@@ -35,33 +35,71 @@ class ReviewFn(Protocol):
     ) -> verdicts.Verdict: ...
 
 
-MAX_BODY_BYTES = 3 * 1024 * 1024
-"""Largest request body read (3 MiB: kube-apiserver's own limit on an object is 3 MiB, so a
-review of a legal object always fits); larger bodies get HTTP 413."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class BodyLimits:
+    """What a request body may be, checked before any review work (flags in
+    ``queuetree.cli.webhook``, shared by ``queuetree webhook`` and ``queuetree review``)."""
+
+    max_bytes: int = 3 * 1024 * 1024 + 256 * 1024
+    """``--max-request-body-bytes``: kube-apiserver refuses objects above 3 MiB, so a review
+    is at most that object plus its envelope (request fields, user info: 256 KiB is far more
+    than they take). Larger bodies get HTTP 413, unread."""
+    max_depth: int = problems.MAX_NESTING
+    """``--max-json-depth``: deepest nesting of arrays and objects, the same bound as for every
+    other input (HTTP 400)."""
+    max_elements: int = 100_000
+    """``--max-json-elements``: most ``[``, ``{`` and ``,`` characters in a body, counted
+    over its bytes before decoding (inside strings too: a conservative count that needs no
+    parser). It bounds the decoder's work: a 3 MB body of empty lists takes about 0.3 s and
+    60 MiB to decode. A 3 MiB pod with managed fields stays below 20,000 (HTTP 413)."""
 
 
-MAX_DEPTH = 100
-"""Deepest JSON nesting accepted. Real objects stay far below (a pod is about 10 levels);
-deeper bodies would only reach recursion limits in code that prints or copies them."""
+DEFAULT_BODY_LIMITS: Final = BodyLimits()
+
+
+def count_elements(chunk: bytes) -> int:
+    """The JSON cost of ``chunk`` as :attr:`BodyLimits.max_elements` counts it; additive over
+    the chunks of a body, so the server counts while the body arrives."""
+    return chunk.count(b"[") + chunk.count(b"{") + chunk.count(b",")
+
+
+def too_large(size: int, limits: BodyLimits) -> Answer:
+    return bad_request(
+        413,
+        f"the request body has more than {limits.max_bytes} bytes ({size} read or announced), "
+        "the limit (--max-request-body-bytes)",
+        reason="RequestEntityTooLarge",
+    )
+
+
+def too_costly(limits: BodyLimits) -> Answer:
+    return bad_request(
+        413,
+        f"the request body has more than {limits.max_elements} JSON elements ('[', '{{' and "
+        "',' characters), the limit (--max-json-elements)",
+        reason="RequestEntityTooLarge",
+    )
 
 
 def nesting_depth(value: object, *, limit: int) -> int:
     """How deeply ``value`` nests lists and objects, counting no further than ``limit + 1``
-    (iterative: a deep body cannot exhaust the stack here)."""
-    deepest = 0
+    (iterative: a deep body cannot exhaust the stack here; scalars are never pushed, so a
+    flat list of a hundred thousand numbers costs one pass)."""
+    if not isinstance(value, dict | list):
+        return 0
+    deepest = 1
     stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         current, depth = stack.pop()
-        if isinstance(current, dict):
-            children: Iterable[object] = current.values()
-        elif isinstance(current, list):
-            children = current
-        else:
-            continue
-        deepest = max(deepest, depth)
-        if deepest > limit:
-            return deepest
-        stack.extend((child, depth + 1) for child in children)
+        children = current.values() if isinstance(current, dict) else current
+        assert isinstance(children, Iterable)
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > deepest:
+                    deepest = depth + 1
+                    if deepest > limit:
+                        return deepest
+                stack.append((child, depth + 1))
     return deepest
 
 
@@ -170,27 +208,30 @@ def review(
     *,
     view: views.ClusterView,
     settings: settings_.ReviewSettings,
+    limits: BodyLimits = DEFAULT_BODY_LIMITS,
 ) -> Answer:
-    """Answer one AdmissionReview posted to ``path`` (see the module docstring)."""
+    """Answer one AdmissionReview posted to ``path`` (see the module docstring), after
+    checking the body against ``limits`` (size, JSON elements before decoding, depth after)."""
     endpoint = ENDPOINTS.get(path)
     if endpoint is None:
         known = ", ".join(ENDPOINTS)
         return bad_request(404, f"no webhook at {path!r} (served: {known})", reason="NotFound")
-    if len(body) > MAX_BODY_BYTES:
-        return bad_request(
-            413,
-            f"the request body has {len(body)} bytes, more than the limit of {MAX_BODY_BYTES}",
-            reason="RequestEntityTooLarge",
-        )
+    if len(body) > limits.max_bytes:
+        return too_large(len(body), limits)
+    if count_elements(body) > limits.max_elements:
+        return too_costly(limits)
     try:
         decoded = json.loads(body)
     except (ValueError, RecursionError) as exc:
         # ValueError covers malformed JSON, invalid UTF-8 and over-long integers;
         # RecursionError a body nested deeper than the decoder's stack.
         return bad_request(400, f"the request body is not valid JSON: {exc}")
-    depth = nesting_depth(decoded, limit=MAX_DEPTH)
-    if depth > MAX_DEPTH:
-        return bad_request(400, f"the request body is nested deeper than {MAX_DEPTH} levels")
+    if nesting_depth(decoded, limit=limits.max_depth) > limits.max_depth:
+        return bad_request(
+            400,
+            f"the request body is nested deeper than {limits.max_depth} levels, the limit "
+            "(--max-json-depth)",
+        )
     try:
         request = admission.read_request(decoded)
     except admission.ReviewError as exc:
@@ -243,14 +284,4 @@ def _rejected(uid: str, message: str) -> Answer:
 def bad_request(status: int, message: str, *, reason: str = "BadRequest") -> Answer:
     """An HTTP error answer with a ``metav1.Status`` body (not an AdmissionReview: there is no
     request uid to answer to)."""
-    body = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": status,
-    }
-    return Answer(
-        status, json.dumps(body, separators=(",", ":")).encode() + b"\n", Outcome.REJECTED
-    )
+    return Answer(status, admission.status(status, message, reason=reason), Outcome.REJECTED)

@@ -8,7 +8,14 @@ production, a fixed view in tests and benchmarks.
 Routes: ``POST /queues/validate``, ``/queues/mutate``, ``/pods/mutate``, ``/pods/validate``,
 ``/podgroups/mutate``, ``/podgroups/validate``;
 ``GET /healthz`` (the process answers), ``/readyz`` (the caches have synced and a certificate
-is loaded), ``/metrics`` (Prometheus). Bodies above 3 MiB get 413 without being read.
+is loaded), ``/metrics`` (Prometheus). Liveness has its own port, answered by a thread
+(:class:`LivenessServer`), so a busy event loop never gets the pod restarted.
+
+Transport limits (``listening.Limits``): the handler refuses any ``Content-Encoding`` (415),
+an announced or streamed body above the size limit (413), a body with more JSON elements than
+the cost bound (413, counted while it arrives), and a body that stalls or comes too late (408).
+Every error is a ``metav1.Status`` JSON body (an unknown path, a wrong method, what aiohttp
+itself refuses) or an AdmissionReview denial; never plain text, never an HTTP 500.
 """
 
 from __future__ import annotations
@@ -16,17 +23,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import gc
+import http.server
 import logging
 import signal
+import socket
 import ssl
+import threading
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
-from queuetree.webhooks import caching, certificates, metrics, reviewing, views
+from queuetree.webhooks import caching, certificates, listening, metrics, reviewing, views
 from queuetree.webhooks import settings as settings_
 
 logger = logging.getLogger(__name__)
@@ -77,6 +88,10 @@ class ServerConfig:
     bind_address: str = "0.0.0.0"
     metrics_port: int = 0
     """A plain-HTTP port for /metrics, /healthz and /readyz; 0: only on the HTTPS port."""
+    health_port: int = 0
+    """A plain-HTTP port for the liveness probe (``/healthz``), answered by a thread; 0: none."""
+    limits: listening.Limits = listening.DEFAULTS
+    """The transport limits (``--http-*-timeout``, ``--max-connections``, body limits)."""
     tls_min_version: str = "VersionTLS12"
     """``VersionTLS12`` or ``VersionTLS13`` (Kubernetes' spelling of ``--tls-min-version``)."""
     cert_mode: str = "files"
@@ -114,16 +129,13 @@ class ServerConfig:
     """Seconds a review waits for a queue or namespace missing from the cache (cache lag)."""
 
 
-BODY_READ_TIMEOUT = 10.0
-"""Seconds to receive a request body (kube-apiserver's own webhook timeout is at most 30 s and
-10 by default; a client that trickles a body must not hold a handler forever)."""
-
 SOURCE = web.AppKey("source", ViewSource)
 SETTINGS = web.AppKey("settings", settings_.ReviewSettings)
 METRICS = web.AppKey("metrics", metrics.Metrics)
 CACHE_WAIT = web.AppKey("cache_wait", float)
 CERTIFICATE_LOADED = web.AppKey("certificate_loaded", asyncio.Event)
 STOPPING = web.AppKey("stopping", asyncio.Event)
+LIMITS = web.AppKey("limits", listening.Limits)
 
 
 def build_app(
@@ -134,14 +146,18 @@ def build_app(
     cache_wait: float = 1.0,
     certificate_loaded: asyncio.Event | None = None,
     stopping: asyncio.Event | None = None,
+    limits: listening.Limits = listening.DEFAULTS,
+    serve_metrics: bool = True,
 ) -> web.Application:
-    """The aiohttp application (no TLS here: that is the site's business)."""
-    # aiohttp answers 413 as soon as a body passes the limit, without reading the rest.
-    app = web.Application(client_max_size=reviewing.MAX_BODY_BYTES)
+    """The aiohttp application (no TLS here: that is the listener's business). With
+    ``serve_metrics`` False, /metrics is left to the metrics port: the admission port then
+    serves reviews and probes only."""
+    app = web.Application(middlewares=[answer_errors_as_status])
     app[SOURCE] = source
     app[SETTINGS] = settings
     app[METRICS] = metrics_ or metrics.Metrics()
     app[CACHE_WAIT] = cache_wait
+    app[LIMITS] = limits
     loaded = certificate_loaded or asyncio.Event()
     if certificate_loaded is None:
         loaded.set()
@@ -149,39 +165,123 @@ def build_app(
     app[STOPPING] = stopping or asyncio.Event()
     for path in reviewing.ENDPOINTS:
         app.router.add_post(path, handle_review)
-    add_health_routes(app)
+    add_health_routes(app, metrics_=serve_metrics)
     return app
 
 
-def add_health_routes(app: web.Application) -> None:
+def add_health_routes(app: web.Application, *, metrics_: bool = True) -> None:
     app.router.add_get("/healthz", handle_healthz)
     app.router.add_get("/readyz", handle_readyz)
-    app.router.add_get("/metrics", handle_metrics)
+    if metrics_:
+        app.router.add_get("/metrics", handle_metrics)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def answer_errors_as_status(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Tell the connection's guard when a request is handled, and answer aiohttp's own errors
+    (an unknown path, a wrong method) with a ``metav1.Status`` body instead of plain text."""
+    guard = listening.guard_of(request)
+    if guard is not None:
+        guard.request_started()
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        answer = reviewing.bad_request(
+            exc.status,
+            f"{request.method} {request.path}: {exc.reason}",
+            reason=exc.reason.replace(" ", ""),
+        )
+        return _response(answer)
+    finally:
+        if guard is not None:
+            guard.request_finished()
 
 
 async def handle_review(request: web.Request) -> web.Response:
-    """Parse -> pure review -> render; a review that missed a queue is retried once the cache
-    has it (or after ``cache_wait``)."""
+    """Read (within the limits) -> pure review -> render; a review that missed a queue is
+    retried once the cache has it (or after ``cache_wait``)."""
     started = time.perf_counter()
     app = request.app
-    try:
-        async with asyncio.timeout(BODY_READ_TIMEOUT):
-            body = await request.read()
-    except TimeoutError:
-        answer = reviewing.bad_request(
-            408,
-            f"the request body did not arrive within {BODY_READ_TIMEOUT:g}s",
-            reason="Timeout",
+    limits = app[LIMITS]
+    read = await read_body(request, limits)
+    if isinstance(read, reviewing.Answer):
+        app[METRICS].observe(request.path, read.outcome, time.perf_counter() - started)
+        return _response(read)
+    body, deadline = read
+    view, rules = app[SOURCE].view, app[SETTINGS]
+    answer = reviewing.review(request.path, body, view=view(), settings=rules, limits=limits.body)
+    patience = min(app[CACHE_WAIT], deadline - asyncio.get_running_loop().time())
+    if (
+        (answer.missing or answer.missing_namespaces)
+        and patience > 0
+        and await app[SOURCE].wait_for(
+            queues=answer.missing, namespaces=answer.missing_namespaces, patience=patience
         )
-        return web.Response(status=answer.status, body=answer.body, content_type="application/json")
-    answer = reviewing.review(request.path, body, view=app[SOURCE].view(), settings=app[SETTINGS])
-    if (answer.missing or answer.missing_namespaces) and await app[SOURCE].wait_for(
-        queues=answer.missing, namespaces=answer.missing_namespaces, patience=app[CACHE_WAIT]
     ):
         answer = reviewing.review(
-            request.path, body, view=app[SOURCE].view(), settings=app[SETTINGS]
+            request.path, body, view=view(), settings=rules, limits=limits.body
         )
     app[METRICS].observe(request.path, answer.outcome, time.perf_counter() - started)
+    return _response(answer)
+
+
+async def read_body(
+    request: web.Request, limits: listening.Limits
+) -> tuple[bytes, float] | reviewing.Answer:
+    """The body and the request's deadline (loop time), or the error answer: 415 for any
+    ``Content-Encoding`` (nothing is inflated), 413 for a body over the size limit (an
+    announced length is refused unread) or over the JSON cost bound (counted as it arrives, so
+    a hostile body is dropped after its first few hundred KiB), 408 for a body that stalls for
+    ``idle_timeout`` or is not complete by the request deadline."""
+    loop = asyncio.get_running_loop()
+    guard = listening.guard_of(request)
+    deadline = guard.deadline if guard is not None else loop.time() + limits.request_timeout
+    encoding = request.headers.get(hdrs.CONTENT_ENCODING)
+    if encoding is not None:
+        return reviewing.bad_request(
+            415,
+            f"Content-Encoding {encoding[:32]!r}: request bodies must not be encoded "
+            "(kube-apiserver sends none, and an encoded body would have to be inflated)",
+            reason="UnsupportedMediaType",
+        )
+    body_limits = limits.body
+    announced = request.content_length
+    if announced is not None and announced > body_limits.max_bytes:
+        return reviewing.too_large(announced, body_limits)
+    chunks: list[bytes] = []
+    size = elements = 0
+    while True:
+        due = min(deadline, loop.time() + limits.idle_timeout)
+        try:
+            async with asyncio.timeout_at(due):
+                chunk = await request.content.readany()
+        except TimeoutError:
+            late = loop.time() >= deadline
+            return reviewing.bad_request(
+                408,
+                f"the request was not complete within {limits.request_timeout:g}s "
+                "(--http-request-timeout)"
+                if late
+                else f"the request body stalled for {limits.idle_timeout:g}s (--http-idle-timeout)",
+                reason="Timeout",
+            )
+        if not chunk:
+            return b"".join(chunks), deadline
+        size += len(chunk)
+        if size > body_limits.max_bytes:
+            return reviewing.too_large(size, body_limits)
+        elements += reviewing.count_elements(chunk)
+        if elements > body_limits.max_elements:
+            return reviewing.too_costly(body_limits)
+        chunks.append(chunk)
+
+
+def _response(answer: reviewing.Answer) -> web.Response:
     return web.Response(status=answer.status, body=answer.body, content_type="application/json")
 
 
@@ -214,10 +314,13 @@ async def handle_metrics(request: web.Request) -> web.Response:
 
 
 class CertificateKeeper:
-    """Loads the serving pair into one TLS context and keeps it current."""
+    """Serves the pair through one :class:`certificates.ServingContext` and keeps it current."""
 
     def __init__(self, config: ServerConfig, api_client: Any | None) -> None:
-        self.context = certificates.server_context(config.tls_min_version)
+        self.serving = certificates.ServingContext(
+            lambda: certificates.server_context(config.tls_min_version)
+        )
+        self.context = self.serving.context
         self.loaded = asyncio.Event()
         self._config = config
         self._files: certificates.FileSource | None = None
@@ -242,10 +345,10 @@ class CertificateKeeper:
 
     async def refresh(self) -> bool:
         if self._files is not None:
-            changed = self._files.refresh(self.context)
+            changed = self._files.refresh(self.serving)
         else:
             assert self._secret is not None
-            changed = await self._secret.refresh(self.context)
+            changed = await self._secret.refresh(self.serving)
         self.loaded.set()
         return changed
 
@@ -278,11 +381,33 @@ class CertificateKeeper:
 
 
 async def serve(config: ServerConfig, *, stop: asyncio.Event | None = None) -> None:
-    """Run the webhook until ``stop`` is set (or SIGTERM/SIGINT when not given)."""
+    """Run the webhook until ``stop`` is set (or SIGTERM/SIGINT when not given); raises
+    OSError when a port cannot be bound."""
+
+    stop = stop or _stop_on_signals()
+    # Every port first: one in use is a configuration error to report before anything else.
+    with contextlib.ExitStack() as bound:
+        webhook_socket = bound.enter_context(listening.bind(config.bind_address, config.port))
+        metrics_socket = (
+            bound.enter_context(listening.bind(config.bind_address, config.metrics_port))
+            if config.metrics_port
+            else None
+        )
+        liveness = LivenessServer(config.bind_address, config.health_port)
+        bound.callback(liveness.close)
+        await _serve(config, stop, webhook_socket, metrics_socket, liveness)
+
+
+async def _serve(
+    config: ServerConfig,
+    stop: asyncio.Event,
+    webhook_socket: socket.socket,
+    metrics_socket: socket.socket | None,
+    liveness: LivenessServer,
+) -> None:
     from kubernetes_asyncio import client
     from kubernetes_asyncio import config as kube_config
 
-    stop = stop or _stop_on_signals()
     # A private client configuration: the process-wide default stays untouched (tests run
     # several clients in one process).
     configuration = client.Configuration()
@@ -313,38 +438,128 @@ async def serve(config: ServerConfig, *, stop: asyncio.Event | None = None) -> N
             cache_wait=config.cache_wait,
             certificate_loaded=keeper.loaded,
             stopping=stopping,
+            limits=config.limits,
+            # Metrics where docs/webhook.md says: on --metrics-port when there is one, and then
+            # not on the port kube-apiserver (and anyone who reaches it) talks to.
+            serve_metrics=not config.metrics_port,
         )
-        async with _background(
-            [i.run() for i in cache.connect(api_client, nodes=config.watch_nodes)]
-            + [keeper.keep_current(metrics_)]
-            + ([_freeze_when_synced(cache)] if config.freeze_heap else [])
+        async with (
+            _background(
+                [i.run() for i in cache.connect(api_client, nodes=config.watch_nodes)]
+                + [keeper.keep_current(metrics_), liveness.beat()]
+                + ([_freeze_when_synced(cache)] if config.freeze_heap else [])
+            ),
+            listening.listening(
+                app, sock=webhook_socket, context=keeper.context, limits=config.limits
+            ),
+            _health_app(config, metrics_socket, cache, metrics_, keeper.loaded, stopping),
+            liveness,
         ):
-            runner = web.AppRunner(app, access_log=None)
-            await runner.setup()
-            sites = [
-                web.TCPSite(runner, config.bind_address, config.port, ssl_context=keeper.context)
-            ]
-            if config.metrics_port:
-                health = web.Application()
-                health[SOURCE], health[METRICS] = cache, metrics_
-                health[CERTIFICATE_LOADED] = keeper.loaded
-                health[STOPPING] = stopping
-                add_health_routes(health)
-                health_runner = web.AppRunner(health, access_log=None)
-                await health_runner.setup()
-                sites.append(web.TCPSite(health_runner, config.bind_address, config.metrics_port))
-            for site in sites:
-                await site.start()
             logger.info("serving on https://%s:%d", config.bind_address, config.port)
-            try:
-                await stop.wait()
-                stopping.set()
-                logger.info("stopping: not ready, serving %.1fs more", config.shutdown_delay)
-                await asyncio.sleep(config.shutdown_delay)
-            finally:
-                await runner.cleanup()
-                if config.metrics_port:
-                    await health_runner.cleanup()
+            await stop.wait()
+            stopping.set()
+            logger.info("stopping: not ready, serving %.1fs more", config.shutdown_delay)
+            await asyncio.sleep(config.shutdown_delay)
+
+
+@contextlib.asynccontextmanager
+async def _health_app(
+    config: ServerConfig,
+    sock: socket.socket | None,
+    cache: caching.ClusterCache,
+    metrics_: metrics.Metrics,
+    loaded: asyncio.Event,
+    stopping: asyncio.Event,
+) -> AsyncIterator[None]:
+    """/metrics, /healthz and /readyz on ``--metrics-port`` (plain HTTP), when one is given."""
+    if sock is None:
+        yield
+        return
+    health = web.Application(middlewares=[answer_errors_as_status])
+    health[SOURCE], health[METRICS] = cache, metrics_
+    health[CERTIFICATE_LOADED], health[STOPPING] = loaded, stopping
+    add_health_routes(health)
+    async with listening.listening(health, sock=sock, context=None, limits=config.limits):
+        yield
+
+
+LOOP_STALL_LIMIT = 60.0
+"""Seconds without a heartbeat from the event loop after which liveness fails: a loop that
+has not run a callback for a minute is stuck, not busy (the body limits keep each review's
+work to milliseconds, and a busy loop still ticks between requests)."""
+
+
+class LivenessServer:
+    """``GET /healthz`` on ``--health-port``, answered by a thread of its own.
+
+    The kubelet restarts a container whose liveness probe fails. A probe answered by the event
+    loop fails whenever the loop is busy (a burst of reviews, a hostile client), turning load
+    into restarts: this one answers from a thread, from the time of the loop's last heartbeat.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        """Bind ``host:port`` now (raises OSError when it cannot be); port 0 serves nothing."""
+        self._server: http.server.ThreadingHTTPServer | None = None
+        self._running = False
+        self.last_beat = time.monotonic()
+        if port:
+            self._server = http.server.ThreadingHTTPServer((host, port), _liveness_handler(self))
+            self._server.daemon_threads = True
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        port: int = self._server.server_address[1]
+        return port
+
+    async def beat(self) -> None:
+        while True:
+            self.last_beat = time.monotonic()
+            await asyncio.sleep(1.0)
+
+    def answer(self) -> tuple[int, bytes]:
+        stalled = time.monotonic() - self.last_beat
+        if stalled > LOOP_STALL_LIMIT:
+            return 503, f"event loop stalled for {stalled:.0f}s\n".encode()
+        return 200, b"ok\n"
+
+    async def __aenter__(self) -> LivenessServer:
+        if self._server is not None:
+            thread = threading.Thread(
+                target=self._server.serve_forever, name="liveness", daemon=True
+            )
+            thread.start()
+            self._running = True
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        if self._running:
+            assert self._server is not None
+            await asyncio.to_thread(self._server.shutdown)
+            self._running = False
+        self.close()
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.server_close()
+
+
+def _liveness_handler(owner: LivenessServer) -> type[http.server.BaseHTTPRequestHandler]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        timeout = 5.0  # a client that sends nothing cannot hold its thread
+
+        def do_GET(self) -> None:
+            status, body = owner.answer() if self.path == "/healthz" else (404, b"")
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # a probe every few seconds would flood the log
+
+    return Handler
 
 
 def freeze_heap() -> None:
@@ -386,7 +601,8 @@ def _stop_on_signals() -> asyncio.Event:
 
 
 def main(config: ServerConfig) -> int:
-    """``queuetree webhook``: 0 after a clean stop, 2 when certificates cannot be loaded."""
+    """``queuetree webhook``: 0 after a clean stop, 2 when certificates cannot be loaded or a
+    port cannot be bound."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         asyncio.run(serve(config))
@@ -396,4 +612,23 @@ def main(config: ServerConfig) -> int:
     except ssl.SSLError as exc:
         logger.error("TLS: %s", exc)
         return 2
+    except OSError as exc:
+        if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise
+        logger.error("%s", bind_problem(config, exc))
+        return 2
     return 0
+
+
+def bind_problem(config: ServerConfig, exc: OSError) -> str:
+    """What to tell about an address that cannot be bound: the address, the flags that chose
+    it, and the reason."""
+    ports = f"--port={config.port}"
+    if config.metrics_port:
+        ports += f", --metrics-port={config.metrics_port}"
+    if config.health_port:
+        ports += f", --health-port={config.health_port}"
+    return (
+        f"cannot listen on {config.bind_address} ({ports}, --bind-address): "
+        f"{exc.strerror or exc}; choose a free port or stop what uses it"
+    )

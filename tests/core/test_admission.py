@@ -312,6 +312,26 @@ CASES = {
             "ns/p2": "queue 'a' cannot admit pods: queue 'a' is on a parent cycle (a -> b -> a)"
         },
     ),
+    "fix: a chain 1,000 queues deep blocks only what lies past 100 levels (reference: a "
+    "stack overflow)": Case(
+        objects=(
+            NODE,
+            b.queue("root"),
+            *(b.queue(f"q{i}").parent(f"q{i - 1}" if i else "root") for i in range(1000)),
+            *_gated("p1", "q99"),
+            *_gated("p2", "q999"),
+        ),
+        ungate=("ns/p1",),
+        errors=(
+            "queue 'q100': 101 levels below root, deeper than the 100 levels queuetree "
+            "supports; it and the queues below it admit nothing",
+        ),
+        reasons={
+            "ns/p2": "queue 'q999' cannot admit pods: queue 'q999' is 1000 levels below root, "
+            "deeper than the 100 levels queuetree supports (the most --max-queue-depth "
+            "allows); move it closer to root"
+        },
+    ),
     "fix: a pod group in a non-leaf queue blocks only itself (reference: nothing admitted)": Case(
         objects=(NODE, *TREE, *_gated("p1", "org"), *_gated("p2", "team-b")),
         ungate=("ns/p2",),

@@ -488,6 +488,85 @@ DIFF = {
 }
 
 
+S1, HP = "scalar.test/scalar1", "hugepages-test"
+VOLCANO_DIFF = {
+    # Volcano's TestDiff (pkg/scheduler/api/resource_info_test.go), both defaults. Volcano
+    # writes the marker -1 where a dimension is missing under Infinity; here that is UNLIMITED.
+    "zero: two empty vectors": (R(0, 0), R(0, 0), ZERO, (R(0, 0, {}), R(0, 0, {}))),
+    "zero: more cpu and memory on the left": (
+        R(1000, 2000),
+        R(0, 0),
+        ZERO,
+        (R(1000, 2000, {}), R(0, 0, {})),
+    ),
+    "zero: more cpu and memory on the right": (
+        R(0, 0),
+        R(1000, 2000),
+        ZERO,
+        (R(0, 0, {}), R(1000, 2000, {})),
+    ),
+    "zero: a scalar only the left has": (
+        R(1000, 2000, {S1: 1000}),
+        R(2000, 1000),
+        ZERO,
+        (R(0, 1000, {S1: 1000}), R(1000, 0, {})),
+    ),
+    "zero: a scalar only the right has": (
+        R(2000, 1000),
+        R(1000, 2000, {S1: 1000}),
+        ZERO,
+        (R(1000, 0, {}), R(0, 1000, {S1: 1000})),
+    ),
+    "zero: a scalar both have": (
+        R(1000, 2000, {S1: 3000}),
+        R(2000, 1000, {S1: 1000}),
+        ZERO,
+        (R(0, 1000, {S1: 2000}), R(1000, 0, {})),
+    ),
+    "infinity: a scalar only the left has is unlimited on the right": (
+        R(1000, 2000, {S1: 1000}),
+        R(2000, 1000),
+        INFINITY,
+        (R(0, 1000, {}), R(1000, 0, {S1: resources.UNLIMITED})),
+    ),
+    "infinity: a scalar only the right has is unlimited on the left": (
+        R(2000, 1000),
+        R(1000, 2000, {S1: 1000}),
+        INFINITY,
+        (R(1000, 0, {S1: resources.UNLIMITED}), R(0, 1000, {})),
+    ),
+    "infinity: unlimited cpu and memory on both sides differ by nothing": (
+        resources.INFINITE,
+        resources.INFINITE,
+        INFINITY,
+        (R(0, 0, {}), R(0, 0, {})),
+    ),
+    "infinity: unlimited against the largest finite amounts": (
+        R(resources.UNLIMITED, 2**63 - 1, {HP: resources.UNLIMITED}),
+        R(2**63 - 1, resources.UNLIMITED, {S1: 1.7976931348623157e308}),
+        INFINITY,
+        (
+            R(resources.UNLIMITED, 0, {S1: resources.UNLIMITED}),
+            R(0, resources.UNLIMITED, {HP: resources.UNLIMITED}),
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "default", "expected"), VOLCANO_DIFF.values(), ids=VOLCANO_DIFF.keys()
+)
+def test_diff_gives_the_results_of_volcanos_tests(
+    left: Resource,
+    right: Resource,
+    default: resources.DimensionDefault,
+    expected: tuple[Resource, Resource],
+) -> None:
+    result = left.diff(right, default)
+    printed = [(str(r), r.debug_string(), resources.to_resource_list(r)) for r in result]
+    assert (result, len(printed)) == (expected, 2)
+
+
 @pytest.mark.parametrize(("left", "right", "default", "expected"), DIFF.values(), ids=DIFF.keys())
 def test_diff_splits_the_difference(
     left: Resource,

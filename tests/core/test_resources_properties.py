@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from queuetree.core import resources
 from queuetree.core.resources import Resource
+from tests.core import test_resources_comparisons
 
 NAMES = ["nvidia.com/gpu", "pods", "rdma", "hugepages-2Mi"]
 VALID_NAMES = ["nvidia.com/gpu", "pods", "hugepages-2Mi"]
@@ -104,3 +105,34 @@ def test_a_copy_is_equal_and_hashes_the_same(resource: Resource) -> None:
 def test_to_resource_list_round_trips_through_from_resource_list(resource: Resource) -> None:
     hypothesis.assume(resource.scalars is None or resource.scalars)
     assert Resource.from_resource_list(resources.to_resource_list(resource)) == resource
+
+
+extreme = st.one_of(
+    st.integers(min_value=0, max_value=2**63 - 1),
+    st.floats(min_value=0, max_value=1.7976931348623157e308),
+    st.sampled_from([resources.UNLIMITED, 1.7976931348623157e308, 2**63 - 1, float(2**63 - 1)]),
+)
+extreme_vectors = vectors(extreme, ["nvidia.com/gpu", "pods", "scalar.test/scalar1"])
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(extreme_vectors, extreme_vectors, defaults, st.floats(-2, 2, allow_nan=False))
+def test_every_operation_is_total_over_both_defaults_and_prints(
+    left: Resource, right: Resource, default: resources.DimensionDefault, ratio: float
+) -> None:
+    """Unlimited, Volcano's MAXF and MAXI and every finite amount, under ZERO and INFINITY:
+    no operation raises, and every result prints (messages, debug strings, quantity maps)."""
+    results = [
+        *left.diff(right, default),
+        left + right,
+        left.sub_without_assert(right),
+        left.min_dimension(right, default),
+        left.set_max_resource(right),
+        left.multi(ratio),
+        resources.exceeded_part(left, right),
+    ]
+    if right.less_equal(left, resources.ZERO):
+        results.append(left - right)
+    verdicts = [getattr(left, name)(right, default) for name in test_resources_comparisons.NINE]
+    printed = [(str(r), r.debug_string(), resources.to_resource_list(r)) for r in results]
+    assert (len(printed), all(isinstance(v, bool) for v in verdicts)) == (len(results), True)

@@ -108,6 +108,10 @@ def test_the_webhook_arguments_parse_and_match_its_ports_probes_and_names(
             in test_manifests.by_kind(objects, "ValidatingWebhookConfiguration"),
         ),
         "probes": probe_targets(container),
+        "metrics port": (
+            args.metrics_port,
+            {p["name"]: p["containerPort"] for p in container["ports"]}["metrics"],
+        ),
     }
     assert actual == {
         "command": "webhook",
@@ -116,10 +120,12 @@ def test_the_webhook_arguments_parse_and_match_its_ports_probes_and_names(
         "secret": "queuetree-webhook-certs",
         "service exists": True,
         "configurations exist": (True, True),
+        # Liveness from the thread on --health-port, readiness over the TLS port itself.
         "probes": {
-            "livenessProbe": ("HTTPS", args.port, "/healthz"),
+            "livenessProbe": ("HTTP", args.health_port, "/healthz"),
             "readinessProbe": ("HTTPS", args.port, "/readyz"),
         },
+        "metrics port": (8080, 8080),
     }
 
 
@@ -135,3 +141,31 @@ def test_the_shipped_scheduler_configuration_parses_without_warnings() -> None:
         configmap["data"]["scheduler.conf"], source="scheduler.conf"
     )
     assert parsed.warnings == ()
+
+
+@pytest.mark.parametrize("overlay", test_manifests.DEPLOYING_OVERLAYS)
+def test_the_webhooks_request_timeouts_end_before_kube_apiserver_gives_up(overlay: str) -> None:
+    """kube-apiserver waits timeoutSeconds for a webhook: a request the webhook still holds
+    after that is not the API server's, so every request timeout the Deployment runs with (its
+    flags, or their defaults) ends before the shortest timeoutSeconds."""
+    args = parsed_args(overlay, "queuetree-webhook")
+    objects = test_manifests.overlay(overlay)
+    shortest = min(
+        webhook.get("timeoutSeconds", 10)
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        for configuration in test_manifests.by_kind(objects, kind).values()
+        for webhook in configuration["webhooks"]
+    )
+    timeouts = {
+        "header": args.header_timeout,
+        "idle": args.idle_timeout,
+        "request": args.request_timeout,
+        "cache wait within the request": args.cache_wait < args.request_timeout,
+    }
+    assert (
+        shortest,
+        {k: v < shortest if isinstance(v, float) else v for k, v in timeouts.items()},
+    ) == (
+        5,
+        {"header": True, "idle": True, "request": True, "cache wait within the request": True},
+    )

@@ -77,3 +77,38 @@ def documented_flags(section: str) -> list[str]:
 def test_every_documented_flag_exists_in_the_command(command: str) -> None:
     documented = documented_flags(command)
     assert (documented != [], sorted(set(documented) - option_strings(command))) == (True, [])
+
+
+def documented_defaults(document: str) -> dict[str, str]:
+    """``--flag`` -> the default column of every flag table row of ``document``."""
+    rows = {}
+    for line in (DOCS / document).read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].startswith("`--"):
+            for flag in re.findall(r"`(--[a-z0-9-]+)", cells[0]):
+                rows[flag] = cells[1].strip("`")
+    return rows
+
+
+LIMIT_FLAGS = [
+    "--http-header-timeout",
+    "--http-idle-timeout",
+    "--http-request-timeout",
+    "--http-keepalive-timeout",
+    "--max-connections",
+    "--max-connection-rate",
+    "--max-request-body-bytes",
+    "--max-json-depth",
+    "--max-json-elements",
+]
+
+
+def test_the_documented_transport_limits_are_the_flags_defaults() -> None:
+    """The defaults live once, in ``listening.Limits``; the flags take theirs from it, and
+    docs/webhook.md must say the same."""
+    parser = cli.build_parser()
+    (subparsers,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    actions = subparsers.choices["webhook"]._option_string_actions
+    actual = {flag: f"{actions[flag].default:.15g}" for flag in LIMIT_FLAGS}
+    documented = documented_defaults("webhook.md")
+    assert actual == {flag: documented.get(flag) for flag in LIMIT_FLAGS}

@@ -80,7 +80,9 @@ def test_kubectl_kustomize_builds_the_directory(directory: str) -> None:
                 "Deployment": 2,
                 "MutatingWebhookConfiguration": 1,
                 "Namespace": 1,
-                "PodDisruptionBudget": 1,
+                "NetworkPolicy": 1,
+                "PodDisruptionBudget": 2,
+                "PriorityClass": 1,
                 "Role": 2,
                 "RoleBinding": 2,
                 "Service": 1,
@@ -100,7 +102,9 @@ def test_kubectl_kustomize_builds_the_directory(directory: str) -> None:
                 "Issuer": 1,
                 "MutatingWebhookConfiguration": 1,
                 "Namespace": 1,
-                "PodDisruptionBudget": 1,
+                "NetworkPolicy": 1,
+                "PodDisruptionBudget": 2,
+                "PriorityClass": 1,
                 "Role": 2,
                 "RoleBinding": 2,
                 "Service": 1,
@@ -141,6 +145,7 @@ def test_every_namespaced_object_lives_in_queuetree_system(name: str) -> None:
         "ClusterRoleBinding",
         "MutatingWebhookConfiguration",
         "ValidatingWebhookConfiguration",
+        "PriorityClass",
     }
     misplaced = [
         f"{o['kind']}/{o['metadata']['name']}: {o['metadata'].get('namespace')}"
@@ -206,33 +211,77 @@ def test_every_deployment_runs_non_root_read_only_with_requests_and_probes(name:
 
 
 @pytest.mark.parametrize("name", DEPLOYING_OVERLAYS)
-def test_both_components_run_two_replicas_the_operator_elects_a_leader_the_webhook_has_a_pdb(
+def test_both_components_run_two_replicas_behind_a_pdb_at_a_priority_of_their_own(
     name: str,
 ) -> None:
     objects = overlay(name)
-    operator = one(objects, "Deployment", "queuetree-operator")
-    webhook = one(objects, "Deployment", "queuetree-webhook")
-    pdb = one(objects, "PodDisruptionBudget", "queuetree-webhook")
-    (operator_container,) = operator["spec"]["template"]["spec"]["containers"]
-    actual = {
-        "operator replicas": operator["spec"]["replicas"],
-        "operator leader election": [
-            a for a in operator_container["args"] if a.startswith("--leader-elect")
-        ],
-        "webhook replicas": webhook["spec"]["replicas"],
-        "pdb minAvailable": pdb["spec"]["minAvailable"],
-        "pdb selects the webhook pods": pdb["spec"]["selector"]["matchLabels"].items()
-        <= webhook["spec"]["template"]["metadata"]["labels"].items(),
-    }
+    priority_classes = by_kind(objects, "PriorityClass")
+    actual = {}
+    for component in ("operator", "webhook"):
+        deployment = one(objects, "Deployment", f"queuetree-{component}")
+        pdb = one(objects, "PodDisruptionBudget", f"queuetree-{component}")
+        pod = deployment["spec"]["template"]
+        priority = priority_classes.get(pod["spec"].get("priorityClassName", ""), {})
+        actual[component] = {
+            "replicas": deployment["spec"]["replicas"],
+            "pdb minAvailable": pdb["spec"]["minAvailable"],
+            "pdb selects its pods": pdb["spec"]["selector"]["matchLabels"].items()
+            <= pod["metadata"]["labels"].items(),
+            "priority": (priority.get("value"), priority.get("globalDefault")),
+        }
+    (operator_container,) = one(objects, "Deployment", "queuetree-operator")["spec"]["template"][
+        "spec"
+    ]["containers"]
+    actual["operator leader election"] = [
+        a for a in operator_container["args"] if a.startswith("--leader-elect")
+    ]
+    row = {"replicas": 2, "pdb minAvailable": 1, "pdb selects its pods": True}
     assert actual == {
-        "operator replicas": 2,
+        # Above workloads, below the system-* classes and the largest user value (10^9).
+        "operator": {**row, "priority": (100_000_000, False)},
+        "webhook": {**row, "priority": (100_000_000, False)},
         "operator leader election": [
             "--leader-elect=true",
             "--leader-election-namespace=$(POD_NAMESPACE)",
         ],
-        "webhook replicas": 2,
-        "pdb minAvailable": 1,
-        "pdb selects the webhook pods": True,
+    }
+
+
+def port_numbers(pod: Obj) -> dict[str, int]:
+    (container,) = pod["spec"]["containers"]
+    return {p["name"]: p["containerPort"] for p in container["ports"]}
+
+
+@pytest.mark.parametrize("name", DEPLOYING_OVERLAYS)
+def test_the_network_policy_admits_only_the_webhooks_ports_and_lets_it_reach_the_api_server(
+    name: str,
+) -> None:
+    objects = overlay(name)
+    policy = one(objects, "NetworkPolicy", "queuetree-webhook")["spec"]
+    pod = one(objects, "Deployment", "queuetree-webhook")["spec"]["template"]
+    ports = port_numbers(pod)
+    actual = {
+        "selects the webhook pods": policy["podSelector"]["matchLabels"].items()
+        <= pod["metadata"]["labels"].items(),
+        "types": policy["policyTypes"],
+        "ingress": [
+            (
+                [ports[p["port"]] for p in rule["ports"]],
+                [f["namespaceSelector"]["matchLabels"] for f in rule.get("from", [])],
+            )
+            for rule in policy["ingress"]
+        ],
+        "egress": [[p["port"] for p in rule["ports"]] for rule in policy["egress"]],
+    }
+    assert actual == {
+        "selects the webhook pods": True,
+        "types": ["Ingress", "Egress"],
+        "ingress": [
+            ([9443], []),  # kube-apiserver, from wherever the control plane is
+            ([8081], []),  # the kubelet's liveness probe
+            ([8080], [{"queuetree.io/scrape-metrics": "true"}]),
+        ],
+        "egress": [[443, 6443]],
     }
 
 
@@ -512,7 +561,10 @@ OPERATOR_CLUSTER_ROLE = grants(
     ("", "namespaces", "list watch", "*"),
     ("scheduling.k8s.io", "priorityclasses", "get list watch", "*"),
 )
-OPERATOR_ROLE = grants(("coordination.k8s.io", "leases", "get create update", "*"))
+OPERATOR_ROLE = grants(
+    ("coordination.k8s.io", "leases", "get update", "queuetree-operator"),
+    ("coordination.k8s.io", "leases", "create", "*"),
+)
 WEBHOOK_CLUSTER_ROLE = grants(
     ("scheduling.volcano.sh", "queues", "get list watch", "*"),
     ("scheduling.volcano.sh", "podgroups", "get list watch", "*"),

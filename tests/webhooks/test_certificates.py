@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
+import logging
 import pathlib
 import ssl
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from queuetree.webhooks import certificates, server, settings
+from queuetree.webhooks import certificates, listening, server, settings
 from tests.webhooks.builders import review
 
 SERVICE, NAMESPACE = "queuetree-webhook", "queuetree-system"
@@ -74,22 +78,32 @@ def write_pair(directory: pathlib.Path, pair: certificates.KeyPair) -> tuple[str
     return str(directory / "tls.crt"), str(directory / "tls.key")
 
 
+@dataclasses.dataclass
+class TLSServer:
+    port: int
+    serving: certificates.ServingContext
+    files: certificates.FileSource
+    directory: pathlib.Path
+    first: certificates.Bundle
+
+
 @pytest.fixture
-async def tls_server(tmp_path: pathlib.Path) -> AsyncIterator[tuple[int, ssl.SSLContext]]:
-    """The webhook app on 127.0.0.1 over TLS (files mode), with the context it serves."""
+async def tls_server(tmp_path: pathlib.Path) -> AsyncIterator[TLSServer]:
+    """The webhook app on 127.0.0.1 over TLS (files mode), served as ``queuetree webhook``
+    serves it."""
     bundle = certificates.generate_bundle(service=SERVICE, namespace=NAMESPACE)
     (tmp_path / "ca.crt").write_bytes(bundle.ca.cert_pem)
-    source = certificates.FileSource(*write_pair(tmp_path, bundle.serving))
-    context = certificates.server_context()
-    source.refresh(context)
+    files = certificates.FileSource(*write_pair(tmp_path, bundle.serving))
+    serving = certificates.ServingContext(certificates.server_context)
+    files.refresh(serving)
     app = server.build_app(source=server.StaticSource(), settings=settings.ReviewSettings())
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield port, context
-    await runner.cleanup()
+    async with listening.listening(
+        app,
+        sock=listening.bind("127.0.0.1", 0),
+        context=serving.context,
+        limits=listening.Limits(),
+    ) as port:
+        yield TLSServer(port, serving, files, tmp_path, bundle)
 
 
 def client_context(ca_pem: bytes) -> ssl.SSLContext:
@@ -98,26 +112,63 @@ def client_context(ca_pem: bytes) -> ssl.SSLContext:
     return context
 
 
-async def peer_serial(port: int, context: ssl.SSLContext) -> int:
-    """Handshake with the server as kube-apiserver does (by the Service's name); the serial of
-    the certificate it served."""
-    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname=HOST)
+async def peer_certificate(
+    port: int, context: ssl.SSLContext, *, server_hostname: str | None = HOST
+) -> x509.Certificate:
+    """Handshake with the server as kube-apiserver does (by the Service's name, or without
+    SNI); the certificate it served."""
+    _, writer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=context, server_hostname=server_hostname
+    )
     der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
     writer.close()
     with contextlib.suppress(ssl.SSLError, ConnectionError):
         await writer.wait_closed()
-    return x509.load_der_x509_certificate(der).serial_number
+    return x509.load_der_x509_certificate(der)
+
+
+async def peer_serial(port: int, context: ssl.SSLContext) -> int:
+    return (await peer_certificate(port, context)).serial_number
+
+
+def serial_of(pair: certificates.KeyPair) -> int:
+    return x509.load_pem_x509_certificate(pair.cert_pem).serial_number
+
+
+def issue_rsa(ca: certificates.KeyPair) -> certificates.KeyPair:
+    """A serving certificate with an RSA key, signed by ``ca`` (which signs ECDSA ones too)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
+    ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, HOST)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in NAMES]), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return certificates.KeyPair(cert.public_bytes(serialization.Encoding.PEM), key_pem)
 
 
 async def test_the_server_speaks_tls_verified_by_the_service_name(
-    tls_server: tuple[int, ssl.SSLContext], tmp_path: pathlib.Path
+    tls_server: TLSServer,
 ) -> None:
-    port, _ = tls_server
-    trusted = client_context((tmp_path / "ca.crt").read_bytes())
+    trusted = client_context(tls_server.first.ca.cert_pem)
     async with (
         aiohttp.ClientSession() as session,
         session.post(
-            f"https://127.0.0.1:{port}/queues/mutate",
+            f"https://127.0.0.1:{tls_server.port}/queues/mutate",
             json=review("CREATE", {"metadata": {"name": "a"}, "spec": {}}),
             ssl=trusted,
             server_hostname=HOST,
@@ -127,52 +178,167 @@ async def test_the_server_speaks_tls_verified_by_the_service_name(
     assert (response.status, answered["response"]["allowed"]) == (200, True)
 
 
-async def test_the_minimum_tls_version_is_enforced_by_the_server(
-    tls_server: tuple[int, ssl.SSLContext], tmp_path: pathlib.Path
-) -> None:
-    port, context = tls_server
-    tls12 = client_context((tmp_path / "ca.crt").read_bytes())
+async def test_the_minimum_tls_version_is_enforced_by_the_server(tls_server: TLSServer) -> None:
+    context = tls_server.serving.context
+    tls12 = client_context(tls_server.first.ca.cert_pem)
     tls12.maximum_version = ssl.TLSVersion.TLSv1_2
     default_minimum = context.minimum_version
-    accepted_at_1_2 = await peer_serial(port, tls12) > 0
+    accepted_at_1_2 = await peer_serial(tls_server.port, tls12) > 0
     context.minimum_version = certificates.server_context("VersionTLS13").minimum_version
     with pytest.raises((ssl.SSLError, ConnectionResetError)):
-        await peer_serial(port, tls12)
+        await peer_serial(tls_server.port, tls12)
     assert (default_minimum, accepted_at_1_2) == (ssl.TLSVersion.TLSv1_2, True)
 
 
-async def test_rotated_files_are_served_to_new_connections(
-    tls_server: tuple[int, ssl.SSLContext], tmp_path: pathlib.Path
-) -> None:
-    port, context = tls_server
-    trusted = client_context((tmp_path / "ca.crt").read_bytes())
-    before = await peer_serial(port, trusted)
+def test_tls_1_2_offers_only_aead_suites_with_forward_secrecy() -> None:
+    suites = certificates.server_context().get_ciphers()
+    tls12 = [c for c in suites if c["protocol"] == "TLSv1.2"]
+    assert (
+        bool(tls12),
+        [c["name"] for c in tls12 if not c["aead"] or c["kea"] != "kx-ecdhe"],
+    ) == (True, [])
+
+
+async def test_a_client_that_only_speaks_cbc_suites_is_refused(tls_server: TLSServer) -> None:
+    cbc = client_context(tls_server.first.ca.cert_pem)
+    cbc.maximum_version = ssl.TLSVersion.TLSv1_2
+    cbc.set_ciphers("ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES256-SHA:ECDHE-ECDSA-AES128-SHA")
+    with pytest.raises((ssl.SSLError, ConnectionResetError)):
+        await peer_serial(tls_server.port, cbc)
+
+
+async def test_rotated_files_are_served_to_new_connections(tls_server: TLSServer) -> None:
+    trusted = client_context(tls_server.first.ca.cert_pem)
+    before = await peer_serial(tls_server.port, trusted)
     # The rotated pair comes from a new CA, trusted alongside the first.
     rotated = certificates.generate_bundle(service=SERVICE, namespace=NAMESPACE)
-    source = certificates.FileSource(*write_pair(tmp_path, rotated.serving))
-    assert source.refresh(context) is True
-    both = client_context((tmp_path / "ca.crt").read_bytes() + rotated.ca.cert_pem)
-    after = await peer_serial(port, both)
-    rotated_serial = x509.load_pem_x509_certificate(rotated.serving.cert_pem).serial_number
-    assert (after != before, after) == (True, rotated_serial)
+    write_pair(tls_server.directory, rotated.serving)
+    assert tls_server.files.refresh(tls_server.serving) is True
+    both = client_context(tls_server.first.ca.cert_pem + rotated.ca.cert_pem)
+    after = await peer_serial(tls_server.port, both)
+    assert (after != before, after) == (True, serial_of(rotated.serving))
 
 
-def test_a_half_written_rotation_keeps_the_previous_pair(tmp_path: pathlib.Path) -> None:
+async def test_a_certificate_copied_before_its_key_keeps_the_old_pair_serving(
+    tls_server: TLSServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    trusted = client_context(tls_server.first.ca.cert_pem)
+    second = certificates.issue_serving(tls_server.first.ca, dns_names=NAMES)
+    (tls_server.directory / "tls.crt").write_bytes(second.cert_pem)  # the key is not there yet
+    with caplog.at_level(logging.WARNING, logger="queuetree.webhooks.certificates"):
+        refreshed = tls_server.files.refresh(tls_server.serving)
+        again = tls_server.files.refresh(tls_server.serving)
+    during = await peer_serial(tls_server.port, trusted)
+    (tls_server.directory / "tls.key").write_bytes(second.key_pem)
+    completed = tls_server.files.refresh(tls_server.serving)
+    after = await peer_serial(tls_server.port, trusted)
+    warnings = [r.getMessage() for r in caplog.records]
+    assert (refreshed, again, during, completed, after, len(warnings)) == (
+        False,
+        False,
+        serial_of(tls_server.first.serving),
+        True,
+        serial_of(second),
+        1,
+    )
+    assert "certificate and key do not match" in warnings[0]
+    assert "the previous pair still is" in warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        pytest.param(
+            lambda pair: certificates.KeyPair(
+                pair.cert_pem[: len(pair.cert_pem) // 2], pair.key_pem
+            ),
+            "the certificate does not parse",
+            id="certificate-half-written",
+        ),
+        pytest.param(
+            lambda pair: certificates.KeyPair(pair.cert_pem, b""),
+            "the private key does not parse",
+            id="empty-key",
+        ),
+    ],
+)
+async def test_a_partial_pair_keeps_the_old_pair_serving_and_says_why(
+    tls_server: TLSServer,
+    caplog: pytest.LogCaptureFixture,
+    damage: Any,
+    reason: str,
+) -> None:
+    trusted = client_context(tls_server.first.ca.cert_pem)
+    second = certificates.issue_serving(tls_server.first.ca, dns_names=NAMES)
+    write_pair(tls_server.directory, damage(second))
+    with caplog.at_level(logging.WARNING, logger="queuetree.webhooks.certificates"):
+        refreshed = tls_server.files.refresh(tls_server.serving)
+    served = await peer_serial(tls_server.port, trusted)
+    assert (refreshed, served, reason in caplog.text) == (
+        False,
+        serial_of(tls_server.first.serving),
+        True,
+    )
+
+
+async def test_a_change_of_key_type_is_what_clients_receive(tls_server: TLSServer) -> None:
+    trusted = client_context(tls_server.first.ca.cert_pem)
+    before = await peer_certificate(tls_server.port, trusted)
+    rsa_pair = issue_rsa(tls_server.first.ca)
+    write_pair(tls_server.directory, rsa_pair)
+    assert tls_server.files.refresh(tls_server.serving) is True
+    after_rsa = await peer_certificate(tls_server.port, trusted)
+    back = certificates.issue_serving(tls_server.first.ca, dns_names=NAMES)
+    write_pair(tls_server.directory, back)
+    assert tls_server.files.refresh(tls_server.serving) is True
+    after_ecdsa = await peer_certificate(tls_server.port, trusted)
+    assert (
+        type(before.public_key()).__name__,
+        after_rsa.serial_number,
+        type(after_rsa.public_key()).__name__,
+        after_ecdsa.serial_number,
+    ) == (
+        type(ec.generate_private_key(ec.SECP256R1()).public_key()).__name__,
+        serial_of(rsa_pair),
+        type(rsa.generate_private_key(65537, 2048).public_key()).__name__,
+        serial_of(back),
+    )
+
+
+async def test_a_client_without_server_name_gets_the_current_certificate(
+    tls_server: TLSServer,
+) -> None:
+    no_sni = ssl.create_default_context(cadata=tls_server.first.ca.cert_pem.decode())
+    no_sni.check_hostname = False
+    second = certificates.issue_serving(tls_server.first.ca, dns_names=NAMES)
+    write_pair(tls_server.directory, second)
+    tls_server.files.refresh(tls_server.serving)
+    served = await peer_certificate(tls_server.port, no_sni, server_hostname=None)
+    assert served.serial_number == serial_of(second)
+
+
+def test_a_first_pair_that_does_not_match_is_an_error_naming_the_files(
+    tmp_path: pathlib.Path,
+) -> None:
     first = certificates.generate_bundle(service=SERVICE, namespace=NAMESPACE)
-    second = certificates.generate_bundle(service=SERVICE, namespace=NAMESPACE)
-    source = certificates.FileSource(*write_pair(tmp_path, first.serving))
-    context = certificates.server_context()
-    assert source.refresh(context) is True
-    (tmp_path / "tls.crt").write_bytes(second.serving.cert_pem)  # key not written yet
-    assert (source.refresh(context), source.refresh(context)) == (False, False)
-    (tmp_path / "tls.key").write_bytes(second.serving.key_pem)
-    assert source.refresh(context) is True
+    other = certificates.generate_bundle(service=SERVICE, namespace=NAMESPACE)
+    write_pair(tmp_path, certificates.KeyPair(first.serving.cert_pem, other.serving.key_pem))
+    source = certificates.FileSource(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    with pytest.raises(certificates.CertificateError) as raised:
+        source.refresh(certificates.ServingContext(certificates.server_context))
+    assert (
+        str(tmp_path / "tls.crt") in str(raised.value),
+        "do not match" in str(raised.value),
+    ) == (
+        True,
+        True,
+    )
 
 
 def test_unreadable_files_name_the_file(tmp_path: pathlib.Path) -> None:
     source = certificates.FileSource(str(tmp_path / "missing.crt"), str(tmp_path / "k"))
     with pytest.raises(certificates.CertificateError, match=r"missing\.crt"):
-        source.refresh(certificates.server_context())
+        source.refresh(certificates.ServingContext(certificates.server_context))
 
 
 @pytest.mark.parametrize(

@@ -180,8 +180,8 @@ LEGACY_CASES = [
         "CREATE",
         queue("a", annotations={LEGACY: "root/a/b", LEGACY_WEIGHTS: "1/2"}),
         denied(
-            'requestBody.metadata.annotations: Invalid value: "root/a/b": volcano.sh/hierarchy '
-            "must have the same length with volcano.sh/hierarchy-weights"
+            'requestBody.metadata.annotations[volcano.sh/hierarchy]: Invalid value: "root/a/b": '
+            "volcano.sh/hierarchy must have the same length with volcano.sh/hierarchy-weights"
         ),
         id="legacy-hierarchy-lengths-differ",
     ),
@@ -190,8 +190,8 @@ LEGACY_CASES = [
         "CREATE",
         queue("a", annotations={LEGACY: "root/a", LEGACY_WEIGHTS: "1/x"}),
         denied(
-            'requestBody.metadata.annotations: Invalid value: "1/x": x in the 1/x is invalid '
-            'number: strconv.ParseFloat: parsing "x": invalid syntax'
+            "requestBody.metadata.annotations[volcano.sh/hierarchy-weights]: Invalid value: "
+            '"1/x": x in the 1/x is invalid number: strconv.ParseFloat: parsing "x": invalid syntax'
         ),
         id="legacy-weight-not-a-number",
     ),
@@ -200,8 +200,8 @@ LEGACY_CASES = [
         "CREATE",
         queue("a", annotations={LEGACY: "root/a", LEGACY_WEIGHTS: "1/0"}),
         denied(
-            'requestBody.metadata.annotations: Invalid value: "1/0": '
-            "0 in the 1/0 must be larger than 0"
+            "requestBody.metadata.annotations[volcano.sh/hierarchy-weights]: Invalid value: "
+            '"1/0": 0 in the 1/0 must be larger than 0'
         ),
         id="legacy-weight-zero",
     ),
@@ -210,8 +210,8 @@ LEGACY_CASES = [
         "CREATE",
         queue("a", annotations={LEGACY: "root/a", LEGACY_WEIGHTS: "1/1"}),
         denied(
-            'requestBody.metadata.annotations: Invalid value: "root/a": root/a is not allowed '
-            "to be in the sub path of root/a/b of queue deep"
+            'requestBody.metadata.annotations[volcano.sh/hierarchy]: Invalid value: "root/a": '
+            "root/a is not allowed to be in the sub path of root/a/b of queue deep"
         ),
         id="legacy-path-above-an-existing-one",
     ),

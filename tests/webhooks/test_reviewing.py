@@ -198,14 +198,26 @@ def with_request(**changes: Any) -> bytes:
         ),
         pytest.param(
             "/pods/mutate",
-            b" " * (reviewing.MAX_BODY_BYTES + 1),
+            b" " * (reviewing.BodyLimits().max_bytes + 1),
             {
                 "http": 413,
                 "reason": "RequestEntityTooLarge",
-                "message": f"the request body has {reviewing.MAX_BODY_BYTES + 1} bytes, more than "
-                f"the limit of {reviewing.MAX_BODY_BYTES}",
+                "message": f"the request body has more than {reviewing.BodyLimits().max_bytes} "
+                f"bytes ({reviewing.BodyLimits().max_bytes + 1} read or announced), the limit "
+                "(--max-request-body-bytes)",
             },
             id="too-large",
+        ),
+        pytest.param(
+            "/pods/mutate",
+            b"[" + b"[]," * 100_000 + b"[]]",
+            {
+                "http": 413,
+                "reason": "RequestEntityTooLarge",
+                "message": "the request body has more than 100000 JSON elements ('[', '{' and "
+                "',' characters), the limit (--max-json-elements)",
+            },
+            id="too-many-json-elements",
         ),
     ],
 )
@@ -356,7 +368,8 @@ def nested(depth: int) -> Any:
             {
                 "http": 400,
                 "reason": "BadRequest",
-                "message": "the request body is nested deeper than 100 levels",
+                "message": "the request body is nested deeper than 100 levels, the limit "
+                "(--max-json-depth)",
             },
             id="nesting-beyond-the-limit",
         ),

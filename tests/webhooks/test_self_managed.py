@@ -74,7 +74,7 @@ async def test_racing_replicas_agree_on_one_certificate_and_ca_bundle(
                 )
                 for _ in range(3)
             ]
-            contexts = [certificates.server_context() for _ in replicas]
+            contexts = [certificates.ServingContext(certificates.server_context) for _ in replicas]
             loaded = await asyncio.gather(
                 *(r.refresh(c) for r, c in zip(replicas, contexts, strict=True))
             )
@@ -122,7 +122,7 @@ async def _source_and_cluster_calls(
             mutating_config="m",
             validating_config="v",
         )
-        loaded = await source.refresh(certificates.server_context())
+        loaded = await source.refresh(certificates.ServingContext(certificates.server_context))
     shown = await asyncio.to_thread(
         cluster.kubectl, "get", "secret", "certs", "-n", NAMESPACE, "-o", "json"
     )

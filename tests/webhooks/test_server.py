@@ -16,7 +16,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from queuetree import cli
-from queuetree.webhooks import reviewing, server, settings, views
+from queuetree.webhooks import listening, reviewing, server, settings, views
 from tests.webhooks.builders import GATE, PODS, cluster, pod, queue, review
 
 QUEUES = [
@@ -208,10 +208,16 @@ async def test_metrics_count_reviews_by_endpoint_and_outcome(aiohttp_client: Any
     assert 'queuetree_webhook_review_duration_seconds_count{endpoint="/pods/mutate"} 2.0' in text
 
 
-async def test_bodies_over_3_mib_get_413(aiohttp_client: Any) -> None:
+async def test_bodies_over_the_limit_get_413_as_a_status(aiohttp_client: Any) -> None:
     client = await client_for(aiohttp_client, server.StaticSource())
-    response = await client.post("/pods/mutate", data=io.BytesIO(b" " * (3 * 1024 * 1024 + 1)))
-    assert response.status == 413
+    limit = reviewing.BodyLimits().max_bytes
+    response = await client.post("/pods/mutate", data=io.BytesIO(b" " * (limit + 1)))
+    body = await response.json()
+    assert (response.status, body["kind"], body["reason"]) == (
+        413,
+        "Status",
+        "RequestEntityTooLarge",
+    )
 
 
 async def test_malformed_json_over_http_gets_400_with_a_status(aiohttp_client: Any) -> None:
@@ -222,10 +228,10 @@ async def test_malformed_json_over_http_gets_400_with_a_status(aiohttp_client: A
 
 
 async def test_a_body_that_never_finishes_gets_408_instead_of_a_hang(
-    aiohttp_client: Any, monkeypatch: pytest.MonkeyPatch
+    aiohttp_client: Any,
 ) -> None:
-    monkeypatch.setattr(server, "BODY_READ_TIMEOUT", 0.2)
-    client = await client_for(aiohttp_client, server.StaticSource())
+    limits = listening.Limits(idle_timeout=0.2)
+    client = await client_for(aiohttp_client, server.StaticSource(), limits=limits)
     reader, writer = await asyncio.open_connection(client.host, client.port)
     writer.write(b"POST /pods/mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
     await writer.drain()
