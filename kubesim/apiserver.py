@@ -56,7 +56,6 @@ WEBHOOK_CONFIGURATIONS = frozenset(
 )
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 UPDATE_RETRIES = 16
-EVICTION_RETRY_AFTER = 10  # seconds, the Retry-After of a 429 from a disruption budget
 
 
 def now_rfc3339() -> str:
@@ -101,30 +100,33 @@ class Reply:
 
 
 def status_success(
-    *, code: int, name: str = "", group: str = "", kind: str = "", uid: str = ""
+    *, code: int | None, name: str = "", group: str = "", kind: str = "", uid: str = ""
 ) -> dict:
+    """A Success Status; kube-apiserver leaves out ``code`` (None) in a delete's answer."""
     details: dict[str, Any] = {"name": name, "kind": kind}
     if group:
         details["group"] = group
     if uid:
         details["uid"] = uid
-    return {
+    status: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Success",
         "details": details,
-        "code": code,
     }
+    if code is not None:
+        status["code"] = code
+    return status
 
 
-def parse_bool(value: str, *, param: str) -> bool:
-    """Go's strconv.ParseBool, which kube-apiserver uses for query parameters."""
-    if value in ("1", "t", "T", "TRUE", "true", "True"):
-        return True
-    if value in ("0", "f", "F", "FALSE", "false", "False", ""):
+def parse_bool(value: str | None) -> bool:
+    """A boolean query parameter as kube-apiserver converts it into its options (apimachinery's
+    ``Convert_Slice_string_To_bool``): absent, ``0`` and ``false`` in any case are false, and
+    every other value, the empty one and ``no`` included, is true (never a 400)."""
+    if value is None:
         return False
-    raise errors.bad_request(f"invalid boolean value {value!r} for the query parameter {param}")
+    return not (value == "0" or value.lower() == "false")
 
 
 class ApiServer:
@@ -264,10 +266,8 @@ class ApiServer:
             req.query.get("fieldSelector", ""), gr=rdef.gr, kind=rdef.kind
         )
         namespace = req.namespace if rdef.namespaced else ""
-        bookmarks = parse_bool(
-            req.query.get("allowWatchBookmarks", ""), param="allowWatchBookmarks"
-        )
-        initial = parse_bool(req.query.get("sendInitialEvents", ""), param="sendInitialEvents")
+        bookmarks = parse_bool(req.query.get("allowWatchBookmarks"))
+        initial = parse_bool(req.query.get("sendInitialEvents"))
         timeout_text = req.query.get("timeoutSeconds", "")
         timeout = float(timeout_text) if timeout_text.isdigit() else self.default_watch_timeout
         rv_text = req.query.get("resourceVersion", "")
@@ -354,7 +354,14 @@ class ApiServer:
                     if now_in and not was_in:
                         lines.append(render(store.ADDED, event.obj, raw=event.raw))
                     elif was_in and not now_in:
-                        lines.append(render(store.DELETED, event.obj, raw=event.raw))
+                        # As the watch cache does: the last state that matched, at the RV
+                        # of the change that made it leave.
+                        assert event.old is not None
+                        left = {
+                            **event.old,
+                            "metadata": {**event.old["metadata"], "resourceVersion": str(event.rv)},
+                        }
+                        lines.append(render(store.DELETED, left, raw=None))
                     elif now_in:
                         lines.append(render(event.type, event.obj, raw=event.raw))
                 elif now_in:
@@ -441,6 +448,15 @@ class ApiServer:
                 f"API version ({rdef.api_version})"
             )
         if kind and kind != rdef.kind:
+            if rdef.builtin:
+                # The decoder reads the body's kind, then fails to convert it to the internal
+                # type of the URL's (its package is the group's first label, or core).
+                version = _split_api_version(api_version or rdef.api_version)[1]
+                package = rdef.group.split(".")[0] if rdef.group else "core"
+                raise errors.bad_request(
+                    f'{kind} in version "{version}" cannot be handled as a {rdef.kind}: '
+                    f"converting ({version}.{kind}) to ({package}.{rdef.kind}): unknown conversion"
+                )
             raise errors.bad_request(
                 f"the kind in the data ({kind}) does not match the expected kind ({rdef.kind})"
             )
@@ -573,16 +589,17 @@ class ApiServer:
             )
         precondition = obj["metadata"].get("resourceVersion") or ""
         if not precondition and not rdef.builtin:
-            # Custom resources do not allow unconditional updates (AllowUnconditionalUpdate).
+            # Custom resources do not allow unconditional updates (AllowUnconditionalUpdate);
+            # this error names the resource, not the kind, and the value as an integer.
             raise errors.invalid(
-                rdef.kind,
+                rdef.plural,
                 rdef.group,
                 name=req.name,
                 causes=[
                     errors.FieldCause(
                         "metadata.resourceVersion",
                         "FieldValueInvalid",
-                        "0x0: must be specified for an update",
+                        "0: must be specified for an update",
                     )
                 ],
             )
@@ -604,9 +621,11 @@ class ApiServer:
             )
         if content_type == patching.APPLY_PATCH:
             if not req.query.get("fieldManager"):
-                raise errors.bad_request(
-                    "PATCH, application/apply-patch+yaml: "
-                    "fieldManager is required for apply requests"
+                raise errors.invalid(
+                    "PatchOptions",
+                    "meta.k8s.io",
+                    name="",
+                    causes=[errors.field_required("fieldManager", "is required for apply patch")],
                 )
             if not isinstance(body, dict):
                 raise errors.bad_request("apply patch must be a YAML or JSON object")
@@ -730,6 +749,8 @@ class ApiServer:
             metadata.setdefault("labels", {})["kubernetes.io/metadata.name"] = metadata["name"]
         elif rdef.gr in WEBHOOK_CONFIGURATIONS:
             apply_defaults(rdef, new)  # decoding defaults every write, not only creations
+        elif rdef.gr == PODS and not req.subresource:
+            pods.add_default_tolerations(new)
 
     def _validate_update(
         self, rdef: registry.ResourceDef, new: dict, *, old: dict, req: Request
@@ -889,7 +910,7 @@ class ApiServer:
         if rdef.gr == PODS:
             return Reply(200, final.raw, warnings)
         status = status_success(
-            code=200, name=key[1], group=rdef.group, kind=rdef.plural, uid=meta.get("uid", "")
+            code=None, name=key[1], group=rdef.group, kind=rdef.plural, uid=meta.get("uid", "")
         )
         return Reply(200, store.encode(status), warnings)
 
@@ -1041,14 +1062,49 @@ class ApiServer:
             for p in matching
             if (p.get("status") or {}).get("phase") == "Running" and pods.is_ready(p)
         )
-        desired = _desired_healthy(budget.get("spec") or {}, len(matching))
+        spec = budget.get("spec") or {}
+        if isinstance(spec.get("minAvailable"), int):
+            expected = len(matching)
+        else:
+            # maxUnavailable and percentages scale with the pods' controllers: pods without a
+            # controller kubesim stores (it stores Deployments only) count for nothing.
+            expected = self._controllers_scale(namespace, matching)
+        desired = _desired_healthy(spec, expected)
+        allowed = healthy - desired
         return {
             "observedGeneration": budget["metadata"].get("generation", 1),
-            "disruptionsAllowed": max(0, healthy - desired),
+            "disruptionsAllowed": allowed if expected > 0 and allowed > 0 else 0,
             "currentHealthy": healthy,
             "desiredHealthy": desired,
-            "expectedPods": len(matching),
+            "expectedPods": expected,
         }
+
+    def _controllers_scale(self, namespace: str, matching: list[dict]) -> int:
+        """The replicas of the distinct controllers of ``matching`` (the disruption
+        controller's expected count for a maxUnavailable or a percentage)."""
+        controllers: dict[tuple[str, str], int] = {}
+        for pod in matching:
+            for ref in pod["metadata"].get("ownerReferences") or []:
+                if not ref.get("controller"):
+                    continue
+                group = _split_api_version(ref.get("apiVersion", ""))[0]
+                rdef = next(
+                    (
+                        d
+                        for d in self._storage_defs()
+                        if d.group == group and d.kind == ref.get("kind")
+                    ),
+                    None,
+                )
+                owner = (
+                    self.store.get(rdef.gr, (namespace, ref.get("name", "")))
+                    if rdef is not None
+                    else None
+                )
+                if owner is not None and owner.obj["metadata"].get("uid") == ref.get("uid"):
+                    replicas = (owner.obj.get("spec") or {}).get("replicas", 1)
+                    controllers[(ref.get("kind", ""), ref.get("name", ""))] = int(replicas)
+        return sum(controllers.values())
 
     def _refresh_budgets(self, namespace: str) -> None:
         """Keep the status of the namespace's PDBs current (the disruption controller's job).
@@ -1126,23 +1182,24 @@ class ApiServer:
         status = self._budget_status(budget, selector)
         healthy, desired = status["currentHealthy"], status["desiredHealthy"]
         pod_healthy = phase == "Running" and pods.is_ready(pod)
-        allowed = healthy - desired
-        if (pod_healthy and allowed >= 1) or (not pod_healthy and healthy >= desired):
+        if (pod_healthy and status["disruptionsAllowed"] >= 1) or (
+            not pod_healthy and healthy >= desired
+        ):
             return
         name = budget["metadata"]["name"]
+        # The eviction handler's two words for a refusal; neither sets Retry-After (only a
+        # budget whose status the controller has not yet observed does, which kubesim's
+        # always current status never is).
+        detail = (
+            f"The disruption budget {name} needs {desired} healthy pods and has {healthy} currently"
+            if healthy <= desired
+            else f"The disruption budget {name} does not allow evicting pods currently"
+        )
         raise errors.ApiError(
             429,
             "TooManyRequests",
             message="Cannot evict pod as it would violate the pod's disruption budget.",
-            causes=(
-                errors.FieldCause(
-                    "",
-                    "DisruptionBudget",
-                    f"The disruption budget {name} needs {desired} healthy pods "
-                    f"and has {healthy} currently",
-                ),
-            ),
-            headers={"Retry-After": str(EVICTION_RETRY_AFTER)},
+            causes=(errors.FieldCause("", "DisruptionBudget", detail),),
         )
 
     async def bind(self, req: Request, body: Any) -> Reply:
@@ -1175,7 +1232,12 @@ class ApiServer:
                 detail=f'pod {req.name} is already assigned to node "{spec["nodeName"]}"',
             )
         if spec.get("schedulingGates"):
-            raise errors.internal(f"pod {req.name} has non-empty .spec.schedulingGates")
+            raise errors.conflict(
+                "pods/binding",
+                "",
+                name=req.name,
+                detail=f"pod {req.name} has non-empty .spec.schedulingGates",
+            )
         spec["nodeName"] = node
         status = pod.setdefault("status", {})
         conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]

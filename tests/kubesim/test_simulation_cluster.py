@@ -11,7 +11,14 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+import pytest
+
 from kubesim import harness, simulation
+
+pytestmark = pytest.mark.kubesim_only(
+    reason="kubesim's own simulated scheduler and kubelet; the real backend has kube-scheduler "
+    "and kwok instead (the e2e suite compares the two)"
+)
 
 T = TypeVar("T")
 
