@@ -797,7 +797,12 @@ class ApiServer:
             return Reply(200, self._raw_as(rdef, current), warnings)
         if req.dry_run:
             return Reply(200, store.encode(new), warnings)
-        if deleting and not new["metadata"].get("finalizers"):
+        if (
+            deleting
+            and not new["metadata"].get("finalizers")
+            # A pod in its grace period stays until its kubelet confirms (with grace 0).
+            and not (rdef.gr == PODS and new["metadata"].get("deletionGracePeriodSeconds"))
+        ):
             stored = self.store.update(rdef.gr, key, obj=new)
             self._remove(rdef, key, obj=json.loads(stored.raw))
             return Reply(200, stored.raw, warnings)
@@ -860,7 +865,15 @@ class ApiServer:
         )
         if orphan and not dry_run:
             self._orphan_dependents(current.obj["metadata"].get("uid", ""))
-        return self._delete_now(rdef, key, current=current, dry_run=dry_run, warnings=warnings)
+        grace = options.get("gracePeriodSeconds", req.query.get("gracePeriodSeconds"))
+        return self._delete_now(
+            rdef,
+            key,
+            current=current,
+            dry_run=dry_run,
+            warnings=warnings,
+            grace=int(grace) if grace not in (None, "") else None,
+        )
 
     def _orphan_dependents(self, owner_uid: str) -> None:
         """propagationPolicy=Orphan: dependents lose their reference to the owner and stay."""
@@ -885,10 +898,19 @@ class ApiServer:
         current: store.Stored,
         dry_run: bool,
         warnings: list[str] | None = None,
+        grace: int | None = None,
     ) -> Reply:
+        """Delete as kube-apiserver does: a pod on a node gracefully (see
+        :meth:`_delete_gracefully`), an object with finalizers (or a namespace, a CRD) by
+        marking it, anything else at once."""
         warnings = warnings or []
         obj = json.loads(current.raw)
         meta = obj["metadata"]
+        period = pods.grace_period(obj, grace) if rdef.gr == PODS else 0
+        if period > 0 or (rdef.gr == PODS and meta.get("deletionGracePeriodSeconds")):
+            return self._delete_gracefully(
+                rdef, key, current=current, period=period, dry_run=dry_run, warnings=warnings
+            )
         blocking = bool(meta.get("finalizers")) or rdef.gr in (NAMESPACES, CRDS)
         if blocking:
             if meta.get("deletionTimestamp"):
@@ -908,11 +930,68 @@ class ApiServer:
             return Reply(200, current.raw, warnings)
         final = self._remove(rdef, key, obj=obj)
         if rdef.gr == PODS:
-            return Reply(200, final.raw, warnings)
+            # The answer is the pod as marked for its immediate deletion (grace 0).
+            answered = json.loads(final.raw)
+            answered["metadata"].setdefault("deletionTimestamp", now_rfc3339())
+            answered["metadata"]["deletionGracePeriodSeconds"] = 0
+            return Reply(200, store.encode(answered), warnings)
         status = status_success(
             code=None, name=key[1], group=rdef.group, kind=rdef.plural, uid=meta.get("uid", "")
         )
         return Reply(200, store.encode(status), warnings)
+
+    def _delete_gracefully(
+        self,
+        rdef: registry.ResourceDef,
+        key: store.Key,
+        *,
+        current: store.Stored,
+        period: int,
+        dry_run: bool,
+        warnings: list[str],
+    ) -> Reply:
+        """A pod on a node stays, Terminating, until its kubelet says its containers stopped:
+        ``deletionTimestamp`` is now plus the grace period, ``deletionGracePeriodSeconds`` the
+        period. A later delete may only shorten it (0 ends it now). kubesim plays every node's
+        kubelet here: it confirms when the period ends (:meth:`_end_grace`), as the real
+        backend's kwok stage does; what the pod requests stays on its node until then."""
+        obj = json.loads(current.raw)
+        meta = obj["metadata"]
+        remaining = meta.get("deletionGracePeriodSeconds")
+        if remaining is not None and period >= int(remaining):
+            return Reply(200, self._raw_as(rdef, current), warnings)
+        if period <= 0:
+            meta["deletionGracePeriodSeconds"] = 0
+            meta.setdefault("deletionTimestamp", now_rfc3339())
+            if dry_run:
+                return Reply(200, store.encode(obj), warnings)
+            if meta.get("finalizers"):
+                stored = self.store.update(rdef.gr, key, obj=obj)
+                self._after_write(rdef, current.obj, new=stored.obj)
+                return Reply(200, self._raw_as(rdef, stored), warnings)
+            return Reply(200, self._remove(rdef, key, obj=obj).raw, warnings)
+        ends = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=period)
+        meta["deletionTimestamp"] = ends.strftime("%Y-%m-%dT%H:%M:%SZ")
+        meta["deletionGracePeriodSeconds"] = period
+        if dry_run:
+            return Reply(200, store.encode(obj), warnings)
+        stored = self.store.update(rdef.gr, key, obj=obj)
+        self._after_write(rdef, current.obj, new=stored.obj)
+        asyncio.get_running_loop().call_later(
+            period, self._end_grace, rdef, key, meta.get("uid", ""), period
+        )
+        return Reply(200, self._raw_as(rdef, stored), warnings)
+
+    def _end_grace(self, rdef: registry.ResourceDef, key: store.Key, uid: str, period: int) -> None:
+        """The kubelet's final delete (grace 0) of a pod whose grace period of ``period`` ended,
+        unless it is gone, another pod of that name, or its grace was shortened since."""
+        current = self.store.get(rdef.gr, key)
+        if current is None or self.closing:
+            return
+        meta = current.obj["metadata"]
+        if meta.get("uid") != uid or meta.get("deletionGracePeriodSeconds") != period:
+            return
+        self._delete_gracefully(rdef, key, current=current, period=0, dry_run=False, warnings=[])
 
     async def delete_collection(self, req: Request, options: Any) -> Reply:
         items, _, _ = self.list_objects(
@@ -1151,7 +1230,14 @@ class ApiServer:
         dry_run = req.dry_run or "All" in (
             (eviction.get("deleteOptions") or {}).get("dryRun") or []
         )
-        self._delete_now(pod_def, key, current=current, dry_run=dry_run)
+        grace = (eviction.get("deleteOptions") or {}).get("gracePeriodSeconds")
+        self._delete_now(
+            pod_def,
+            key,
+            current=current,
+            dry_run=dry_run,
+            grace=None if grace is None else int(grace),
+        )
         body_out = status_success(code=201)
         body_out.pop("details")
         return Reply(201, store.encode(body_out), warnings)

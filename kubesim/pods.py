@@ -105,6 +105,19 @@ def _default_container(container: dict) -> None:
             port.setdefault("protocol", "TCP")
 
 
+def grace_period(pod: dict, requested: int | None) -> int:
+    """The seconds a delete leaves the pod Terminating (the pod strategy's CheckGracefulDelete):
+    the requested period, else ``terminationGracePeriodSeconds`` (30 by default); 0 for a pod
+    on no node, which no kubelet runs, and for one that has finished."""
+    spec = pod.get("spec") or {}
+    if not spec.get("nodeName"):
+        return 0
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return 0
+    period = requested if requested is not None else spec.get("terminationGracePeriodSeconds", 30)
+    return max(0, int(period))
+
+
 def prepare_for_create(pod: dict) -> None:
     """Reset the status to Pending with its QoS class; add the gated condition if gates remain."""
     spec = pod.get("spec") or {}

@@ -58,7 +58,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for line in sorted(set(_real_outcomes)):
         terminalreporter.write_line(f"!!! tests/kubesim: {line}", yellow=True, bold=True)
-    if _plane is not None and _plane.cluster is not None:
+    if _plane is not None and _plane.started_seconds:
         terminalreporter.write_line(
             f"tests/kubesim: the real control plane started in {_plane.started_seconds:.1f}s "
             f"({_plane.workdir}; logs/ and audit.jsonl are kept there)"

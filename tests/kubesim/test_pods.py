@@ -580,3 +580,65 @@ def test_kubectl_create_refuses_a_typo_in_a_pod(api: Api) -> None:
         result.returncode,
         'unknown field "spec.containers[0].imagePullPolicyy"' in result.stderr,
     ) == (1, True)
+
+
+def fake_node(name: str) -> dict:
+    """A node that the real backend's kwok plays the kubelet of (it confirms a deleted pod's
+    end when the grace period is over, as kubesim does); tainted so that kube-scheduler
+    places nothing else on it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+        "spec": {"taints": [{"key": "example.com/test", "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}},
+    }
+
+
+GRACE_CASES = {
+    "a pod on no node goes at once": (False, 2, None, False),
+    "a pod on a node stays Terminating for its grace period": (True, 2, None, True),
+    "a grace period of 0 in the request ends it at once": (True, 2, 0, False),
+    "a grace period of 0 in the spec ends it at once": (True, 0, None, False),
+}
+
+
+@pytest.mark.parametrize(
+    ("bound", "spec_grace", "requested", "terminating"),
+    GRACE_CASES.values(),
+    ids=GRACE_CASES.keys(),
+)
+async def test_a_deleted_pod_on_a_node_terminates_for_its_grace_period(
+    api: Api, bound: bool, spec_grace: int, requested: int | None, terminating: bool
+) -> None:
+    node = f"n-{api.namespace}"
+    assert (await call(api, "POST", "/api/v1/nodes", fake_node(node))).status == 201
+    body = conftest.pod("p1", terminationGracePeriodSeconds=spec_grace)
+    if bound:
+        body["spec"]["nodeName"] = node
+    assert (await call(api, "POST", PODS, body)).status == 201
+    options = {} if requested is None else {"gracePeriodSeconds": requested}
+
+    deleted = await call(api, "DELETE", f"{PODS}/p1", options)
+    right_after = await api.get(f"{PODS}/p1")
+
+    meta = deleted.body["metadata"]
+    assert (deleted.status, deleted.body["kind"]) == (200, "Pod")
+    assert (right_after is not None, meta.get("deletionGracePeriodSeconds")) == (
+        terminating,
+        spec_grace if terminating else 0,
+    )
+    assert meta["deletionTimestamp"].endswith("Z")
+    if terminating:
+        assert right_after["metadata"]["deletionTimestamp"] == meta["deletionTimestamp"]
+        rows = (
+            await call(
+                api, "GET", PODS, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
+            )
+        ).body["rows"]
+        assert [r["cells"][2] for r in rows] == ["Terminating"]
+
+        async def gone() -> bool:
+            return await api.get(f"{PODS}/p1") is None
+
+        await conftest.wait_for(gone)
