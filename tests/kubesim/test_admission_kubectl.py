@@ -156,8 +156,42 @@ async def test_kubectl_creates_a_pod_that_a_tls_webhook_gated_and_prints_the_war
     assert listed.stdout.split()[:3] == ["p1", "0/1", "SchedulingGated"]
     # The validating webhook saw the pod as mutated, gate included.
     [review] = webhook_server.calls["/validate-pods"]
-    assert review["request"]["object"]["spec"]["schedulingGates"] == [{"name": GATE}]
+    request = review["request"]
+    assert request["object"]["spec"]["schedulingGates"] == [{"name": GATE}]
     assert webhook_server.queries["/validate-pods"] == [{"timeout": "10s"}]
+    # The same request on both backends: kubectl's certificate (real) and any token (kubesim)
+    # are the administrator.
+    assert sorted(request) == [
+        "dryRun",
+        "kind",
+        "name",
+        "namespace",
+        "object",
+        "oldObject",
+        "operation",
+        "options",
+        "requestKind",
+        "requestResource",
+        "resource",
+        "uid",
+        "userInfo",
+    ]
+    user = request["userInfo"]
+    # kube-apiserver adds extra["authentication.kubernetes.io/credential-id"] (kubesim/README.md).
+    assert (
+        {k: user[k] for k in ("username", "groups")},
+        request["options"],
+        request["dryRun"],
+    ) == (
+        {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+        {
+            "apiVersion": "meta.k8s.io/v1",
+            "kind": "CreateOptions",
+            "fieldManager": "kubectl-create",
+            "fieldValidation": "Strict",
+        },
+        False,
+    )
 
 
 async def test_kubectl_prints_a_webhook_denial_as_kube_apiserver_words_it(cluster: Api) -> None:
