@@ -95,7 +95,7 @@ def measure(pods: int, gated: int, repeats: int) -> dict[str, Any]:
 
     def plans() -> None:
         queue_status.plan_queue_writes(view, result)
-        queue_status.plan_pod_group_phases(view.pod_groups, result)
+        queue_status.plan_pod_group_status(view.pod_groups, result)
         explaining.plan_explanations(view, result, cluster.explanations(), budget=200)
         cycle.count_gated(view)
 

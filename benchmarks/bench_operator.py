@@ -1,8 +1,10 @@
-"""Operator admission throughput on kubesim: 5,000 gated pods across 100 leaf queues.
+"""Operator admission throughput: 5,000 gated pods across 100 leaf queues, on kubesim or on the
+real control plane (``--backend real``: kube-apiserver, etcd, kube-controller-manager,
+kube-scheduler and kwok from ``make controlplane``).
 
-Runs kubesim and ``queuetree operator`` as separate processes (as in a cluster: no shared
+Runs the backend and ``queuetree operator`` as separate processes (as in a cluster: no shared
 interpreter, no shared GIL), then, from this driver, with a watch recording when each pod is
-first seen without gates:
+first seen without gates, bound to a node, and explained:
 
 1. creates 10 parent queues with 10 leaves each, with room for every pod;
 2. burst: creates 5,000 gated pods (the gate set at creation, as the webhook would), 32 requests
@@ -13,18 +15,25 @@ first seen without gates:
 4. release: 5,000 gated pods under a parent whose capability admits none; once the operator has
    explained why each is held, one patch lifts the capability: the operator's own ungating
    throughput (a capacity increase or a failover with a backlog), against the raw PATCH rate;
-5. kubesim's raw pod PATCH rate in the same run, with as many requests in flight as the
+5. the API server's raw pod PATCH rate in the same run, with as many requests in flight as the
    operator has gate workers: a merge patch of a label (the cheapest pod write) and a JSON
-   patch of the gate removal's shape (two tests and one change, what the operator sends).
+   patch of the gate removal's shape (two tests and one change, what the operator sends), both
+   from aiohttp, and the JSON patch again through kubernetes-asyncio, the operator's client;
+6. on the real backend, kube-scheduler's bind rate in the same run: pods created without gates
+   in one burst, from the first creation to the last binding.
 
 Prints one JSON object per phase (``--phases`` chooses): pods ungated per second (from the first
 creation, or the release, to the last gate removal), the p50/p99 latency from creation (or the
-release) to gate removal, the creation rate, both raw rates and, for the burst and the release,
-the ratios to them. kubesim's simulated scheduler and kubelet are off, so nothing but the
-operator writes pods while it is measured. Target (issue): ratio >= 0.7 and p99 < 1 s. Nothing
-asserts: a benchmark measures. ``--keep-logs DIR`` keeps both logs and the operator's metrics.
+release) to gate removal, the creation rate, the raw rates and, for the burst and the release,
+the ratios to them; for the release, how long after its creation each held pod was explained.
+On kubesim the simulated scheduler and kubelet are off, so nothing but the operator writes pods
+while it is measured; on the real backend kube-scheduler binds the admitted pods and kwok runs
+them, as in a cluster. Targets (issues 6 and 16): burst ratio >= 0.7 and at least the bind
+rate, paced p99 < 1 s, every held pod explained within 10 s. Nothing asserts: a benchmark
+measures. ``--keep-logs DIR`` keeps the logs and the operator's metrics.
 
-    .venv/bin/python benchmarks/bench_operator.py [--pods 5000] [--workers 16] [--phases ...]
+    .venv/bin/python benchmarks/bench_operator.py [--backend kubesim|real] [--pods 5000]
+        [--workers 16] [--phases burst,paced,release,bind] [--paced-rate 150]
 """
 
 from __future__ import annotations
@@ -32,10 +41,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import pathlib
 import socket
+import ssl as ssl_
 import statistics
 import subprocess
 import sys
@@ -77,11 +88,24 @@ def wait_file(path: pathlib.Path, *, deadline: float = 30.0) -> str:
     return path.read_text().strip()
 
 
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """How the driver reaches the API server: kubesim's bearer token over HTTP, or the real
+    control plane's admin client certificate over HTTPS."""
+
+    backend: str
+    url: str
+    kubeconfig: pathlib.Path
+    headers: dict[str, str]
+    ssl: ssl_.SSLContext | None = None
+
+
 class Api:
-    def __init__(self, session: aiohttp.ClientSession, url: str) -> None:
+    def __init__(self, session: aiohttp.ClientSession, target: Target) -> None:
         self.session = session
-        self.url = url
-        self.headers = {"Authorization": "Bearer admin"}
+        self.url = target.url
+        self.headers = target.headers
+        self.ssl = target.ssl
 
     async def call(
         self, method: str, path: str, body: Any = None, *, content_type: str = "application/json"
@@ -92,8 +116,22 @@ class Api:
             self.url + path,
             data=json.dumps(body) if body is not None else None,
             headers=headers,
+            ssl=self.ssl if self.ssl is not None else True,
         ) as response:
-            return response.status, await response.json(content_type=None)
+            text = await response.text()
+        try:
+            return response.status, json.loads(text)
+        except ValueError:  # "404 page not found" before a CRD is served
+            return response.status, text
+
+
+@dataclasses.dataclass
+class Seen:
+    """When the watch first saw each pod (by name) without gates, bound, and explained."""
+
+    ungated: dict[str, float] = dataclasses.field(default_factory=dict)
+    bound: dict[str, float] = dataclasses.field(default_factory=dict)
+    explained: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 async def until(probe: Any, *, deadline: float, what: str) -> None:
@@ -104,8 +142,13 @@ async def until(probe: Any, *, deadline: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[int(fraction * (len(ordered) - 1))]
+
+
 async def measure(
-    url: str,
+    target: Target,
     *,
     pods: int,
     workers: int,
@@ -116,7 +159,7 @@ async def measure(
     async with aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=64), timeout=aiohttp.ClientTimeout(total=60)
     ) as session:
-        api = Api(session, url)
+        api = Api(session, target)
         for path in sorted((ROOT / "crds").glob("scheduling.volcano.sh_*.yaml")):
             await api.call(
                 "POST",
@@ -136,11 +179,10 @@ async def measure(
                 name = f"team-{parent}-{leaf}"
                 names.append(name)
                 await api.call("POST", QUEUES, queue(name, f"dept-{parent}"))
-        ungated: dict[str, float] = {}
+        seen = Seen()
+        ungated = seen.ungated
         _, listing = await api.call("GET", PODS)
-        watch = asyncio.create_task(
-            watch_gates(session, url, listing["metadata"]["resourceVersion"], ungated)
-        )
+        watch = asyncio.create_task(watch_pods(api, listing["metadata"]["resourceVersion"], seen))
         results = []
         all_created: list[str] = []
         # A burst (pods as fast as 32 concurrent POSTs go: the throughput), then a paced stream
@@ -166,12 +208,14 @@ async def measure(
                     "gate_workers": workers,
                     "ungated_per_second": round(pods / (finished - first), 1),
                     "latency_p50_seconds": round(statistics.median(latencies), 4),
-                    "latency_p99_seconds": round(latencies[int(0.99 * (len(latencies) - 1))], 4),
+                    "latency_p99_seconds": round(percentile(latencies, 0.99), 4),
                     "created_per_second": round(pods / (max(created.values()) - first + 1e-9), 1),
+                    "backend": target.backend,
                 }
             )
         if "release" in phases:
-            created = await create_held_pods(api, pods, leaves=leaves)
+            created = await create_held_pods(api, seen, pods, leaves=leaves)
+            explained = [seen.explained[name] - created[name] for name in created]
             all_created.extend(created)
             released = time.monotonic()
             status, answer = await api.call(
@@ -197,7 +241,21 @@ async def measure(
                     "gate_workers": workers,
                     "ungated_per_second": round(pods / (finished - released), 1),
                     "latency_p50_seconds": round(statistics.median(latencies), 4),
-                    "latency_p99_seconds": round(latencies[int(0.99 * (len(latencies) - 1))], 4),
+                    "latency_p99_seconds": round(percentile(latencies, 0.99), 4),
+                    "explained_p99_seconds": round(percentile(explained, 0.99), 4),
+                    "explained_max_seconds": round(max(explained), 4),
+                    "backend": target.backend,
+                }
+            )
+        bind_rate = None
+        if "bind" in phases and target.backend == "real":
+            bind_rate = await scheduler_bind_rate(api, seen, pods)
+            results.append(
+                {
+                    "benchmark": "scheduler_bind",
+                    "pods": pods,
+                    "bound_per_second": round(bind_rate, 1),
+                    "backend": target.backend,
                 }
             )
         watch.cancel()
@@ -206,24 +264,46 @@ async def measure(
         sample = sorted(all_created)[:pods]
         raw_rate = await raw_patch_rate(api, sample, workers=workers, kind="merge")
         raw_json_rate = await raw_patch_rate(api, sample, workers=workers, kind="json")
+        raw_client_rate = await raw_client_patch_rate(target, sample, workers=workers)
         for result in results:
             result["raw_patch_per_second"] = round(raw_rate, 1)
             result["raw_json_patch_per_second"] = round(raw_json_rate, 1)
+            result["raw_client_json_patch_per_second"] = round(raw_client_rate, 1)
+            if bind_rate is not None:
+                result["bind_per_second"] = round(bind_rate, 1)
         # The burst and the release measure throughput; the paced stream is bounded by its
         # arrival rate.
         for result in results:
-            if result["benchmark"] != "operator_ungate_paced":
+            if result["benchmark"] in ("operator_ungate_burst", "operator_ungate_release"):
                 result["ratio_to_raw_patch"] = round(result["ungated_per_second"] / raw_rate, 3)
                 result["ratio_to_raw_json_patch"] = round(
                     result["ungated_per_second"] / raw_json_rate, 3
                 )
+                result["ratio_to_raw_client_json_patch"] = round(
+                    result["ungated_per_second"] / raw_client_rate, 3
+                )
+                if bind_rate is not None:
+                    result["ratio_to_bind"] = round(result["ungated_per_second"] / bind_rate, 3)
         return results
+
+
+async def scheduler_bind_rate(api: Api, seen: Seen, count: int) -> float:
+    """kube-scheduler's bindings per second: ``count`` pods without gates created in one burst,
+    from the first creation to the last binding the watch sees."""
+    created = await create_pods(api, "bind-", count, [], rate=None, gated=False)
+
+    async def all_bound() -> bool:
+        return all(name in seen.bound for name in created)
+
+    await until(all_bound, deadline=600, what="every pod bound by kube-scheduler")
+    first = min(created.values())
+    return count / (max(seen.bound[name] for name in created) - first)
 
 
 RELEASE_PARENT = "held"
 
 
-async def create_held_pods(api: Api, count: int, *, leaves: int) -> dict[str, float]:
+async def create_held_pods(api: Api, seen: Seen, count: int, *, leaves: int) -> dict[str, float]:
     """Create ``count`` gated pods in ``leaves`` queues under a parent whose capability admits
     none of them, and wait until the operator has explained why each is held (so the release
     measures admission, not the first look at the pods)."""
@@ -240,21 +320,23 @@ async def create_held_pods(api: Api, count: int, *, leaves: int) -> dict[str, fl
     created = await create_pods(api, "release-", count, names, rate=None)
 
     async def explained() -> bool:
-        _, listing = await api.call("GET", PODS + "?labelSelector=bench%3Dheld")
-        return sum(
-            1
-            for item in listing.get("items", [])
-            if EXPLANATION in (item["metadata"].get("annotations") or {})
-        ) == len(created)
+        return all(name in seen.explained for name in created)
 
     await until(explained, deadline=600, what="every held pod explained")
     return created
 
 
 async def create_pods(
-    api: Api, prefix: str, count: int, queues: list[str], *, rate: float | None
+    api: Api,
+    prefix: str,
+    count: int,
+    queues: list[str],
+    *,
+    rate: float | None,
+    gated: bool = True,
 ) -> dict[str, float]:
-    """Create ``count`` gated pods round-robin over ``queues``; name -> when its POST returned.
+    """Create ``count`` pods, gated round-robin over ``queues`` (or, ``gated`` False, plain pods
+    that no queue holds); name -> when its POST returned.
 
     ``rate`` None: 32 requests in flight, as fast as the server takes them; otherwise one pod
     every ``1/rate`` seconds (started on schedule, whatever the previous answer's latency).
@@ -264,7 +346,7 @@ async def create_pods(
 
     async def create(index: int) -> None:
         name = f"{prefix}{index}"
-        manifest = pod(name, queues[index % len(queues)])
+        manifest = pod(name, queues[index % len(queues)]) if gated else plain_pod(name)
         if prefix == "release-":
             manifest["metadata"]["labels"] = {"bench": "held"}
         async with semaphore:
@@ -287,15 +369,15 @@ async def create_pods(
     return created
 
 
-async def watch_gates(
-    session: aiohttp.ClientSession, url: str, version: str, ungated: dict[str, float]
-) -> None:
-    """Record when each pod is first seen without gates (restarting the watch if it ends)."""
+async def watch_pods(api: Api, version: str, seen: Seen) -> None:
+    """Record when each pod is first seen without gates, bound to a node, and explained
+    (restarting the watch if it ends)."""
     while True:
-        async with session.get(
-            f"{url}{PODS}",
+        async with api.session.get(
+            f"{api.url}{PODS}",
             params={"watch": "true", "resourceVersion": version, "allowWatchBookmarks": "true"},
-            headers={"Authorization": "Bearer admin"},
+            headers=api.headers,
+            ssl=api.ssl if api.ssl is not None else True,
             timeout=aiohttp.ClientTimeout(total=None),
         ) as response:
             async for line in response.content:
@@ -305,8 +387,15 @@ async def watch_gates(
                 if event["type"] not in ("ADDED", "MODIFIED"):
                     continue
                 name = obj["metadata"]["name"]
-                if name not in ungated and not obj.get("spec", {}).get("schedulingGates"):
-                    ungated[name] = time.monotonic()
+                now = time.monotonic()
+                spec = obj.get("spec", {})
+                if name not in seen.ungated and not spec.get("schedulingGates"):
+                    seen.ungated[name] = now
+                if name not in seen.bound and spec.get("nodeName"):
+                    seen.bound[name] = now
+                annotations = obj["metadata"].get("annotations") or {}
+                if name not in seen.explained and EXPLANATION in annotations:
+                    seen.explained[name] = now
 
 
 async def raw_patch_rate(api: Api, names: list[str], *, workers: int, kind: str) -> float:
@@ -344,6 +433,41 @@ async def raw_patch_rate(api: Api, names: list[str], *, workers: int, kind: str)
     return len(names) / (time.monotonic() - started)
 
 
+async def raw_client_patch_rate(target: Target, names: list[str], *, workers: int) -> float:
+    """The JSON patch of :func:`raw_patch_rate` through kubernetes-asyncio, the client the
+    operator uses (one connection per worker), ``workers`` in flight."""
+    from kubernetes_asyncio import client, config
+
+    configuration = client.Configuration()
+    await config.load_kube_config(
+        config_file=str(target.kubeconfig), client_configuration=configuration
+    )
+    configuration.connection_pool_maxsize = workers
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    for name in names:
+        queue.put_nowait(name)
+    async with client.ApiClient(configuration) as api_client:
+        core = client.CoreV1Api(api_client)
+
+        async def work() -> None:
+            while not queue.empty():
+                name = queue.get_nowait()
+                body = [
+                    {"op": "test", "path": "/metadata/name", "value": name},
+                    {"op": "test", "path": "/metadata/namespace", "value": "default"},
+                    {"op": "add", "path": "/metadata/labels/bench-client", "value": "raw"},
+                ]
+                response = await core.patch_namespaced_pod(
+                    name, "default", body, _preload_content=False
+                )
+                await response.read()
+                response.release()
+
+        started = time.monotonic()
+        await asyncio.gather(*(work() for _ in range(workers)))
+    return len(names) / (time.monotonic() - started)
+
+
 def queue(name: str, parent: str) -> dict[str, Any]:
     return {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
@@ -374,8 +498,106 @@ def pod(name: str, queue_name: str) -> dict[str, Any]:
     }
 
 
+def plain_pod(name: str) -> dict[str, Any]:
+    """A pod no queue holds (not opted in), for kube-scheduler's bind rate."""
+    manifest = pod(name, "default")
+    manifest["metadata"]["annotations"] = {}
+    del manifest["spec"]["schedulingGates"]
+    return manifest
+
+
+NODES = 10
+NODE = {"cpu": "64", "memory": "256Gi", "pods": "5000"}
+"""Room for every pod of every phase (on the real backend they are bound and keep running)."""
+
+
+def start_kubesim(tmp: pathlib.Path, logs: pathlib.Path, env: dict[str, str]) -> tuple[Target, Any]:
+    nodes = [
+        f"--node=node-{i}=cpu={NODE['cpu']},memory={NODE['memory']},pods={NODE['pods']}"
+        for i in range(NODES)
+    ]
+    kubesim = start(
+        [
+            sys.executable,
+            "-m",
+            "kubesim",
+            "--port-file",
+            str(tmp / "port"),
+            "--kubeconfig-out",
+            str(tmp / "kubeconfig"),
+            "--simulate",
+            "--scheduler=false",
+            "--kubelet=false",
+            *nodes,
+        ],
+        env=env,
+        log=logs / "kubesim.log",
+    )
+
+    def stop() -> None:
+        kubesim.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            kubesim.wait(10)
+        if kubesim.poll() is None:
+            kubesim.kill()
+
+    try:
+        port = wait_file(tmp / "port")
+        wait_file(tmp / "kubeconfig")
+    except BaseException:
+        stop()
+        raise
+    target = Target(
+        backend="kubesim",
+        url=f"http://127.0.0.1:{port}",
+        kubeconfig=tmp / "kubeconfig",
+        headers={"Authorization": "Bearer admin"},
+    )
+    return target, stop
+
+
+def start_real(tmp: pathlib.Path, logs: pathlib.Path) -> tuple[Target, Any]:
+    from controlplane import cluster
+
+    nodes_file = tmp / "nodes.yaml"
+    nodes_file.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "metadata": {"name": f"node-{i}"},
+                        "status": {"allocatable": dict(NODE)},
+                    }
+                    for i in range(NODES)
+                ],
+            }
+        )
+    )
+    running = cluster.start(
+        cluster.Options(workdir=logs / "controlplane", nodes_files=(nodes_file,)),
+        log=lambda line: print(line, file=sys.stderr),
+    )
+    files = running.files
+    context = ssl_.create_default_context(cafile=str(files.ca_cert))
+    context.load_cert_chain(str(files.client_cert("admin")), str(files.client_key("admin")))
+    target = Target(
+        backend="real", url=running.url, kubeconfig=running.kubeconfig, headers={}, ssl=context
+    )
+    return target, running.stop
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--backend",
+        choices=("kubesim", "real"),
+        default="kubesim",
+        help="kubesim (default) or the real control plane of make controlplane",
+    )
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--leaves", type=int, default=100)
@@ -384,11 +606,12 @@ def main() -> int:
     )
     parser.add_argument(
         "--phases",
-        default="burst,paced,release",
-        help="which phases to run, comma-separated (burst, paced, release)",
+        default="burst,paced,release,bind",
+        help="which phases to run, comma-separated (burst, paced, release; bind: the real "
+        "backend's kube-scheduler)",
     )
     parser.add_argument(
-        "--keep-logs", metavar="DIR", help="write kubesim's and the operator's logs into DIR"
+        "--keep-logs", metavar="DIR", help="write the backend's and the operator's logs into DIR"
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-operator-") as raw:
@@ -397,28 +620,12 @@ def main() -> int:
         logs.mkdir(parents=True, exist_ok=True)
         metrics_port = free_port() if args.keep_logs else 0
         env = {**os.environ, "KUBECACHEDIR": str(tmp / "cache")}
-        nodes = [f"--node=node-{i}=cpu=64,memory=256Gi,pods=1000" for i in range(10)]
-        kubesim = start(
-            [
-                sys.executable,
-                "-m",
-                "kubesim",
-                "--port-file",
-                str(tmp / "port"),
-                "--kubeconfig-out",
-                str(tmp / "kubeconfig"),
-                "--simulate",
-                "--scheduler=false",
-                "--kubelet=false",
-                *nodes,
-            ],
-            env=env,
-            log=logs / "kubesim.log",
-        )
+        if args.backend == "real":
+            target, stop_backend = start_real(tmp, logs)
+        else:
+            target, stop_backend = start_kubesim(tmp, logs, env)
         operator = None
         try:
-            port = wait_file(tmp / "port")
-            wait_file(tmp / "kubeconfig")
             operator = start(
                 [
                     sys.executable,
@@ -431,12 +638,12 @@ def main() -> int:
                     "--kube-api-qps=0",
                     f"--gate-removal-worker-num={args.workers}",
                 ],
-                env={**env, "KUBECONFIG": str(tmp / "kubeconfig")},
+                env={**env, "KUBECONFIG": str(target.kubeconfig)},
                 log=logs / "operator.log",
             )
             result = asyncio.run(
                 measure(
-                    f"http://127.0.0.1:{port}",
+                    target,
                     pods=args.pods,
                     workers=args.workers,
                     leaves=args.leaves,
@@ -449,13 +656,13 @@ def main() -> int:
                 with urllib.request.urlopen(scrape, timeout=10) as answer:
                     (logs / "metrics.txt").write_bytes(answer.read())
         finally:
-            for process in (operator, kubesim):
-                if process is not None:
-                    process.terminate()
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        process.wait(10)
-                    if process.poll() is None:
-                        process.kill()
+            if operator is not None:
+                operator.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    operator.wait(10)
+                if operator.poll() is None:
+                    operator.kill()
+            stop_backend()
     for line in result:
         print(json.dumps(line))
     return 0

@@ -81,10 +81,12 @@ class Component:
     """``-X`` linker flags that stamp the version, given the module's version."""
     extras: Callable[[pathlib.Path, pathlib.Path], None] | None = None
     """Copies data files from the downloaded module (its directory, the output directory)."""
+    root: pathlib.Path = MODULES
+    """Where the wrapper module's directory is (tests build modules of their own)."""
 
     @property
     def directory(self) -> pathlib.Path:
-        return MODULES / self.name
+        return self.root / self.name
 
 
 def _kubernetes_version_flags(version: str) -> tuple[str, ...]:
@@ -399,7 +401,7 @@ def build(component: Component, *, log: Callable[[str], None] = print) -> Built:
             log(f"controlplane: {component.name} {found.version} ({go}) is cached in {directory}")
             return found
         version = required_version(component)
-        if component is KUBERNETES:
+        if component.module == KUBERNETES.module:
             problems = replacement_problems(component)
             if problems:
                 raise BuildError(

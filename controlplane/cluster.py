@@ -30,6 +30,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import ssl
 import subprocess
 import time
@@ -305,8 +306,14 @@ class _Starter:
         return found
 
     def spawn(self, name: str, binary: pathlib.Path, *args: str) -> processes.Process:
+        # SIGKILL if the harness dies: the control plane's data is thrown away anyway, and
+        # kube-apiserver's graceful shutdown hangs when etcd goes at the same moment.
         process = processes.spawn(
-            name, [str(binary), *args], workdir=self.options.workdir, env=os.environ
+            name,
+            [str(binary), *args],
+            workdir=self.options.workdir,
+            env=os.environ,
+            death_signal=signal.SIGKILL,
         )
         self.cluster.processes.append(process)
         return process

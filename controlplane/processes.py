@@ -1,9 +1,14 @@
 """Child processes that never outlive their parent, each with its own log file.
 
 Every process runs in its own session, so a Ctrl-C in the terminal reaches only the parent,
-which stops its children itself; on Linux each child also gets SIGTERM if the thread that
-started it ends (prctl PR_SET_PDEATHSIG), so none outlives a crashed parent: start them from a
-thread that lives as long as they should (the main one). Logs are kept after the process ends.
+which stops its children itself; on Linux each child also gets a signal (``death_signal``) if
+the thread that started it ends (prctl PR_SET_PDEATHSIG), so none outlives a crashed parent:
+start them from a thread that lives as long as they should (the main one). Logs are kept after
+the process ends.
+
+The death signal is SIGTERM by default. Give SIGKILL to a process whose graceful shutdown
+needs its peers: kube-apiserver, told to stop at the moment etcd dies too, waits for etcd
+and never exits.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 
 @dataclasses.dataclass(slots=True)
@@ -65,14 +70,17 @@ def free_port() -> int:
         return port
 
 
-def _preexec() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Ask Linux to SIGTERM this child when its parent dies (no orphans after a crash)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
+def _death_signal(signum: int) -> Callable[[], None]:
+    def preexec() -> None:  # pragma: no cover - runs in the child between fork and exec
+        """Ask Linux to signal this child when its parent dies (no orphans after a crash)."""
+        if sys.platform.startswith("linux"):
+            import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+            libc = ctypes.CDLL(None, use_errno=True)
+            pr_set_pdeathsig = 1
+            libc.prctl(pr_set_pdeathsig, signum)
+
+    return preexec
 
 
 def spawn(
@@ -81,8 +89,10 @@ def spawn(
     *,
     workdir: pathlib.Path,
     env: Mapping[str, str],
+    death_signal: int = signal.SIGTERM,
 ) -> Process:
-    """Start ``command`` in its own session, output appended to ``workdir/logs/<name>.log``."""
+    """Start ``command`` in its own session, output appended to ``workdir/logs/<name>.log``;
+    ``death_signal`` reaches it if the starting thread dies first."""
     logs = workdir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{name}.log"
@@ -94,6 +104,6 @@ def spawn(
             stderr=subprocess.STDOUT,
             env=dict(env),
             start_new_session=True,
-            preexec_fn=_preexec,  # only prctl: safe between fork and exec
+            preexec_fn=_death_signal(death_signal),  # only prctl: safe between fork and exec
         )
     return Process(name=name, popen=popen, log=log)

@@ -5,14 +5,23 @@ Tests act as a user would: ``kubectl apply/get/describe/delete/patch`` with
 works in its own namespace and names its queues with a unique suffix, and :class:`Kube`
 deletes what the test created (pods, pod groups, then queues, leaves first) afterwards, so
 tests are independent of each other and of their order.
+
+The suite's own kubectl is the cluster's administrator. :meth:`Kube.as_tenant` is the
+namespace's tenant instead, with credentials obtained as a real user gets them, the same way
+on every backend: a ServiceAccount ``tenant``, a Role for the verbs a tenant has on pods and
+PodGroups and its RoleBinding, a token from ``kubectl create token``, and a kubeconfig for the
+same API server holding that token.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import pathlib
+import tempfile
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from queuetree.sandbox import kubectl, stack
@@ -28,6 +37,20 @@ SLOT = "queuetree.io/e2e-slot"
 node whatever the size of the cluster's real nodes (kubesim's or kind's)."""
 IMAGE = "registry.k8s.io/pause:3.10"
 DEFAULT_DEADLINE = 60.0
+
+RUN_SECONDS = "kubesim.io/run-seconds"
+"""How long a pod runs before it succeeds, for the simulated kubelets of the e2e backends
+(kubesim's reads this annotation; the real backend's kwok stage is set up to read the same):
+the pause image never exits by itself."""
+
+VALIDATING_WEBHOOKS = "validatingwebhookconfiguration/queuetree-validating-webhook"
+UNVALIDATED = "e2e.queuetree.io/unvalidated"
+"""A label :func:`unvalidated_queues` takes out of the queue webhook's rules."""
+
+TENANT = "tenant"
+"""The ServiceAccount a test namespace's tenant acts as (:meth:`Kube.as_tenant`)."""
+TENANT_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
+"""What a tenant may do with the pods and PodGroups of its namespace, and nothing more."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -123,6 +146,13 @@ def pod(
     }
 
 
+def finishing(manifest: dict[str, Any], *, seconds: int) -> dict[str, Any]:
+    """``manifest`` (a pod) made to succeed ``seconds`` after it starts, never restarted."""
+    manifest["metadata"].setdefault("annotations", {})[RUN_SECONDS] = str(seconds)
+    manifest["spec"]["restartPolicy"] = "Never"
+    return manifest
+
+
 def pod_group(
     name: str, *, namespace: str, queue: str, min_member: int = 1, **spec: Any
 ) -> dict[str, Any]:
@@ -144,14 +174,88 @@ def eventually(
         raise AssertionError(str(exc)) from None
 
 
+def tenant_access(namespace: str) -> list[dict[str, Any]]:
+    """The ServiceAccount, Role and RoleBinding of :data:`TENANT` in ``namespace``."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": TENANT, "namespace": namespace},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": TENANT, "namespace": namespace},
+            "rules": [
+                {"apiGroups": [""], "resources": ["pods"], "verbs": list(TENANT_VERBS)},
+                {
+                    "apiGroups": ["scheduling.volcano.sh"],
+                    "resources": ["podgroups"],
+                    "verbs": list(TENANT_VERBS),
+                },
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": TENANT, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": TENANT},
+            "subjects": [{"kind": "ServiceAccount", "name": TENANT, "namespace": namespace}],
+        },
+    ]
+
+
+def token_kubeconfig(admin: kubectl.Kubectl, token: str, path: pathlib.Path) -> pathlib.Path:
+    """A kubeconfig for the API server ``admin`` talks to (its current context's cluster:
+    address and CA), authenticating with ``token`` instead of the administrator's
+    credentials."""
+    found = admin.check("config", "view", "--minify", "--raw", "-o", "json").json()
+    server = dict(found["clusters"][0]["cluster"])
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "cluster", "cluster": server}],
+        "users": [{"name": "token", "user": {"token": token}}],
+        "contexts": [{"name": "token", "context": {"cluster": "cluster", "user": "token"}}],
+        "current-context": "token",
+    }
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+    return path
+
+
 class Kube:
     """One test's view of the cluster: its own namespace, and cleanup of what it made."""
 
-    def __init__(self, cluster: Cluster, namespace: str) -> None:
+    def __init__(self, cluster: Cluster, namespace: str, *, owner: bool = True) -> None:
         self.cluster = cluster
         self.client = cluster.client
         self.namespace = namespace
         self._queues: list[str] = []
+        self._owner = owner
+        """False for the tenant's view: the administrator's view cleans up."""
+        self._tenant: Kube | None = None
+        self._workdir: tempfile.TemporaryDirectory[str] | None = None
+
+    def as_tenant(self) -> Kube:
+        """This namespace as its tenant sees it: kubectl with the token of the ServiceAccount
+        :data:`TENANT`, which may do :data:`TENANT_VERBS` on the namespace's pods and
+        PodGroups (created by the administrator on the first call). Works on every backend:
+        the token comes from ``kubectl create token``, the server from the administrator's
+        kubeconfig."""
+        if self._tenant is not None:
+            return self._tenant
+        self.must(self.apply(*tenant_access(self.namespace)))
+        token = self.must(self.kubectl("create", "token", TENANT, "-n", self.namespace))
+        self._workdir = tempfile.TemporaryDirectory(prefix="e2e-tenant-")
+        directory = pathlib.Path(self._workdir.name)
+        kubeconfig = token_kubeconfig(self.client, token.stdout.strip(), directory / "kubeconfig")
+        (directory / "cache").mkdir()
+        client = kubectl.Kubectl(str(kubeconfig), str(directory / "cache"))
+        self._tenant = Kube(
+            dataclasses.replace(self.cluster, client=client), self.namespace, owner=False
+        )
+        return self._tenant
 
     # ------------------------------------------------------------------ acting as a user
 
@@ -246,6 +350,17 @@ class Kube:
     def gated(self, name: str) -> bool:
         return GATE in (self.gates(name) or [])
 
+    def explanation(self, name: str) -> str:
+        """Why the operator says pod ``name`` waits (its reason annotation; "" for none)."""
+        found = self.pod(name) or {}
+        annotations = (found.get("metadata") or {}).get("annotations") or {}
+        return str(annotations.get(REASON_ANNOTATION, ""))
+
+    def judged(self, name: str, queue: str) -> bool:
+        """The operator has decided about pod ``name``: it runs, or it is told ``queue`` has
+        no room (a fast, decisive probe: over-admission shows as a pod that runs)."""
+        return self.running(name) or queue in self.explanation(name)
+
     def queue_state(self, name: str) -> str:
         found = self.queue(name)
         return str(((found or {}).get("status") or {}).get("state", ""))
@@ -255,6 +370,10 @@ class Kube:
     def cleanup(self) -> None:
         """Pods and pod groups first (queues with pods refuse to go in some configurations),
         then this test's queues, children before parents, then the namespace."""
+        if self._workdir is not None:
+            self._workdir.cleanup()
+        if not self._owner:
+            return
         for kind in ("pods", "podgroups"):
             self.client.run(
                 "delete", kind, "--all", "-n", self.namespace, "--wait=true", "--timeout=60s"
@@ -270,3 +389,44 @@ class Kube:
             remaining = [q for q in remaining if self.queue(q) is not None]
         self.client.run("delete", "namespace", self.namespace, "--wait=false")
         assert not remaining, f"queues left behind: {remaining}"
+
+
+@contextlib.contextmanager
+def unvalidated_queues(kube: Kube, value: str) -> Iterator[None]:
+    """While inside: queues labelled ``UNVALIDATED=value`` skip ``validatequeue.volcano.sh``.
+
+    Afterwards those queues are deleted (still unvalidated: a chain is deleted in one call,
+    parents and children together) and the webhook configuration is as it was.
+    """
+    found = kube.must(kube.kubectl("get", VALIDATING_WEBHOOKS, "-o", "json")).json()
+    index = next(
+        i for i, w in enumerate(found["webhooks"]) if w["name"] == "validatequeue.volcano.sh"
+    )
+    selector = {"matchExpressions": [{"key": UNVALIDATED, "operator": "NotIn", "values": [value]}]}
+
+    def patch(operation: dict[str, Any]) -> None:
+        path = f"/webhooks/{index}/objectSelector"
+        body = json.dumps([{**operation, "path": path}])
+        kube.must(kube.kubectl("patch", VALIDATING_WEBHOOKS, "--type=json", "-p", body))
+
+    patch({"op": "add", "value": selector})
+    try:
+        yield
+    finally:
+        kube.kubectl(
+            "delete", "queues", "-l", f"{UNVALIDATED}={value}", "--wait=true", "--timeout=120s"
+        )
+        patch({"op": "remove"})
+
+
+def chain(prefix: str, depth: int, *, label: str) -> list[dict[str, Any]]:
+    """Queues ``prefix-1`` under root, ``prefix-2`` under it, ... ``depth`` levels deep,
+    labelled for :func:`unvalidated_queues`."""
+    queues = []
+    for level in range(1, depth + 1):
+        manifest = queue(
+            f"{prefix}-{level}", parent=f"{prefix}-{level - 1}" if level > 1 else "root"
+        )
+        manifest["metadata"]["labels"] = {UNVALIDATED: label}
+        queues.append(manifest)
+    return queues

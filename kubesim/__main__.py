@@ -57,6 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--token", default="admin", help="bearer token written to the kubeconfig")
     parser.add_argument(
+        "--tls",
+        nargs="?",
+        const=True,
+        default=False,
+        type=_flag_bool,
+        help="serve HTTPS with a fresh CA (written into the kubeconfig); kubectl sends bearer "
+        "tokens only over HTTPS",
+    )
+    parser.add_argument(
         "--bookmark-interval", type=float, default=10.0, help="seconds between watch bookmarks"
     )
     parser.add_argument(
@@ -96,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         token=args.token,
         bookmark_interval=args.bookmark_interval,
         simulate=simulation_options(args),
+        tls=args.tls,
     )
     cache = tempfile.TemporaryDirectory(prefix="kubesim-cache-")  # removed when serving ends
     cache_dir = cache.name
@@ -103,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     def ready(running: server.KubeSim) -> None:
         if args.kubeconfig_out:
             kubeconfigs.write_kubeconfig(
-                pathlib.Path(args.kubeconfig_out), url=running.url, token=running.token
+                pathlib.Path(args.kubeconfig_out),
+                url=running.url,
+                token=running.token,
+                ca_bundle=running.ca_bundle,
             )
         if args.env_out and args.kubeconfig_out:
             env = pathlib.Path(args.env_out)

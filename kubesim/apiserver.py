@@ -40,6 +40,7 @@ from kubesim import (
     selectors,
     store,
     tables,
+    tokens,
 )
 
 logger = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ PODS: registry.GroupResource = ("", "pods")
 NAMESPACES: registry.GroupResource = ("", "namespaces")
 CRDS: registry.GroupResource = ("apiextensions.k8s.io", "customresourcedefinitions")
 PDBS: registry.GroupResource = ("policy", "poddisruptionbudgets")
+SERVICE_ACCOUNTS: registry.GroupResource = ("", "serviceaccounts")
 WEBHOOK_CONFIGURATIONS = frozenset(
     {
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
@@ -151,6 +153,7 @@ class ApiServer:
         self.garbage_collection = garbage_collection
         self.cascade_delay = cascade_delay  # seconds before a namespace or CRD deletion cascades
         self.closing = False
+        self.tokens = tokens.Issuer()
 
     # ------------------------------------------------------------------ bootstrap
 
@@ -1215,14 +1218,8 @@ class ApiServer:
         eviction.setdefault("kind", "Eviction")
         eviction.setdefault("metadata", {}).setdefault("name", req.name)
         eviction["metadata"].setdefault("namespace", req.namespace)
-        warnings: list[str] = []
-        options = self._options("CreateOptions", req)
-        kind = {"group": "policy", "version": "v1", "kind": "Eviction"}
-        await self._mutate(
-            "CREATE", req, obj=eviction, old=None, warnings=warnings, options=options, kind=kind
-        )
-        await self._validate_admission(
-            "CREATE", req, obj=eviction, old=None, warnings=warnings, options=options, kind=kind
+        warnings = await self._admit_subresource_create(
+            req, eviction, {"group": "policy", "version": "v1", "kind": "Eviction"}
         )
         current = self._require(pod_def, req.namespace, name=req.name)
         self._check_disruption_budgets(current.obj)
@@ -1296,14 +1293,8 @@ class ApiServer:
             raise errors.invalid(
                 "Binding", "", name=req.name, causes=[errors.field_required("target.name", "")]
             )
-        warnings: list[str] = []
-        options = self._options("CreateOptions", req)
-        kind = {"group": "", "version": "v1", "kind": "Binding"}
-        await self._mutate(
-            "CREATE", req, obj=body, old=None, warnings=warnings, options=options, kind=kind
-        )
-        await self._validate_admission(
-            "CREATE", req, obj=body, old=None, warnings=warnings, options=options, kind=kind
+        warnings = await self._admit_subresource_create(
+            req, body, {"group": "", "version": "v1", "kind": "Binding"}
         )
         current = self._require(req.rdef, req.namespace, name=req.name)
         pod = json.loads(current.raw)
@@ -1342,7 +1333,55 @@ class ApiServer:
         body_out.pop("details")
         return Reply(201, store.encode(body_out), warnings)
 
+    # ------------------------------------------------------------------ serviceaccounts/token
+
+    async def request_token(self, req: Request, body: Any) -> Reply:
+        """TokenRequest: a token for the ServiceAccount (`tokens`); admission sees a CREATE of
+        `authentication.k8s.io/v1` TokenRequest on the `token` subresource."""
+        account = self._require(req.rdef, req.namespace, name=req.name)
+        request = dict(body) if isinstance(body, dict) else body
+        warnings: list[str] = []
+        if isinstance(request, dict):
+            request.setdefault("apiVersion", "authentication.k8s.io/v1")
+            request.setdefault("kind", "TokenRequest")
+            request.setdefault("metadata", {}).setdefault("name", req.name)
+            warnings = await self._admit_subresource_create(
+                req,
+                request,
+                {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
+            )
+        _, answer = self.tokens.issue(
+            namespace=req.namespace,
+            name=req.name,
+            uid=account.obj["metadata"]["uid"],
+            request=request,
+        )
+        return Reply(201, store.encode(answer), warnings)
+
+    def authenticate(self, token: str) -> dict | None:
+        """The user of a token kubesim issued (401 if it expired or its account is gone);
+        None for any other token."""
+
+        def uid_of(namespace: str, name: str) -> str | None:
+            stored = self.store.get(SERVICE_ACCOUNTS, (namespace, name))
+            return None if stored is None else stored.obj["metadata"].get("uid")
+
+        return self.tokens.authenticate(token, service_account_uid=uid_of)
+
     # ------------------------------------------------------------------ admission
+
+    async def _admit_subresource_create(self, req: Request, obj: dict, kind: dict) -> list[str]:
+        """Mutating then validating admission of a CREATE on a subresource (eviction, binding,
+        token), as kube-apiserver runs it; the warnings of the webhooks."""
+        warnings: list[str] = []
+        options = self._options("CreateOptions", req)
+        await self._mutate(
+            "CREATE", req, obj=obj, old=None, warnings=warnings, options=options, kind=kind
+        )
+        await self._validate_admission(
+            "CREATE", req, obj=obj, old=None, warnings=warnings, options=options, kind=kind
+        )
+        return warnings
 
     def _options(self, kind: str, req: Request) -> dict:
         options: dict[str, Any] = {"apiVersion": "meta.k8s.io/v1", "kind": kind}

@@ -76,7 +76,7 @@ def running(directory: pathlib.Path | None = None, **options: Any) -> Iterator[C
         cache_dir = directory / "kubecache"
         cache_dir.mkdir(exist_ok=True)
         kubeconfig = kubeconfigs.write_kubeconfig(
-            directory / "kubeconfig", url=sim.url, token=sim.token
+            directory / "kubeconfig", url=sim.url, token=sim.token, ca_bundle=sim.ca_bundle
         )
         yield Cluster(sim, kubeconfig, cache_dir)
 

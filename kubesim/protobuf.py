@@ -1,6 +1,7 @@
 """Decoding the Kubernetes protobuf bodies that kubectl's generators send.
 
-`kubectl create namespace|configmap|secret|serviceaccount|priorityclass` encode the new object as
+`kubectl create namespace|configmap|secret|serviceaccount|priorityclass|token` encode the new
+object (for `token`, an `authentication.k8s.io/v1` TokenRequest) as
 `application/vnd.kubernetes.protobuf` (built-in kinds only) and do not fall back to JSON on a 415,
 so kubesim decodes exactly those kinds. Everything else in protobuf stays a 415 that names the
 kind (documented deviation): kubesim answers only JSON, and only JSON bodies are taken elsewhere.
@@ -192,12 +193,45 @@ def _priority_class(fields: Fields) -> dict[str, Any]:
     return body
 
 
+def _int64(fields: Fields, number: int) -> int | None:
+    values = fields.get(number)
+    if not values or not isinstance(values[-1], int):
+        return None
+    value = values[-1]
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _token_request(fields: Fields) -> dict[str, Any]:
+    """`kubectl create token`: spec {audiences=1, boundObjectRef=3 {kind=1, apiVersion=2,
+    name=3, uid=4}, expirationSeconds=4}."""
+    body: dict[str, Any] = {}
+    if not fields.get(2):
+        return body
+    spec_fields = parse_message(_bytes(fields[2][-1]))
+    spec: dict[str, Any] = {}
+    if (audiences := _strings(spec_fields, 1)) is not None:
+        spec["audiences"] = audiences
+    if (seconds := _int64(spec_fields, 4)) is not None:
+        spec["expirationSeconds"] = seconds
+    if spec_fields.get(3):
+        bound = parse_message(_bytes(spec_fields[3][-1]))
+        reference = {
+            key: value
+            for number, key in ((1, "kind"), (2, "apiVersion"), (3, "name"), (4, "uid"))
+            if (value := _string(bound, number))
+        }
+        spec["boundObjectRef"] = reference
+    body["spec"] = spec
+    return body
+
+
 DECODERS: dict[tuple[str, str], Callable[[Fields], dict[str, Any]]] = {
     ("v1", "Namespace"): _namespace,
     ("v1", "ConfigMap"): _configmap,
     ("v1", "Secret"): _secret,
     ("v1", "ServiceAccount"): _service_account,
     ("scheduling.k8s.io/v1", "PriorityClass"): _priority_class,
+    ("authentication.k8s.io/v1", "TokenRequest"): _token_request,
 }
 
 

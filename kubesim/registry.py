@@ -102,7 +102,7 @@ BUILTINS: tuple[ResourceDef, ...] = (
     _core("configmaps", "ConfigMap", short=("cm",)),
     _core("secrets", "Secret"),
     _core("services", "Service", short=("svc",), sub=("status",), categories=("all",)),
-    _core("serviceaccounts", "ServiceAccount", short=("sa",)),
+    _core("serviceaccounts", "ServiceAccount", short=("sa",), sub=("token",)),
     _core("endpoints", "Endpoints", short=("ep",)),
     _core("leases", "Lease", group="coordination.k8s.io"),
     _core(

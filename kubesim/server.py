@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import ipaddress
 import json
 import logging
 import re
@@ -25,7 +26,17 @@ from urllib.parse import parse_qsl
 import yaml
 from aiohttp import web
 
-from kubesim import admission, apiserver, errors, patching, protobuf, registry, simulation, store
+from kubesim import (
+    admission,
+    apiserver,
+    certs,
+    errors,
+    patching,
+    protobuf,
+    registry,
+    simulation,
+    store,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +173,10 @@ def parse_resource_path(path: str) -> ResourcePath | None:
     return ResourcePath(group, version, namespace, plural, name, subresource)
 
 
+POST_SUBRESOURCES = frozenset({"eviction", "binding", "token"})
+"""Subresources created by POST (and taking no other method): pods/eviction, pods/binding and
+serviceaccounts/token (TokenRequest)."""
+
 VERBS_BY_METHOD = {
     "GET": "get",
     "POST": "create",
@@ -251,7 +266,7 @@ class HttpFrontend:
                 raise errors.method_not_allowed(
                     f"{request.method} is not supported on a collection"
                 )
-        elif (request.method == "POST") != (resource_path.subresource in ("eviction", "binding")):
+        elif (request.method == "POST") != (resource_path.subresource in POST_SUBRESOURCES):
             raise errors.method_not_allowed(
                 f"{request.method} is not supported on {resource_path.subresource or 'an object'}"
             )
@@ -310,6 +325,8 @@ class HttpFrontend:
                 return self._reply(await self.api.evict(req, body))
             if req.subresource == "binding":
                 return self._reply(await self.api.bind(req, body))
+            if req.subresource == "token":
+                return self._reply(await self.api.request_token(req, body))
             return self._reply(await self.api.create(req, body))
         if verb == "update":
             body = await self._body(request, strict=req.field_validation == "Strict")
@@ -392,9 +409,15 @@ class HttpFrontend:
             ) from exc
 
     def _user(self, request: web.Request) -> dict:
+        """The configured user of the bearer token, else the ServiceAccount of a token kubesim
+        issued (TokenRequest), else the administrator (kubesim authenticates, never refuses)."""
         auth = request.headers.get("Authorization", "")
         if auth.startswith("Bearer "):
-            return self.users.get(auth[7:].strip(), DEFAULT_USER)
+            token = auth[7:].strip()
+            configured = self.users.get(token)
+            if configured is not None:
+                return configured
+            return self.api.authenticate(token) or DEFAULT_USER
         return DEFAULT_USER
 
     @staticmethod
@@ -602,6 +625,15 @@ def _reason_for(code: int) -> str:
     }.get(code, "Unknown")
 
 
+def _ip_literals(host: str) -> tuple[str, ...]:
+    """``host`` when it is an IP address (an IP SAN of the serving certificate), else nothing."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return ()
+    return (host,)
+
+
 def _json_response(
     body: Any, *, status: int = 200, headers: dict[str, str] | None = None
 ) -> web.Response:
@@ -629,6 +661,7 @@ class KubeSim:
         garbage_collection: bool = True,
         cascade_delay: float = 0.5,
         token: str = "admin",
+        tls: bool = False,
     ) -> None:
         self.host = host
         self.port = port
@@ -648,10 +681,30 @@ class KubeSim:
         self._stopping: asyncio.Event | None = None
         self._error: BaseException | None = None
         self.api: apiserver.ApiServer | None = None
+        self.ca: certs.CertificateAuthority | None = None
+        """With ``tls``: the CA that signed the serving certificate (clients trust its
+        ``ca_bundle``); None over plain HTTP."""
+        self._serving: certs.KeyPair | None = None
+        if tls:
+            # As kube-apiserver's own: SANs for the in-cluster names and the address served.
+            self.ca = certs.generate_ca("kubesim-apiserver-ca")
+            self._serving = certs.issue_serving_certificate(
+                self.ca,
+                service="kubernetes",
+                namespace="default",
+                extra_dns_names=("localhost",),
+                ip_addresses=tuple(dict.fromkeys(("127.0.0.1", *_ip_literals(host)))),
+            )
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self._serving is not None else "http"
+        return f"{scheme}://{self.host}:{self.port}"
+
+    @property
+    def ca_bundle(self) -> str | None:
+        """The CA as kubeconfigs carry it (``certificate-authority-data``); None without TLS."""
+        return self.ca.ca_bundle if self.ca is not None else None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -717,7 +770,8 @@ class KubeSim:
             frontend.make_app(), access_log=None, handle_signals=False, shutdown_timeout=1.0
         )
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port)
+        ssl_context = certs.server_ssl_context(self._serving) if self._serving is not None else None
+        site = web.TCPSite(runner, self.host, self.port, ssl_context=ssl_context)
         await site.start()
         server = site._server
         sockets = getattr(server, "sockets", None) or []
@@ -744,7 +798,9 @@ class KubeSim:
             return None
         assert self._stopping is not None
         return asyncio.get_running_loop().create_task(
-            simulation.run_simulation(self.url, self.token, self.simulate, self._stopping)
+            simulation.run_simulation(
+                self.url, self.token, self.simulate, self._stopping, ca_bundle=self.ca_bundle
+            )
         )
 
     # ------------------------------------------------------------------ hooks

@@ -48,6 +48,8 @@ from typing import Any
 import aiohttp
 import yaml
 
+from kubesim import certs
+
 logger = logging.getLogger(__name__)
 
 RUN_SECONDS_ANNOTATION = "kubesim.io/run-seconds"
@@ -1236,19 +1238,32 @@ async def _follow(simulator: _Simulator, kind: str, path: str, version: str) -> 
 
 
 async def run_simulation(
-    base_url: str, token: str, options: SimulationOptions, stop: asyncio.Event
+    base_url: str,
+    token: str,
+    options: SimulationOptions,
+    stop: asyncio.Event,
+    *,
+    ca_bundle: str | None = None,
 ) -> None:
     """Create the nodes, then schedule and run pods until `stop` is set.
 
-    `base_url` is the API server (`http://127.0.0.1:PORT`), `token` a bearer token. Raises
-    RuntimeError if a node cannot be created; after that, API failures are logged and retried.
+    `base_url` is the API server (`http://127.0.0.1:PORT`, or `https://` with `ca_bundle` the CA
+    to trust), `token` a bearer token. Raises RuntimeError if a node cannot be created; after
+    that, API failures are logged and retried.
     """
     headers = {
         "Authorization": f"Bearer {token}",
         "Accept": "application/json",
         "User-Agent": "kubesim-simulation",
     }
-    async with aiohttp.ClientSession(base_url=base_url, headers=headers) as session:
+    connector = (
+        aiohttp.TCPConnector(ssl=certs.client_ssl_context(ca_bundle))
+        if ca_bundle is not None
+        else None
+    )
+    async with aiohttp.ClientSession(
+        base_url=base_url, headers=headers, connector=connector
+    ) as session:
         await _create_nodes(session, [complete_node(n) for n in options.nodes])
         simulator = _Simulator(session, options)
         watchers = [

@@ -131,9 +131,28 @@ class PodBuilder:
         )
 
     def group(self, name: str) -> PodBuilder:
-        """The pod group's name in the pod's namespace (or a full ``namespace/name`` key)."""
+        """The pod group's name in the pod's namespace (or a full ``namespace/name`` key), and
+        the group-name annotation that names it, as on a real pod."""
         key = name if "/" in name else f"{self._pod.namespace}/{name}"
-        self._pod = dataclasses.replace(self._pod, group=key)
+        annotations = {**self._pod.annotations, objects.GROUP_NAME_ANNOTATION: key.split("/")[1]}
+        self._pod = dataclasses.replace(
+            self._pod, group=key, annotations=MappingProxyType(annotations)
+        )
+        return self
+
+    def admitted_to(self, queue: str) -> PodBuilder:
+        """The operator's admission record: the pod was ungated into ``queue``."""
+        annotations = {**self._pod.annotations, objects.ADMITTED_QUEUE_ANNOTATION: queue}
+        self._pod = dataclasses.replace(self._pod, annotations=MappingProxyType(annotations))
+        return self
+
+    def annotate(self, **annotations: str) -> PodBuilder:
+        merged = {**self._pod.annotations, **annotations}
+        self._pod = dataclasses.replace(self._pod, annotations=MappingProxyType(merged))
+        return self
+
+    def scheduler(self, name: str) -> PodBuilder:
+        self._pod = dataclasses.replace(self._pod, scheduler_name=name)
         return self
 
     def requests(self, **quantities: str | int) -> PodBuilder:

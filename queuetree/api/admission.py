@@ -127,6 +127,8 @@ class Request:
     object: Mapping[str, Any] | None = None
     old_object: Mapping[str, Any] | None = None
     dry_run: bool = False
+    username: str = ""
+    """``request.userInfo.username``: who makes the change ("" when absent)."""
 
 
 def read_request(body: object) -> Request:
@@ -175,7 +177,17 @@ def read_request(body: object) -> Request:
         object=_object(raw, "object", "request.object"),
         old_object=_object(raw, "oldObject", "request.oldObject"),
         dry_run=raw.get("dryRun") is True,
+        username=_username(raw),
     )
+
+
+def _username(raw: Mapping[str, Any]) -> str:
+    user = raw.get("userInfo")
+    if user is None:
+        return ""
+    if not isinstance(user, dict):
+        raise ReviewError(f"request.userInfo: must be an object, got {_json_type(user)}")
+    return _string(user, "username", "request.userInfo.username")
 
 
 def _string(raw: Mapping[str, Any], key: str, path: str) -> str:

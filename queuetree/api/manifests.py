@@ -61,7 +61,7 @@ because silently dropping, say, a Deployment would make the session look at a di
 than the user meant (workload controllers are not expanded: give the pods)."""
 
 DEFAULT_NAMESPACE: Final = "default"
-DEFAULT_SCHEDULER: Final = "default-scheduler"
+DEFAULT_SCHEDULER: Final = objects.DEFAULT_SCHEDULER
 DEFAULT_TASK_PRIORITY: Final = 1
 """Volcano's task priority when the pod sets none (spec §2.3)."""
 
@@ -352,7 +352,8 @@ def parse_queue(manifest: RawManifest, *, origin: str = "") -> objects.Queue:
     ``capability`` is None when ``spec.capability`` is absent or an empty map; a map whose names
     are all dropped by Volcano's name rules (``rdma: 1000``) is a set, empty capability, as in
     Volcano. ``spec.weight`` defaults to 1 (the CRD default), ``spec.parent`` is kept as written,
-    ``status.state`` "" or absent reads as Open, ``status.allocated`` is read for the webhook.
+    ``status.state`` "" or absent reads as Open, ``status.allocated`` and ``status.reserved``
+    are read for the webhook.
     Validation of the values (guarantee ≤ deserved ≤ capability, weight range, the tree) is not
     done here: that is the webhook's and the session's work. The uid is the name, as in Volcano.
     Raises :class:`ManifestError` listing every problem.
@@ -384,6 +385,7 @@ def parse_queue(manifest: RawManifest, *, origin: str = "") -> objects.Queue:
         reclaimable=reclaimable,
         state=state or objects.QueueState.OPEN,
         allocated=root.at("status", "allocated").resource_list() or resources.EMPTY,
+        reserved=root.at("status", "reserved").resource_list() or resources.EMPTY,
         annotations=meta.annotations,
         created=meta.created,
         uid=root.at("metadata", "uid").string() or meta.name,
@@ -403,8 +405,8 @@ def parse_pod_group(
     ``spec.queue`` absent or "" is ``default_queue`` (the CRD default and Volcano's mutating
     webhook); ``spec.minMember`` absent is 0 (Go's zero value: Volcano sets no default);
     ``minResources`` absent is None (enqueue then skips the capacity check, spec §3.7) while
-    ``{}`` is an empty vector; ``status.phase`` "" or absent is Pending. Raises
-    :class:`ManifestError`.
+    ``{}`` is an empty vector; ``status.phase`` "" or absent is Pending; ``status.running``,
+    ``succeeded`` and ``failed`` absent are 0. Raises :class:`ManifestError`.
     """
     root, sink, meta = _start(manifest, kind="PodGroup", origin=origin, namespaced=True)
     spec = root.at("spec")
@@ -430,6 +432,11 @@ def parse_pod_group(
         min_resources=spec.at("minResources").resource_list(),
         priority_class_name=spec.at("priorityClassName").string(),
         phase=phase or objects.PodGroupPhase.PENDING,
+        counts=objects.GroupCounts(
+            running=root.at("status", "running").integer(0),
+            succeeded=root.at("status", "succeeded").integer(0),
+            failed=root.at("status", "failed").integer(0),
+        ),
         created=meta.created,
         uid=meta.uid,
     )
@@ -438,37 +445,28 @@ def parse_pod_group(
 
 
 def pod_group_for_lone_pod(
-    pod: objects.Pod, *, namespace_queue: str = "", default_queue: str = objects.DEFAULT_QUEUE
+    pod: objects.Pod,
+    *,
+    namespace_queue: str = "",
+    default_queue: str = objects.DEFAULT_QUEUE,
+    admitted: bool = False,
 ) -> objects.PodGroup:
-    """The single-pod group of a pod without the ``scheduling.k8s.io/group-name`` annotation.
+    """The single-pod group of a pod without the ``scheduling.k8s.io/group-name`` annotation
+    (``objects.single_pod_group``; its key is the pod's key).
 
-    Modelled on the PodGroup Volcano's controller creates for such a pod: minMember 1,
-    ``minResources`` the pod's requests, the queue from the pod's
+    Its queue is the one the pod was admitted to (``scheduling.queuetree.io/admitted-queue``:
+    admission is bound, whatever the pod says now), else the pod's
     ``scheduling.volcano.sh/queue-name`` annotation, else ``namespace_queue`` (the same
-    annotation on the pod's Namespace), else ``default_queue``; the pod's creation time and uid.
-    Its key is the pod's key. Its phase follows the pod, because no controller has written one:
-    Running while the pod holds resources (Bound, Binding, Running, Allocated, Releasing),
-    Completed once it Succeeded or Failed, Pending otherwise.
+    annotation on the pod's Namespace), else ``default_queue``. ``admitted`` makes a Pending
+    pod's group Inqueue (see ``objects.single_pod_group``).
     """
-    if pod.status in objects.ALLOCATED_STATUSES or pod.status is objects.TaskStatus.RELEASING:
-        phase = objects.PodGroupPhase.RUNNING
-    elif pod.status in (objects.TaskStatus.SUCCEEDED, objects.TaskStatus.FAILED):
-        phase = objects.PodGroupPhase.COMPLETED
-    else:
-        phase = objects.PodGroupPhase.PENDING
-    return objects.PodGroup(
-        namespace=pod.namespace,
-        name=pod.name,
-        queue=pod.annotations.get(objects.QUEUE_NAME_ANNOTATION)
+    queue = (
+        pod.admitted_queue
+        or pod.annotations.get(objects.QUEUE_NAME_ANNOTATION)
         or namespace_queue
-        or default_queue,
-        min_member=1,
-        min_resources=pod.resreq,
-        phase=phase,
-        synthetic=True,
-        created=pod.created,
-        uid=pod.uid,
+        or default_queue
     )
+    return objects.single_pod_group(pod, queue=queue, admitted=admitted)
 
 
 # -- Pod ----------------------------------------------------------------------------------------

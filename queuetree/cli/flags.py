@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
-from queuetree.core import features
+from queuetree.core import features, objects
 
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
@@ -76,4 +76,46 @@ def add_feature_gates_flag(parser: argparse.ArgumentParser) -> None:
         default=features.DEFAULTS,
         metavar="A=BOOL,...",
         help=f"feature gates (default {defaults})",
+    )
+
+
+def _scheduler_names(text: str) -> frozenset[str]:
+    names = frozenset(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("no scheduler name given")
+    return names
+
+
+class _SchedulerNames(argparse.Action):
+    """``--scheduler-name`` repeated or comma-separated: the union of every value given (the
+    default applies only when the flag is absent)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        given = getattr(namespace, self.dest, None)
+        known: frozenset[str] = (
+            given if isinstance(given, frozenset) and given is not self.default else frozenset()
+        )
+        assert isinstance(values, frozenset)
+        setattr(namespace, self.dest, known | values)
+
+
+def add_scheduler_name_flag(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, help: str
+) -> None:
+    """``--scheduler-name``: the schedulers that place the pods queuetree admits (Volcano's
+    scheduler flag of the same name lists the names it serves). Repeatable or comma-separated;
+    default kube-scheduler's ``default-scheduler``."""
+    parser.add_argument(
+        "--scheduler-name",
+        action=_SchedulerNames,
+        type=_scheduler_names,
+        default=frozenset({objects.DEFAULT_SCHEDULER}),
+        metavar="NAME[,NAME...]",
+        help=f"{help} (repeatable; default {objects.DEFAULT_SCHEDULER})",
     )

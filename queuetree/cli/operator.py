@@ -81,6 +81,11 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS")
     parser.add_argument("--default-queue", default="default", metavar="NAME")
+    flags.add_scheduler_name_flag(
+        parser,
+        help="schedulers that place admitted pods: a gated pod that names another stays gated "
+        "and is told why (ungated, nothing would place it and it would hold its queue's room)",
+    )
     parser.add_argument("--identity", default="", metavar="ID", help="lease holder identity")
     flags.add_bool_flag(parser, "--standalone", default=True, help="no kopf peering (always)")
     parser.set_defaults(run=run)
@@ -125,6 +130,7 @@ def build_settings(
         renew_deadline=args.leader_elect_renew_deadline,
         retry_period=args.leader_elect_retry_period,
         default_queue=args.default_queue,
+        scheduler_names=args.scheduler_name,
         **options,
     )
 

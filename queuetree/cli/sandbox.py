@@ -280,6 +280,7 @@ def serve_kubesim(spec_path: pathlib.Path) -> int:
         users=spec.get("users", {}),
         service_resolver=resolve,
         simulate=simulation.SimulationOptions(nodes=nodes),
+        tls=True,
     )
     audit_path = pathlib.Path(spec["auditFile"])
     port_file = pathlib.Path(spec["portFile"])
@@ -298,6 +299,11 @@ def serve_kubesim(spec_path: pathlib.Path) -> int:
                 written = len(records)
 
     def ready(running: server.KubeSim) -> None:
+        # The CA first: the stack reads it as soon as the port file appears.
+        ca_file = pathlib.Path(spec["caFile"])
+        ca_tmp = ca_file.with_name(ca_file.name + ".tmp")
+        ca_tmp.write_text(running.ca_bundle or "")
+        ca_tmp.replace(ca_file)
         tmp = port_file.with_name(port_file.name + ".tmp")
         tmp.write_text(str(running.port))
         tmp.replace(port_file)

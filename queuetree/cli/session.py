@@ -77,6 +77,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="run as the operator does: admit and ungate, reclaim for unschedulable pods, "
         "but never bind or pipeline (kube-scheduler places pods)",
     )
+    flags.add_scheduler_name_flag(
+        parser,
+        help="with --admission-only: schedulers that place admitted pods, as the operator's "
+        "flag (a gated pod that names another stays gated)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -98,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         config=configuration.configuration,
         feature_gates=args.feature_gates,
         admission_only=args.admission_only,
+        scheduler_names=args.scheduler_name if args.admission_only else None,
     )
     warnings = (*configuration.warnings, *snapshot.warnings)
     _emit(results.render_session_result(result, warnings=warnings))

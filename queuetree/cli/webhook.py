@@ -24,10 +24,11 @@ def add_review_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("review rules")
     group.add_argument(
         "--max-queue-depth",
-        type=_positive_int,
+        type=_queue_depth,
         default=5,
         metavar="N",
-        help="most queue levels below root; a child of root is level 1 (default 5)",
+        help="most queue levels below root; a child of root is level 1 (default 5, at most "
+        f"{objects.MAX_QUEUE_DEPTH})",
     )
     flags.add_bool_flag(
         group,
@@ -38,8 +39,9 @@ def add_review_flags(parser: argparse.ArgumentParser) -> None:
     flags.add_bool_flag(
         group,
         "--enable-queue-allocated-pods-check",
-        default=False,
-        help="refuse deleting a queue whose status.allocated still counts pods",
+        default=True,
+        help="refuse deleting a queue whose status.allocated (or status.reserved) still counts "
+        "pods (Volcano's default: false)",
     )
     group.add_argument(
         "--default-queue",
@@ -48,6 +50,18 @@ def add_review_flags(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="queue of opted-in pods and PodGroups that name none, which cannot be deleted; "
         'give the operator the same value (default "default", fixed in Volcano)',
+    )
+    group.add_argument(
+        "--operator-username",
+        default=settings_.OPERATOR_USERNAME,
+        metavar="USER",
+        help="the only user that may remove the queue-allocation gate from pods: the "
+        f"operator's ServiceAccount (default {settings_.OPERATOR_USERNAME})",
+    )
+    flags.add_scheduler_name_flag(
+        group,
+        help="schedulers that place admitted pods; an opted-in pod for another one gets a "
+        "warning at creation (give the operator the same value)",
     )
     flags.add_feature_gates_flag(parser)
 
@@ -58,6 +72,8 @@ def settings_from(args: argparse.Namespace) -> settings_.ReviewSettings:
         enable_root_queue_protection=args.enable_root_queue_protection,
         enable_queue_allocated_pods_check=args.enable_queue_allocated_pods_check,
         default_queue=args.default_queue,
+        operator_username=args.operator_username,
+        scheduler_names=args.scheduler_name,
         feature_gates=args.feature_gates,
     )
 
@@ -213,13 +229,18 @@ def _sans(text: str) -> tuple[str, ...]:
     return sans
 
 
-def _positive_int(text: str) -> int:
+def _queue_depth(text: str) -> int:
+    """1 to ``objects.MAX_QUEUE_DEPTH``: the operator admits nothing in a deeper queue, so a
+    larger limit would let the webhook accept queues that can never run a pod."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if not 1 <= value <= objects.MAX_QUEUE_DEPTH:
+        raise argparse.ArgumentTypeError(
+            f"must be from 1 to {objects.MAX_QUEUE_DEPTH} (the deepest queue queuetree "
+            f"admits pods in), got {value}"
+        )
     return value
 
 

@@ -54,14 +54,21 @@ def _sorted_queues(session: frameworks.Session, names: set[str]) -> list[str]:
 def enqueue(session: frameworks.Session) -> None:
     """Move pending pod groups to Inqueue when their queue admits their ``minResources``.
 
-    A group without ``minResources`` is admitted without asking any plugin (spec §3.7).
+    A group without ``minResources`` is admitted without asking any plugin (spec §3.7). Left
+    Pending: the stand-in of a PodGroup that does not exist, and, in admission mode, a group
+    whose pods all name a scheduler outside ``Session.scheduler_names``.
     """
     pending: dict[str, list[frameworks.Job]] = {}
     free: list[frameworks.Job] = []
     queues = session.queues
     phase_pending = objects.PodGroupPhase.PENDING
+    foreign = session.scheduler_names
     for job in session.jobs.values():
-        if job.phase is not phase_pending or job.queue not in queues:
+        if job.phase is not phase_pending or job.queue not in queues or job.group.missing:
+            continue
+        if foreign is not None and all(_placed_by_another_scheduler(session, t) for t in job.tasks):
+            # Its pods are never ungated (each is told why): admitted, its minResources would
+            # hold the queue's room for pods that can never use it.
             continue
         if job.min_resources is None:
             # Admitted without a vote (spec §3.7); such a job moves no figure that another job's
@@ -92,9 +99,12 @@ def _worksheet(
     tasks = []
     pending = objects.TaskStatus.PENDING
     for task in job.tasks:
-        if task.status is not pending or not task.req_dims:
-            continue  # placed already, or best effort (an empty request): backfill's job
         gates = task.pod.scheduling_gates
+        if task.status is not pending or not (task.req_dims or gates):
+            # Placed already, or best effort (an empty request) and ungated: backfill's job.
+            # A gated best-effort task is admitted here (deliberate fix: Volcano skips it, and
+            # nothing ever removes its gate).
+            continue
         if gates:
             if gates != _ONLY_OURS:
                 continue  # an external gate: not ours to judge until it is the only one left
@@ -130,6 +140,14 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
     job_valid = session.job_valid
     job_key = session.job_key
     for job in session.jobs.values():
+        if job.group.missing:
+            # Deliberate fix: the pods of a gang created before their PodGroup wait for it
+            # (Volcano's controller would make each a group of its own, splitting the gang).
+            session.job_messages[job.key] = (
+                f"pod group {job.key} does not exist (yet): its pods stay gated until it is "
+                "created and its whole minMember fits in its queue"
+            )
+            continue
         if job.phase is phase_pending:
             if enqueue_configured:
                 continue
@@ -142,7 +160,7 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
             gates = task.pod.scheduling_gates
             if (
                 task.status is not task_pending
-                or not task.req_dims
+                or not (task.req_dims or gates)
                 or (gates and gates != _ONLY_OURS)
                 or (admission_only and not gates)
             ):
@@ -212,6 +230,8 @@ def _admit_job(
     if len(tasks) == 1 and job.min_member <= 1:
         # One pod, no gang to wait for: admit it or not.
         task = tasks[0]
+        if _placed_by_another_scheduler(session, task):
+            return
         if allocatable(queue, task):
             if gate_on and task.pod.opted_in:
                 session.reserve(task)
@@ -221,7 +241,7 @@ def _admit_job(
         return
     reserved: list[frameworks.Task] = []
     for task in reversed(tasks):
-        if not allocatable(queue, task):
+        if _placed_by_another_scheduler(session, task) or not allocatable(queue, task):
             continue
         if gate_on and task.pod.opted_in:
             session.reserve(task)
@@ -230,6 +250,23 @@ def _admit_job(
             session.task_messages[task.key] = _not_opted_in(task)
     if reserved:
         _settle_gang(session, job, reserved=reserved)
+
+
+def _placed_by_another_scheduler(session: frameworks.Session, task: frameworks.Task) -> bool:
+    """Whether ``task`` names a scheduler that does not place the pods this session admits;
+    if so it stays gated, and says why (an ungated pod nobody places would keep its queue's
+    room reserved for ever)."""
+    names = session.scheduler_names
+    scheduler = task.pod.scheduler_name
+    if names is None or scheduler in names:
+        return False
+    session.task_messages[task.key] = (
+        f"pod {task.key} has schedulerName {scheduler}, and queuetree admits pods for "
+        f"{', '.join(sorted(names))} only (--scheduler-name): ungated, it would never be placed "
+        "and would hold its queue's room for ever; create it again without spec.schedulerName "
+        "(or with one of those)"
+    )
+    return True
 
 
 def _not_opted_in(task: frameworks.Task) -> str:
@@ -272,6 +309,8 @@ def _allocate_job(
     reserved: list[frameworks.Task] = []
     while tasks:
         task = tasks.pop()
+        if task.pod.scheduling_gates and _placed_by_another_scheduler(session, task):
+            continue
         if not session.allocatable(queue, task):
             continue
         if task.pod.scheduling_gates:

@@ -47,6 +47,10 @@ class QueueAttr:
     inqueue: vectors.Vec
     reserved: vectors.Vec
     real_capability: vectors.Vec
+    allocated_pods: int = 0
+    """Pods in ``allocated`` (what ``status.allocated["pods"]`` reports), subtree included."""
+    reserved_pods: int = 0
+    """Pods in ``reserved``: admitted, not yet placed, subtree included."""
     ancestors: tuple[QueueAttr, ...] = ()
     """Root first, parent last; empty for root (and for every queue in flat mode)."""
     chain: tuple[QueueAttr, ...] = ()
@@ -195,6 +199,8 @@ class CapacityPlugin(frameworks.Plugin):
         """
         dims = self.dims
         leaves: dict[str, tuple[vectors.Vec, vectors.Vec, vectors.Vec, vectors.Vec]] = {}
+        leaf_pods: dict[str, int] = {}
+        """Leaf -> allocated pods."""
         allocated_statuses = objects.ALLOCATED_STATUSES
         pending = objects.TaskStatus.PENDING
         pending_requests: dict[str, dict[int, list[Any]]] = {}
@@ -224,6 +230,7 @@ class CapacityPlugin(frameworks.Plugin):
             allocated: vectors.Vec | None = None
             gated: vectors.Vec | None = None
             ready = 0
+            pods = 0
             for task in job.tasks:
                 status = task.status
                 if status in allocated_statuses:
@@ -231,6 +238,7 @@ class CapacityPlugin(frameworks.Plugin):
                         allocated = dims.zero()
                     vectors.iadd(allocated, task.resreq)
                     ready += 1
+                    pods += task.pod.count
                 elif status == pending:
                     # Counted per distinct request vector (pods share them), added once per leaf.
                     entry = counts.get(id(task.resreq))
@@ -245,6 +253,7 @@ class CapacityPlugin(frameworks.Plugin):
             if allocated is not None:
                 vectors.iadd(leaf_allocated, allocated)
                 vectors.iadd(leaf_request, allocated)
+                leaf_pods[attr.name] = leaf_pods.get(attr.name, 0) + pods
             minimum = job.min_resources
             if minimum is not None and (
                 job.phase == objects.PodGroupPhase.INQUEUE
@@ -266,11 +275,13 @@ class CapacityPlugin(frameworks.Plugin):
                 for i, value in enumerate(vec):
                     if value:
                         request_sum[i] += value * count
+            pods = leaf_pods.get(name, 0)
             for target in self.attrs[name].chain:
                 vectors.iadd(target.allocated, allocated_sum)
                 vectors.iadd(target.request, request_sum)
                 vectors.iadd(target.inqueue, inqueue_sum)
                 vectors.iadd(target.elastic, elastic_sum)
+                target.allocated_pods += pods
 
     def _deduct_gated(self, res: vectors.Vec, gated: vectors.Vec | None) -> vectors.Vec:
         """``DeductSchGated``: pods held by other gates do not count as inqueue."""
@@ -353,22 +364,27 @@ class CapacityPlugin(frameworks.Plugin):
         self._check_hierarchy(session, root)
 
     def _link_tree(self, session: frameworks.Session, queues: dict[str, objects.Queue]) -> None:
-        """Ancestors and children; queues on a cycle or under a missing parent are broken."""
+        """Ancestors and children; queues on a cycle, under a missing parent or more than
+        ``objects.MAX_QUEUE_DEPTH`` levels below root (and the queues below them) are broken.
+
+        Iterative, and linear in the number of queues: each queue is walked once, and no chain
+        longer than the depth limit is ever built.
+        """
         attrs = self.attrs
+        limit = objects.MAX_QUEUE_DEPTH
         resolved: dict[str, tuple[QueueAttr, ...] | None] = {objects.ROOT_QUEUE: ()}
+        """Queue -> its ancestors (root first), None when it is broken."""
+        depths: dict[str, int] = {objects.ROOT_QUEUE: 0}
+        """Levels below root, of every queue whose path to root is known (too deep or not)."""
+        causes: dict[str, str] = {}
+        """Broken queue -> what broke it: ``cycle``, ``missing parent`` or ``too deep``."""
         for name in sorted(attrs):
             path: list[str] = []
             on_path: set[str] = set()
             current = name
-            outcome: tuple[QueueAttr, ...] | None = None
-            reason = ""
-            while True:
-                if current in resolved:
-                    outcome = resolved[current]
-                    break
+            while current not in resolved:
                 if current in on_path:
                     cycle = path[path.index(current) :]
-                    reason = "cycle"
                     session.errors.append(
                         f"queue {current!r}: spec.parent forms a cycle "
                         f"({' -> '.join([*cycle, current])}); queues on it and below it admit "
@@ -378,6 +394,7 @@ class CapacityPlugin(frameworks.Plugin):
                         loop = " -> ".join([*cycle, member])
                         attrs[member].broken = f"queue {member!r} is on a parent cycle ({loop})"
                         resolved[member] = None
+                        causes[member] = "cycle"
                     break
                 path.append(current)
                 on_path.add(current)
@@ -389,31 +406,41 @@ class CapacityPlugin(frameworks.Plugin):
                     )
                     attrs[current].broken = f"queue {current!r} has a missing parent {parent!r}"
                     resolved[current] = None
-                    reason = "missing"
+                    causes[current] = "missing parent"
                     break
                 current = parent
-            # Walk the recorded path back down, giving each queue its ancestors.
+            # Walk the recorded path back down: each queue's parent is resolved by then.
             for member in reversed(path):
                 if member in resolved:
-                    outcome = resolved[member]
                     continue
-                if outcome is None:
-                    if not attrs[member].broken:
-                        attrs[member].broken = (
-                            f"queue {member!r} is below a broken queue "
-                            f"({'cycle' if reason == 'cycle' else 'missing parent'})"
-                        )
-                    resolved[member] = None
+                parent = attrs[member].queue.parent_name
+                above = resolved[parent]
+                parent_depth = depths.get(parent)
+                depth = None if parent_depth is None else parent_depth + 1
+                if depth is not None:
+                    depths[member] = depth
+                if above is not None and depth is not None and depth <= limit:
+                    resolved[member] = (*above, attrs[parent])
                     continue
-                parent_attr = attrs[attrs[member].queue.parent_name]
-                outcome = (*outcome, parent_attr)
-                resolved[member] = outcome
+                resolved[member] = None
+                if above is not None:
+                    session.errors.append(
+                        f"queue {member!r}: {depth} levels below root, deeper than the {limit} "
+                        "levels queuetree supports; it and the queues below it admit nothing"
+                    )
+                cause = "too deep" if above is not None else causes.get(parent, "missing parent")
+                causes[member] = cause
+                if cause == "too deep":
+                    attrs[member].broken = (
+                        f"queue {member!r} is {depth} levels below root, deeper than the "
+                        f"{limit} levels queuetree supports (the most --max-queue-depth "
+                        "allows); move it closer to root"
+                    )
+                elif not attrs[member].broken:
+                    attrs[member].broken = f"queue {member!r} is below a broken queue ({cause})"
         for name, attr in sorted(attrs.items()):
             ancestors = resolved.get(name)
-            if name == objects.ROOT_QUEUE:
-                attr.chain = (attr,)
-                continue
-            if ancestors is None:
+            if name == objects.ROOT_QUEUE or ancestors is None:
                 attr.chain = (attr,)
                 continue
             attr.ancestors = ancestors
@@ -433,8 +460,18 @@ class CapacityPlugin(frameworks.Plugin):
             )
             seen.add(job.queue)
 
-    def _check_hierarchy(self, session: frameworks.Session, parent: QueueAttr) -> None:
-        """``checkHierarchicalQueue``: inheritance, real capability, sums (warnings only)."""
+    def _check_hierarchy(self, session: frameworks.Session, root: QueueAttr) -> None:
+        """``checkHierarchicalQueue``: inheritance, real capability, sums (warnings only), each
+        parent before its children, depth first (as the reference recurses), without
+        recursion."""
+        stack = [root]
+        while stack:
+            parent = stack.pop()
+            self._check_children(session, parent)
+            stack.extend(reversed(parent.children))
+
+    def _check_children(self, session: frameworks.Session, parent: QueueAttr) -> None:
+        """One step of :meth:`_check_hierarchy`: ``parent``'s children against ``parent``."""
         dims = self.dims
         total_deserved = dims.zero()
         total_guarantee = dims.zero()
@@ -495,8 +532,6 @@ class CapacityPlugin(frameworks.Plugin):
                     f"({dims.format(total_guarantee)}) exceeds its guarantee "
                     f"({dims.format(parent.guarantee)}) on {', '.join(over)}"
                 )
-        for child in parent.children:
-            self._check_hierarchy(session, child)
 
     def _rebuild_reserved(self, session: frameworks.Session) -> None:
         """§5.3: pending, ungated, opted-in pods keep holding their queue's capacity."""
@@ -509,7 +544,7 @@ class CapacityPlugin(frameworks.Plugin):
                 if (
                     task.status == objects.TaskStatus.PENDING
                     and not task.sch_gated
-                    and task.pod.opted_in
+                    and task.pod.reserves
                 ):
                     self._reserve(task, attr)
 
@@ -521,10 +556,12 @@ class CapacityPlugin(frameworks.Plugin):
         self.reserved_tasks[task.key] = attr
         req = task.resreq
         dims = task.nonzero
+        count = task.pod.count
         for target in attr.chain:
             reserved = target.reserved
             for i in dims:
                 reserved[i] += req[i]
+            target.reserved_pods += count
 
     def _unreserve(self, task: frameworks.Task) -> None:
         attr = self.reserved_tasks.pop(task.key, None)
@@ -532,10 +569,12 @@ class CapacityPlugin(frameworks.Plugin):
             return
         req = task.resreq
         dims = task.nonzero
+        count = task.pod.count
         for target in attr.chain:
             reserved = target.reserved
             for i in dims:
                 reserved[i] -= req[i]
+            target.reserved_pods -= count
 
     def on_reserve(self, task: frameworks.Task) -> None:
         attr = self.attrs.get(task.job.queue)
@@ -553,6 +592,7 @@ class CapacityPlugin(frameworks.Plugin):
             return
         for target in attr.chain:
             vectors.iadd(target.allocated, task.resreq)
+            target.allocated_pods += task.pod.count
             # Deliberate fix: every ancestor's share follows its allocation.
             target.share = vectors.share(target.allocated, target.deserved, self.dims)
         if self.gate_on:
@@ -564,8 +604,9 @@ class CapacityPlugin(frameworks.Plugin):
             return
         for target in attr.chain:
             vectors.isub(target.allocated, task.resreq)
+            target.allocated_pods -= task.pod.count
             target.share = vectors.share(target.allocated, target.deserved, self.dims)
-        if self.gate_on and task.pod.opted_in and task.status != objects.TaskStatus.RELEASING:
+        if self.gate_on and task.pod.reserves and task.status != objects.TaskStatus.RELEASING:
             # Volcano re-reserves every annotated task, even a running one being evicted
             # (spec §7.6); a task that is leaving its node no longer needs its queue's room.
             self._reserve(task, attr)

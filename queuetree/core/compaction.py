@@ -18,11 +18,13 @@ phase. A pod is settled when it is in a single-pod group (``synthetic``, ``minMe
 - holds resources (Allocated, Binding, Bound, Running) on a node and its group is Running.
 
 For such a pod every figure the session computes is a sum over pods (allocated, request,
-inqueue, elastic, reserved, at its queue and every ancestor), no action chooses it (enqueue
-takes Pending groups, admission takes gated pods), and none of its own fields reaches the
-result; so the session's result over the compacted snapshot equals the result over the
-original one (tests/core/test_compaction.py checks this on generated clusters). Exceptions,
-where nothing is compacted and the snapshot is returned as it is: any pod is unschedulable
+inqueue, elastic, reserved, and how many pods are allocated and reserved, at its queue and
+every ancestor: the folded pod's ``count`` is the number of pods it stands for), no action
+chooses it (enqueue takes Pending groups, admission takes gated pods), and none of its own
+fields reaches the result; so the session's result over the compacted snapshot equals the
+result over the original one (tests/core/test_compaction.py checks this on generated
+clusters). Exceptions, where nothing is compacted and the snapshot is returned as it is: any
+pod is unschedulable
 (reclaim may then run and choose victims among individual running pods, and count the pods on
 each node). Sums are exact: requests are integers.
 
@@ -42,12 +44,11 @@ _HOLDING = objects.ALLOCATED_STATUSES
 _PENDING = objects.TaskStatus.PENDING
 _INQUEUE = objects.PodGroupPhase.INQUEUE
 _RUNNING = objects.PodGroupPhase.RUNNING
-_GATE = objects.QUEUE_ALLOCATION_GATE
 
 _NOTHING: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
 Bucket = tuple[str, objects.TaskStatus, str, bool]
-"""(queue, status, node name, opted in)."""
+"""(queue, status, node name, reserves: ``objects.Pod.reserves``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,7 +89,7 @@ def settled_bucket(key: str, pod: objects.Pod, group: objects.PodGroup | None) -
     minimum = group.min_resources
     if group.min_member != 1 or (minimum is not pod.resreq and minimum != pod.resreq):
         return None
-    return (group.queue, status, pod.node_name, pod.annotations.get(_GATE) == "true")
+    return (group.queue, status, pod.node_name, pod.reserves)
 
 
 def leaves(queues: Mapping[str, objects.Queue]) -> frozenset[str]:
@@ -153,14 +154,16 @@ def compact(snapshot: objects.Snapshot) -> Compacted:
 def fold(bucket: Bucket, members: Iterable[objects.Pod]) -> tuple[objects.Pod, objects.PodGroup]:
     """One pod whose request is the sum of ``members``' (all of ``bucket``), and its single-pod
     group, in the phase the members' groups have (Inqueue when Pending, else Running)."""
-    queue, status, node_name, opted_in = bucket
+    queue, status, node_name, reserves = bucket
     phase = _INQUEUE if status is _PENDING else _RUNNING
     # Summed as Resource.__add__ does (scalars stay None until a member has one), without
     # building a Resource per member: this runs once per settled pod of the cluster.
     cpu: resources.Amount = 0
     memory: resources.Amount = 0
     scalars: dict[str, resources.Amount] | None = None
+    count = 0
     for member in members:
+        count += member.count
         request = member.resreq
         cpu += request.milli_cpu
         memory += request.memory
@@ -170,10 +173,11 @@ def fold(bucket: Bucket, members: Iterable[objects.Pod]) -> tuple[objects.Pod, o
             for name, value in request.scalars.items():
                 scalars[name] = scalars.get(name, 0) + value
     total = resources.Resource._trusted(cpu, memory, scalars)
-    name = f"folded:{queue}:{status}:{node_name}:{'opted-in' if opted_in else 'not-opted-in'}"
+    name = f"folded:{queue}:{status}:{node_name}:{'reserving' if reserves else 'not-reserving'}"
+    # The opt-in annotation is what makes the folded pod reserve as its members do.
     annotations: Mapping[str, str] = (
         MappingProxyType({objects.QUEUE_ALLOCATION_GATE: "true"})
-        if opted_in
+        if reserves
         else MappingProxyType({})
     )
     pod = objects.Pod(
@@ -185,6 +189,7 @@ def fold(bucket: Bucket, members: Iterable[objects.Pod]) -> tuple[objects.Pod, o
         init_resreq=total,
         node_name=node_name,
         annotations=annotations,
+        count=count,
     )
     group = objects.PodGroup(
         namespace="",

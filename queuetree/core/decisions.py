@@ -39,6 +39,11 @@ class QueueFigures:
     inqueue: resources.Resource = resources.EMPTY
     share: float = 0.0
     state: objects.QueueState = objects.QueueState.OPEN
+    allocated_pods: int = 0
+    """How many pods ``allocated`` holds (Volcano's ``status.allocated["pods"]``), subtree
+    included: what keeps a busy queue from being deleted or getting a first child."""
+    reserved_pods: int = 0
+    """How many pods ``reserved`` holds (admitted, not placed yet), subtree included."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -121,12 +126,24 @@ class SessionResult:
     that only need the keys)."""
     ungate: tuple[str, ...] = ()
     """Pod keys whose queue-allocation gate may be removed, in admission order."""
+    admitted_to: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
+    """Pod key -> the queue each pod of ``ungate`` was admitted to (the leaf whose chain its
+    request was checked against): what the operator records on the pod with the gate
+    removal, so the pod stays charged there."""
     pod_groups: Mapping[str, objects.PodGroupPhase] = dataclasses.field(
         default_factory=_empty_mapping
     )
     """Pod group key -> its phase at the end of the session, for every group (the single-pod
     groups of lone pods included), in key order; in a compacted admission session the settled
-    lone pods' groups come last (``compaction.Compacted.restore_phases``)."""
+    lone pods' groups come last (``compaction.Compacted.restore_phases``). Volcano's rule
+    (``jobStatus``): Unknown while some pods run but the gang cannot be whole; Running once
+    minMember pods hold resources or succeeded, Completed when all of those succeeded;
+    otherwise Pending, unless the group was Inqueue."""
+    group_counts: Mapping[str, objects.GroupCounts] = dataclasses.field(
+        default_factory=_empty_mapping
+    )
+    """PodGroup key -> its running, succeeded and failed pods, for real PodGroups only (the
+    single-pod groups of lone pods have no object to write them to), in key order."""
     queues: Mapping[str, QueueFigures] = dataclasses.field(default_factory=_empty_mapping)
     reasons: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
     """Pod key -> why a pending or gated pod was not admitted, for a person to act on."""

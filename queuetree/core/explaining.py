@@ -80,6 +80,9 @@ def _reason(
             f"waiting for other scheduling gates ({', '.join(others)}) to be removed; queue "
             "admission starts once only the queue-allocation gate is left"
         )
+    if job.group.missing and job.key in session.job_messages:
+        # Its queue is a guess (the pod's queue-name annotation): the group decides.
+        return session.job_messages[job.key]
     if job.queue not in session.queues:
         return f"queue {job.queue!r} does not exist: create it or set the pod group's spec.queue"
     if pod.unschedulable and not pod.scheduling_gates:
@@ -124,6 +127,4 @@ def _reason(
         objects.FEATURE_SCHEDULING_GATES_QUEUE_ADMISSION, False
     ):
         return "the feature gate SchedulingGatesQueueAdmission is off: gates are not removed"
-    if pod.sch_gated and vectors.is_empty(task.resreq, session.dims):
-        return "the pod requests no resources (best effort): queue admission does not handle it"
     return "not admitted in this session: its job did not get a turn or did not become ready"

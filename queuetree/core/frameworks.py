@@ -371,9 +371,12 @@ class Session:
         """Task key -> why no node fits (last attempt)."""
         self.task_messages: dict[str, str] = {}
         self.in_flight: dict[str, int] = {}
+        """Job key -> pending, ungated, opted-in tasks (admitted earlier, not yet placed)."""
         self.unschedulable_jobs: dict[str, Job] = {}
         """Jobs with a pending, ungated pod that kube-scheduler marked Unschedulable."""
-        """Job key -> pending, ungated, opted-in tasks (admitted earlier, not yet placed)."""
+        self.scheduler_names: frozenset[str] | None = None
+        """Admission mode: the ``spec.schedulerName`` values whose pods may be ungated (the
+        schedulers that will place them); None admits pods whatever scheduler they name."""
         self._fns: dict[str, list[list[Callable[..., Any]]]] = {}
 
     # -- set-up -----------------------------------------------------------------------------

@@ -38,9 +38,26 @@ NodeName = NewType("NodeName", str)
 
 ROOT_QUEUE = "root"
 DEFAULT_QUEUE = "default"
+DEFAULT_SCHEDULER = "default-scheduler"
+"""kube-scheduler's name: the ``spec.schedulerName`` of a pod that names none."""
+
+MAX_QUEUE_DEPTH = 100
+"""The deepest level below root a queue may have (root's children are level 1).
+
+Volcano's webhook bounds depth with ``--max-queue-depth`` (default 5) and nothing else; queuetree
+bounds the flag too (the webhook refuses a larger value) and the scheduling core treats a
+queue deeper than this, created while no webhook validated it, as broken: it admits nothing and
+says why, and no walk of the tree ever goes further (each queue's ancestor chain stays short).
+A hundred levels is far more than any organisation chart; the figure is what keeps one chain
+of thousands of queues from costing every cycle time and memory in proportion to its square."""
 
 QUEUE_ALLOCATION_GATE = "scheduling.volcano.sh/queue-allocation-gate"
 """Both the opt-in pod annotation (value exactly ``"true"``) and the scheduling gate's name."""
+ADMITTED_QUEUE_ANNOTATION = "scheduling.queuetree.io/admitted-queue"
+"""Written on a pod by the operator in the same write that removes its gate: the queue the pod
+was admitted to and is charged to until it finishes or is deleted, whatever its queue-name or
+group-name annotations (or its PodGroup's ``spec.queue``) say later. The webhook refuses any
+change to it."""
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
@@ -115,7 +132,11 @@ class Queue:
     state: QueueState = QueueState.OPEN
     """``status.state``; an empty state reads as Open."""
     allocated: resources.Resource = resources.EMPTY
-    """``status.allocated`` as a controller last wrote it (read by the webhook only)."""
+    """``status.allocated`` as a controller last wrote it (read by the webhook only); its
+    ``pods`` is the number of pods running in the queue's subtree."""
+    reserved: resources.Resource = resources.EMPTY
+    """``status.reserved`` as the operator last wrote it (read by the webhook only): the
+    requests, and ``pods`` the number, of pods admitted in the subtree and not yet placed."""
     annotations: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
     created: datetime.datetime = EPOCH
     uid: str = ""
@@ -133,6 +154,19 @@ class Queue:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class GroupCounts:
+    """A PodGroup's pod counts as Volcano's scheduler writes them into its status."""
+
+    running: int = 0
+    """Pods in phase Running (``status.running``, the ``RUNNINGS`` column)."""
+    succeeded: int = 0
+    failed: int = 0
+
+
+NO_COUNTS = GroupCounts()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class PodGroup:
     """A ``scheduling.volcano.sh/v1beta1`` PodGroup, or the synthetic group of a lone pod."""
 
@@ -147,6 +181,12 @@ class PodGroup:
     phase: PodGroupPhase = PodGroupPhase.PENDING
     synthetic: bool = False
     """True for the single-pod group made for a pod without the group-name annotation."""
+    missing: bool = False
+    """True for the stand-in of a PodGroup that pods name but that does not exist (yet): its
+    gated pods wait until it exists, however many of them would fit (a gang is never split)."""
+    counts: GroupCounts = NO_COUNTS
+    """``status.running``, ``succeeded`` and ``failed`` as last written (no session reads
+    them: the operator compares what it would write with them)."""
     created: datetime.datetime = EPOCH
     uid: str = ""
 
@@ -216,13 +256,35 @@ class Pod:
     preemption_policy: str = "PreemptLowerPriority"
     unschedulable: bool = False
     """True when the pod has condition PodScheduled=False with reason Unschedulable."""
-    scheduler_name: str = "default-scheduler"
+    scheduler_name: str = DEFAULT_SCHEDULER
     created: datetime.datetime = EPOCH
     uid: str = ""
+    count: int = 1
+    """How many pods this record stands for: 1, or the number of pods that compaction folded
+    into it (its requests are their sum); what queue figures count as ``pods``."""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def names_group(self) -> bool:
+        """The pod names a PodGroup (the group-name annotation, whose key ``group`` is): it is
+        never a lone pod, even when the group has the pod's own name."""
+        return self.group != self.key or bool(self.annotations.get(GROUP_NAME_ANNOTATION))
+
+    @property
+    def admitted_queue(self) -> str:
+        """The queue queuetree admitted the pod to (:data:`ADMITTED_QUEUE_ANNOTATION`); "" for a
+        pod never admitted through the gate (still gated, or admitted before the record)."""
+        return self.annotations.get(ADMITTED_QUEUE_ANNOTATION, "")
+
+    @property
+    def reserves(self) -> bool:
+        """Whether the pod, once ungated and until placed, holds its queue's room (spec §5.3):
+        it opted in, or it carries the admission record (so editing the opt-in annotation of
+        an admitted pod cannot drop its reservation)."""
+        return self.opted_in or ADMITTED_QUEUE_ANNOTATION in self.annotations
 
     @property
     def sch_gated(self) -> bool:
@@ -238,6 +300,40 @@ class Pod:
     def opted_in(self) -> bool:
         """The pod carries the opt-in annotation with the exact value ``"true"``."""
         return self.annotations.get(QUEUE_ALLOCATION_GATE) == "true"
+
+
+def single_pod_group(
+    pod: Pod, *, queue: str, name: str | None = None, admitted: bool = False
+) -> PodGroup:
+    """The single-pod group of ``pod`` in ``queue`` (``name``: the pod's own by default).
+
+    Modelled on the PodGroup Volcano's controller creates for a pod without one: minMember 1,
+    ``minResources`` the pod's requests, the pod's creation time and uid. Its phase follows the
+    pod, because no controller has written one: Running while the pod holds resources (Bound,
+    Binding, Running, Allocated, Releasing), Completed once it Succeeded or Failed; a Pending
+    pod's group is Inqueue when ``admitted`` (it passed queue admission and only waits for a
+    node: its request stays held in the queue's ``inqueue``, as Volcano holds an admitted
+    group's), else Pending.
+    """
+    if pod.status in ALLOCATED_STATUSES or pod.status is TaskStatus.RELEASING:
+        phase = PodGroupPhase.RUNNING
+    elif pod.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED):
+        phase = PodGroupPhase.COMPLETED
+    elif admitted and pod.status is TaskStatus.PENDING:
+        phase = PodGroupPhase.INQUEUE
+    else:
+        phase = PodGroupPhase.PENDING
+    return PodGroup(
+        namespace=pod.namespace,
+        name=pod.name if name is None else name,
+        queue=queue,
+        min_member=1,
+        min_resources=pod.resreq,
+        phase=phase,
+        synthetic=True,
+        created=pod.created,
+        uid=pod.uid,
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

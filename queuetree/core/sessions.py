@@ -40,8 +40,13 @@ def run_session(
     feature_gates: Mapping[str, bool],
     admission_only: bool = False,
     compact: bool = True,
+    scheduler_names: frozenset[str] | None = None,
 ) -> decisions.SessionResult:
     """Run one session over ``snapshot`` and return its decisions; never raises on bad trees.
+
+    ``scheduler_names`` (admission mode) are the schedulers that place ungated pods: a gated pod
+    that names another ``spec.schedulerName`` is never ungated (nothing would place it, and its
+    reservation would hold its queue's room for ever) and is told why. None: any scheduler.
 
     In admission mode the snapshot's settled lone pods are first folded into one pod per queue
     and state (``compaction.compact``), which leaves the result unchanged and makes the session
@@ -63,7 +68,11 @@ def run_session(
     try:
         if not (admission_only and compact):
             return _run(
-                snapshot, config=config, feature_gates=feature_gates, admission_only=admission_only
+                snapshot,
+                config=config,
+                feature_gates=feature_gates,
+                admission_only=admission_only,
+                scheduler_names=scheduler_names,
             )
         compacted = compaction.compact(snapshot)
         result = _run(
@@ -71,6 +80,7 @@ def run_session(
             config=config,
             feature_gates=feature_gates,
             admission_only=admission_only,
+            scheduler_names=scheduler_names,
         )
         return dataclasses.replace(result, pod_groups=compacted.restore_phases(result.pod_groups))
     finally:
@@ -84,6 +94,7 @@ def _run(
     config: configs.SchedulerConfiguration,
     feature_gates: Mapping[str, bool],
     admission_only: bool,
+    scheduler_names: frozenset[str] | None,
 ) -> decisions.SessionResult:
     # 0. feature gates: a gate the caller leaves out takes queuetree's default
     feature_gates = features.resolve(feature_gates)
@@ -97,6 +108,7 @@ def _run(
         feature_gates=feature_gates,
         admission_only=admission_only,
     )
+    session.scheduler_names = scheduler_names
     # 3. plugins
     tiers = plugins.build_tiers(config, session.warnings)
     session.register(tiers)
@@ -233,23 +245,17 @@ def _build_session(
     pending = objects.TaskStatus.PENDING
     for key, pod in snapshot.pods.items():
         job = jobs.get(pod.group)
-        if job is None:
-            group = objects.PodGroup(
-                namespace=pod.namespace,
-                name=pod.name,
-                queue=pod.annotations.get(objects.QUEUE_NAME_ANNOTATION, objects.DEFAULT_QUEUE),
-                synthetic=True,
-                created=pod.created,
-                uid=pod.uid,
-            )
-            job = _new_job(
-                group,
-                key=pod.group or key,
+        charged = pod.admitted_queue if pod.annotations else ""
+        if job is None or (charged and job.queue != charged):
+            job = _stand_in_job(
+                pod,
+                key=key,
+                charged=charged,
+                jobs=jobs,
                 dims=dims,
                 priority_classes=priority_classes,
                 default_priority=default_priority,
             )
-            jobs[job.key] = job
         hit = cache.get(id(pod.resreq))
         if hit is None:
             hit = _cached_vec(cache, pod.resreq, dims)
@@ -281,7 +287,7 @@ def _build_session(
             if state is not None and pod.status in OCCUPYING:
                 state.add(task)
         if not pod.scheduling_gates and pod.status is pending:
-            if gate_on and pod.opted_in:
+            if gate_on and pod.reserves:
                 in_flight[job.key] = in_flight.get(job.key, 0) + 1
             if pod.unschedulable:
                 unschedulable[job.key] = job
@@ -298,6 +304,64 @@ def _build_session(
     session.in_flight = in_flight
     session.unschedulable_jobs = unschedulable
     return session
+
+
+def _stand_in_job(
+    pod: objects.Pod,
+    *,
+    key: str,
+    charged: str,
+    jobs: dict[str, frameworks.Job],
+    dims: vectors.Dims,
+    priority_classes: Mapping[str, objects.PriorityClass],
+    default_priority: int,
+) -> frameworks.Job:
+    """The job of a pod whose PodGroup is not in the snapshot, or that was admitted to another
+    queue than the one its group names now (both found in ``jobs`` or added to it):
+
+    - admitted (``charged``, the admission record): a single-pod job of its own in the queue it
+      was admitted to, so it stays charged there whatever its group or annotations say now
+      (its key, ``<pod key>/admitted``, can be no PodGroup's: those have one slash);
+    - naming a PodGroup that does not exist (yet): the stand-in of that group, shared by every
+      pod that names it and marked ``missing``, so none of them is admitted before the group
+      exists and its whole minMember fits;
+    - naming no group (a caller that did not give its single-pod group): its single-pod group.
+    """
+    if charged:
+        group = objects.single_pod_group(
+            pod, queue=charged, name=f"{pod.name}/admitted", admitted=True
+        )
+    elif pod.names_group:
+        found = jobs.get(pod.group)
+        if found is not None:
+            return found
+        namespace, _, name = pod.group.partition("/")
+        group = objects.PodGroup(
+            namespace=namespace,
+            name=name,
+            queue=pod.annotations.get(objects.QUEUE_NAME_ANNOTATION, objects.DEFAULT_QUEUE),
+            synthetic=True,
+            missing=True,
+            created=pod.created,
+        )
+    else:
+        group = objects.PodGroup(
+            namespace=pod.namespace,
+            name=pod.name,
+            queue=pod.annotations.get(objects.QUEUE_NAME_ANNOTATION, objects.DEFAULT_QUEUE),
+            synthetic=True,
+            created=pod.created,
+            uid=pod.uid,
+        )
+    job = _new_job(
+        group,
+        key=group.key if (charged or pod.names_group) else (pod.group or key),
+        dims=dims,
+        priority_classes=priority_classes,
+        default_priority=default_priority,
+    )
+    jobs[job.key] = job
+    return job
 
 
 def _cached_vec(
@@ -382,16 +446,18 @@ def _result(
                 inqueue=resource(attr.inqueue),
                 share=attr.share,
                 state=attr.queue.state,
+                allocated_pods=attr.allocated_pods,
+                reserved_pods=attr.reserved_pods,
             )
     phases: dict[str, objects.PodGroupPhase] = {}
+    counts: dict[str, objects.GroupCounts] = {}
     for key in sorted(session.jobs):
         job = session.jobs[key]
-        phase = job.phase
-        if phase in (objects.PodGroupPhase.INQUEUE, objects.PodGroupPhase.PENDING) and (
-            job.ready >= job.min_member and job.ready > 0
-        ):
-            phase = objects.PodGroupPhase.RUNNING
-        phases[key] = phase
+        found = _count_tasks(job)
+        if not job.group.synthetic:
+            # Single-pod groups and stand-ins have no object to write counts to.
+            counts[key] = found
+        phases[key] = _phase(session, job, running=found.running, succeeded=found.succeeded)
     pipeline = {} if session.admission_only else dict(sorted(session.pipelined.items()))
     bind = {} if session.admission_only else dict(sorted(session.bound.items()))
     return decisions.SessionResult(
@@ -402,9 +468,54 @@ def _result(
         pipeline=MappingProxyType(pipeline),
         evict=tuple(session.evicted),
         ungate=tuple(session.ungated),
+        admitted_to=MappingProxyType(
+            {key: session.tasks[key].job.queue for key in session.ungated}
+        ),
         pod_groups=MappingProxyType(phases),
+        group_counts=MappingProxyType(counts),
         queues=MappingProxyType(queues),
         reasons=MappingProxyType(explaining.explain(session, plugin)),
         events=tuple(session.events),
         evictions=tuple(session.evictions),
     )
+
+
+def _count_tasks(job: frameworks.Job) -> objects.GroupCounts:
+    running = succeeded = failed = 0
+    for task in job.tasks:
+        status = task.status
+        if status is objects.TaskStatus.RUNNING:
+            running += task.pod.count
+        elif status is objects.TaskStatus.SUCCEEDED:
+            succeeded += task.pod.count
+        elif status is objects.TaskStatus.FAILED:
+            failed += task.pod.count
+    return objects.GroupCounts(running=running, succeeded=succeeded, failed=failed)
+
+
+def _phase(
+    session: frameworks.Session, job: frameworks.Job, *, running: int, succeeded: int
+) -> objects.PodGroupPhase:
+    """Volcano's ``jobStatus``: the phase its scheduler writes at the end of a session.
+
+    Unknown when pods run but the gang cannot be whole (Volcano: running tasks and the gang
+    plugin's Unschedulable condition of this session, set whenever fewer than minMember tasks
+    hold resources, succeeded or are best effort; in admission mode the pods admitted and not
+    yet placed count too, since kube-scheduler is about to place them). Otherwise Running once
+    minMember tasks hold resources or succeeded (Completed when every one of them succeeded),
+    else Pending, unless enqueue admitted the group (Inqueue). Deliberate choice: a group with
+    nothing holding resources is never Running or Completed, even with minMember 0 (Volcano
+    would call an empty group Completed).
+    """
+    whole = job.ready + job.best_effort
+    if session.admission_only:
+        whole += session.in_flight.get(job.key, 0) + job.ungated
+    if running and whole < job.min_member:
+        return objects.PodGroupPhase.UNKNOWN
+    if job.ready and job.ready >= job.min_member:
+        if succeeded == job.ready:
+            return objects.PodGroupPhase.COMPLETED
+        return objects.PodGroupPhase.RUNNING
+    if job.phase is objects.PodGroupPhase.INQUEUE:
+        return job.phase
+    return objects.PodGroupPhase.PENDING

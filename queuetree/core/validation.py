@@ -169,15 +169,20 @@ class QueueTree:
     def exists(self, name: str) -> bool:
         return name == objects.ROOT_QUEUE or name in self.queues
 
-    def iter_ancestors(self, parent: str, *, start: str) -> Iterator[str]:
+    def iter_ancestors(
+        self, parent: str, *, start: str, limit: int = objects.MAX_QUEUE_DEPTH
+    ) -> Iterator[str]:
         """Walk up from ``parent`` (exclusive of root), stopping before a repeat or a missing queue.
 
         ``start`` is the name of the queue whose parent ``parent`` is: reaching it means a
-        cycle, and the walk yields it once and stops.
+        cycle, and the walk yields it once and stops. At most ``limit`` names are yielded (a
+        chain that long is refused whatever lies above it, so no walk goes further).
         """
         seen = {start}
         current = parent
-        while current and current != objects.ROOT_QUEUE:
+        for _ in range(limit):
+            if not current or current == objects.ROOT_QUEUE:
+                return
             yield current
             if current in seen or current not in self.queues:
                 return
@@ -443,7 +448,18 @@ def validate_parent(queue: objects.Queue, *, tree: QueueTree, max_depth: int) ->
                 value=parent,
             )
         ]
-    chain = list(tree.iter_ancestors(parent, start=queue.name))
+    # No walk goes above the depth allowed: a chain that reaches it is refused for depth,
+    # before any cycle or missing queue further up (as the reference's walk does).
+    chain = list(tree.iter_ancestors(parent, start=queue.name, limit=max_depth))
+    if len(chain) >= max_depth:
+        return [
+            FieldError(
+                path,
+                ErrorType.INVALID,
+                f"queue {queue.name} exceeds the maximum allowed depth of {max_depth}",
+                value=parent,
+            )
+        ]
     if chain[-1] in chain[:-1]:
         loop = " -> ".join(chain[chain.index(chain[-1]) :])
         return [
@@ -473,16 +489,7 @@ def validate_parent(queue: objects.Queue, *, tree: QueueTree, max_depth: int) ->
             else f"ancestor queue {missing} of queue {queue.name} does not exist"
         )
         return [FieldError(path, ErrorType.NOT_FOUND, detail, value=parent)]
-    depth = 1 + len(chain)
-    if depth > max_depth:
-        return [
-            FieldError(
-                path,
-                ErrorType.INVALID,
-                f"queue {queue.name} exceeds the maximum allowed depth of {max_depth}",
-                value=parent,
-            )
-        ]
+    depth = 1 + len(chain)  # at most max_depth: a longer chain was refused above
     problems = _validate_subtree_depth(queue, depth=depth, tree=tree, max_depth=max_depth)
     pods = tree.queues[parent].allocated.get(resources.PODS)
     if not tree.children_of(parent) and pods:
@@ -714,19 +721,27 @@ def _subtree_max_capability(
     queue: objects.Queue, name: str, *, tree: QueueTree, seen: set[str]
 ) -> tuple[resources.Amount, str]:
     """The queue's own capability of ``name`` when positive, else the largest in its children's
-    subtrees (0 when nobody caps it). Cycles are cut."""
-    own = queue.capability.get(name) if queue.capability is not None else 0
-    if own > 0:
-        return own, queue.name
-    seen = seen | {queue.name}
+    subtrees, each found where it is first set on the way down (0 when nobody caps it), and
+    the queue that sets it (the first met, depth first in name order, among equals).
+    Iterative; cycles and queues in ``seen`` are cut."""
     best: tuple[resources.Amount, str] = (0, "")
-    for child_name in tree.children_of(queue.name):
-        child = tree.queues.get(child_name)
-        if child is None or child_name in seen:
+    visited = set(seen)
+    stack = [queue]
+    while stack:
+        current = stack.pop()
+        if current.name in visited:
             continue
-        found = _subtree_max_capability(child, name, tree=tree, seen=seen)
-        if found[0] > best[0]:
-            best = found
+        visited.add(current.name)
+        own = current.capability.get(name) if current.capability is not None else 0
+        if own > 0:
+            if own > best[0]:
+                best = (own, current.name)
+            continue
+        stack.extend(
+            tree.queues[child]
+            for child in reversed(tree.children_of(current.name))
+            if child in tree.queues
+        )
     return best
 
 
@@ -776,8 +791,11 @@ def validate_deletion(
     """Whether the queue ``name`` may be deleted.
 
     ``default`` and ``root`` never; with ``check_allocated_pods``, not while ``status.allocated``
-    counts pods; not while it has child queues. The queue's state does not matter (an Open queue
-    may be deleted, as in the reference). ``queue`` is the object being deleted when known.
+    counts pods (Volcano's message) or, beyond the reference, ``status.reserved`` does (pods
+    admitted and not yet placed: deleting their queue would drop them from every ancestor's
+    figures just as well); not while it has child queues. The queue's state does not matter
+    (an Open queue may be deleted, as in the reference). ``queue`` is the object being deleted
+    when known.
     """
     path = "metadata.name"
     if name == objects.DEFAULT_QUEUE:
@@ -786,12 +804,22 @@ def validate_deletion(
         return [FieldError(path, ErrorType.FORBIDDEN, "`root` queue can not be deleted")]
     problems = []
     pods = queue.allocated.get(resources.PODS) if queue is not None else 0
+    waiting = queue.reserved.get(resources.PODS) if queue is not None else 0
     if check_allocated_pods and pods:
         problems.append(
             FieldError(
                 path,
                 ErrorType.FORBIDDEN,
                 f"queue {name} cannot be deleted because it has allocated Pods: {_count(pods)}",
+            )
+        )
+    if check_allocated_pods and waiting:
+        problems.append(
+            FieldError(
+                path,
+                ErrorType.FORBIDDEN,
+                f"queue {name} cannot be deleted because it has admitted Pods not placed yet: "
+                f"{_count(waiting)}",
             )
         )
     children = tree.children_of(name)

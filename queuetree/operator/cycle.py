@@ -33,7 +33,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from queuetree.core import decisions, objects
-from queuetree.operator import explaining, gating, kube, metrics, queue_status, reclaiming, state
+from queuetree.operator import (
+    explaining,
+    gating,
+    kube,
+    metrics,
+    queue_status,
+    reclaiming,
+    settings,
+    state,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +83,7 @@ class AdmissionCycle:
         debounce: float = 0.02,
         explanation_budget: int = 200,
         figures_interval: float = 2.0,
+        eviction_retry: float = settings.EVICTION_RETRY,
         pace: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
@@ -88,6 +98,9 @@ class AdmissionCycle:
         self._debounce = debounce
         self._explanation_budget = explanation_budget
         self._figures_interval = figures_interval
+        self._eviction_retry = eviction_retry
+        self._refused: dict[str, float] = {}
+        """Victim key -> monotonic time until which reclaim may not choose it (a 429)."""
         self._pace = pace
         self._figures_written: dict[str, float] = {}
         self._clock = clock
@@ -96,7 +109,7 @@ class AdmissionCycle:
         self._writer: asyncio.Task[None] | None = None
         self._evicting: set[str] = set()
         self._last_duration = 0.0
-        self._last: tuple[int, decisions.SessionResult] | None = None
+        self._last: tuple[tuple[int, frozenset[str]], decisions.SessionResult] | None = None
 
     async def wait_writes(self) -> None:
         """Wait until the background writes planned so far are done (tests, shutdown)."""
@@ -147,18 +160,23 @@ class AdmissionCycle:
         # 2. Decide. The core is pure and the snapshot immutable, so the session runs in a
         #    thread: watch events and gate removals keep flowing while it computes. The same
         #    state gives the same decisions, so a periodic cycle with nothing new reuses them.
-        if self._last is not None and self._last[0] == view.version:
+        #    Victims whose eviction was just refused are not preemptable for a while, so
+        #    reclaim turns to other victims; that set is part of what the decisions depend on.
+        protected = self._protected()
+        if self._last is not None and self._last[0] == (view.version, protected):
             result = self._last[1]
         else:
-            result = await asyncio.to_thread(self._session, view.for_session)
-            self._last = (view.version, result)
+            snapshot = reclaiming.protect(view.for_session, protected)
+            result = await asyncio.to_thread(self._session, snapshot)
+            self._last = ((view.version, protected), result)
         # 3. Admit: assume, then offer; a refused offer forgets the assumption at once.
         decided_at = self._clock()
         offered: list[str] = []
         for key in result.ungate:
             if not self._cluster.assume_ungated(key, decided_at=decided_at):
                 continue
-            if self._remover.offer(key, decided_at=decided_at):
+            queue = result.admitted_to.get(key, "")
+            if self._remover.offer(key, queue=queue, decided_at=decided_at):
                 offered.append(key)
             else:
                 self._cluster.forget_ungate(key)
@@ -168,13 +186,13 @@ class AdmissionCycle:
         evictions: list[reclaiming.Eviction] = []
         if self._writer is None or self._writer.done():
             writes = self._throttle(queue_status.plan_queue_writes(view, result))
-            phases = queue_status.plan_pod_group_phases(view.pod_groups, result)
+            groups = queue_status.plan_pod_group_status(view.pod_groups, result)
             explanations = explaining.plan_explanations(
                 view, result, self._cluster.explanations(), budget=self._explanation_budget
             )
             evictions = self._plan_evictions(view, result)
             self._writer = asyncio.create_task(
-                self._write(writes, phases, explanations, evictions),
+                self._write(writes, groups, explanations, evictions),
                 name="queuetree cycle writer",
             )
         # 5. Metrics.
@@ -195,21 +213,30 @@ class AdmissionCycle:
         ``allocated``, and a status write per queue per cycle would cost more than the
         admissions themselves (kueue #8095). While the gate workers have a backlog, the
         interval is ``BUSY_FIGURES_FACTOR`` times longer: the API server's time goes to
-        admissions first, and the figures catch up once the backlog is gone. States, marks and
-        warnings are never delayed."""
+        admissions first, and the figures catch up once the backlog is gone. States, marks,
+        warnings, and a queue's first or last pod (the count the webhook's deletion check reads)
+        are never delayed."""
         now = self._clock()
         interval = self._figures_interval
         if self._remover.backlogged:
             interval *= BUSY_FIGURES_FACTOR
         kept = []
         for write in writes:
-            urgent = bool(write.meta or write.warning or "state" in write.status)
+            urgent = bool(write.meta or write.warning or "state" in write.status) or (
+                queue_status.busy_changed(write)
+            )
             if not urgent and now - self._figures_written.get(write.name, -1e18) < interval:
                 continue
             if write.status:
                 self._figures_written[write.name] = now
             kept.append(write)
         return kept
+
+    def _protected(self) -> frozenset[str]:
+        """The victims whose refusal has not expired yet (the rest are forgotten)."""
+        now = self._clock()
+        self._refused = {key: until for key, until in self._refused.items() if until > now}
+        return frozenset(self._refused)
 
     def _plan_evictions(
         self, view: state.StateView, result: decisions.SessionResult
@@ -222,22 +249,20 @@ class AdmissionCycle:
     async def _write(
         self,
         writes: list[queue_status.QueueWrite],
-        phases: Mapping[str, objects.PodGroupPhase],
+        groups: Mapping[str, Mapping[str, Any]],
         explanations: list[explaining.Explanation],
         evictions: list[reclaiming.Eviction],
     ) -> None:
         for write in writes:
             await self._apply_queue_write(write)
-        for key, phase in phases.items():
+        for key, status in groups.items():
             namespace, _, name = key.partition("/")
             try:
-                await self._api.patch_pod_group_status(
-                    namespace, name, {"status": {"phase": str(phase)}}
-                )
+                await self._api.patch_pod_group_status(namespace, name, {"status": dict(status)})
             except kube.ApiError as error:
                 # 404: the group is gone; otherwise the next cycle plans the write again.
                 if error.status != 404:
-                    logger.warning("PodGroup %s: phase not written: %s", key, error)
+                    logger.warning("PodGroup %s: status not written: %s", key, error)
         for explanation in explanations:
             await self._apply_explanation(explanation)
         for eviction in evictions:
@@ -302,8 +327,9 @@ class AdmissionCycle:
         try:
             await self._api.evict_pod(namespace, name)
         except kube.ApiError as error:
-            # 429: a PodDisruptionBudget forbids it now; the next cycle tries again. 404: gone.
-            if error.status not in (404, 429):
+            if error.status == 429:
+                await self._eviction_refused(eviction, error)
+            elif error.status != 404:  # 404: the victim is gone already
                 logger.warning("Eviction of %s failed: %s", eviction.victim, error)
             return
         finally:
@@ -331,6 +357,40 @@ class AdmissionCycle:
                         message=text,
                     ),
                 )
+
+    async def _eviction_refused(self, eviction: reclaiming.Eviction, error: kube.ApiError) -> None:
+        """A 429: a PodDisruptionBudget forbids the eviction now. Reclaim leaves the victim
+        alone for as long as the server asked (``retryAfterSeconds``; else ``eviction_retry``
+        seconds), choosing other victims if there are any, and the reclaimer is told why it
+        waits; the next cycle decides again."""
+        retry = error.retry_after or self._eviction_retry
+        self._refused[eviction.victim] = self._clock() + retry
+        self.wake()
+        refusal = error.message or error.reason or "429 Too Many Requests"
+        logger.info(
+            "Eviction of %s for %s refused: %s", eviction.victim, eviction.reclaimer, refusal
+        )
+        if self._metrics is not None:
+            self._metrics.eviction_refusals.inc()
+        if not eviction.reclaimer:
+            return
+        pod_namespace, _, pod_name = eviction.reclaimer.partition("/")
+        with contextlib.suppress(kube.ApiError):
+            await self._api.create_event(
+                pod_namespace,
+                self.event_body(
+                    kind="Pod",
+                    api_version="v1",
+                    namespace=pod_namespace,
+                    name=pod_name,
+                    uid=eviction.reclaimer_uid,
+                    event_type="Warning",
+                    reason="ReclaimBlocked",
+                    message=reclaiming.refusal_message(
+                        eviction, refusal=refusal, retry_seconds=retry
+                    ),
+                ),
+            )
 
     def event_body(
         self,

@@ -8,7 +8,10 @@ twice. The removal is one JSON patch built by :func:`build_gate_removal_patch`:
 1. ``test`` the pod's ``uid`` (a pod deleted and recreated under the same name is not ours);
 2. ``test`` that ``spec.schedulingGates`` is exactly ``[our gate]``;
 3. ``remove`` ``/spec/schedulingGates``;
-4. ``remove`` the explanation annotation (``explaining.REASON_ANNOTATION``) when the pod
+4. ``add`` the admission record (``objects.ADMITTED_QUEUE_ANNOTATION``: the queue the pod was
+   admitted to), so the pod stays charged there whatever its annotations say later: the record
+   and the gate removal are one write, so no admitted pod is ever without its record;
+5. ``remove`` the explanation annotation (``explaining.REASON_ANNOTATION``) when the pod
    carries one: a pod that waited for room is admitted with one write, not two.
 
 The server applies it atomically, so it can neither remove another controller's gate nor race a
@@ -55,8 +58,9 @@ class Outcome:
 OutcomeFn = Callable[[Outcome], None]
 
 
-def build_gate_removal_patch(pod: objects.Pod) -> list[dict[str, Any]] | None:
-    """The JSON patch that removes our gate from ``pod``, or None when it must not be removed.
+def build_gate_removal_patch(pod: objects.Pod, *, queue: str) -> list[dict[str, Any]] | None:
+    """The JSON patch that removes our gate from ``pod``, admitted to ``queue``, or None when
+    it must not be removed.
 
     None unless our gate is the only gate left (Volcano never removes its gate while another
     controller's gate is present: that controller is not done with the pod).
@@ -74,15 +78,29 @@ def build_gate_removal_patch(pod: objects.Pod) -> list[dict[str, Any]] | None:
         }
     )
     patch.append({"op": "remove", "path": "/spec/schedulingGates"})
+    if pod.annotations:
+        # "add" sets the member whether or not it is there (RFC 6902).
+        patch.append({"op": "add", "path": _RECORD_PATH, "value": queue})
+    else:
+        patch.append(
+            {
+                "op": "add",
+                "path": "/metadata/annotations",
+                "value": {objects.ADMITTED_QUEUE_ANNOTATION: queue},
+            }
+        )
     if explaining.REASON_ANNOTATION in pod.annotations:
         patch.append({"op": "remove", "path": _REASON_PATH})
     return patch
 
 
-_REASON_PATH = "/metadata/annotations/" + explaining.REASON_ANNOTATION.replace("~", "~0").replace(
-    "/", "~1"
-)
-"""The explanation annotation as a JSON pointer (RFC 6901 escapes ``~`` and ``/``)."""
+def _pointer(key: str) -> str:
+    """An annotation as a JSON pointer (RFC 6901 escapes ``~`` and ``/``)."""
+    return "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+
+
+_RECORD_PATH = _pointer(objects.ADMITTED_QUEUE_ANNOTATION)
+_REASON_PATH = _pointer(explaining.REASON_ANNOTATION)
 
 
 class GateRemover:
@@ -100,7 +118,7 @@ class GateRemover:
         self._cluster = cluster
         self._api = api
         self._workers = max(1, workers)
-        self._queue: asyncio.Queue[tuple[str, float]] = asyncio.Queue(
+        self._queue: asyncio.Queue[tuple[str, str, float]] = asyncio.Queue(
             maxsize=self._workers * QUEUE_SLOTS_PER_WORKER
         )
         self._queued: set[str] = set()
@@ -137,8 +155,9 @@ class GateRemover:
         else:
             self._drained.clear()
 
-    def offer(self, key: str, *, decided_at: float) -> bool:
-        """Queue ``key`` for removal without waiting; False when already queued or full.
+    def offer(self, key: str, *, queue: str, decided_at: float) -> bool:
+        """Queue ``key``, admitted to ``queue``, for removal without waiting; False when
+        already queued or full.
 
         A full queue is not an error: the caller drops its assumption and the pod is admitted
         again by a later cycle, once the workers have caught up.
@@ -146,7 +165,7 @@ class GateRemover:
         if key in self._queued:
             return False
         try:
-            self._queue.put_nowait((key, decided_at))
+            self._queue.put_nowait((key, queue, decided_at))
         except asyncio.QueueFull:
             logger.warning("Gate operation queue full, skipping gate removal for %s", key)
             return False
@@ -169,23 +188,23 @@ class GateRemover:
                 await task
         self._tasks.clear()
         while not self._queue.empty():
-            key, _ = self._queue.get_nowait()
+            key, _, _ = self._queue.get_nowait()
             self._cluster.forget_ungate(key)
         self._queued.clear()
         self._update_drained()
 
     async def _work(self) -> None:
         while True:
-            key, decided_at = await self._queue.get()
+            key, queue, decided_at = await self._queue.get()
             try:
-                await self._remove(key, decided_at)
+                await self._remove(key, queue, decided_at)
             finally:
                 self._queued.discard(key)
                 self._update_drained()
 
-    async def _remove(self, key: str, decided_at: float) -> None:
+    async def _remove(self, key: str, queue: str, decided_at: float) -> None:
         pod = self._cluster.get_pod(key)
-        patch = None if pod is None else build_gate_removal_patch(pod)
+        patch = None if pod is None else build_gate_removal_patch(pod, queue=queue)
         if pod is None or patch is None:
             self._cluster.forget_ungate(key)
             return

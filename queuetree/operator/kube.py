@@ -38,13 +38,23 @@ class ApiError(Exception):
     """A request the API server refused (``status`` >= 400) or never answered (``status`` 0)."""
 
     def __init__(
-        self, *, verb: str, target: str, status: int, reason: str, message: str = ""
+        self,
+        *,
+        verb: str,
+        target: str,
+        status: int,
+        reason: str,
+        message: str = "",
+        retry_after: float | None = None,
     ) -> None:
         self.verb = verb
         self.target = target
         self.status = status
         self.reason = reason
         self.message = message
+        self.retry_after = retry_after
+        """Seconds the server asked the client to wait (``Status.details.retryAfterSeconds``,
+        else the ``Retry-After`` header); None when it named none, or zero."""
         super().__init__(f"{verb} {target}: {status} {reason}: {message}".rstrip(": "))
 
 
@@ -142,9 +152,16 @@ class AsyncKube:
             response.release()
         if response.status >= 400:
             self._on_error(verb, response.status)
-            reason, message = _status_reason(body)
+            reason, message, retry_after = _status_reason(body)
+            if retry_after is None:
+                retry_after = _seconds(response.headers.get("Retry-After"))
             raise ApiError(
-                verb=verb, target=target, status=response.status, reason=reason, message=message
+                verb=verb,
+                target=target,
+                status=response.status,
+                reason=reason,
+                message=message,
+                retry_after=retry_after,
             )
 
     async def patch_pod(self, namespace: str, name: str, patch: JsonPatch) -> None:
@@ -285,12 +302,26 @@ def tune_client(api_client: Any) -> None:
     )
 
 
-def _status_reason(body: bytes) -> tuple[str, str]:
-    """The ``reason`` and ``message`` of a ``Status`` body, or the raw text when it is not one."""
+def _status_reason(body: bytes) -> tuple[str, str, float | None]:
+    """The ``reason``, ``message`` and ``details.retryAfterSeconds`` (None unless positive) of
+    a ``Status`` body, or the raw text when it is not one."""
     try:
         status = json.loads(body)
     except ValueError:
-        return "", body.decode("utf-8", "replace")[:200]
+        return "", body.decode("utf-8", "replace")[:200], None
     if not isinstance(status, dict):
-        return "", ""
-    return str(status.get("reason", "")), str(status.get("message", ""))
+        return "", "", None
+    details = status.get("details")
+    retry = _seconds(details.get("retryAfterSeconds")) if isinstance(details, dict) else None
+    return str(status.get("reason", "")), str(status.get("message", "")), retry
+
+
+def _seconds(value: object) -> float | None:
+    """A positive number of seconds from a Status field or a Retry-After header, else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None  # an HTTP date: the servers queuetree talks to send seconds
+    return seconds if 0 < seconds < 3600 else None

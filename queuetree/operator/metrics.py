@@ -35,6 +35,9 @@ class Metrics:
     ungate_latency: prometheus_client.Histogram
     ungates: prometheus_client.Counter
     evictions: prometheus_client.Counter
+    eviction_refusals: prometheus_client.Counter
+    """Evictions the API server refused with 429 (a PodDisruptionBudget); reclaim chose
+    other victims or waited."""
     api_errors: prometheus_client.Counter
     leader: prometheus_client.Gauge
     exported: dict[str, dict[tuple[str, ...], float]] = dataclasses.field(default_factory=dict)
@@ -146,6 +149,11 @@ def create() -> Metrics:
         ),
         evictions=prometheus_client.Counter(
             "queuetree_evictions", "Evictions by reason.", ("reason",), registry=registry
+        ),
+        eviction_refusals=prometheus_client.Counter(
+            "queuetree_eviction_refusals",
+            "Evictions refused with 429 (a PodDisruptionBudget forbade them).",
+            registry=registry,
         ),
         api_errors=prometheus_client.Counter(
             "queuetree_api_errors",

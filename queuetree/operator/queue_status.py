@@ -118,11 +118,35 @@ def desired_status(
     """
     status: dict[str, Any] = {"state": str(verdict.state), **counts}
     if figures is not None:
-        status["allocated"] = resources.to_resource_list(figures.allocated)
-        status["reserved"] = resources.to_resource_list(figures.reserved)
+        # ``pods`` counts pods, as Volcano's scheduler writes it: the webhook reads it to keep
+        # a busy queue from being deleted or getting a first child.
+        status["allocated"] = {
+            **resources.to_resource_list(figures.allocated),
+            resources.PODS: str(figures.allocated_pods),
+        }
+        status["reserved"] = {
+            **resources.to_resource_list(figures.reserved),
+            resources.PODS: str(figures.reserved_pods),
+        }
         status["deserved"] = resources.to_resource_list(figures.deserved)
         status["realCapability"] = resources.to_resource_list(figures.real_capability)
     return status
+
+
+def busy_changed(write: QueueWrite) -> bool:
+    """Whether ``write`` says a queue got its first pod or lost its last (allocated or
+    reserved): what the webhook's deletion and first-child checks read, so it never waits."""
+    for figure in ("allocated", "reserved"):
+        patch = write.status.get(figure)
+        # The patch carries only what changed: 1 or 0 (or null) is a first pod or the last one
+        # gone (a drop from two to one is hurried too: cheaper than comparing).
+        if (
+            isinstance(patch, Mapping)
+            and resources.PODS in patch
+            and patch[resources.PODS] in (None, "0", "1")
+        ):
+            return True
+    return False
 
 
 def merge_patch_value(current: Any, desired: Any) -> Any:
@@ -176,11 +200,12 @@ def plan_queue_writes(
     return writes
 
 
-def plan_pod_group_phases(
+def plan_pod_group_status(
     groups: Mapping[str, objects.PodGroup], result: decisions.SessionResult | None
-) -> dict[str, objects.PodGroupPhase]:
-    """PodGroup key -> the phase the session decided, where it differs from the object's, in
-    key order.
+) -> dict[str, dict[str, Any]]:
+    """PodGroup key -> a merge patch of its ``status`` with what the session decided and the
+    object does not show yet (``phase``, and the counts ``running``, ``succeeded`` and
+    ``failed``, as Volcano's scheduler writes them), in key order.
 
     Only real PodGroups (``groups``: the view's ``pod_groups``): the single-pod group of a pod
     without one exists in no API object. Walks the real groups, not the result, which also
@@ -188,10 +213,18 @@ def plan_pod_group_phases(
     """
     if result is None:
         return {}
-    changed: dict[str, objects.PodGroupPhase] = {}
+    changed: dict[str, dict[str, Any]] = {}
     for key in sorted(groups):
         group = groups[key]
+        if group.synthetic:
+            continue
+        patch: dict[str, Any] = {}
         phase = result.pod_groups.get(key)
-        if phase is not None and not group.synthetic and group.phase is not phase:
-            changed[key] = phase
+        if phase is not None and group.phase is not phase:
+            patch["phase"] = str(phase)
+        counts = result.group_counts.get(key)
+        if counts is not None and counts != group.counts:
+            patch.update(running=counts.running, succeeded=counts.succeeded, failed=counts.failed)
+        if patch:
+            changed[key] = patch
     return changed

@@ -11,6 +11,8 @@ those records into the evictions to make and the events on both pods.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Set
+from types import MappingProxyType
 
 from queuetree.core import decisions, objects
 
@@ -80,3 +82,26 @@ def plan_reclaim(snapshot: objects.Snapshot, result: decisions.SessionResult) ->
 
 def _verb(action: str) -> str:
     return "Preempting" if action == "preempt" else "Reclaiming"
+
+
+def protect(snapshot: objects.Snapshot, keys: Set[str]) -> objects.Snapshot:
+    """``snapshot`` with the pods of ``keys`` not preemptable (``volcano.sh/preemptable:
+    "false"``), so reclaim chooses other victims: the pods whose eviction the API server just
+    refused (a PodDisruptionBudget, 429). Keys of pods not in the snapshot are ignored; with
+    none present, ``snapshot`` itself is returned."""
+    present = [key for key in sorted(keys) if key in snapshot.pods]
+    if not present:
+        return snapshot
+    pods = dict(snapshot.pods)
+    for key in present:
+        pods[key] = dataclasses.replace(pods[key], preemptable=False)
+    return dataclasses.replace(snapshot, pods=MappingProxyType(pods))
+
+
+def refusal_message(eviction: Eviction, *, refusal: str, retry_seconds: float) -> str:
+    """What the reclaimer's event says when the victim's eviction was refused (429)."""
+    victim = eviction.victim
+    return (
+        f"Reclaim waits: the eviction of {victim} was refused ({refusal.rstrip('.')}); other "
+        f"victims are considered meanwhile, and {victim} again in {retry_seconds:g}s"
+    )

@@ -51,6 +51,7 @@ def make_session(config: settings.OperatorSettings, *, admission_only: bool) -> 
             config=config.scheduler_config,
             feature_gates=config.feature_gates,
             admission_only=admission_only,
+            scheduler_names=config.scheduler_names if admission_only else None,
         )
 
     return run_session
@@ -114,6 +115,7 @@ def build_cycle(
         metrics_=metrics_,
         period=config.cycle_period,
         debounce=config.debounce,
+        eviction_retry=config.eviction_retry,
     )
     return admission, remover
 

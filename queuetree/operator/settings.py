@@ -7,7 +7,13 @@ import os
 import socket
 from collections.abc import Mapping
 
-from queuetree.core import configs, features
+from queuetree.core import configs, features, objects
+
+EVICTION_RETRY = 10.0
+"""Seconds a victim whose eviction was refused with 429 (a PodDisruptionBudget) stays out of
+reclaim's choice when the server names no ``retryAfterSeconds`` (kube-apiserver names 10 for a
+budget that forbids it, 0 for one its disruption controller has not observed yet): long enough
+for the other victims to be tried, short enough that a budget that allows it again is noticed."""
 
 
 def default_identity() -> str:
@@ -32,6 +38,8 @@ class OperatorSettings:
     """Seconds between cycles when nothing wakes them (``--schedule-period``)."""
     debounce: float = 0.02
     """Seconds a wake-up waits so a burst of watch events becomes one cycle."""
+    eviction_retry: float = EVICTION_RETRY
+    """Seconds a victim whose eviction got a 429 without ``retryAfterSeconds`` is left alone."""
     metrics_port: int = 8080
     """Port of ``/metrics`` (0: no metrics server)."""
     health_port: int = 0
@@ -49,3 +57,7 @@ class OperatorSettings:
     identity: str = dataclasses.field(default_factory=default_identity)
     default_queue: str = "default"
     """Name of the default queue created at start-up when absent."""
+    scheduler_names: frozenset[str] = frozenset({objects.DEFAULT_SCHEDULER})
+    """``--scheduler-name``: the schedulers that place the pods it ungates; a gated pod that
+    names another is never ungated (nothing would place it, and it would hold its queue's
+    room for ever), and is told why."""

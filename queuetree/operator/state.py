@@ -180,7 +180,7 @@ class ClusterState:
         if self._pods.get(key) == pod:
             return False
         self._pods[key] = pod
-        if objects.GROUP_NAME_ANNOTATION in pod.annotations:
+        if pod.names_group:
             self._lone_groups.pop(key, None)
         else:
             self._lone_groups[key] = lone_group(pod, default_queue=self.default_queue)
@@ -271,10 +271,15 @@ class ClusterState:
             self._wake()
 
     def upsert_pod_group(self, group: objects.PodGroup) -> None:
+        """Store ``group``; the counts the operator itself writes into its status come back
+        through the watch and are stored without waking a cycle (no decision reads them)."""
         with self._lock:
-            if self._pod_groups.get(group.key) == group:
+            previous = self._pod_groups.get(group.key)
+            if previous == group:
                 return
             self._pod_groups[group.key] = group
+            if previous is not None and dataclasses.replace(previous, counts=group.counts) == group:
+                return
             # A lone pod of the same key now belongs to this group.
             self._classify(group.key)
             self._changed()
@@ -449,23 +454,18 @@ def _decisive(record: QueueRecord) -> tuple[objects.Queue, object]:
 def lone_group(pod: objects.Pod, *, default_queue: str = objects.DEFAULT_QUEUE) -> objects.PodGroup:
     """The single-pod group of a pod without a group annotation, as admission sees it.
 
-    As ``manifests.pod_group_for_lone_pod``, except that a Pending pod without any scheduling
-    gate has an Inqueue group: it was admitted (by this operator, or it never waited for queue
-    admission) and kube-scheduler will place it whatever the queue's room, so its request is
-    held in the queue's ``inqueue`` as Volcano holds an admitted group's until it runs. Built
-    from the pod every cycle, the group would otherwise be Pending again and go through
-    enqueue anew each cycle, where a full queue could leave it out of the figures and let a
-    gated pod take room this pod is about to use. (An Inqueue lone group is also what lets
-    ``core.compaction`` fold such pods.)
+    As ``manifests.pod_group_for_lone_pod``, with a Pending pod that carries no scheduling gate
+    counted as admitted (Inqueue): it was admitted (by this operator, or it never waited for
+    queue admission) and kube-scheduler will place it whatever the queue's room, so its
+    request is held in the queue's ``inqueue`` as Volcano holds an admitted group's until it
+    runs. Built from the pod every cycle, the group would otherwise be Pending again and go
+    through enqueue anew each cycle, where a full queue could leave it out of the figures and
+    let a gated pod take room this pod is about to use. (An Inqueue lone group is also what
+    lets ``core.compaction`` fold such pods.)
     """
-    group = manifests.pod_group_for_lone_pod(pod, default_queue=default_queue)
-    if (
-        group.phase is objects.PodGroupPhase.PENDING
-        and pod.status is objects.TaskStatus.PENDING
-        and not pod.scheduling_gates
-    ):
-        return dataclasses.replace(group, phase=objects.PodGroupPhase.INQUEUE)
-    return group
+    return manifests.pod_group_for_lone_pod(
+        pod, default_queue=default_queue, admitted=not pod.scheduling_gates
+    )
 
 
 def _without_queue_gate(pod: objects.Pod) -> objects.Pod:

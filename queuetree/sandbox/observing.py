@@ -85,9 +85,13 @@ def stage_of(pod: Mapping[str, Any]) -> str:
 
 
 def queue_of(pod: Mapping[str, Any], pod_groups: Mapping[str, Mapping[str, Any]]) -> str:
-    """The pod's queue: its PodGroup's, else its queue-name annotation, else ``default``."""
+    """The pod's queue: the one it was admitted to (the operator's record), else its
+    PodGroup's, else its queue-name annotation, else ``default``."""
     meta = pod.get("metadata") or {}
     annotations = meta.get("annotations") or {}
+    admitted = annotations.get(objects.ADMITTED_QUEUE_ANNOTATION)
+    if admitted:
+        return str(admitted)
     group = annotations.get(objects.GROUP_NAME_ANNOTATION)
     if group:
         found = pod_groups.get(f"{meta.get('namespace', '')}/{group}")

@@ -3,9 +3,12 @@
 One implementation for ``queuetree sandbox`` and the e2e suite, on either backend:
 
 - ``kubesim`` (the default): the in-repo API emulator with simulated nodes, scheduler and
-  kubelet (``queuetree sandbox --serve-kubesim SPEC``), which maps the webhook's Service
-  reference (``queuetree-webhook.queuetree-system.svc:443``) to the local webhook's port and
-  knows one bearer token per component, so its audit log tells their calls apart;
+  kubelet (``queuetree sandbox --serve-kubesim SPEC``), over HTTPS with a CA of its own that
+  every kubeconfig carries, which maps the webhook's Service reference
+  (``queuetree-webhook.queuetree-system.svc:443``) to the local webhook's port and knows one
+  bearer token per component, so its audit log tells their calls apart (kubectl sends a token
+  only over HTTPS, so the TLS is what lets a ServiceAccount's token, from ``kubectl create
+  token``, make kubectl that ServiceAccount);
 - ``real``: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok, built from
   their Go modules (``make controlplane``; :mod:`controlplane.cluster`). The webhook
   configurations are installed with ``clientConfig.url`` pointing at the local webhook, and
@@ -31,12 +34,14 @@ from a thread that lives as long as the stack (the main one).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import json
 import os
 import pathlib
 import shutil
+import ssl
 import sys
 import tempfile
 import urllib.error
@@ -142,6 +147,8 @@ class Stack:
     cache_dir: pathlib.Path = pathlib.Path()
     audit_file: pathlib.Path = pathlib.Path()
     """kubesim's audit log, one JSON object per request (user, verb, group, resource, ...)."""
+    ca_bundle: str = ""
+    """The API server's CA (base64 of PEM), as kubeconfigs carry it."""
     webhook_port: int = 0
     processes: cluster.Processes = dataclasses.field(default_factory=list)
     control_plane: cluster.Cluster | None = None
@@ -159,6 +166,52 @@ class Stack:
     def env(self) -> dict[str, str]:
         """The environment for clients of the sandbox (KUBECONFIG and KUBECACHEDIR set)."""
         return self.kubectl.env
+
+    def start_operator(self, name: str, *, lead: bool) -> OperatorReplica:
+        """Start one more replica of the operator, named ``name`` (its log, its Lease holder
+        identity), and wait until it leads (``lead``) or until it serves its metrics as a
+        standby. Every replica campaigns for the same Lease."""
+        options = self.options
+        metrics_port, health_port = processes.free_port(), processes.free_port()
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(options.workdir / "queuetree-operator.kubeconfig"),
+            "KUBECACHEDIR": str(self.cache_dir),
+            "POD_NAMESPACE": NAMESPACE,
+            "POD_NAME": f"queuetree-{name}",
+        }
+        process = processes.spawn(
+            name,
+            _queuetree(
+                "operator",
+                f"--config={options.scheduler_config}",
+                "--leader-elect=true",
+                f"--leader-election-namespace={NAMESPACE}",
+                f"--identity=queuetree-{name}",
+                f"--metrics-port={metrics_port}",
+                f"--health-port={health_port}",
+                f"--schedule-period={options.schedule_period}",
+                *options.operator_flags,
+            ),
+            workdir=options.workdir,
+            env=env,
+        )
+        self.processes.append(process)
+        replica = OperatorReplica(
+            process=process, identity=f"queuetree-{name}", metrics_port=metrics_port
+        )
+        wanted = "queuetree_leader 1.0" if lead else "queuetree_leader"
+        _wait(
+            self,
+            lambda: wanted in _http_text(f"http://127.0.0.1:{metrics_port}/metrics"),
+            f"operator replica {name} leads" if lead else f"operator replica {name} serves",
+        )
+        return replica
+
+    def forget(self, process: cluster.Process) -> None:
+        """Stop following ``process`` (a test killed it on purpose), so :meth:`check_alive`
+        does not report it."""
+        self.processes.remove(process)
 
     def check_alive(self) -> None:
         """Raise :class:`StartupError` naming every process that has exited (during start-up
@@ -191,6 +244,19 @@ class Stack:
         return codes
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class OperatorReplica:
+    """One operator process of the stack, as :meth:`Stack.start_operator` started it."""
+
+    process: processes.Process
+    identity: str
+    """Its Lease holder identity."""
+    metrics_port: int
+
+    def leads(self) -> bool:
+        return "queuetree_leader 1.0" in _http_text(f"http://127.0.0.1:{self.metrics_port}/metrics")
+
+
 def _audit_record(event: dict[str, Any]) -> dict[str, str]:
     """An ``audit.k8s.io/v1`` Event in kubesim's audit record shape."""
     ref = event.get("objectRef") or {}
@@ -205,12 +271,18 @@ def _audit_record(event: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def write_kubeconfig(path: pathlib.Path, *, url: str, identity: Identity) -> pathlib.Path:
-    """A kubeconfig for ``identity`` on the sandbox API server (namespace ``default``)."""
+def write_kubeconfig(
+    path: pathlib.Path, *, url: str, identity: Identity, ca_bundle: str = ""
+) -> pathlib.Path:
+    """A kubeconfig for ``identity`` on the sandbox API server (namespace ``default``);
+    ``ca_bundle`` is the server's CA when it serves HTTPS."""
+    cluster = {"server": url}
+    if ca_bundle:
+        cluster["certificate-authority-data"] = ca_bundle
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "queuetree-sandbox", "cluster": {"server": url}}],
+        "clusters": [{"name": "queuetree-sandbox", "cluster": cluster}],
         "users": [{"name": identity.name, "user": {"token": identity.token}}],
         "contexts": [
             {
@@ -233,6 +305,7 @@ def kubesim_spec(options: Options, *, stack: Stack) -> dict[str, Any]:
     """The JSON document ``queuetree sandbox --serve-kubesim`` reads (see ``cli/sandbox.py``)."""
     return {
         "portFile": str(options.workdir / "kubesim.port"),
+        "caFile": str(options.workdir / "kubesim-ca.b64"),
         "auditFile": str(stack.audit_file),
         "users": {
             identity.token: {"username": identity.username, "groups": list(identity.groups)}
@@ -257,9 +330,12 @@ def _queuetree(*args: str) -> list[str]:
     return [sys.executable, "-m", "queuetree", *args]
 
 
-def _http_ok(url: str) -> bool:
+def _http_ok(url: str, *, ca_bundle: str = "") -> bool:
+    context = None
+    if ca_bundle:
+        context = ssl.create_default_context(cadata=base64.b64decode(ca_bundle).decode())
     try:
-        with urllib.request.urlopen(url, timeout=2) as response:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError):
         return False
@@ -345,6 +421,7 @@ def _start_kubesim(stack: Stack) -> None:
     spec = options.workdir / "kubesim.json"
     port_file = options.workdir / "kubesim.port"
     port_file.unlink(missing_ok=True)
+    (options.workdir / "kubesim-ca.b64").unlink(missing_ok=True)
     spec.write_text(json.dumps(kubesim_spec(options, stack=stack), indent=2))
     stack.cache_dir.mkdir(exist_ok=True)
     stack.processes.append(
@@ -360,13 +437,22 @@ def _start_kubesim(stack: Stack) -> None:
         lambda: port_file.read_text().strip() if port_file.exists() else None,
         "kubesim writes its port file",
     )
-    stack.url = f"http://127.0.0.1:{port}"
-    write_kubeconfig(stack.kubeconfig, url=stack.url, identity=ADMIN)
+    # kubesim writes its CA before its port file.
+    stack.ca_bundle = (options.workdir / "kubesim-ca.b64").read_text().strip()
+    stack.url = f"https://127.0.0.1:{port}"
+    write_kubeconfig(stack.kubeconfig, url=stack.url, identity=ADMIN, ca_bundle=stack.ca_bundle)
     for identity in (OPERATOR, WEBHOOK):
         write_kubeconfig(
-            options.workdir / f"{identity.name}.kubeconfig", url=stack.url, identity=identity
+            options.workdir / f"{identity.name}.kubeconfig",
+            url=stack.url,
+            identity=identity,
+            ca_bundle=stack.ca_bundle,
         )
-    _wait(stack, lambda: _http_ok(f"{stack.url}/readyz"), "kubesim answers /readyz")
+    _wait(
+        stack,
+        lambda: _http_ok(f"{stack.url}/readyz", ca_bundle=stack.ca_bundle),
+        "kubesim answers /readyz",
+    )
 
 
 def _install(stack: Stack, kustomization: pathlib.Path | None = None) -> None:
@@ -518,37 +604,7 @@ def _start_webhook(stack: Stack) -> None:
 
 
 def _start_operator(stack: Stack) -> None:
-    options = stack.options
-    metrics_port, health_port = processes.free_port(), processes.free_port()
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(options.workdir / "queuetree-operator.kubeconfig"),
-        "KUBECACHEDIR": str(stack.cache_dir),
-        "POD_NAMESPACE": NAMESPACE,
-        "POD_NAME": "queuetree-operator-sandbox",
-    }
-    stack.processes.append(
-        processes.spawn(
-            "operator",
-            _queuetree(
-                "operator",
-                f"--config={options.scheduler_config}",
-                "--leader-elect=true",
-                f"--leader-election-namespace={NAMESPACE}",
-                f"--metrics-port={metrics_port}",
-                f"--health-port={health_port}",
-                f"--schedule-period={options.schedule_period}",
-                *options.operator_flags,
-            ),
-            workdir=options.workdir,
-            env=env,
-        )
-    )
-    _wait(
-        stack,
-        lambda: "queuetree_leader 1.0" in _http_text(f"http://127.0.0.1:{metrics_port}/metrics"),
-        "the operator leads",
-    )
+    stack.start_operator("operator", lead=True)
     _wait(
         stack,
         lambda: stack.kubectl.run("get", "queue", "root", "default", "-o", "name").ok,

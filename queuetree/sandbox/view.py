@@ -35,8 +35,13 @@ def render(observation: observing.Observation, *, header: str = "") -> list[str]
     resources = _resources(queues)
     counts = _subtree_counts(observation, children)
     rows: list[tuple[str, ...]] = []
-
-    def walk(name: str, prefix: str, last: bool, top: bool) -> None:
+    # Depth first without recursion: a tree of any depth renders (the operator, not the view,
+    # is what refuses trees that are too deep).
+    stack: list[tuple[str, str, bool, bool]] = []
+    if objects.ROOT_QUEUE in queues:
+        stack.append((objects.ROOT_QUEUE, "", True, True))
+    while stack:
+        name, prefix, last, top = stack.pop()
         label = name if top else f"{prefix}{'└─ ' if last else '├─ '}{name}"
         status = queues[name].get("status") or {}
         stage = counts.get(name, {})
@@ -49,12 +54,11 @@ def render(observation: observing.Observation, *, header: str = "") -> list[str]
             )
         )
         kids = sorted(children.get(name, []))
-        for index, kid in enumerate(kids):
-            deeper = "" if top else prefix + ("   " if last else "│  ")
-            walk(kid, deeper, index == len(kids) - 1, False)
-
-    if objects.ROOT_QUEUE in queues:
-        walk(objects.ROOT_QUEUE, "", True, True)
+        deeper = "" if top else prefix + ("   " if last else "│  ")
+        stack.extend(
+            (kid, deeper, index == len(kids) - 1, False)
+            for index, kid in reversed(list(enumerate(kids)))
+        )
     header_row = (
         "QUEUE",
         "STATE",
@@ -114,18 +118,22 @@ def _subtree_counts(
             queue = observing.evicted_from(message)
             gone[queue] = gone.get(queue, 0) + 1
     result: dict[str, dict[str, int]] = {}
-
-    def total(name: str) -> dict[str, int]:
+    if objects.ROOT_QUEUE not in observation.queues:
+        return result
+    # Parents before children, then summed children first (no recursion, whatever the depth).
+    order: list[str] = []
+    stack = [objects.ROOT_QUEUE]
+    while stack:
+        name = stack.pop()
+        order.append(name)
+        stack.extend(children.get(name, []))
+    for name in reversed(order):
         counts = observing.stage_counts(observation, pods=own.get(name, {}))
         counts["evicted"] += gone.get(name, 0)
         for kid in children.get(name, []):
-            for stage, number in total(kid).items():
+            for stage, number in result[kid].items():
                 counts[stage] += number
         result[name] = counts
-        return counts
-
-    if objects.ROOT_QUEUE in observation.queues:
-        total(objects.ROOT_QUEUE)
     return result
 
 

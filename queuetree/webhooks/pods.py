@@ -1,10 +1,26 @@
 """Pod admission: ``/pods/mutate`` injects the queue-allocation gate, ``/pods/validate`` checks
-the queue a pod names. Pure functions over the request, the cluster view and the settings.
+the queue a pod names at creation and keeps admission bound afterwards. Pure functions over the
+request, the cluster view and the settings.
 
 Which pods are queuetree's ("opted in"): a pod annotated
 ``scheduling.volcano.sh/queue-allocation-gate: "true"`` (Volcano's opt-in), or, beyond the
-reference, any pod without that annotation in a namespace annotated with it (value ``"true"``).
-A pod's own annotation wins: ``"false"`` opts a pod out of an opted-in namespace.
+reference, any pod in a namespace annotated (or labelled) with it (value ``"true"``). A
+namespace's opt-in is the administrator's and binds every pod it creates: a pod annotated
+``"false"`` there is opted in all the same (its annotation is set to ``"true"``, with a
+warning), or a tenant could leave its queue's limits with one annotation.
+
+What ``/pods/validate`` refuses (beyond the reference, which has no pod validation):
+
+- CREATE: an opted-in pod whose queue cannot take pods (missing, root, not a leaf, not Open),
+  and an opted-in pod created bound to a node (``spec.nodeName``: a bound pod cannot carry a
+  scheduling gate, so it would never pass its queue); a pod for a scheduler queuetree does not
+  admit for (``--scheduler-name``) is allowed with a warning, and stays gated;
+- UPDATE: removing the queue-allocation gate, by anyone but the operator
+  (``--operator-username``); writing the admission record
+  (``scheduling.queuetree.io/admitted-queue``), by anyone but the operator; and, once a pod is
+  admitted (it carries the record, or it opted in and its gate is gone) and until it finishes,
+  changing the annotations that choose its queue (``scheduling.volcano.sh/queue-name`` and the
+  group name): the pod stays charged to the queue it was admitted to.
 
 Which queue a pod names, first match wins (:func:`resolve_queue`):
 
@@ -43,20 +59,37 @@ class _OptIn:
     namespace: str
     own: str | None
     """The pod's own opt-in annotation value, None when absent."""
-    from_namespace: bool
-    """The pod has no annotation of its own and its namespace opted in."""
+    by_namespace: bool
+    """The pod's namespace opts in every pod (whatever the pod's own annotation says)."""
+
+    @property
+    def opted_in(self) -> bool:
+        return self.own == "true" or self.by_namespace
+
+    @property
+    def overruled(self) -> bool:
+        """The pod says something other than ``"true"`` in a namespace that opts it in."""
+        return self.by_namespace and self.own is not None and self.own != "true"
 
 
 def _read_opt_in(
     request: admission.Request, pod: Mapping[str, Any], view: views.ClusterView
 ) -> _OptIn:
-    """The pod's own opt-in first; the namespace's only when the pod says nothing."""
-    metadata = _mapping(pod.get("metadata"))
+    """The pod's own opt-in, and its namespace's (which a pod cannot undo)."""
+    metadata = verdicts.mapping(pod.get("metadata"))
     annotations = _string_map(metadata.get("annotations"))
-    namespace = _namespace(request)
+    namespace = verdicts.namespace_of(request)
     own = annotations.get(GATE)
-    from_namespace = own is None and view.namespace_annotations(namespace).get(GATE) == "true"
-    return _OptIn(metadata, annotations, namespace, own, from_namespace)
+    by_namespace = view.namespace_annotations(namespace).get(GATE) == "true"
+    return _OptIn(metadata, annotations, namespace, own, by_namespace)
+
+
+def _overruled_warning(opt_in: _OptIn) -> str:
+    return (
+        f'metadata.annotations[{GATE}]: "{validation.shorten(opt_in.own or "")}" cannot opt the '
+        f"pod out of namespace {opt_in.namespace}, which opts in every pod it creates: the pod "
+        "is held for queue admission (an administrator can take the namespace out)"
+    )
 
 
 def mutate(
@@ -71,16 +104,17 @@ def mutate(
     gate (idempotent). Otherwise ``add /spec/schedulingGates`` with the whole list when the pod
     has none, else ``add /spec/schedulingGates/-`` (append: the API server only accepts gates
     at creation and keeps their order). A pod opted in through its namespace also gets the
-    opt-in annotation, so the operator, which reads pods only, removes the gate when the queue
-    has room; and any opted-in pod that names no queue and no group gets its namespace's
-    queue-name annotation, so the queue /pods/validate checked is the queue that admits it.
-    A pod created with ``spec.nodeName`` is bound already and cannot be gated (the API server
-    refuses both together): it is left alone, with a warning when it asked to be gated.
+    opt-in annotation ``"true"`` (replacing a ``"false"`` of its own, with a warning), so the
+    operator, which reads pods only, removes the gate when the queue has room; and any
+    opted-in pod that names no queue and no group gets its namespace's queue-name annotation,
+    so the queue /pods/validate checked is the queue that admits it. A pod created with
+    ``spec.nodeName`` is bound already and cannot be gated (the API server refuses both
+    together): it gets no patch here, and /pods/validate refuses it.
     """
     if request.operation != "CREATE":
-        return verdicts.Verdict(_wrong_operation(request))
+        return verdicts.Verdict(verdicts.wrong_operation(request, expected="`CREATE`"))
     if request.object is None:
-        return verdicts.Verdict(_missing_object(request))
+        return verdicts.Verdict(verdicts.missing_object(request, what="pod"))
     pod = request.object
     opt_in = _read_opt_in(request, pod, view)
     metadata, annotations, namespace, own = (
@@ -89,10 +123,9 @@ def mutate(
         opt_in.namespace,
         opt_in.own,
     )
-    from_namespace = opt_in.from_namespace
-    if own != "true" and not from_namespace:
+    if not opt_in.opted_in:
         # Every pod's namespace exists; one the cache lacks was created a moment ago.
-        lagging = (namespace,) if own is None and namespace not in view.namespaces else ()
+        lagging = (namespace,) if namespace not in view.namespaces else ()
         return verdicts.Verdict(admission.allow(request.uid), missing_namespaces=lagging)
     if not settings.gates_pods:
         warnings = (
@@ -104,27 +137,22 @@ def mutate(
             else []
         )
         return verdicts.Verdict(admission.allow(request.uid, warnings=warnings))
-    spec = _mapping(pod.get("spec"))
-    node_name = spec.get("nodeName")
-    if node_name:
-        return verdicts.Verdict(
-            admission.allow(
-                request.uid,
-                warnings=[
-                    f"spec.nodeName: the pod is bound to node {node_name} at creation, so it "
-                    "cannot be held by the queue-allocation gate and bypasses queue admission"
-                ],
-            )
-        )
-    gates = spec.get("schedulingGates")
-    if isinstance(gates, list) and any(_mapping(g).get("name") == GATE for g in gates):
+    spec = verdicts.mapping(pod.get("spec"))
+    if spec.get("nodeName"):
+        # The API server refuses gates together with nodeName; /pods/validate says why.
         return verdicts.Verdict(admission.allow(request.uid))
+    warnings = [_overruled_warning(opt_in)] if opt_in.overruled else []
+    gates = spec.get("schedulingGates")
     patch: list[admission.RawPatchOperation] = []
-    if gates is None:
-        patch.append({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]})
-    else:
-        patch.append({"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}})
-    added = {GATE: "true"} if from_namespace else {}
+    if not (
+        isinstance(gates, list) and any(verdicts.mapping(g).get("name") == GATE for g in gates)
+    ):
+        if gates is None:
+            patch.append({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]})
+        else:
+            patch.append({"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}})
+    # "add" sets a member that exists too (RFC 6902): "false" becomes "true".
+    added = {GATE: "true"} if own != "true" else {}
     # The operator reads pods only: a pod that names neither a group nor a queue gets its
     # namespace's queue written on it, so the queue /pods/validate checked is the one that admits.
     namespace_queue = view.namespace_annotations(namespace).get(objects.QUEUE_NAME_ANNOTATION)
@@ -136,7 +164,7 @@ def mutate(
         added[objects.QUEUE_NAME_ANNOTATION] = namespace_queue
     if added:
         patch += _add_annotations(metadata, added)
-    return verdicts.Verdict(admission.allow(request.uid, patch=patch))
+    return verdicts.Verdict(admission.allow(request.uid, patch=patch, warnings=warnings))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -191,31 +219,36 @@ def validate(
     view: views.ClusterView,
     settings: settings_.ReviewSettings,
 ) -> verdicts.Verdict:
-    """``/pods/validate`` (CREATE), beyond the reference: an opted-in pod must name an existing,
-    Open, leaf queue that is not root.
+    """``/pods/validate`` (CREATE and UPDATE), beyond the reference (see the module docstring).
 
     Pods that are not opted in are allowed untouched: queuetree does not admit them, and a
-    cluster without queues must keep creating its other pods. The denial says which queue,
-    where its name came from, and every reason it cannot take the pod. A pod that names no
-    queue is checked against ``settings.default_queue``, the queue the operator admits it to.
+    cluster without queues must keep creating its other pods. A denial lists every problem,
+    and each says which queue, where its name came from, and what to do.
     """
-    if request.operation != "CREATE":
-        return verdicts.Verdict(_wrong_operation(request))
     if request.object is None:
-        return verdicts.Verdict(_missing_object(request))
+        return verdicts.Verdict(verdicts.missing_object(request, what="pod"))
+    if request.operation == "UPDATE":
+        return _validate_update(request, view=view, settings=settings)
+    if request.operation != "CREATE":
+        return verdicts.Verdict(verdicts.wrong_operation(request, expected="`CREATE` or `UPDATE`"))
+    return _validate_create(request, view=view, settings=settings)
+
+
+def _validate_create(
+    request: admission.Request,
+    *,
+    view: views.ClusterView,
+    settings: settings_.ReviewSettings,
+) -> verdicts.Verdict:
+    """An opted-in pod must name an existing, Open, leaf queue that is not root (a pod that
+    names none: ``settings.default_queue``, the queue the operator admits it to), and must
+    not be bound to a node already."""
+    assert request.object is not None
     opt_in = _read_opt_in(request, request.object, view)
-    metadata, annotations, namespace, own = (
-        opt_in.metadata,
-        opt_in.annotations,
-        opt_in.namespace,
-        opt_in.own,
-    )
-    opted_in = own == "true" or opt_in.from_namespace
+    metadata, annotations, namespace = opt_in.metadata, opt_in.annotations, opt_in.namespace
     lagging = (namespace,) if namespace not in view.namespaces else ()
-    if not opted_in:
-        return verdicts.Verdict(
-            admission.allow(request.uid), missing_namespaces=lagging if own is None else ()
-        )
+    if not opt_in.opted_in:
+        return verdicts.Verdict(admission.allow(request.uid), missing_namespaces=lagging)
     choice = resolve_queue(
         annotations=annotations,
         namespace=namespace,
@@ -223,43 +256,167 @@ def validate(
         default_queue=settings.default_queue,
     )
     name = metadata.get("name") or request.name or metadata.get("generateName") or ""
-    subject = (
-        f"pod {namespace}/{name} names queue {validation.shorten(choice.name)} "
-        f"(from {validation.shorten(choice.source, 120)})"
-    )
-    queue = view.tree.queues.get(choice.name)
-    reasons: list[str] = []
-    missing: tuple[str, ...] = ()
-    if choice.name == objects.ROOT_QUEUE:
-        reasons.append("pods cannot be submitted to the root queue; name a leaf queue")
-    elif queue is None:
-        reasons.append("the queue does not exist; create it or name an existing leaf queue")
-        missing = (choice.name,)
-    else:
-        children = view.tree.children_of(choice.name)
-        if children:
-            reasons.append(
-                f"pods can only be submitted to leaf queues, and queue {choice.name} has "
-                f"{len(children)} child queues: {validation.list_names(children)}"
+    problems: list[validation.FieldError] = []
+    spec = verdicts.mapping(request.object.get("spec"))
+    node = spec.get("nodeName")
+    if node:
+        how = "by its annotation" if opt_in.own == "true" else f"by namespace {namespace}"
+        problems.append(
+            validation.FieldError(
+                "spec.nodeName",
+                validation.ErrorType.FORBIDDEN,
+                f"pod {namespace}/{name} is opted in to queue admission ({how}) and cannot be "
+                f"created bound to node {validation.shorten(str(node))}: queuetree admits a pod "
+                "by removing its scheduling gate, and a bound pod cannot carry one, so it would "
+                "run outside its queue's limits; remove spec.nodeName (to choose the node, set "
+                "a nodeSelector on kubernetes.io/hostname)",
             )
-        if queue.state is not objects.QueueState.OPEN:
-            reasons.append(
-                f"pods can only be submitted to Open queues, and queue {choice.name} is "
-                f"{queue.state}"
+        )
+    reasons, missing = queue_reasons(choice.name, view=view, noun="pods")
+    if reasons:
+        problems.append(
+            validation.FieldError(
+                choice.path,
+                validation.ErrorType.NOT_FOUND if missing else validation.ErrorType.INVALID,
+                f"pod {namespace}/{name} names queue {validation.shorten(choice.name)} "
+                f"(from {validation.shorten(choice.source, 120)}): {'; '.join(reasons)}",
+                value=choice.name,
             )
-    if not reasons:
-        return verdicts.Verdict(admission.allow(request.uid), missing_namespaces=lagging)
-    problem = validation.FieldError(
-        choice.path,
-        validation.ErrorType.NOT_FOUND if missing else validation.ErrorType.INVALID,
-        f"{subject}: {'; '.join(reasons)}",
-        value=choice.name,
-    )
+        )
+    warnings = [_overruled_warning(opt_in)] if opt_in.overruled else []
+    scheduler = spec.get("schedulerName") or objects.DEFAULT_SCHEDULER
+    if isinstance(scheduler, str) and scheduler not in settings.scheduler_names:
+        warnings.append(
+            f"spec.schedulerName: {validation.shorten(scheduler)}: queuetree admits pods for "
+            f"{', '.join(sorted(settings.scheduler_names))} only (--scheduler-name), so this "
+            "pod stays gated (holding no room in its queue) and is told why; create it without "
+            "spec.schedulerName, or with one of those (Volcano's schedulerName: volcano is "
+            "kube-scheduler's work here: see docs/compatibility.md)"
+        )
+    if not problems:
+        return verdicts.Verdict(
+            admission.allow(request.uid, warnings=warnings), missing_namespaces=lagging
+        )
     return verdicts.Verdict(
-        admission.deny(request.uid, problem.render()),
+        admission.deny(
+            request.uid, validation.aggregate([p.render() for p in problems]), warnings=warnings
+        ),
         missing=missing,
         missing_namespaces=lagging,
     )
+
+
+def queue_reasons(
+    name: str, *, view: views.ClusterView, noun: str
+) -> tuple[list[str], tuple[str, ...]]:
+    """Why queue ``name`` cannot take new ``noun`` (``pods``, ``pod groups``), and the name
+    itself when the queue is missing (the server waits briefly for its cache then)."""
+    queue = view.tree.queues.get(name)
+    if name == objects.ROOT_QUEUE:
+        return [f"{noun} cannot be submitted to the root queue; name a leaf queue"], ()
+    if queue is None:
+        return ["the queue does not exist; create it or name an existing leaf queue"], (name,)
+    reasons = []
+    children = view.tree.children_of(name)
+    if children:
+        reasons.append(
+            f"{noun} can only be submitted to leaf queues, and queue {name} has "
+            f"{len(children)} child queues: {validation.list_names(children)}"
+        )
+    if queue.state is not objects.QueueState.OPEN:
+        reasons.append(
+            f"{noun} can only be submitted to Open queues, and queue {name} is {queue.state}"
+        )
+    return reasons, ()
+
+
+_BINDING_ANNOTATIONS = (objects.QUEUE_NAME_ANNOTATION, objects.GROUP_NAME_ANNOTATION)
+"""What chooses a pod's queue: frozen once the pod is admitted."""
+_FINISHED = frozenset({"Succeeded", "Failed"})
+
+
+def _validate_update(
+    request: admission.Request,
+    *,
+    view: views.ClusterView,
+    settings: settings_.ReviewSettings,
+) -> verdicts.Verdict:
+    """The gate goes only by the operator's hand, the admission record is the operator's, and an
+    admitted pod keeps its queue (see the module docstring). The operator itself is never
+    refused (it is also left out by the configuration's matchConditions, where they work)."""
+    assert request.object is not None
+    old = request.old_object
+    if old is None or request.username == settings.operator_username:
+        return verdicts.Verdict(admission.allow(request.uid))
+    new = request.object
+    old_meta, new_meta = (
+        verdicts.mapping(old.get("metadata")),
+        verdicts.mapping(new.get("metadata")),
+    )
+    before, after = (
+        _string_map(old_meta.get("annotations")),
+        _string_map(new_meta.get("annotations")),
+    )
+    namespace = verdicts.namespace_of(request)
+    name = new_meta.get("name") or request.name
+    subject = f"pod {namespace}/{name}"
+    operator = f"the queuetree operator ({settings.operator_username})"
+    gated_before, gated_after = _has_gate(old), _has_gate(new)
+    queue = resolve_queue(
+        annotations=before, namespace=namespace, view=view, default_queue=settings.default_queue
+    ).name
+    # Admitted: the record says where; a pod admitted before the record existed (opted in,
+    # gate gone) is charged where its annotations point now.
+    charged = before.get(objects.ADMITTED_QUEUE_ANNOTATION) or (
+        queue if before.get(GATE) == "true" and not gated_before else ""
+    )
+    problems: list[validation.FieldError] = []
+    if gated_before and not gated_after:
+        who = request.username or "an unknown user"
+        problems.append(
+            validation.FieldError(
+                "spec.schedulingGates",
+                validation.ErrorType.FORBIDDEN,
+                f"only {operator} may remove the scheduling gate {GATE} from {subject}, and it "
+                f"does so once queue {queue} has room for the pod; {who} cannot (kubectl "
+                "describe pod tells why it waits)",
+            )
+        )
+    record = objects.ADMITTED_QUEUE_ANNOTATION
+    if before.get(record) != after.get(record):
+        problems.append(
+            validation.FieldError(
+                f"metadata.annotations[{record}]",
+                validation.ErrorType.FORBIDDEN,
+                f"the queue {subject} was admitted to is written by {operator} only, when it "
+                "removes the pod's gate, and never changes after",
+                value=after.get(record),
+            )
+        )
+    finished = verdicts.mapping(old.get("status")).get("phase") in _FINISHED
+    if charged and not finished:
+        for key in _BINDING_ANNOTATIONS:
+            if before.get(key) != after.get(key):
+                problems.append(
+                    validation.FieldError(
+                        f"metadata.annotations[{key}]",
+                        validation.ErrorType.FORBIDDEN,
+                        f"{subject} was admitted to queue {charged} and stays charged to it "
+                        "until it finishes or is deleted, so its queue cannot change; delete "
+                        "the pod and create it again to run it in another queue",
+                        value=after.get(key),
+                    )
+                )
+    if not problems:
+        return verdicts.Verdict(admission.allow(request.uid))
+    return verdicts.Verdict(
+        admission.deny(request.uid, validation.aggregate([p.render() for p in problems]))
+    )
+
+
+def _has_gate(pod: Mapping[str, Any]) -> bool:
+    gates = verdicts.mapping(pod.get("spec")).get("schedulingGates")
+    return isinstance(gates, list) and any(verdicts.mapping(g).get("name") == GATE for g in gates)
 
 
 def _add_annotations(
@@ -273,35 +430,7 @@ def _add_annotations(
     ]
 
 
-def _namespace(request: admission.Request) -> str:
-    """The pod's namespace: its own, else the request's (Volcano does the same)."""
-    written = _mapping(_mapping(request.object).get("metadata")).get("namespace")
-    return written if isinstance(written, str) and written else request.namespace
-
-
-def _wrong_operation(request: admission.Request) -> admission.RawReview:
-    return admission.deny(
-        request.uid,
-        f"invalid operation `{request.operation}`, expect operation to be `CREATE`",
-        code=400,
-        reason="BadRequest",
-    )
-
-
-def _missing_object(request: admission.Request) -> admission.RawReview:
-    return admission.deny(
-        request.uid,
-        "request.object: a CREATE review must carry the pod",
-        code=400,
-        reason="BadRequest",
-    )
-
-
 def _string_map(value: object) -> Mapping[str, str]:
     if not isinstance(value, Mapping):
         return MappingProxyType({})
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else MappingProxyType({})

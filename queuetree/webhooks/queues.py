@@ -44,16 +44,10 @@ def validate(
         )
     if request.operation not in ("CREATE", "UPDATE"):
         return verdicts.Verdict(
-            admission.deny(
-                request.uid,
-                f"invalid operation `{request.operation}`, "
-                "expect operation to be `CREATE`, `UPDATE` or `DELETE`",
-                code=400,
-                reason="BadRequest",
-            )
+            verdicts.wrong_operation(request, expected="`CREATE`, `UPDATE` or `DELETE`")
         )
     if request.object is None:
-        return verdicts.Verdict(_missing_object(request))
+        return verdicts.Verdict(verdicts.missing_object(request, what="object"))
     fields, problems = read_fields(request.object, name=request.name)
     previous = None
     if request.operation == "UPDATE" and request.old_object is not None:
@@ -99,19 +93,12 @@ def mutate(
     """
     del view, settings  # the defaults depend on the object alone
     if request.operation != "CREATE":
-        return verdicts.Verdict(
-            admission.deny(
-                request.uid,
-                f"invalid operation `{request.operation}`, expect operation to be `CREATE`",
-                code=400,
-                reason="BadRequest",
-            )
-        )
+        return verdicts.Verdict(verdicts.wrong_operation(request, expected="`CREATE`"))
     if request.object is None:
-        return verdicts.Verdict(_missing_object(request))
+        return verdicts.Verdict(verdicts.missing_object(request, what="object"))
     queue = request.object
     patch: list[admission.RawPatchOperation] = []
-    annotations = _mapping(_mapping(queue.get("metadata")).get("annotations"))
+    annotations = verdicts.mapping(verdicts.mapping(queue.get("metadata")).get("annotations"))
     hierarchy = annotations.get(objects.HIERARCHY_ANNOTATION)
     weights = annotations.get(objects.HIERARCHY_WEIGHTS_ANNOTATION)
     if (
@@ -144,7 +131,7 @@ def mutate(
         patch.append({"op": "add", "path": "/spec/reclaimable", "value": True})
     if spec.get("weight") in (None, 0):
         patch.append({"op": "add", "path": "/spec/weight", "value": 1})
-    name = _mapping(queue.get("metadata")).get("name") or request.name
+    name = verdicts.mapping(queue.get("metadata")).get("name") or request.name
     if name != objects.ROOT_QUEUE and not spec.get("parent"):
         patch.append({"op": "add", "path": "/spec/parent", "value": objects.ROOT_QUEUE})
     return verdicts.Verdict(admission.allow(request.uid, patch=patch))
@@ -187,12 +174,15 @@ def read_fields(
     """The raw fields :func:`validation.validate_fields` checks, and type errors on the way
     (a map that is not an object, a state that is not a string)."""
     problems: list[validation.FieldError] = []
-    metadata = _mapping(queue.get("metadata"))
-    spec = _mapping(queue.get("spec"))
+    metadata = verdicts.mapping(queue.get("metadata"))
+    spec = verdicts.mapping(queue.get("spec"))
     guarantee = _object_at(
-        _mapping(spec.get("guarantee")), "resource", path="spec.guarantee", problems=problems
+        verdicts.mapping(spec.get("guarantee")),
+        "resource",
+        path="spec.guarantee",
+        problems=problems,
     )
-    state = _mapping(queue.get("status")).get("state", "")
+    state = verdicts.mapping(queue.get("status")).get("state", "")
     if not isinstance(state, str):
         problems.append(
             validation.FieldError(
@@ -236,8 +226,11 @@ def _parse(
     manifest: Mapping[str, Any], *, name: str
 ) -> tuple[objects.Queue | None, list[validation.FieldError]]:
     """The core Queue of a manifest whose fields already passed, or the parser's problems."""
-    if not _mapping(manifest.get("metadata")).get("name"):
-        manifest = {**manifest, "metadata": {**_mapping(manifest.get("metadata")), "name": name}}
+    if not verdicts.mapping(manifest.get("metadata")).get("name"):
+        manifest = {
+            **manifest,
+            "metadata": {**verdicts.mapping(manifest.get("metadata")), "name": name},
+        }
     try:
         return manifests.parse_queue(manifest), []
     except manifests.ManifestError as exc:
@@ -250,8 +243,11 @@ def _parse(
 def _queue_or_none(manifest: Mapping[str, Any] | None, name: str) -> objects.Queue | None:
     if manifest is None:
         return None
-    if not _mapping(manifest.get("metadata")).get("name") and name:
-        manifest = {**manifest, "metadata": {**_mapping(manifest.get("metadata")), "name": name}}
+    if not verdicts.mapping(manifest.get("metadata")).get("name") and name:
+        manifest = {
+            **manifest,
+            "metadata": {**verdicts.mapping(manifest.get("metadata")), "name": name},
+        }
     return views.queue_from_manifest(manifest)
 
 
@@ -262,16 +258,3 @@ def _answer(
         return admission.allow(uid, warnings=warnings)
     message = validation.aggregate([p.render(PATH_PREFIX) for p in problems])
     return admission.deny(uid, message, warnings=warnings)
-
-
-def _missing_object(request: admission.Request) -> admission.RawReview:
-    return admission.deny(
-        request.uid,
-        f"request.object: a {request.operation} review must carry the object",
-        code=400,
-        reason="BadRequest",
-    )
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else MappingProxyType({})

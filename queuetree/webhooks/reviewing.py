@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from queuetree.api import admission
-from queuetree.webhooks import pods, queues, verdicts, views
+from queuetree.webhooks import podgroups, pods, queues, verdicts, views
 from queuetree.webhooks import settings as settings_
 
 
@@ -79,6 +79,7 @@ class Endpoint:
 
 
 QUEUES = admission.Resource("scheduling.volcano.sh", "v1beta1", "queues")
+POD_GROUPS = admission.Resource("scheduling.volcano.sh", "v1beta1", "podgroups")
 PODS = admission.Resource("", "v1", "pods")
 
 ENDPOINTS: Mapping[str, Endpoint] = MappingProxyType(
@@ -113,8 +114,24 @@ ENDPOINTS: Mapping[str, Endpoint] = MappingProxyType(
                 "/pods/validate",
                 "validatepod.queuetree.io",
                 PODS,
-                frozenset({"CREATE"}),
+                frozenset({"CREATE", "UPDATE"}),
                 pods.validate,
+                mutating=False,
+            ),
+            Endpoint(
+                "/podgroups/mutate",
+                "mutatepodgroup.volcano.sh",
+                POD_GROUPS,
+                frozenset({"CREATE"}),
+                podgroups.mutate,
+                mutating=True,
+            ),
+            Endpoint(
+                "/podgroups/validate",
+                "validatepodgroup.volcano.sh",
+                POD_GROUPS,
+                frozenset({"CREATE", "UPDATE"}),
+                podgroups.validate,
                 mutating=False,
             ),
         )

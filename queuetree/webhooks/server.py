@@ -5,7 +5,8 @@ The server only moves bytes: each review handler reads the body, calls
 cluster comes from a :class:`ViewSource`: the watch-backed ``caching.ClusterCache`` in
 production, a fixed view in tests and benchmarks.
 
-Routes: ``POST /queues/validate``, ``/queues/mutate``, ``/pods/mutate``, ``/pods/validate``;
+Routes: ``POST /queues/validate``, ``/queues/mutate``, ``/pods/mutate``, ``/pods/validate``,
+``/podgroups/mutate``, ``/podgroups/validate``;
 ``GET /healthz`` (the process answers), ``/readyz`` (the caches have synced and a certificate
 is loaded), ``/metrics`` (Prometheus). Bodies above 3 MiB get 413 without being read.
 """

@@ -12,25 +12,38 @@ from collections.abc import Mapping
 
 from queuetree.core import features, objects
 
+OPERATOR_USERNAME = "system:serviceaccount:queuetree-system:queuetree-operator"
+"""The operator's ServiceAccount (manifests/base/cluster/rbac-operator.yaml) as a username."""
+DEFAULT_SCHEDULER_NAMES = frozenset({objects.DEFAULT_SCHEDULER})
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ReviewSettings:
     """How the review functions decide (no transport or certificate settings here)."""
 
     max_queue_depth: int = 5
-    """``--max-queue-depth``: most levels below root; a queue directly under root is level 1."""
+    """``--max-queue-depth``: most levels below root; a queue directly under root is level 1.
+    At most ``objects.MAX_QUEUE_DEPTH`` (100): the operator admits nothing in deeper queues."""
     enable_root_queue_protection: bool = True
     """``--enable-root-queue-protection``: refuse changes to root's capability, deserved and
     guarantee (the scheduler derives root's figures; editing them is almost always a mistake)."""
-    enable_queue_allocated_pods_check: bool = False
+    enable_queue_allocated_pods_check: bool = True
     """``--enable-queue-allocated-pods-check``: refuse deleting a queue whose ``status.allocated``
-    still counts pods. Off by default, as in Volcano: the count lags the pods by a cycle."""
+    (or ``status.reserved``) still counts pods. On by default, unlike Volcano (off): deleting a
+    busy queue would drop its pods' usage from every ancestor, so the tree would admit more
+    than its capabilities (docs/compatibility.md)."""
     default_queue: str = objects.DEFAULT_QUEUE
     """``--default-queue``: the queue of an opted-in pod that names none (no PodGroup, no
     queue-name annotation on the pod or its namespace) and of a PodGroup without
     ``spec.queue``; it cannot be deleted. The operator's flag of the same name must have the
     same value, or pods are checked against one queue and admitted through another. Volcano
     fixes it to ``default``."""
+    operator_username: str = OPERATOR_USERNAME
+    """``--operator-username``: the only user that may remove the queue-allocation gate from a
+    pod (the operator's ServiceAccount, as the API server names it)."""
+    scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES
+    """``--scheduler-name``: the schedulers that place admitted pods (the operator's flag of the
+    same name); an opted-in pod that names another gets a warning at creation."""
     feature_gates: Mapping[str, bool] = dataclasses.field(default_factory=lambda: features.DEFAULTS)
     """``--feature-gates``; ``SchedulingGatesQueueAdmission`` is on by default in queuetree."""
 

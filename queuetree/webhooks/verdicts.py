@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
 
 from queuetree.api import admission
 
@@ -24,3 +27,36 @@ class Verdict:
 def pointer(key: str) -> str:
     """A map key as one JSON-pointer segment (RFC 6901: ``~`` -> ``~0``, ``/`` -> ``~1``)."""
     return key.replace("~", "~0").replace("/", "~1")
+
+
+def wrong_operation(request: admission.Request, *, expected: str) -> admission.RawReview:
+    """The denial (code 400) of an operation the endpoint does not review; ``expected`` as
+    Volcano words it: ``"`CREATE`"``, ``"`CREATE` or `UPDATE`"``."""
+    return admission.deny(
+        request.uid,
+        f"invalid operation `{request.operation}`, expect operation to be {expected}",
+        code=400,
+        reason="BadRequest",
+    )
+
+
+def missing_object(request: admission.Request, *, what: str) -> admission.RawReview:
+    """The denial (code 400) of a CREATE or UPDATE review without ``request.object``."""
+    return admission.deny(
+        request.uid,
+        f"request.object: a {request.operation} review must carry the {what}",
+        code=400,
+        reason="BadRequest",
+    )
+
+
+def namespace_of(request: admission.Request) -> str:
+    """The namespace of the object under review: its own, else the request's (Volcano does the
+    same)."""
+    written = mapping(mapping(request.object).get("metadata")).get("namespace")
+    return written if isinstance(written, str) and written else request.namespace
+
+
+def mapping(value: object) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (reviews read untrusted shapes)."""
+    return value if isinstance(value, Mapping) else MappingProxyType({})

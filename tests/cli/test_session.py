@@ -115,16 +115,22 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         config: configs.SchedulerConfiguration,
         feature_gates: Mapping[str, bool],
         admission_only: bool = False,
+        scheduler_names: frozenset[str] | None = None,
     ) -> decisions.SessionResult:
         calls.append(
             {
                 "config": config,
                 "feature_gates": dict(feature_gates),
                 "admission_only": admission_only,
+                "scheduler_names": scheduler_names,
             }
         )
         return real(
-            snapshot, config=config, feature_gates=feature_gates, admission_only=admission_only
+            snapshot,
+            config=config,
+            feature_gates=feature_gates,
+            admission_only=admission_only,
+            scheduler_names=scheduler_names,
         )
 
     monkeypatch.setattr(sessions, "run_session", spy)
@@ -133,20 +139,35 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 GATES_ON = {"SchedulingGatesQueueAdmission": True}
 GATES_OFF = {"SchedulingGatesQueueAdmission": False}
+KUBE_SCHEDULER = frozenset({"default-scheduler"})
 FLAGS = {
-    "defaults": ([], GATES_ON, False),
-    "--admission-only alone means true": (["--admission-only"], GATES_ON, True),
-    "--admission-only=true": (["--admission-only=true"], GATES_ON, True),
-    "--admission-only=false": (["--admission-only=false"], GATES_ON, False),
-    "feature gates": (["--feature-gates=SchedulingGatesQueueAdmission=false"], GATES_OFF, False),
+    "defaults": ([], GATES_ON, False, None),
+    "--admission-only alone means true": (["--admission-only"], GATES_ON, True, KUBE_SCHEDULER),
+    "--admission-only=true": (["--admission-only=true"], GATES_ON, True, KUBE_SCHEDULER),
+    "--admission-only=false": (["--admission-only=false"], GATES_ON, False, None),
+    "feature gates": (
+        ["--feature-gates=SchedulingGatesQueueAdmission=false"],
+        GATES_OFF,
+        False,
+        None,
+    ),
+    "scheduler names, which only admission reads": (
+        ["--admission-only", "--scheduler-name=default-scheduler,volcano"],
+        GATES_ON,
+        True,
+        frozenset({"default-scheduler", "volcano"}),
+    ),
 }
 
 
-@pytest.mark.parametrize(("flags", "gates", "admission_only"), FLAGS.values(), ids=FLAGS.keys())
+@pytest.mark.parametrize(
+    ("flags", "gates", "admission_only", "scheduler_names"), FLAGS.values(), ids=FLAGS.keys()
+)
 def test_flags_reach_the_session_in_kubernetes_style(
     flags: list[str],
     gates: dict[str, bool],
     admission_only: bool,
+    scheduler_names: frozenset[str] | None,
     recorded: list[dict[str, Any]],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -159,6 +180,7 @@ def test_flags_reach_the_session_in_kubernetes_style(
             "config": schedconf.parse_default().configuration,
             "feature_gates": gates,
             "admission_only": admission_only,
+            "scheduler_names": scheduler_names,
         }
     ]
 

@@ -194,7 +194,7 @@ def test_compaction_folds_only_settled_lone_pods_and_keeps_their_sums(
 CASES = {
     "two reserved pods of one queue become one": (
         ["reserved", "reserved"],
-        {"/folded:q:Pending::opted-in": b.res(cpu=3)},
+        {"/folded:q:Pending::reserving": b.res(cpu=3)},
     ),
     "a lone reserved pod is kept as it is": (["reserved"], {}),
     "a gated pod is never folded": (["gated", "gated"], {}),

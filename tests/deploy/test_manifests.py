@@ -17,6 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
+from queuetree.core import objects as core
+from queuetree.webhooks import settings as webhook_settings
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NAMESPACE = "queuetree-system"
 OVERLAYS = ["default", "cert-manager", "e2e", "sandbox"]
@@ -301,6 +304,7 @@ def webhook_summary(webhook: Obj) -> dict[str, Any]:
 SERVICE = (NAMESPACE, "queuetree-webhook", 443)
 COMMON = {"service": SERVICE, "sideEffects": "None", "admissionReviewVersions": ["v1"]}
 QUEUES = ("scheduling.volcano.sh",), ("queues",)
+POD_GROUPS = ("scheduling.volcano.sh",), ("podgroups",)
 PODS = ("",), ("pods",)
 EXPECTED_WEBHOOKS = {
     ("MutatingWebhookConfiguration", "queuetree-mutating-webhook"): {
@@ -325,6 +329,13 @@ EXPECTED_WEBHOOKS = {
             "timeoutSeconds": 5,
             **COMMON,
         },
+        "mutatepodgroup.volcano.sh": {
+            "path": "/podgroups/mutate",
+            "rules": [(*POD_GROUPS, ("CREATE",), "Namespaced")],
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 10,
+            **COMMON,
+        },
     },
     ("ValidatingWebhookConfiguration", "queuetree-validating-webhook"): {
         "validatequeue.volcano.sh": {
@@ -336,16 +347,23 @@ EXPECTED_WEBHOOKS = {
         },
         "validatepod.volcano.sh": {
             "path": "/pods/validate",
-            "rules": [(*PODS, ("CREATE",), "Namespaced")],
+            "rules": [(*PODS, ("CREATE", "UPDATE"), "Namespaced")],
             "failurePolicy": "Fail",
             "timeoutSeconds": 5,
             **COMMON,
         },
         "validatepod-namespace.queuetree.io": {
             "path": "/pods/validate",
-            "rules": [(*PODS, ("CREATE",), "Namespaced")],
+            "rules": [(*PODS, ("CREATE", "UPDATE"), "Namespaced")],
             "failurePolicy": "Fail",
             "timeoutSeconds": 5,
+            **COMMON,
+        },
+        "validatepodgroup.volcano.sh": {
+            "path": "/podgroups/validate",
+            "rules": [(*POD_GROUPS, ("CREATE", "UPDATE"), "Namespaced")],
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 10,
             **COMMON,
         },
     },
@@ -353,7 +371,7 @@ EXPECTED_WEBHOOKS = {
 
 
 @pytest.mark.parametrize("name", OVERLAYS)
-def test_the_six_webhooks_have_their_paths_rules_and_failure_policies(name: str) -> None:
+def test_the_eight_webhooks_have_their_paths_rules_and_failure_policies(name: str) -> None:
     objects = overlay(name)
     actual = {
         (kind, config_name): {
@@ -395,6 +413,8 @@ def test_pod_webhooks_exclude_kube_system_our_namespace_and_opted_out_namespaces
         "validatepod.volcano.sh": per_pod,
         "mutatepod-namespace.queuetree.io": expected,
         "validatepod-namespace.queuetree.io": expected,
+        "mutatepodgroup.volcano.sh": expected,
+        "validatepodgroup.volcano.sh": expected,
     }
 
 
@@ -422,15 +442,38 @@ def test_pod_webhooks_are_only_called_for_pods_that_opted_in_or_carry_the_gate(n
         for config in by_kind(objects, kind).values():
             for webhook in config["webhooks"]:
                 if webhook["name"].endswith("pod.volcano.sh"):
-                    (condition,) = webhook["matchConditions"]
+                    condition = webhook["matchConditions"][0]
                     expression = condition["expression"]
                     conditions[webhook["name"]] = (
                         f"k == '{GATE}'" in expression,
                         f"g.name == '{GATE}'" in expression,
+                        f"oldObject.spec.schedulingGates.exists(g, g.name == '{GATE}')"
+                        in expression,
+                        f"k == '{core.ADMITTED_QUEUE_ANNOTATION}'" in expression,
                     )
     assert conditions == {
-        "mutatepod.volcano.sh": (True, True),
-        "validatepod.volcano.sh": (True, True),
+        "mutatepod.volcano.sh": (True, True, False, False),
+        "validatepod.volcano.sh": (True, True, True, True),
+    }
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_the_operators_own_pod_updates_never_reach_the_webhook(name: str) -> None:
+    """Its gate removals and explanations: an outage of the webhook must not stop admission."""
+    operator = webhook_settings.OPERATOR_USERNAME
+    found = {
+        webhook["name"]: [
+            c["name"]
+            for c in webhook.get("matchConditions", [])
+            if c["expression"].strip() == f"request.userInfo.username != '{operator}'"
+        ]
+        for config in by_kind(overlay(name), "ValidatingWebhookConfiguration").values()
+        for webhook in config["webhooks"]
+        if any("UPDATE" in r["operations"] and "pods" in r["resources"] for r in webhook["rules"])
+    }
+    assert found == {
+        "validatepod.volcano.sh": ["not-the-operator"],
+        "validatepod-namespace.queuetree.io": ["not-the-operator"],
     }
 
 

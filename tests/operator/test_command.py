@@ -44,6 +44,7 @@ DEFAULTS = {
     "renew_deadline": 10.0,
     "retry_period": 2.0,
     "default_queue": "default",
+    "scheduler_names": frozenset({"default-scheduler"}),
 }
 
 CASES = {
@@ -64,6 +65,10 @@ CASES = {
     "the deployment's spelling of the lease namespace and a health port": (
         ("--leader-election-namespace=queuetree-system", "--health-port=8081"),
         {"lease_namespace": "queuetree-system", "health_port": 8081},
+    ),
+    "scheduler names, repeated or comma-separated, replace the default": (
+        ("--scheduler-name=default-scheduler,gpu-profile", "--scheduler-name", "volcano"),
+        {"scheduler_names": frozenset({"default-scheduler", "gpu-profile", "volcano"})},
     ),
     "booleans and feature gates in Kubernetes style": (
         ("--leader-elect=false", "--feature-gates=SchedulingGatesQueueAdmission=false"),

@@ -8,7 +8,7 @@ from types import MappingProxyType
 import pytest
 
 from queuetree.core import decisions, objects
-from queuetree.operator import cycle, explaining, gating, queue_status, state
+from queuetree.operator import cycle, explaining, gating, kube, queue_status, state
 from tests.operator import fakes
 
 
@@ -69,7 +69,7 @@ async def test_an_admitted_pod_is_assumed_offered_patched_and_confirmed() -> Non
 async def test_a_full_gate_queue_forgets_the_assumption() -> None:
     cluster, _, remover, session, admission = make(workers=1)
     for index in range(gating.QUEUE_SLOTS_PER_WORKER):
-        assert remover.offer(f"ns/filler-{index}", decided_at=0.0)
+        assert remover.offer(f"ns/filler-{index}", queue="default", decided_at=0.0)
     cluster.upsert_pod(fakes.pod("a"))
     cluster.mark_synced()
     session.ungate = ("ns/a",)
@@ -210,7 +210,116 @@ def test_figure_only_status_writes_wait_longer_while_admissions_queue(
     assert admission._throttle([first]) == [first]
     if backlog:
         for index in range(gating.BACKLOG_PER_WORKER + 1):
-            assert remover.offer(f"ns/p{index}", decided_at=0.0)
+            assert remover.offer(f"ns/p{index}", queue="default", decided_at=0.0)
     now[0] = later
     write = queue_status.QueueWrite(name="team", status=status)
     assert (admission._throttle([write]) == [write]) is written
+
+
+class ReclaimSession:
+    """Reclaim as the core does it, reduced to what the cycle must honour: the first
+    preemptable victim in key order is evicted for ``ns/r``."""
+
+    VICTIMS = ("ns/a-protected", "ns/b-free")
+
+    def __init__(self) -> None:
+        self.seen: list[objects.Snapshot] = []
+
+    def __call__(self, snapshot: objects.Snapshot) -> decisions.SessionResult:
+        self.seen.append(snapshot)
+        victims = [k for k in self.VICTIMS if k in snapshot.pods and snapshot.pods[k].preemptable]
+        if not victims:
+            return decisions.SessionResult(ready=True)
+        record = decisions.Eviction(
+            victim=victims[0],
+            reclaimer="ns/r",
+            rule=decisions.EvictionRule.RECLAIM_OVER_DESERVED,
+            action="reclaim",
+            reason="queue 'b' is above its deserved share (cpu 2 > 1); ancestorReclaimLevel 1",
+            node="n1",
+            victim_queue="b",
+            reclaimer_queue="a",
+        )
+        return decisions.SessionResult(ready=True, evict=(victims[0],), evictions=(record,))
+
+
+REFUSALS = {
+    "the server's retryAfterSeconds": (7.0, 7.0),
+    "the configured retry when the server names none": (None, 3.0),
+}
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "protected_for"), list(REFUSALS.values()), ids=list(REFUSALS)
+)
+async def test_a_victim_whose_eviction_is_refused_is_passed_over_until_its_retry_time(
+    retry_after: float | None, protected_for: float
+) -> None:
+    """A 429 (a PodDisruptionBudget) keeps that victim out of reclaim's choice for the
+    retry time, so the next cycle evicts another; the reclaimer is told why it waited."""
+    now = [100.0]
+    cluster = state.ClusterState()
+    api = fakes.FakeKube()
+    refused = kube.ApiError(
+        verb="create",
+        target="pods/ns/a-protected/eviction",
+        status=429,
+        reason="TooManyRequests",
+        message="Cannot evict pod as it would violate the pod's disruption budget.",
+        retry_after=retry_after,
+    )
+
+    def refuse_once(call: fakes.Call) -> None:
+        if (
+            call.verb == "evict"
+            and call.target == "pods/ns/a-protected"
+            and api.calls.count(call) == 1
+        ):
+            raise refused
+
+    api.on_call = refuse_once
+    session = ReclaimSession()
+    admission = cycle.AdmissionCycle(
+        cluster=cluster,
+        api=api,
+        remover=gating.GateRemover(cluster=cluster, api=api, workers=1),
+        session=session,
+        reclaim=True,
+        eviction_retry=3.0,
+        clock=lambda: now[0],
+        wall_clock=lambda: 0.0,
+    )
+    for name in ("a-protected", "b-free", "r"):
+        cluster.upsert_pod(fakes.pod(name, gates=()))
+    cluster.mark_synced()
+
+    first = await admission.run_once()
+    await admission.wait_writes()
+    second = await admission.run_once()
+    await admission.wait_writes()
+    now[0] += protected_for + 0.1
+    third = await admission.run_once()
+    await admission.wait_writes()
+
+    preemptable = [snapshot.pods["ns/a-protected"].preemptable for snapshot in session.seen]
+    blocked = [
+        (call.target, call.body["type"], call.body["involvedObject"]["name"], call.body["message"])
+        for call in api.calls
+        if call.verb == "create" and call.body.get("reason") == "ReclaimBlocked"
+    ]
+    assert (first.evictions, second.evictions, third.evictions) == (
+        ("ns/a-protected",),
+        ("ns/b-free",),
+        ("ns/a-protected",),
+    )
+    assert preemptable == [True, False, True]
+    assert blocked == [
+        (
+            "events/ns",
+            "Warning",
+            "r",
+            "Reclaim waits: the eviction of ns/a-protected was refused (Cannot evict pod as it "
+            "would violate the pod's disruption budget); other victims are considered meanwhile, "
+            f"and ns/a-protected again in {protected_for:g}s",
+        )
+    ]

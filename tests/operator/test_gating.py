@@ -14,13 +14,19 @@ from tests.operator import fakes
 
 GATE = objects.QUEUE_ALLOCATION_GATE
 
+RECORD = {
+    "op": "add",
+    "path": "/metadata/annotations/scheduling.queuetree.io~1admitted-queue",
+    "value": "team",
+}
 PATCHES: dict[str, tuple[tuple[str, ...], list[dict[str, Any]] | None]] = {
-    "our gate alone is removed with tests of uid and gates": (
+    "our gate alone is removed with tests of uid and gates, and the queue recorded": (
         (GATE,),
         [
             {"op": "test", "path": "/metadata/uid", "value": "uid-p"},
             {"op": "test", "path": "/spec/schedulingGates", "value": [{"name": GATE}]},
             {"op": "remove", "path": "/spec/schedulingGates"},
+            RECORD,
         ],
     ),
     "another controller's gate blocks removal": ((GATE, "example.com/other"), None),
@@ -33,18 +39,33 @@ PATCHES: dict[str, tuple[tuple[str, ...], list[dict[str, Any]] | None]] = {
 def test_build_gate_removal_patch_only_removes_a_lone_queue_gate(
     gates: tuple[str, ...], expected: list[dict[str, Any]] | None
 ) -> None:
-    assert gating.build_gate_removal_patch(fakes.pod("p", gates=gates)) == expected
+    assert gating.build_gate_removal_patch(fakes.pod("p", gates=gates), queue="team") == expected
 
 
 def test_an_explained_pod_loses_its_explanation_in_the_same_patch() -> None:
     pod = dataclasses.replace(
         fakes.pod("p"), annotations={explaining.REASON_ANNOTATION: "queue team: cpu 2 > 1"}
     )
-    assert gating.build_gate_removal_patch(pod) == [
+    assert gating.build_gate_removal_patch(pod, queue="team") == [
         {"op": "test", "path": "/metadata/uid", "value": "uid-p"},
         {"op": "test", "path": "/spec/schedulingGates", "value": [{"name": GATE}]},
         {"op": "remove", "path": "/spec/schedulingGates"},
+        RECORD,
         {"op": "remove", "path": "/metadata/annotations/scheduling.queuetree.io~1admission-reason"},
+    ]
+
+
+def test_a_pod_without_annotations_gets_the_record_as_its_first_annotation() -> None:
+    pod = dataclasses.replace(fakes.pod("p"), annotations={})
+    assert gating.build_gate_removal_patch(pod, queue="team") == [
+        {"op": "test", "path": "/metadata/uid", "value": "uid-p"},
+        {"op": "test", "path": "/spec/schedulingGates", "value": [{"name": GATE}]},
+        {"op": "remove", "path": "/spec/schedulingGates"},
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {"scheduling.queuetree.io/admitted-queue": "team"},
+        },
     ]
 
 
@@ -62,11 +83,11 @@ def make(
 
 async def test_offer_deduplicates_and_respects_the_bound() -> None:
     _, _, remover, _ = make(workers=1)
-    assert remover.offer("ns/a", decided_at=0.0)
-    assert not remover.offer("ns/a", decided_at=0.0)
+    assert remover.offer("ns/a", queue="team", decided_at=0.0)
+    assert not remover.offer("ns/a", queue="team", decided_at=0.0)
     for index in range(gating.QUEUE_SLOTS_PER_WORKER - 1):
-        assert remover.offer(f"ns/p{index}", decided_at=0.0)
-    assert not remover.offer("ns/overflow", decided_at=0.0)
+        assert remover.offer(f"ns/p{index}", queue="team", decided_at=0.0)
+    assert not remover.offer("ns/overflow", queue="team", decided_at=0.0)
     assert remover.pending == gating.QUEUE_SLOTS_PER_WORKER
 
 
@@ -89,7 +110,7 @@ async def test_worker_outcomes(failure: int | None, status: int, still_assumed: 
         api.fail["pods/ns/p"] = [failure]
     remover.start()
     try:
-        assert remover.offer("ns/p", decided_at=9.5)
+        assert remover.offer("ns/p", queue="team", decided_at=9.5)
         await fakes.wait_for(lambda: bool(outcomes))
     finally:
         await remover.stop()
@@ -104,7 +125,7 @@ async def test_a_pod_that_gained_company_is_not_patched() -> None:
     cluster.upsert_pod(fakes.pod("p", gates=("example.com/other", GATE)))
     remover.start()
     try:
-        assert remover.offer("ns/p", decided_at=10.0)
+        assert remover.offer("ns/p", queue="team", decided_at=10.0)
         await fakes.wait_for(lambda: remover.pending == 0)
     finally:
         await remover.stop()
@@ -117,7 +138,7 @@ async def test_the_cycle_may_decide_again_only_once_the_backlog_has_drained() ->
     for index in range(low_water + 1):
         cluster.upsert_pod(fakes.pod(f"p{index}"))
         assert cluster.assume_ungated(f"ns/p{index}", decided_at=10.0)
-        assert remover.offer(f"ns/p{index}", decided_at=10.0)
+        assert remover.offer(f"ns/p{index}", queue="team", decided_at=10.0)
     drained = asyncio.create_task(remover.wait_drained())
     # Not started: the workers hold the whole backlog, so the wait must still be on.
     await asyncio.sleep(0)

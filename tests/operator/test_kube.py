@@ -33,7 +33,9 @@ async def test_refusals_carry_status_and_reason_and_are_counted(
             limiter=kube.RateLimiter(qps=0, burst=1),
             on_error=lambda verb, status: errors.append((verb, status)),
         )
-        stale = gating.build_gate_removal_patch(fakes.pod("p", namespace="default", uid="old"))
+        stale = gating.build_gate_removal_patch(
+            fakes.pod("p", namespace="default", uid="old"), queue="default"
+        )
         assert stale is not None
         outcomes = []
         for namespace, name in (("default", "missing"), ("default", "p")):
@@ -42,7 +44,7 @@ async def test_refusals_carry_status_and_reason_and_are_counted(
             except kube.ApiError as error:
                 outcomes.append((error.status, error.reason))
         fresh = gating.build_gate_removal_patch(
-            fakes.pod("p", namespace="default", uid=created["metadata"]["uid"])
+            fakes.pod("p", namespace="default", uid=created["metadata"]["uid"]), queue="default"
         )
         assert fresh is not None
         await writes.patch_pod("default", "p", fresh)
@@ -147,7 +149,7 @@ async def test_the_gate_removal_takes_the_explanation_with_it_in_one_write(
         fakes.pod("held", namespace="default", uid=created["metadata"]["uid"]),
         annotations={reason: "queue default: cpu 0.1 > 0"},
     )
-    patch = gating.build_gate_removal_patch(held)
+    patch = gating.build_gate_removal_patch(held, queue="default")
     assert patch is not None
     loaded = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
     async with loaded as api_client:
@@ -158,3 +160,53 @@ async def test_the_gate_removal_takes_the_explanation_with_it_in_one_write(
     assert after is not None
     assert (sim.gates_of(after), reason in after["metadata"]["annotations"]) == ([], False)
     assert after["metadata"]["annotations"]["team"] == "ml"
+    assert after["metadata"]["annotations"]["scheduling.queuetree.io/admitted-queue"] == "default"
+
+
+STATUS_BODIES = {
+    "a Status with retryAfterSeconds (kube-apiserver's disruption-budget 429)": (
+        b'{"kind":"Status","reason":"TooManyRequests","message":"Cannot evict pod",'
+        b'"details":{"retryAfterSeconds":10}}',
+        ("TooManyRequests", "Cannot evict pod", 10.0),
+    ),
+    "retryAfterSeconds 0 (a budget not observed yet) names no time": (
+        b'{"reason":"TooManyRequests","message":"m","details":{"retryAfterSeconds":0}}',
+        ("TooManyRequests", "m", None),
+    ),
+    "a Status without details": (b'{"reason":"Invalid","message":"m"}', ("Invalid", "m", None)),
+    "a number that is not one": (
+        b'{"reason":"r","message":"m","details":{"retryAfterSeconds":true}}',
+        ("r", "m", None),
+    ),
+    "text that is not JSON is quoted": (
+        b"upstream connect error",
+        ("", "upstream connect error", None),
+    ),
+    "JSON that is not an object": (b"[1]", ("", "", None)),
+}
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"), list(STATUS_BODIES.values()), ids=list(STATUS_BODIES)
+)
+def test_refusals_read_reason_message_and_retry_time_from_the_status(
+    body: bytes, expected: tuple[str, str, float | None]
+) -> None:
+    assert kube._status_reason(body) == expected
+
+
+RETRY_HEADERS = {
+    "seconds": ("10", 10.0),
+    "an HTTP date is not read": ("Wed, 21 Oct 2015 07:28:00 GMT", None),
+    "zero": ("0", None),
+    "missing": (None, None),
+}
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"), list(RETRY_HEADERS.values()), ids=list(RETRY_HEADERS)
+)
+def test_a_retry_after_header_is_read_as_seconds(
+    header: str | None, expected: float | None
+) -> None:
+    assert kube._seconds(header) == expected

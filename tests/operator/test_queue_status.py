@@ -41,13 +41,17 @@ def view_of(
     return cluster.view()
 
 
-def figures(allocated: resources.Resource) -> decisions.QueueFigures:
+def figures(
+    allocated: resources.Resource, *, pods: int = 0, waiting: int = 0
+) -> decisions.QueueFigures:
     return decisions.QueueFigures(
         allocated=allocated,
         deserved=ZERO,
         capability=resources.Resource.infinite(),
         real_capability=resources.Resource.infinite(),
         reserved=ZERO,
+        allocated_pods=pods,
+        reserved_pods=waiting,
     )
 
 
@@ -113,15 +117,17 @@ def test_plan_queue_writes_writes_only_what_changed(
     assert queue_status.plan_queue_writes(view_of(records, pods), None) == expected
 
 
-def test_figures_of_the_last_session_are_written_as_quantities() -> None:
+def test_figures_of_the_last_session_are_written_as_quantities_with_pod_counts() -> None:
     view = view_of([record("root", status=OPEN_STATUS)])
-    result = decisions.SessionResult(ready=True, queues=MappingProxyType({"root": figures(CPU2)}))
+    result = decisions.SessionResult(
+        ready=True, queues=MappingProxyType({"root": figures(CPU2, pods=3, waiting=1)})
+    )
     assert queue_status.plan_queue_writes(view, result) == [
         queue_status.QueueWrite(
             name="root",
             status={
-                "allocated": {"cpu": "2", "memory": "0"},
-                "reserved": {"cpu": "0", "memory": "0"},
+                "allocated": {"cpu": "2", "memory": "0", "pods": "3"},
+                "reserved": {"cpu": "0", "memory": "0", "pods": "1"},
                 "deserved": {"cpu": "0", "memory": "0"},
                 "realCapability": {},
             },
@@ -132,8 +138,8 @@ def test_figures_of_the_last_session_are_written_as_quantities() -> None:
 def test_a_resource_that_left_a_figure_is_removed_with_null() -> None:
     written = {
         **OPEN_STATUS,
-        "allocated": {"cpu": "2", "memory": "0", "nvidia.com/gpu": "2"},
-        "reserved": {"cpu": "0", "memory": "0"},
+        "allocated": {"cpu": "2", "memory": "0", "nvidia.com/gpu": "2", "pods": "0"},
+        "reserved": {"cpu": "0", "memory": "0", "pods": "0"},
         "deserved": {"cpu": "0", "memory": "0"},
         "realCapability": {},
     }
@@ -163,3 +169,20 @@ def test_merge_patch_value_turns_current_into_desired(
     current: Any, desired: Any, patch: Any
 ) -> None:
     assert queue_status.merge_patch_value(current, desired) == patch
+
+
+BUSY_CHANGES = {
+    "a first pod": ({"allocated": {"pods": "1"}}, True),
+    "the last pod gone": ({"reserved": {"pods": "0"}}, True),
+    "a count between two others": ({"allocated": {"pods": "7", "cpu": "3"}}, False),
+    "figures without pods": ({"allocated": {"cpu": "3"}}, False),
+    "only the state": ({"state": "Open"}, False),
+}
+
+
+@pytest.mark.parametrize(("status", "urgent"), list(BUSY_CHANGES.values()), ids=list(BUSY_CHANGES))
+def test_a_queue_getting_its_first_pod_or_losing_its_last_is_urgent(
+    status: dict[str, Any], urgent: bool
+) -> None:
+    write = queue_status.QueueWrite(name="q", status=status)
+    assert queue_status.busy_changed(write) is urgent

@@ -252,3 +252,17 @@ def test_unlimited_dimensions_are_not_exported_and_gone_queues_disappear() -> No
     ) == (3.0, None, 1.0)
     exported.record_queues({}, {})
     assert sample("queuetree_queue_allocated", {"queue": "team", "resource": "cpu"}) is None
+
+
+def test_protected_pods_are_not_preemptable_and_the_rest_are_untouched() -> None:
+    pods = [fakes.pod(name, gates=()) for name in ("a", "b")]
+    original = snapshot(*pods)
+    protected = reclaiming.protect(original, {"ns/a", "ns/gone"})
+    assert {key: pod.preemptable for key, pod in protected.pods.items()} == {
+        "ns/a": False,
+        "ns/b": True,
+    }
+    assert (original.pods["ns/a"].preemptable, reclaiming.protect(original, {"ns/gone"})) == (
+        True,
+        original,
+    )

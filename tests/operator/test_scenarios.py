@@ -13,6 +13,7 @@ import yaml
 
 from kubesim import harness, server, simulation
 from queuetree.api import schedconf
+from queuetree.core import objects
 from tests.operator import cluster as sim
 
 SLOT = {"cpu": "500m", "memory": "512Mi"}
@@ -270,7 +271,8 @@ def test_root_and_default_queues_are_created_and_parents_defaulted(
         lambda: (client.queue("orphan") or {}).get("status", {}).get("state") == "Open",
         what="status written",
     )
-    # kopf only indexes and watches: it marks nothing it sees.
+    # kopf only indexes and watches: it marks nothing it sees. The one annotation the operator
+    # adds is the queue it admitted the pod to, with the gate removal.
     client.create_pod("plain", queue="orphan", requests=SLOT)
     sim.eventually(lambda: running_without_gates(client.pod("plain")), what="plain runs")
     metadata = [
@@ -278,7 +280,10 @@ def test_root_and_default_queues_are_created_and_parents_defaulted(
         for obj in (client.queue("orphan"), client.pod("plain"))
         if obj is not None
     ]
-    assert metadata == [(None, []), (None, [sim.GATE, "scheduling.volcano.sh/queue-name"])]
+    assert metadata == [
+        (None, []),
+        (None, [objects.ADMITTED_QUEUE_ANNOTATION, sim.GATE, "scheduling.volcano.sh/queue-name"]),
+    ]
 
 
 NOWHERE = {"kubernetes.io/fake-node": "fake"}

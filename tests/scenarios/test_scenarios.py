@@ -92,6 +92,8 @@ def test_the_operators_admission_mode_decides_the_race_the_same_way(
 ) -> None:
     expected = json.loads((directory / "expected.json").read_text())
     explained = expected.pop("reasonsFor")
-    output = run_session(directory, capsys, "--admission-only")
+    # The race's pods are Volcano's e2e pods (schedulerName: volcano): name it, as an operator
+    # running beside Volcano's scheduler would, or they are never admitted.
+    output = run_session(directory, capsys, "--admission-only", "--scheduler-name=volcano")
     assert {key: output[key] for key in expected} == expected
     assert sorted(output["reasons"]) == explained

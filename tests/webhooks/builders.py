@@ -28,6 +28,7 @@ def queue(
     guarantee: Mapping[str, Any] | None = None,
     state: str | None = None,
     allocated: Mapping[str, Any] | None = None,
+    reserved: Mapping[str, Any] | None = None,
     annotations: Mapping[str, str] | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
@@ -53,6 +54,8 @@ def queue(
         status["state"] = state
     if allocated is not None:
         status["allocated"] = dict(allocated)
+    if reserved is not None:
+        status["reserved"] = dict(reserved)
     if status:
         body["status"] = status
     return body
@@ -65,6 +68,8 @@ def pod(
     annotations: Mapping[str, str] | None = None,
     gates: list[str] | None = None,
     node_name: str | None = None,
+    scheduler: str | None = None,
+    phase: str | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "apiVersion": "v1",
@@ -72,6 +77,10 @@ def pod(
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"containers": [{"name": "main", "image": "busybox"}]},
     }
+    if scheduler is not None:
+        body["spec"]["schedulerName"] = scheduler
+    if phase is not None:
+        body["status"] = {"phase": phase}
     if annotations is not None:
         body["metadata"]["annotations"] = dict(annotations)
     if gates is not None:

@@ -195,3 +195,49 @@ def test_the_ca_is_kept_until_the_last_quarter_of_its_life(
         expected is None,
         True,
     )
+
+
+def test_extra_sans_add_ip_addresses_and_names_that_renewal_then_requires() -> None:
+    extra = ("127.0.0.1", "::1", "webhook.local")
+    bundle = certificates.generate_bundle(service=SERVICE, namespace=NAMESPACE, extra_sans=extra)
+    sans = (
+        x509.load_pem_x509_certificate(bundle.serving.cert_pem)
+        .extensions.get_extension_for_class(x509.SubjectAlternativeName)
+        .value
+    )
+    plain = certificates.generate_bundle(service=SERVICE, namespace=NAMESPACE)
+    assert (
+        [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)],
+        sans.get_values_for_type(x509.DNSName)[-1],
+        certificates.renewal_reason(
+            bundle, dns_names=[*NAMES, "webhook.local"], ip_addresses=("127.0.0.1", "::1")
+        ),
+        certificates.renewal_reason(plain, dns_names=NAMES, ip_addresses=("127.0.0.1",)),
+    ) == (
+        ["127.0.0.1", "::1"],
+        "webhook.local",
+        None,
+        "the serving certificate lacks 127.0.0.1",
+    )
+
+
+SANS = {
+    "an IPv4 address": (("10.0.0.1",), ([], ("10.0.0.1",))),
+    "an IPv6 address, normalised": (("0:0::1",), ([], ("::1",))),
+    "a DNS name": (("webhook.example.com",), (["webhook.example.com"], ())),
+}
+
+
+@pytest.mark.parametrize(("sans", "expected"), list(SANS.values()), ids=list(SANS))
+def test_extra_sans_split_into_names_and_addresses(
+    sans: tuple[str, ...], expected: tuple[list[str], tuple[str, ...]]
+) -> None:
+    assert certificates.split_sans(sans) == expected
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "https://x", "a b", "x" * 254], ids=["empty", "url", "space", "long"]
+)
+def test_an_extra_san_that_is_neither_is_refused_by_name(bad: str) -> None:
+    with pytest.raises(ValueError, match="is neither an IP address nor a DNS name"):
+        certificates.split_sans((bad,))

@@ -26,6 +26,11 @@ OPT_IN = {GATE: "true"}
 WHOLE_LIST = {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]}
 APPEND = {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}}
 OPTED_NAMESPACE = {"ml": {GATE: "true"}}
+OVERRULED = (
+    f'metadata.annotations[{GATE}]: "false" cannot opt the pod out of namespace ml, which opts in '
+    "every pod it creates: the pod is held for queue admission (an administrator can take the "
+    "namespace out)"
+)
 GATE_OFF = settings.ReviewSettings(feature_gates={features.SCHEDULING_GATES_QUEUE_ADMISSION: False})
 
 
@@ -133,8 +138,33 @@ GATE_OFF = settings.ReviewSettings(feature_gates={features.SCHEDULING_GATES_QUEU
             pod(namespace="ml", annotations={GATE: "false"}),
             OPTED_NAMESPACE,
             None,
+            allowed(
+                patch=[
+                    WHOLE_LIST,
+                    {
+                        "op": "add",
+                        "path": "/metadata/annotations/"
+                        "scheduling.volcano.sh~1queue-allocation-gate",
+                        "value": "true",
+                    },
+                ],
+                warnings=[OVERRULED],
+            ),
+            id="a-pods-false-cannot-undo-the-namespace-opt-in",
+        ),
+        pytest.param(
+            pod(namespace="ml", annotations={GATE: "false"}),
+            {},
+            None,
             allowed(),
-            id="pod-annotation-opts-out-of-namespace",
+            id="false-outside-an-opted-in-namespace-is-not-opted-in",
+        ),
+        pytest.param(
+            pod(namespace="ml", annotations=OPT_IN, gates=[GATE]),
+            OPTED_NAMESPACE,
+            None,
+            allowed(),
+            id="idempotent-in-an-opted-in-namespace",
         ),
         pytest.param(
             pod(namespace="ml"),
@@ -147,13 +177,8 @@ GATE_OFF = settings.ReviewSettings(feature_gates={features.SCHEDULING_GATES_QUEU
             pod(annotations=OPT_IN, node_name="n1"),
             {},
             None,
-            allowed(
-                warnings=[
-                    "spec.nodeName: the pod is bound to node n1 at creation, so it cannot be "
-                    "held by the queue-allocation gate and bypasses queue admission"
-                ]
-            ),
-            id="pod-bound-at-creation-is-not-gated",
+            allowed(),
+            id="pod-bound-at-creation-is-not-gated-and-left-to-the-validator",
         ),
     ],
 )
@@ -184,6 +209,18 @@ TREE = [
 ]
 QUEUE_NAME = "scheduling.volcano.sh/queue-name"
 GROUP_NAME = "scheduling.k8s.io/group-name"
+BOUND_TO_NODE = (
+    "spec.nodeName: Forbidden: pod default/p1 is opted in to queue admission (by its annotation) "
+    "and cannot be created bound to node n1: queuetree admits a pod by removing its scheduling "
+    "gate, and a bound pod cannot carry one, so it would run outside its queue's limits; remove "
+    "spec.nodeName (to choose the node, set a nodeSelector on kubernetes.io/hostname)"
+)
+FOREIGN_SCHEDULER = (
+    "spec.schedulerName: volcano: queuetree admits pods for default-scheduler only "
+    "(--scheduler-name), so this pod stays gated (holding no room in its queue) and is told why; "
+    "create it without spec.schedulerName, or with one of those (Volcano's schedulerName: "
+    "volcano is kube-scheduler's work here: see docs/compatibility.md)"
+)
 
 
 @pytest.mark.parametrize(
@@ -278,6 +315,53 @@ GROUP_NAME = "scheduling.k8s.io/group-name"
             ),
             id="namespace-opt-in-is-validated-too",
         ),
+        pytest.param(
+            pod(namespace="ml", annotations={GATE: "false", QUEUE_NAME: "a"}),
+            OPTED_NAMESPACE,
+            {},
+            allowed(warnings=[OVERRULED]),
+            id="a-pods-false-in-an-opted-in-namespace-is-validated-as-opted-in",
+        ),
+        pytest.param(
+            pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, node_name="n1"),
+            {},
+            {},
+            denied(BOUND_TO_NODE),
+            id="opted-in-pod-bound-to-a-node",
+        ),
+        pytest.param(
+            pod(annotations={**OPT_IN, QUEUE_NAME: "ghost"}, node_name="n1"),
+            {},
+            {},
+            denied(
+                f"[{BOUND_TO_NODE}, "
+                f'metadata.annotations[{QUEUE_NAME}]: Not found: "ghost": pod default/p1 names '
+                f"queue ghost (from annotation {QUEUE_NAME}): the queue does not exist; create "
+                "it or name an existing leaf queue]"
+            ),
+            id="every-problem-in-one-denial",
+        ),
+        pytest.param(
+            pod(annotations={QUEUE_NAME: "a"}, node_name="n1"),
+            {},
+            {},
+            allowed(),
+            id="a-pod-that-did-not-opt-in-may-be-bound",
+        ),
+        pytest.param(
+            pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, scheduler="volcano"),
+            {},
+            {},
+            allowed(warnings=[FOREIGN_SCHEDULER]),
+            id="another-scheduler-is-warned-about",
+        ),
+        pytest.param(
+            pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, scheduler="default-scheduler"),
+            {},
+            {},
+            allowed(),
+            id="kube-scheduler-named-explicitly",
+        ),
     ],
 )
 def test_pod_validation_checks_the_queue(
@@ -347,3 +431,124 @@ def test_a_namespace_opts_in_by_annotation_or_label(
     )
     assert found is not None
     assert dict(found[1]) == expected
+
+
+OPERATOR = settings.OPERATOR_USERNAME
+TENANT = "system:serviceaccount:ml:tenant"
+RECORD = "scheduling.queuetree.io/admitted-queue"
+ADMITTED = {**OPT_IN, QUEUE_NAME: "a", RECORD: "a"}
+GATE_REMOVED = (
+    "spec.schedulingGates: Forbidden: only the queuetree operator "
+    f"({OPERATOR}) may remove the scheduling gate {GATE} from pod default/p1, and it does so "
+    f"once queue a has room for the pod; {TENANT} cannot (kubectl describe pod tells why it waits)"
+)
+
+
+def moved(key: str, value: str | None) -> str:
+    return (
+        f'metadata.annotations[{key}]: Forbidden: "{value}": pod default/p1 was admitted to queue '
+        "a and stays charged to it until it finishes or is deleted, so its queue cannot change; "
+        "delete the pod and create it again to run it in another queue"
+    )
+
+
+UPDATES = {
+    "a tenant removes the gate": (
+        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}),
+        TENANT,
+        denied(GATE_REMOVED),
+    ),
+    "a tenant removes the gate and the opt-in together": (
+        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        pod(annotations={QUEUE_NAME: "a"}),
+        TENANT,
+        denied(GATE_REMOVED),
+    ),
+    "the operator removes the gate and writes the record": (
+        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        pod(annotations=ADMITTED),
+        OPERATOR,
+        allowed(),
+    ),
+    "another controller removes its own gate": (
+        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=["example.com/other", GATE]),
+        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        TENANT,
+        allowed(),
+    ),
+    "a tenant moves a gated pod to another queue before it is admitted": (
+        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        pod(annotations={**OPT_IN, QUEUE_NAME: "b"}, gates=[GATE]),
+        TENANT,
+        allowed(),
+    ),
+    "a tenant moves an admitted pod": (
+        pod(annotations=ADMITTED),
+        pod(annotations={**ADMITTED, QUEUE_NAME: "b"}),
+        TENANT,
+        denied(moved(QUEUE_NAME, "b")),
+    ),
+    "a tenant puts an admitted pod in a group": (
+        pod(annotations=ADMITTED),
+        pod(annotations={**ADMITTED, GROUP_NAME: "pg"}),
+        TENANT,
+        denied(moved(GROUP_NAME, "pg")),
+    ),
+    "a tenant moves a pod admitted before the record existed": (
+        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}),
+        pod(annotations={**OPT_IN, QUEUE_NAME: "ghost"}),
+        TENANT,
+        denied(moved(QUEUE_NAME, "ghost")),
+    ),
+    "a tenant edits the record": (
+        pod(annotations=ADMITTED),
+        pod(annotations={**ADMITTED, RECORD: "b"}),
+        TENANT,
+        denied(
+            f'metadata.annotations[{RECORD}]: Forbidden: "b": the queue pod default/p1 was '
+            f"admitted to is written by the queuetree operator ({OPERATOR}) only, when it "
+            "removes the pod's gate, and never changes after"
+        ),
+    ),
+    "a tenant relabels an admitted pod": (
+        pod(annotations=ADMITTED),
+        pod(annotations={**ADMITTED, "team": "b"}),
+        TENANT,
+        allowed(),
+    ),
+    "a finished pod may be re-annotated": (
+        pod(annotations=ADMITTED, phase="Succeeded"),
+        pod(annotations={**ADMITTED, QUEUE_NAME: "b"}, phase="Succeeded"),
+        TENANT,
+        allowed(),
+    ),
+    "a pod that never opted in is none of queuetree's business": (
+        pod(annotations={QUEUE_NAME: "a"}),
+        pod(annotations={QUEUE_NAME: "b"}),
+        TENANT,
+        allowed(),
+    ),
+}
+
+
+@pytest.mark.parametrize(("old", "new", "user", "expected"), UPDATES.values(), ids=UPDATES.keys())
+def test_pod_updates_keep_admission_with_the_operator_and_bound_to_its_queue(
+    old: dict[str, Any], new: dict[str, Any], user: str, expected: dict[str, Any]
+) -> None:
+    body = review("UPDATE", new, old=old, resource=PODS, namespace="default")
+    body["request"]["userInfo"] = {"username": user, "groups": ["system:authenticated"]}
+    assert outcome(answer("/pods/validate", body, cluster(*TREE))) == expected
+
+
+def test_the_operator_is_whoever_the_flag_names() -> None:
+    body = review(
+        "UPDATE",
+        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}),
+        old=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        resource=PODS,
+        namespace="default",
+    )
+    body["request"]["userInfo"] = {"username": "system:serviceaccount:ops:admitter"}
+    rules = settings.ReviewSettings(operator_username="system:serviceaccount:ops:admitter")
+    assert outcome(answer("/pods/validate", body, cluster(*TREE), rules)) == allowed()

@@ -543,7 +543,27 @@ DELETE_CASES = [
         None,
         allowed(),
         old=queue("a", "root", allocated={"pods": "2"}),
-        id="delete-with-pods-allowed-by-default",
+        rules=settings.ReviewSettings(enable_queue_allocated_pods_check=False),
+        id="delete-with-pods-allowed-when-the-check-is-off-as-volcanos-default",
+    ),
+    case(
+        [queue("a", "root", reserved={"cpu": "1", "pods": "3"})],
+        "DELETE",
+        None,
+        denied(
+            "requestBody.metadata.name: Forbidden: queue a cannot be deleted because it has "
+            "admitted Pods not placed yet: 3"
+        ),
+        old=queue("a", "root", reserved={"cpu": "1", "pods": "3"}),
+        id="delete-with-admitted-pods-not-placed-yet-refused",
+    ),
+    case(
+        [queue("a", "root", allocated={"pods": "0"})],
+        "DELETE",
+        None,
+        allowed(),
+        old=queue("a", "root", allocated={"pods": "0"}),
+        id="delete-with-no-pods-left",
     ),
     case(
         [queue("a", "root", allocated={"pods": "2"})],
@@ -554,8 +574,7 @@ DELETE_CASES = [
             "allocated Pods: 2"
         ),
         old=queue("a", "root", allocated={"pods": "2"}),
-        rules=settings.ReviewSettings(enable_queue_allocated_pods_check=True),
-        id="delete-with-pods-refused-when-checked",
+        id="delete-with-pods-refused-by-default",
     ),
     case(
         [queue("a", "root", state="Open")],

@@ -192,7 +192,7 @@ def with_request(**changes: Any) -> bytes:
                 "http": 404,
                 "reason": "NotFound",
                 "message": "no webhook at '/nope' (served: /queues/validate, /queues/mutate, "
-                "/pods/mutate, /pods/validate)",
+                "/pods/mutate, /pods/validate, /podgroups/mutate, /podgroups/validate)",
             },
             id="unknown-path",
         ),

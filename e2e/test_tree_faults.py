@@ -1,0 +1,69 @@
+"""A malformed queue tree blocks only its own queues, each with a reason; the rest admits.
+
+The webhook keeps the tree well formed (depth, parents that exist, no cycles), so a malformed
+tree comes from queues created while nothing validated them: before queuetree was installed,
+or, as here, by an administrator who took some queues out of the webhook's rules (an
+``objectSelector`` on ``validatequeue.volcano.sh``). The operator must then still admit pods in
+every sound queue, and tell the pods of the broken ones why they wait.
+"""
+
+from __future__ import annotations
+
+import json
+
+from e2e import support
+
+DEPTH = 1000
+"""Far beyond the deepest tree queuetree supports: a recursive walk of it would fail."""
+
+
+def blocks_only_itself(kube: support.Kube, *, queue: str, sound: str, says: str) -> None:
+    """A pod in the broken ``queue`` waits and is told why (``says``), while a pod in the
+    ``sound`` queue runs; the first is deleted again, before its queue goes (the fixture's
+    cleanup comes after the broken queues are gone)."""
+    kube.must(kube.apply(support.pod("broken", namespace=kube.namespace, queue=queue)))
+    kube.must(kube.apply(support.pod("elsewhere", namespace=kube.namespace, queue=sound)))
+    support.eventually(lambda: kube.running("elsewhere"), what="a pod in a sound queue runs")
+    # The first reason may be that the queue does not exist (yet, for the operator).
+    support.eventually(
+        lambda: says in kube.explanation("broken"), what=f"the waiting pod is told {says!r}"
+    )
+    assert kube.gated("broken")
+    kube.delete_pod("broken")
+
+
+def test_a_chain_deeper_than_supported_blocks_only_its_own_queues(kube: support.Kube) -> None:
+    sound = support.unique("fault-sound")
+    prefix = support.unique("fault-chain")
+    kube.must(kube.apply(support.queue(sound)))
+    with support.unvalidated_queues(kube, prefix):
+        kube.must(kube.create(*support.chain(prefix, DEPTH, label=prefix)))
+        blocks_only_itself(kube, queue=f"{prefix}-{DEPTH}", sound=sound, says="levels below root")
+
+
+def test_a_parent_cycle_blocks_only_the_queues_on_and_below_it(kube: support.Kube) -> None:
+    sound = support.unique("fault-sound")
+    prefix = support.unique("fault-cycle")
+    first, second, below = f"{prefix}-a", f"{prefix}-b", f"{prefix}-c"
+    kube.must(kube.apply(support.queue(sound)))
+    with support.unvalidated_queues(kube, prefix):
+        queues = [
+            support.queue(first),
+            support.queue(second, parent=first),
+            support.queue(below, parent=second),
+        ]
+        for manifest in queues:
+            manifest["metadata"]["labels"] = {support.UNVALIDATED: prefix}
+        kube.must(kube.apply(*queues))
+        kube.must(
+            kube.kubectl(
+                "patch",
+                "queue",
+                first,
+                "--type=merge",
+                "-p",
+                json.dumps({"spec": {"parent": second}}),
+            )
+        )
+        # The pod's own queue is a sound leaf; the cycle is above it.
+        blocks_only_itself(kube, queue=below, sound=sound, says="cycle")

@@ -1,0 +1,141 @@
+"""PodGroup admission: ``/podgroups/mutate`` gives a group that names ``default`` its
+namespace's queue, as Volcano's PodGroup mutating webhook does; ``/podgroups/validate`` checks
+the queue a group names and keeps an admitted group in its queue.
+
+Both are pure functions over the request, the cluster view and the settings, like the pod and
+queue endpoints.
+
+- mutate (CREATE): ``spec.queue`` ``default`` (what the CRD writes into a group that names
+  none) or empty, in a namespace annotated ``scheduling.volcano.sh/queue-name``, becomes that
+  namespace's queue;
+- validate (CREATE, and UPDATE when ``spec.queue`` changes): the queue must exist, be Open and
+  be a leaf (not root), as for pods (Volcano checks exists and Open at creation only); and an
+  admitted group keeps its queue, since its pods (or its ``minResources``) are charged there:
+  one whose status shows pods that run or ran (phase Running, Unknown or Completed, or a
+  ``running``, ``succeeded`` or ``failed`` count), or that enqueue admitted with
+  ``minResources`` (phase Inqueue: the queue holds them in its ``inqueue``). A group Inqueue
+  without ``minResources`` holds nothing yet (enqueue admits such groups at once, whatever
+  the room), so it may still move; a pod of it that was just ungated carries its admission
+  record and stays charged to the queue it was admitted to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from queuetree.api import admission
+from queuetree.core import objects, validation
+from queuetree.webhooks import pods, verdicts, views
+from queuetree.webhooks import settings as settings_
+
+RAN_PHASES = frozenset(
+    {
+        objects.PodGroupPhase.RUNNING,
+        objects.PodGroupPhase.UNKNOWN,
+        objects.PodGroupPhase.COMPLETED,
+    }
+)
+"""Phases of a group whose pods run or ran."""
+_COUNTS = ("running", "succeeded", "failed")
+
+
+def mutate(
+    request: admission.Request,
+    *,
+    view: views.ClusterView,
+    settings: settings_.ReviewSettings,
+) -> verdicts.Verdict:
+    """``/podgroups/mutate`` (CREATE): the namespace's queue for a group that names ``default``."""
+    del settings  # the namespace decides, not a flag
+    if request.operation != "CREATE":
+        return verdicts.Verdict(verdicts.wrong_operation(request, expected="`CREATE`"))
+    if request.object is None:
+        return verdicts.Verdict(verdicts.missing_object(request, what="pod group"))
+    namespace = verdicts.namespace_of(request)
+    spec = request.object.get("spec")
+    named = verdicts.mapping(spec).get("queue")
+    namespace_queue = view.namespace_annotations(namespace).get(objects.QUEUE_NAME_ANNOTATION)
+    lagging = (namespace,) if namespace not in view.namespaces else ()
+    if not namespace_queue or named not in (None, "", objects.DEFAULT_QUEUE):
+        return verdicts.Verdict(admission.allow(request.uid), missing_namespaces=lagging)
+    patch: list[admission.RawPatchOperation] = (
+        [{"op": "add", "path": "/spec/queue", "value": namespace_queue}]
+        if isinstance(spec, Mapping)
+        else [{"op": "add", "path": "/spec", "value": {"queue": namespace_queue}}]
+    )
+    return verdicts.Verdict(admission.allow(request.uid, patch=patch))
+
+
+def validate(
+    request: admission.Request,
+    *,
+    view: views.ClusterView,
+    settings: settings_.ReviewSettings,
+) -> verdicts.Verdict:
+    """``/podgroups/validate`` (CREATE, UPDATE): see the module docstring."""
+    if request.operation not in ("CREATE", "UPDATE"):
+        return verdicts.Verdict(verdicts.wrong_operation(request, expected="`CREATE` or `UPDATE`"))
+    if request.object is None:
+        return verdicts.Verdict(verdicts.missing_object(request, what="pod group"))
+    namespace = verdicts.namespace_of(request)
+    name = verdicts.mapping(request.object.get("metadata")).get("name") or request.name
+    subject = f"pod group {namespace}/{name}"
+    queue = _queue_of(request.object, settings=settings)
+    problems: list[validation.FieldError] = []
+    missing: tuple[str, ...] = ()
+    if request.old_object is not None:
+        before = _queue_of(request.old_object, settings=settings)
+        if before == queue:
+            return verdicts.Verdict(admission.allow(request.uid))
+        status = verdicts.mapping(request.old_object.get("status"))
+        phase = status.get("phase")
+        if _admitted(request.old_object):
+            problems.append(
+                validation.FieldError(
+                    "spec.queue",
+                    validation.ErrorType.FORBIDDEN,
+                    f"{subject} was admitted to queue {before} (phase {phase}) and its pods are "
+                    "charged there until they finish, so it cannot move to queue "
+                    f"{validation.shorten(queue)}; delete the group and its pods and create "
+                    "them again to run in another queue",
+                    value=queue,
+                )
+            )
+    if not problems:
+        reasons, missing = pods.queue_reasons(queue, view=view, noun="pod groups")
+        if reasons:
+            problems.append(
+                validation.FieldError(
+                    "spec.queue",
+                    validation.ErrorType.NOT_FOUND if missing else validation.ErrorType.INVALID,
+                    f"{subject} names queue {validation.shorten(queue)}: {'; '.join(reasons)}",
+                    value=queue,
+                )
+            )
+    if not problems:
+        return verdicts.Verdict(admission.allow(request.uid))
+    return verdicts.Verdict(
+        admission.deny(request.uid, validation.aggregate([p.render() for p in problems])),
+        missing=missing,
+    )
+
+
+def _admitted(group: Mapping[str, Any]) -> bool:
+    """Whether the queue holds something for ``group`` (see the module docstring)."""
+    status = verdicts.mapping(group.get("status"))
+    phase = status.get("phase")
+    if phase in RAN_PHASES or any(
+        isinstance(status.get(count), int) and status[count] > 0 for count in _COUNTS
+    ):
+        return True
+    return phase == objects.PodGroupPhase.INQUEUE and bool(
+        verdicts.mapping(group.get("spec")).get("minResources")
+    )
+
+
+def _queue_of(group: Mapping[str, Any], *, settings: settings_.ReviewSettings) -> str:
+    """The queue a PodGroup names; none (or not a string) is the default queue, as the
+    operator reads it (``manifests.parse_pod_group``)."""
+    named = verdicts.mapping(group.get("spec")).get("queue")
+    return named if isinstance(named, str) and named else settings.default_queue

@@ -1,0 +1,183 @@
+"""The control plane's build: the staging replace lines, the cache key, failures that name the
+module and the reason."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from controlplane import __main__ as command
+from controlplane import building
+
+KUBERNETES_GO_MOD = """\
+module k8s.io/kubernetes
+
+go 1.26.0
+
+require (
+	github.com/blang/semver/v4 v4.0.0
+	k8s.io/api v0.0.0
+	k8s.io/apimachinery v0.0.0 // indirect
+	k8s.io/utils v0.0.0-20260108192941-914a6e750570
+)
+
+require k8s.io/client-go v0.0.0
+
+replace (
+	k8s.io/api => ./staging/src/k8s.io/api
+)
+"""
+
+STAGING = {
+    "a require block, an indirect one, and a one-line require": (
+        KUBERNETES_GO_MOD,
+        ["k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"],
+    ),
+    "pseudo-versions and real versions are not staging": (
+        "require (\n\tk8s.io/utils v0.0.0-20260108192941-914a6e750570\n"
+        "\tk8s.io/klog/v2 v2.130.1\n)\n",
+        [],
+    ),
+    "replace lines are not requirements": ("replace k8s.io/api v0.0.0 => ./staging\n", []),
+}
+
+
+@pytest.mark.parametrize(("go_mod", "expected"), list(STAGING.values()), ids=list(STAGING))
+def test_the_staging_modules_are_the_v0_0_0_requirements(go_mod: str, expected: list[str]) -> None:
+    assert building.staging_modules(go_mod) == expected
+
+
+def test_a_kubernetes_release_publishes_its_staging_modules_at_v0_minor_patch() -> None:
+    assert building.staging_replacements(KUBERNETES_GO_MOD, "v1.37.2") == {
+        "k8s.io/api": "v0.37.2",
+        "k8s.io/apimachinery": "v0.37.2",
+        "k8s.io/client-go": "v0.37.2",
+    }
+
+
+def test_the_committed_replace_lines_are_those_the_kubernetes_go_mod_asks_for(go: str) -> None:
+    assert building.replacement_problems() == []
+
+
+def _copy(component: building.Component, root: pathlib.Path) -> building.Component:
+    shutil.copytree(component.directory, root / component.name)
+    return building.Component(
+        name=component.name,
+        module=component.module,
+        binaries=component.binaries,
+        version_flags=component.version_flags,
+        root=root,
+    )
+
+
+EDITS = {
+    "a staging module left out": (
+        ["-dropreplace=k8s.io/kms"],
+        ["missing: replace k8s.io/kms => k8s.io/kms v0.37.2"],
+    ),
+    "a staging module at another release": (
+        ["-replace=k8s.io/api=k8s.io/api@v0.36.3"],
+        ["wrong: replace k8s.io/api => v0.36.3 (expected v0.37.2)"],
+    ),
+    "a replace of a module that is not staging": (
+        ["-replace=k8s.io/legacy-cloud-providers=k8s.io/legacy-cloud-providers@v0.30.0"],
+        ["extra: replace k8s.io/legacy-cloud-providers => v0.30.0"],
+    ),
+}
+
+
+@pytest.mark.parametrize(("edits", "expected"), list(EDITS.values()), ids=list(EDITS))
+def test_replace_lines_that_drift_from_the_kubernetes_go_mod_are_named(
+    go: str, tmp_path: pathlib.Path, edits: list[str], expected: list[str]
+) -> None:
+    component = _copy(building.KUBERNETES, tmp_path)
+    subprocess.run(["go", "mod", "edit", *edits], cwd=component.directory, check=True)
+    assert building.replacement_problems(component) == expected
+
+
+def test_a_drifted_kubernetes_module_is_refused_before_anything_is_built(
+    go: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QUEUETREE_CACHE_DIR", str(tmp_path / "cache"))
+    component = _copy(building.KUBERNETES, tmp_path)
+    subprocess.run(
+        ["go", "mod", "edit", "-dropreplace=k8s.io/kms"], cwd=component.directory, check=True
+    )
+    with pytest.raises(building.BuildError) as refused:
+        building.build(component, log=lambda line: None)
+    assert (
+        "kubernetes (k8s.io/kubernetes v1.37.2)" in str(refused.value),
+        "python -m controlplane sync" in str(refused.value),
+        "missing: replace k8s.io/kms" in str(refused.value),
+        list((tmp_path / "cache").rglob("bin")),
+    ) == (True, True, True, [])
+
+
+def test_a_build_failure_names_the_module_and_quotes_go(
+    go: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QUEUETREE_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "go.mod").write_text(
+        "module queuetree.invalid/broken\n\ngo 1.26.0\n\nrequire example.invalid/tool v1.0.0\n"
+    )
+    (tmp_path / "broken" / "go.sum").write_text("")
+    component = building.Component(
+        name="broken",
+        module="example.invalid/tool",
+        binaries=(("tool", "example.invalid/tool/cmd/tool"),),
+        root=tmp_path,
+    )
+    with pytest.raises(building.BuildError) as failed:
+        building.build(component, log=lambda line: None)
+    message = str(failed.value)
+    assert (
+        message.startswith("broken (example.invalid/tool v1.0.0): go build"),
+        "example.invalid/tool" in message.splitlines()[-1],
+        [p.name for p in (tmp_path / "cache" / "controlplane").iterdir() if p.name != ".lock"],
+    ) == (True, True, [])
+
+
+def test_the_cache_key_follows_go_sum_and_the_go_version(
+    tmp_path: pathlib.Path,
+) -> None:
+    component = _copy(building.ETCD, tmp_path)
+    first = building.cache_key(component, "go1.26.8")
+    again = building.cache_key(component, "go1.26.8")
+    other_go = building.cache_key(component, "go1.26.9")
+    (component.directory / "go.sum").write_text(
+        (component.directory / "go.sum").read_text() + "example.invalid/x v1.0.0 h1:AAAA=\n"
+    )
+    other_sum = building.cache_key(component, "go1.26.8")
+    assert (first == again, len({first, other_go, other_sum})) == (True, 3)
+
+
+def test_without_go_the_build_command_exits_3_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(building.shutil, "which", lambda name: None)
+    code = command.main(["build"])
+    assert (code, capsys.readouterr().err) == (
+        command.EXIT_NO_GO,
+        "controlplane: the go command is not on PATH\n",
+    )
+
+
+def test_a_second_build_is_a_cache_hit_that_takes_seconds(binaries: object) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "controlplane", "build"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    lines = done.stdout.splitlines()
+    assert (done.returncode, len(lines), all(" is cached in " in line for line in lines)) == (
+        0,
+        len(building.COMPONENTS),
+        True,
+    ), done.stdout + done.stderr

@@ -1,0 +1,186 @@
+"""The control plane harness: kwok's nodes from manifests, readiness, failures that name the
+process, and no process left behind, whether the harness stops or its parent crashes."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+import yaml
+
+from controlplane import building, cluster
+
+LIST = {
+    "apiVersion": "v1",
+    "kind": "List",
+    "items": [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "gpu-1", "labels": {"pool": "gpu"}},
+            "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "64", "nvidia.com/gpu": "8"}},
+        },
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "not-a-node"}},
+    ],
+}
+SINGLE = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {"name": "cpu-1", "annotations": {"owner": "me"}},
+    "status": {"capacity": {"cpu": "8"}, "allocatable": {"cpu": "7500m"}},
+}
+
+
+def _written(tmp_path: pathlib.Path, *documents: Mapping[str, Any]) -> pathlib.Path:
+    path = tmp_path / "nodes.yaml"
+    path.write_text(yaml.safe_dump_all(list(documents)))
+    return path
+
+
+def test_node_manifests_become_kwok_nodes_with_capacity_labels_and_taints(
+    tmp_path: pathlib.Path,
+) -> None:
+    flagged = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "flag-1"}, "status": {}}
+    nodes = cluster.fake_nodes([_written(tmp_path, LIST, SINGLE)], [flagged])
+    summary = {
+        n["metadata"]["name"]: (
+            n["metadata"]["annotations"],
+            n["metadata"]["labels"].get("pool"),
+            n["metadata"]["labels"]["kubernetes.io/hostname"],
+            n["status"],
+            n["spec"].get("taints"),
+        )
+        for n in nodes
+    }
+    fake = {cluster.FAKE_NODE_ANNOTATION: "fake"}
+    assert summary == {
+        "flag-1": (fake, None, "flag-1", {"allocatable": {}, "capacity": {}}, None),
+        "gpu-1": (
+            fake,
+            "gpu",
+            "gpu-1",
+            {
+                "allocatable": {"cpu": "64", "nvidia.com/gpu": "8"},
+                "capacity": {"cpu": "64", "nvidia.com/gpu": "8"},
+            },
+            [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+        ),
+        "cpu-1": (
+            {"owner": "me", **fake},
+            None,
+            "cpu-1",
+            {"allocatable": {"cpu": "7500m"}, "capacity": {"cpu": "8"}},
+            None,
+        ),
+    }
+
+
+READY = {"type": "Ready", "status": "True"}
+USABLE = {
+    "Ready and untainted": ({"conditions": [READY]}, [], True),
+    "not Ready yet": ({"conditions": [{"type": "Ready", "status": "False"}]}, [], False),
+    "Ready but still tainted not-ready": (
+        {"conditions": [READY]},
+        [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}],
+        False,
+    ),
+    "Ready with a taint of its own": (
+        {"conditions": [READY]},
+        [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize(("status", "taints", "usable"), list(USABLE.values()), ids=list(USABLE))
+def test_a_node_is_usable_once_ready_and_free_of_the_lifecycle_taints(
+    status: dict[str, Any], taints: list[dict[str, str]], usable: bool
+) -> None:
+    assert cluster.node_usable({"status": status, "spec": {"taints": taints}}) is usable
+
+
+NODES = pathlib.Path(__file__).resolve().parents[2] / "e2e" / "nodes.yaml"
+
+
+def test_the_control_plane_starts_serves_and_stops_without_leftovers(
+    binaries: Mapping[str, building.Built], tmp_path: pathlib.Path
+) -> None:
+    with cluster.running(cluster.Options(workdir=tmp_path, nodes_files=(NODES,))) as running:
+        nodes = running.kubectl("get", "nodes", "-o", "json")
+        version = running.kubectl("version", "-o", "json")
+        pids = [p.popen.pid for p in running.processes]
+    names = sorted(n["metadata"]["name"] for n in json.loads(nodes.stdout)["items"])
+    server = json.loads(version.stdout)["serverVersion"]["gitVersion"]
+    logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
+    assert (names, server, [_alive(pid) for pid in pids], logs) == (
+        ["e2e-node-1", "e2e-node-2"],
+        binaries["kubernetes"].version,
+        [False] * 5,
+        [
+            f"{n}.log"
+            for n in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+        ],
+    )
+
+
+def test_a_process_that_fails_to_start_is_named_with_the_tail_of_its_log(
+    binaries: Mapping[str, building.Built], tmp_path: pathlib.Path
+) -> None:
+    options = cluster.Options(workdir=tmp_path, apiserver_flags=("--no-such-flag=1",))
+    with pytest.raises(cluster.StartupError) as failed:
+        cluster.start(options)
+    message = str(failed.value)
+    assert (
+        "while waiting until kube-apiserver answers /readyz" in message,
+        "kube-apiserver exited with 1" in message,
+        "unknown flag: --no-such-flag" in message,
+        (tmp_path / "logs" / "etcd.log").exists(),
+    ) == (True, True, True, True), message
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is gone for every purpose but the process table.
+    status = pathlib.Path(f"/proc/{pid}/status")
+    return status.exists() and "State:\tZ" not in status.read_text()
+
+
+def test_a_crashed_parent_takes_the_whole_control_plane_with_it(
+    binaries: Mapping[str, building.Built], tmp_path: pathlib.Path
+) -> None:
+    """The harness's children get SIGKILL when the thread that started them dies (a test run
+    killed with SIGKILL never runs its cleanup)."""
+    script = textwrap.dedent(
+        f"""
+        import json, pathlib, sys
+        from controlplane import cluster
+        running = cluster.start(cluster.Options(workdir=pathlib.Path({str(tmp_path)!r})))
+        print(json.dumps([p.popen.pid for p in running.processes]), flush=True)
+        sys.stdin.read()
+        """
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as parent:
+        assert parent.stdout is not None
+        pids = json.loads(parent.stdout.readline())
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+    gone = cluster._poll(lambda: not any(_alive(pid) for pid in pids), timeout=30)
+    left = [pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in pids if _alive(pid)]
+    for pid in pids:  # whatever the outcome, leave nothing running
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    assert (len(pids), gone) == (5, True), left

@@ -1,0 +1,399 @@
+"""Admission that cannot be talked around (issue 12): a pod stays charged to the queue it was
+admitted to, a gang is never split by pods that come before their PodGroup, best-effort pods
+and pods for another scheduler are decided instead of hanging or holding room, PodGroup status
+is Volcano's, queue figures count pods, and a tree that is too deep blocks only itself.
+
+Each table compares whole outcomes of one admission session (``admission_only=True``, as the
+operator runs it); ids say what the reference does differently where it does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from queuetree.core import configs, objects, sessions
+from tests import builders as b
+
+INQUEUE = objects.PodGroupPhase.INQUEUE
+RUNNING = objects.PodGroupPhase.RUNNING
+RUN = objects.TaskStatus.RUNNING
+
+CONFIG = b.config(
+    [b.plugin("priority"), b.plugin("gang"), b.plugin("conformance")],
+    [b.plugin("predicates"), b.plugin("capacity", hierarchy=True), b.plugin("nodeorder")],
+)
+NODE = b.node("n1").allocatable(cpu="16", memory="16Gi", pods="100")
+QUEUES = (
+    b.queue("root"),
+    b.queue("full").capability(cpu="1"),
+    b.queue("roomy").capability(cpu="8"),
+)
+FULL = "queue 'full' has no room for cpu: requested 1, used 1 of capability 1"
+
+
+def session(
+    *items: object,
+    config: configs.SchedulerConfiguration = CONFIG,
+    scheduler_names: frozenset[str] | None = None,
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    result = sessions.run_session(
+        b.snapshot(*items),  # type: ignore[arg-type]
+        config=config,
+        feature_gates=b.GATES_ON,
+        admission_only=True,
+        scheduler_names=scheduler_names,
+    )
+    return result.ungate, dict(result.reasons)
+
+
+def lone(name: str, queue: str) -> tuple[b.PodGroupBuilder, b.PodBuilder]:
+    """A gated, opted-in pod of one CPU in its own Inqueue group of ``queue``."""
+    return (
+        b.pod_group("ns", name).queue(queue).phase(INQUEUE),
+        b.pod("ns", name).group(name).requests(cpu="1").admission().created(9),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    items: tuple[object, ...]
+    ungate: tuple[str, ...] = ()
+    reasons: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+BOUND = {
+    "a running pod whose group moved away stays charged to the queue it was admitted to": Case(
+        items=(
+            NODE,
+            *QUEUES,
+            b.pod_group("ns", "moved").queue("roomy").phase(RUNNING),
+            b.pod("ns", "old")
+            .group("moved")
+            .requests(cpu="1")
+            .admitted_to("full")
+            .running_on("n1"),
+            *lone("new", "full"),
+        ),
+        reasons={"ns/new": FULL},
+    ),
+    "a running pod whose annotations now name another queue stays charged where admitted": Case(
+        items=(
+            NODE,
+            *QUEUES,
+            b.pod_group("ns", "old").queue("roomy").phase(RUNNING),
+            b.pod("ns", "old").group("old").requests(cpu="1").admitted_to("full").running_on("n1"),
+            *lone("new", "full"),
+        ),
+        reasons={"ns/new": FULL},
+    ),
+    "an admitted pod not placed yet reserves even with its opt-in annotation removed": Case(
+        items=(
+            NODE,
+            *QUEUES,
+            b.pod_group("ns", "waiting").queue("full").phase(INQUEUE),
+            b.pod("ns", "waiting").group("waiting").requests(cpu="1").admitted_to("full"),
+            *lone("new", "full"),
+        ),
+        reasons={"ns/new": FULL + " (0 allocated, 1 reserved by admitted pods not yet placed)"},
+    ),
+    "an admitted pod whose group is gone stays charged to its queue": Case(
+        items=(
+            NODE,
+            *QUEUES,
+            b.pod("ns", "old").group("gone").requests(cpu="1").admitted_to("full").running_on("n1"),
+            *lone("new", "full"),
+        ),
+        reasons={"ns/new": FULL},
+    ),
+    "a pod with no record is charged where its group says (as before the record)": Case(
+        items=(
+            NODE,
+            *QUEUES,
+            b.pod_group("ns", "moved").queue("roomy").phase(RUNNING),
+            b.pod("ns", "old").group("moved").requests(cpu="1").opted_in().running_on("n1"),
+            *lone("new", "full"),
+        ),
+        ungate=("ns/new",),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BOUND.values(), ids=BOUND.keys())
+def test_a_pod_stays_charged_to_the_queue_it_was_admitted_to(case: Case) -> None:
+    assert session(*case.items) == (case.ungate, case.reasons)
+
+
+def gang(count: int, *, queue: str | None = None) -> list[b.PodBuilder]:
+    pods = [
+        b.pod("ns", f"m{i}").group("gang").requests(cpu="1").admission().created(i)
+        for i in range(count)
+    ]
+    if queue is not None:
+        pods = [p.annotate(**{objects.QUEUE_NAME_ANNOTATION: queue}) for p in pods]
+    return pods
+
+
+MISSING = (
+    "pod group ns/gang does not exist (yet): its pods stay gated until it is created and its "
+    "whole minMember fits in its queue"
+)
+GANGS = {
+    "pods of a group that does not exist yet all wait (Volcano admits each alone)": Case(
+        items=(NODE, *QUEUES, *gang(3, queue="roomy")),
+        reasons={f"ns/m{i}": MISSING for i in range(3)},
+    ),
+    "once the group exists and two of its three fit, none is admitted": Case(
+        items=(
+            NODE,
+            b.queue("root"),
+            b.queue("two").capability(cpu="2"),
+            b.pod_group("ns", "gang").queue("two").min_member(3).phase(INQUEUE),
+            *gang(3, queue="two"),
+        ),
+        reasons={
+            f"ns/m{i}": "pod group ns/gang: only 2 of minMember 3 pods fit in queue 'two'; its "
+            "gated pods stay gated together"
+            for i in range(3)
+        },
+    ),
+    "once the group exists and all of it fits, all of it is admitted": Case(
+        items=(
+            NODE,
+            *QUEUES,
+            b.pod_group("ns", "gang").queue("roomy").min_member(3).phase(INQUEUE),
+            *gang(3),
+        ),
+        ungate=("ns/m2", "ns/m1", "ns/m0"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", GANGS.values(), ids=GANGS.keys())
+def test_a_gang_is_never_split_by_pods_that_come_before_their_group(case: Case) -> None:
+    ungate, reasons = session(*case.items)
+    assert (sorted(ungate), reasons) == (sorted(case.ungate), case.reasons)
+
+
+def best_effort(name: str, queue: str) -> tuple[b.PodGroupBuilder, b.PodBuilder]:
+    return (
+        b.pod_group("ns", name).queue(queue).phase(INQUEUE),
+        b.pod("ns", name).group(name).admission(),
+    )
+
+
+RUNNER = (
+    b.pod_group("ns", "runner").queue("full").phase(RUNNING),
+    b.pod("ns", "runner").group("runner").requests(cpu="1").opted_in().running_on("n1"),
+)
+KINDS = {
+    "a best-effort pod in a full Open queue is admitted (Volcano never ungates it)": (
+        (NODE, *QUEUES, *RUNNER, *best_effort("free", "full")),
+        None,
+        Case(items=(), ungate=("ns/free",)),
+    ),
+    "a best-effort pod in a Closed queue waits": (
+        (
+            NODE,
+            b.queue("root"),
+            b.queue("shut").state(objects.QueueState.CLOSED),
+            *best_effort("free", "shut"),
+        ),
+        None,
+        Case(items=(), reasons={"ns/free": "queue 'shut' is Closed: only Open queues admit pods"}),
+    ),
+    "a pod for another scheduler stays gated and holds nothing, not even at enqueue": (
+        (
+            NODE,
+            *QUEUES,
+            # As the operator builds a lone pod's group: Pending, minResources its request.
+            b.pod_group("ns", "foreign").queue("full").min_resources(cpu="1"),
+            b.pod("ns", "foreign")
+            .group("foreign")
+            .requests(cpu="1")
+            .admission()
+            .scheduler("volcano"),
+            b.pod_group("ns", "ours").queue("full").min_resources(cpu="1").created(5),
+            b.pod("ns", "ours").group("ours").requests(cpu="1").admission().created(9),
+        ),
+        frozenset({"default-scheduler"}),
+        Case(
+            items=(),
+            ungate=("ns/ours",),
+            reasons={
+                "ns/foreign": "pod ns/foreign has schedulerName volcano, and queuetree admits "
+                "pods for default-scheduler only (--scheduler-name): ungated, it would never be "
+                "placed and would hold its queue's room for ever; create it again without "
+                "spec.schedulerName (or with one of those)"
+            },
+        ),
+    ),
+    "without scheduler names any scheduler's pods are admitted (queuetree session)": (
+        (
+            NODE,
+            *QUEUES,
+            b.pod_group("ns", "foreign").queue("roomy").phase(INQUEUE),
+            b.pod("ns", "foreign")
+            .group("foreign")
+            .requests(cpu="1")
+            .admission()
+            .scheduler("volcano"),
+        ),
+        None,
+        Case(items=(), ungate=("ns/foreign",)),
+    ),
+}
+
+
+@pytest.mark.parametrize(("items", "names", "expected"), KINDS.values(), ids=KINDS.keys())
+def test_best_effort_and_foreign_scheduler_pods_are_decided(
+    items: tuple[object, ...], names: frozenset[str] | None, expected: Case
+) -> None:
+    assert session(*items, scheduler_names=names) == (expected.ungate, expected.reasons)
+
+
+def member(name: str, status: objects.TaskStatus) -> b.PodBuilder:
+    """A member of group ``job``: running on n1, or pending and admitted (ungated)."""
+    pod = b.pod("ns", name).group("job").requests(cpu="1").opted_in()
+    return pod.running_on("n1") if status is RUN else pod.status(status)
+
+
+def _finished(name: str, status: objects.TaskStatus) -> b.PodBuilder:
+    return b.pod("ns", name).group("job").requests(cpu="1").opted_in().status(status)
+
+
+PHASES = {
+    "both members running: Running, running 2": (
+        RUNNING,
+        (member("a", RUN), member("b", RUN)),
+        (objects.PodGroupPhase.RUNNING, objects.GroupCounts(running=2)),
+    ),
+    "both succeeded: Completed, succeeded 2": (
+        RUNNING,
+        (
+            _finished("a", objects.TaskStatus.SUCCEEDED),
+            _finished("b", objects.TaskStatus.SUCCEEDED),
+        ),
+        (objects.PodGroupPhase.COMPLETED, objects.GroupCounts(succeeded=2)),
+    ),
+    "one runs, one succeeded: Running": (
+        RUNNING,
+        (member("a", RUN), _finished("b", objects.TaskStatus.SUCCEEDED)),
+        (objects.PodGroupPhase.RUNNING, objects.GroupCounts(running=1, succeeded=1)),
+    ),
+    "one runs and the other is gone: Unknown": (
+        RUNNING,
+        (member("a", RUN),),
+        (objects.PodGroupPhase.UNKNOWN, objects.GroupCounts(running=1)),
+    ),
+    "one runs, one admitted and about to be placed: not Unknown, still Inqueue": (
+        INQUEUE,
+        (member("a", RUN), member("b", objects.TaskStatus.PENDING)),
+        (INQUEUE, objects.GroupCounts(running=1)),
+    ),
+    "one succeeded, one failed: Pending again, with both counted": (
+        RUNNING,
+        (_finished("a", objects.TaskStatus.SUCCEEDED), _finished("b", objects.TaskStatus.FAILED)),
+        (objects.PodGroupPhase.PENDING, objects.GroupCounts(succeeded=1, failed=1)),
+    ),
+}
+
+
+@pytest.mark.parametrize(("phase", "pods", "expected"), PHASES.values(), ids=PHASES.keys())
+def test_pod_group_status_is_what_volcanos_scheduler_writes(
+    phase: objects.PodGroupPhase,
+    pods: tuple[b.PodBuilder, ...],
+    expected: tuple[objects.PodGroupPhase, objects.GroupCounts],
+) -> None:
+    result = sessions.run_session(
+        b.snapshot(
+            NODE,
+            *QUEUES,
+            b.pod_group("ns", "job").queue("roomy").min_member(2).phase(phase),
+            *pods,
+        ),
+        config=CONFIG,
+        feature_gates=b.GATES_ON,
+        admission_only=True,
+    )
+    assert (result.pod_groups["ns/job"], result.group_counts["ns/job"]) == expected
+
+
+def test_queue_figures_count_allocated_and_reserved_pods_up_the_tree() -> None:
+    result = sessions.run_session(
+        b.snapshot(
+            NODE,
+            b.queue("root"),
+            b.queue("org"),
+            b.queue("team").parent("org"),
+            *(
+                item
+                for name in ("r1", "r2")
+                for item in (
+                    b.pod_group("ns", name).queue("team").phase(RUNNING),
+                    b.pod("ns", name).group(name).requests(cpu="1").opted_in().running_on("n1"),
+                )
+            ),
+            b.pod_group("ns", "w").queue("team").phase(INQUEUE),
+            b.pod("ns", "w").group("w").requests(cpu="1").admitted_to("team"),
+            *lone("g", "team"),
+        ),
+        config=CONFIG,
+        feature_gates=b.GATES_ON,
+        admission_only=True,
+    )
+    counts = {
+        name: (figures.allocated_pods, figures.reserved_pods)
+        for name, figures in result.queues.items()
+    }
+    # g is admitted in this session: it reserves too.
+    assert counts == {"root": (2, 2), "org": (2, 2), "team": (2, 2)}
+
+
+def chain(depth: int) -> list[b.QueueBuilder]:
+    return [
+        b.queue(f"q{level}").parent(f"q{level - 1}" if level > 1 else "root")
+        for level in range(1, depth + 1)
+    ]
+
+
+def test_a_chain_deeper_than_the_limit_blocks_only_itself() -> None:
+    depth = objects.MAX_QUEUE_DEPTH + 5
+    ungate, reasons = session(
+        NODE,
+        b.queue("root"),
+        b.queue("sound"),
+        *chain(depth),
+        *lone("deep", f"q{depth}"),
+        *lone("elsewhere", "sound"),
+    )
+    assert (ungate, reasons) == (
+        ("ns/elsewhere",),
+        {
+            "ns/deep": f"queue 'q{depth}' cannot admit pods: queue 'q{depth}' is {depth} levels "
+            f"below root, deeper than the {objects.MAX_QUEUE_DEPTH} levels queuetree supports "
+            "(the most --max-queue-depth allows); move it closer to root"
+        },
+    )
+
+
+def test_a_chain_of_thousands_of_queues_neither_fails_the_session_nor_blocks_others() -> None:
+    """A recursive walk of the tree would fail far below this depth (Python's recursion limit),
+    and so would every cycle of the operator; the depth limit also keeps each queue's chain
+    short, so the tree costs the session its size, not its size times its depth."""
+    result = sessions.run_session(
+        b.snapshot(NODE, b.queue("root"), b.queue("sound"), *chain(5000), *lone("p", "sound")),
+        config=CONFIG,
+        feature_gates=b.GATES_ON,
+        admission_only=True,
+    )
+    assert (result.ungate, result.errors, len(result.queues)) == (
+        ("ns/p",),
+        (
+            f"queue 'q{objects.MAX_QUEUE_DEPTH + 1}': {objects.MAX_QUEUE_DEPTH + 1} levels below "
+            f"root, deeper than the {objects.MAX_QUEUE_DEPTH} levels queuetree supports; it and "
+            "the queues below it admit nothing",
+        ),
+        5002,
+    )
