@@ -35,6 +35,7 @@ DEFAULTS = {
     "burst": 100,
     "cycle_period": 1.0,
     "debounce": 0.02,
+    "eviction_retry": 10.0,
     "metrics_port": 8080,
     "health_port": 0,
     "leader_elect": True,
