@@ -49,6 +49,7 @@ PODS: registry.GroupResource = ("", "pods")
 NAMESPACES: registry.GroupResource = ("", "namespaces")
 CRDS: registry.GroupResource = ("apiextensions.k8s.io", "customresourcedefinitions")
 PDBS: registry.GroupResource = ("policy", "poddisruptionbudgets")
+PRIORITY_CLASSES: registry.GroupResource = ("scheduling.k8s.io", "priorityclasses")
 SERVICE_ACCOUNTS: registry.GroupResource = ("", "serviceaccounts")
 WEBHOOK_CONFIGURATIONS = frozenset(
     {
@@ -392,6 +393,36 @@ class ApiServer:
 
     # ------------------------------------------------------------------ create
 
+    def _admit_priority(self, pod: dict) -> None:
+        """The Priority admission plugin on a pod's creation: ``spec.priority`` (and
+        ``preemptionPolicy``) from its ``priorityClassName``, else from the global default
+        class (the lowest-valued, if several), else 0; an unknown class is a 403. Clients read
+        a pod's priority from ``spec.priority`` alone, as a real API server resolves it."""
+        spec = pod.setdefault("spec", {})
+        if not isinstance(spec, dict) or "priority" in spec:
+            return
+        classes = {s.obj["metadata"]["name"]: s.obj for s in self.store.list(PRIORITY_CLASSES)}
+        name = spec.get("priorityClassName") or ""
+        if name:
+            chosen = classes.get(name)
+            if chosen is None:
+                raise errors.forbidden(
+                    f'pods "{_display_name(pod)}" is forbidden: no PriorityClass with name '
+                    f"{name} was found",
+                    name=_display_name(pod),
+                    kind="pods",
+                )
+        else:
+            defaults = [c for c in classes.values() if c.get("globalDefault")]
+            chosen = min(defaults, key=lambda c: int(c.get("value", 0))) if defaults else None
+            if chosen is not None:
+                spec["priorityClassName"] = chosen["metadata"]["name"]
+        if chosen is not None:
+            spec["priority"] = int(chosen.get("value", 0))
+            spec.setdefault(
+                "preemptionPolicy", chosen.get("preemptionPolicy") or "PreemptLowerPriority"
+            )
+
     async def create(self, req: Request, body: Any, *, created_by_apply: bool = False) -> Reply:
         rdef = req.rdef
         obj = self._decode(rdef, body, namespace=req.namespace)
@@ -401,6 +432,8 @@ class ApiServer:
                 f"the name of the object ({name}) does not match the name on the URL ({req.name})"
             )
         self._check_namespace_for_create(rdef, obj)
+        if rdef.gr == PODS:
+            self._admit_priority(obj)
         apply_defaults(rdef, obj)
         warnings: list[str] = []
         obj = await self._mutate(

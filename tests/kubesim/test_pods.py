@@ -642,3 +642,50 @@ async def test_a_deleted_pod_on_a_node_terminates_for_its_grace_period(
             return await api.get(f"{PODS}/p1") is None
 
         await conftest.wait_for(gone)
+
+
+PRIORITY_CASES = {
+    "a pod's priority class gives its priority": ("class", 201, 1000),
+    "a pod without one has priority 0": (None, 201, 0),
+    "an unknown class is refused": ("missing", 403, None),
+}
+
+
+@pytest.mark.parametrize(
+    ("class_name", "expected_status", "expected_priority"),
+    PRIORITY_CASES.values(),
+    ids=PRIORITY_CASES.keys(),
+)
+async def test_the_priority_admission_resolves_the_priority_class(
+    api: Api, class_name: str | None, expected_status: int, expected_priority: int | None
+) -> None:
+    # Cluster-scoped: named after the test's namespace, and deleted after it on the real backend.
+    name = f"high-{api.namespace}"
+    priority_class = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": 1000,
+        "preemptionPolicy": "Never",
+    }
+    assert (
+        await call(api, "POST", "/apis/scheduling.k8s.io/v1/priorityclasses", priority_class)
+    ).status == 201
+    body = conftest.pod("p1")
+    if class_name is not None:
+        body["spec"]["priorityClassName"] = name if class_name == "class" else class_name
+
+    created = await call(api, "POST", PODS, body)
+
+    assert created.status == expected_status, created.body
+    if expected_status == 201:
+        spec = created.body["spec"]
+        assert (spec["priority"], spec["preemptionPolicy"]) == (
+            expected_priority,
+            "Never" if class_name else "PreemptLowerPriority",
+        )
+    else:
+        assert (created.body["reason"], created.body["message"]) == (
+            "Forbidden",
+            'pods "p1" is forbidden: no PriorityClass with name missing was found',
+        )
