@@ -29,9 +29,13 @@ where clients or people read it:
 - denials: the webhook's `status` with `code` raised to at least 400 and the message
   `admission webhook "<n>" denied the request: <message|reason>` or `... without explanation`.
 
+- `matchConditions` (CEL, `kubesim.cel`): all true calls the webhook, any false skips it, an
+  evaluation error rejects under Fail (403 `<resource> "<n>" is forbidden: expression '<e>'
+  resulted in error: <why>`) and skips under Ignore.
+
 Deviations (kubesim is test infrastructure): `matchPolicy: Equivalent` has no equivalent
-resources to find (every resource is served in one version), `matchConditions` (CEL) are not
-evaluated, and a patched built-in object keeps fields its Go type would have dropped. When
+resources to find (every resource is served in one version), CEL is not type-checked and has
+no `authorizer`, and a patched built-in object keeps fields its Go type would have dropped. When
 several validating webhooks reject, the first in configuration order wins (kube-apiserver
 returns whichever finished first).
 """
@@ -53,7 +57,7 @@ import aiohttp
 import jsonpatch
 import yarl
 
-from kubesim import certs, errors
+from kubesim import cel, certs, errors
 
 logger = logging.getLogger(__name__)
 
@@ -418,6 +422,44 @@ def validate_configuration(
             _validate_selector(f"{field}.namespaceSelector", hook.get("namespaceSelector"))
         )
         causes.extend(_validate_selector(f"{field}.objectSelector", hook.get("objectSelector")))
+        causes.extend(
+            _validate_match_conditions(f"{field}.matchConditions", hook.get("matchConditions"))
+        )
+    return causes
+
+
+def _validate_match_conditions(field: str, conditions: Any) -> list[errors.FieldCause]:
+    if conditions is None:
+        return []
+    if not isinstance(conditions, list):
+        return [errors.field_invalid(field, conditions, "must be a list of match conditions")]
+    causes = []
+    if len(conditions) > cel.MAX_CONDITIONS:
+        causes.append(
+            errors.FieldCause(
+                field,
+                "FieldValueTooMany",
+                f"must have at most {cel.MAX_CONDITIONS} items",
+            )
+        )
+    seen: set[str] = set()
+    for index, condition in enumerate(conditions):
+        where = f"{field}[{index}]"
+        name = condition.get("name") if isinstance(condition, dict) else None
+        expression = condition.get("expression") if isinstance(condition, dict) else None
+        if not name:
+            causes.append(errors.field_required(f"{where}.name", ""))
+        elif name in seen:
+            causes.append(errors.field_duplicate(f"{where}.name", name))
+        seen.add(str(name))
+        if not expression:
+            causes.append(errors.field_required(f"{where}.expression", ""))
+        elif (problem := cel.compile_error(str(expression))) is not None:
+            causes.append(
+                errors.field_invalid(
+                    f"{where}.expression", expression, f"compilation failed: {problem}"
+                )
+            )
     return causes
 
 
@@ -537,6 +579,40 @@ def _go_error_text(exc: BaseException, host: str, port: int) -> str:
             return f"dial tcp {host}:{port}: connect: connection refused"
         return f"dial tcp {host}:{port}: {exc.os_error}"
     return str(exc) or type(exc).__name__
+
+
+def _request(attrs: AdmissionAttributes, *, uid: str | None) -> dict[str, Any]:
+    """The AdmissionRequest of ``attrs``; without ``uid`` and the objects (None) it is the
+    ``request`` that match conditions see."""
+    resource = {"group": attrs.group, "version": attrs.version, "resource": attrs.resource}
+    request: dict[str, Any] = {"uid": uid} if uid is not None else {}
+    request |= {
+        "kind": dict(attrs.kind),
+        "resource": resource,
+        "requestKind": dict(attrs.kind),
+        "requestResource": dict(resource),
+    }
+    if attrs.subresource:
+        request["subResource"] = attrs.subresource
+        request["requestSubResource"] = attrs.subresource
+    if attrs.name:
+        request["name"] = attrs.name
+    if attrs.namespace:
+        request["namespace"] = attrs.namespace
+    request["operation"] = attrs.operation
+    request["userInfo"] = dict(attrs.user)
+    if uid is not None:
+        request["object"] = attrs.obj
+        request["oldObject"] = attrs.old_obj
+    request["dryRun"] = attrs.dry_run
+    options_kind = _OPTIONS_KINDS.get(attrs.operation)
+    if attrs.options is not None:
+        request["options"] = {"apiVersion": "meta.k8s.io/v1", **attrs.options}
+        if options_kind:
+            request["options"]["kind"] = options_kind
+    elif options_kind:
+        request["options"] = {"apiVersion": "meta.k8s.io/v1", "kind": options_kind}
+    return request
 
 
 class Admission:
@@ -674,18 +750,39 @@ class Admission:
                 if labels is not None and not match_label_selector(namespace_selector, labels):
                     return False
             object_selector = hook.spec.get("objectSelector")
-            if object_selector:
-                return any(
-                    obj is not None
-                    and match_label_selector(
-                        object_selector, (obj.get("metadata") or {}).get("labels") or {}
-                    )
-                    for obj in (attrs.obj, attrs.old_obj)
+            if object_selector and not any(
+                obj is not None
+                and match_label_selector(
+                    object_selector, (obj.get("metadata") or {}).get("labels") or {}
                 )
+                for obj in (attrs.obj, attrs.old_obj)
+            ):
+                return False
         except SelectorError as exc:
             message = f'webhook "{hook.name}" of {hook.configuration!r}: {exc}'
             raise AdmissionDenied(internal_error_status(message)) from exc
-        return True
+        decision = cel.evaluate(
+            hook.spec.get("matchConditions") or [],
+            obj=attrs.obj,
+            old_obj=attrs.old_obj,
+            request=_request(attrs, uid=None),
+        )
+        if decision.error:
+            if hook.ignore_failures:
+                logger.warning("webhook %s: match conditions failed: %s", hook.name, decision.error)
+                return False
+            # Forbidden on the object, not an internal error: the request is what failed.
+            resource = f"{attrs.resource}.{attrs.group}" if attrs.group else attrs.resource
+            details = {"name": attrs.name, "group": attrs.group, "kind": attrs.resource}
+            raise AdmissionDenied(
+                _status(
+                    403,
+                    "Forbidden",
+                    f'{resource} "{attrs.name}" is forbidden: {decision.error}',
+                    **{k: v for k, v in details.items() if v},
+                )
+            )
+        return decision.matches
 
     def _namespace_labels(self, attrs: AdmissionAttributes) -> Mapping[str, str] | None:
         """The labels a namespaceSelector sees, or None when it must not exclude the request.
@@ -745,37 +842,10 @@ class Admission:
                 "could not create admission objects: webhook does not accept known "
                 "AdmissionReview versions (v1, v1beta1)",
             )
-        resource = {"group": attrs.group, "version": attrs.version, "resource": attrs.resource}
-        request: dict[str, Any] = {
-            "uid": str(uuid.uuid4()),
-            "kind": dict(attrs.kind),
-            "resource": resource,
-            "requestKind": dict(attrs.kind),
-            "requestResource": dict(resource),
-        }
-        if attrs.subresource:
-            request["subResource"] = attrs.subresource
-            request["requestSubResource"] = attrs.subresource
-        if attrs.name:
-            request["name"] = attrs.name
-        if attrs.namespace:
-            request["namespace"] = attrs.namespace
-        request["operation"] = attrs.operation
-        request["userInfo"] = dict(attrs.user)
-        request["object"] = attrs.obj
-        request["oldObject"] = attrs.old_obj
-        request["dryRun"] = attrs.dry_run
-        options_kind = _OPTIONS_KINDS.get(attrs.operation)
-        if attrs.options is not None:
-            request["options"] = {"apiVersion": "meta.k8s.io/v1", **attrs.options}
-            if options_kind:
-                request["options"]["kind"] = options_kind
-        elif options_kind:
-            request["options"] = {"apiVersion": "meta.k8s.io/v1", "kind": options_kind}
         return {
             "apiVersion": f"admission.k8s.io/{version}",
             "kind": "AdmissionReview",
-            "request": request,
+            "request": _request(attrs, uid=str(uuid.uuid4())),
         }
 
     def _check_dry_run(self, hook: _Hook, attrs: AdmissionAttributes) -> None:

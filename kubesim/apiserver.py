@@ -49,6 +49,7 @@ PODS: registry.GroupResource = ("", "pods")
 NAMESPACES: registry.GroupResource = ("", "namespaces")
 CRDS: registry.GroupResource = ("apiextensions.k8s.io", "customresourcedefinitions")
 PDBS: registry.GroupResource = ("policy", "poddisruptionbudgets")
+PRIORITY_CLASSES: registry.GroupResource = ("scheduling.k8s.io", "priorityclasses")
 SERVICE_ACCOUNTS: registry.GroupResource = ("", "serviceaccounts")
 WEBHOOK_CONFIGURATIONS = frozenset(
     {
@@ -58,7 +59,6 @@ WEBHOOK_CONFIGURATIONS = frozenset(
 )
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 UPDATE_RETRIES = 16
-EVICTION_RETRY_AFTER = 10  # seconds, the Retry-After of a 429 from a disruption budget
 
 
 def now_rfc3339() -> str:
@@ -103,30 +103,33 @@ class Reply:
 
 
 def status_success(
-    *, code: int, name: str = "", group: str = "", kind: str = "", uid: str = ""
+    *, code: int | None, name: str = "", group: str = "", kind: str = "", uid: str = ""
 ) -> dict:
+    """A Success Status; kube-apiserver leaves out ``code`` (None) in a delete's answer."""
     details: dict[str, Any] = {"name": name, "kind": kind}
     if group:
         details["group"] = group
     if uid:
         details["uid"] = uid
-    return {
+    status: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Success",
         "details": details,
-        "code": code,
     }
+    if code is not None:
+        status["code"] = code
+    return status
 
 
-def parse_bool(value: str, *, param: str) -> bool:
-    """Go's strconv.ParseBool, which kube-apiserver uses for query parameters."""
-    if value in ("1", "t", "T", "TRUE", "true", "True"):
-        return True
-    if value in ("0", "f", "F", "FALSE", "false", "False", ""):
+def parse_bool(value: str | None) -> bool:
+    """A boolean query parameter as kube-apiserver converts it into its options (apimachinery's
+    ``Convert_Slice_string_To_bool``): absent, ``0`` and ``false`` in any case are false, and
+    every other value, the empty one and ``no`` included, is true (never a 400)."""
+    if value is None:
         return False
-    raise errors.bad_request(f"invalid boolean value {value!r} for the query parameter {param}")
+    return not (value == "0" or value.lower() == "false")
 
 
 class ApiServer:
@@ -267,10 +270,8 @@ class ApiServer:
             req.query.get("fieldSelector", ""), gr=rdef.gr, kind=rdef.kind
         )
         namespace = req.namespace if rdef.namespaced else ""
-        bookmarks = parse_bool(
-            req.query.get("allowWatchBookmarks", ""), param="allowWatchBookmarks"
-        )
-        initial = parse_bool(req.query.get("sendInitialEvents", ""), param="sendInitialEvents")
+        bookmarks = parse_bool(req.query.get("allowWatchBookmarks"))
+        initial = parse_bool(req.query.get("sendInitialEvents"))
         timeout_text = req.query.get("timeoutSeconds", "")
         timeout = float(timeout_text) if timeout_text.isdigit() else self.default_watch_timeout
         rv_text = req.query.get("resourceVersion", "")
@@ -357,7 +358,14 @@ class ApiServer:
                     if now_in and not was_in:
                         lines.append(render(store.ADDED, event.obj, raw=event.raw))
                     elif was_in and not now_in:
-                        lines.append(render(store.DELETED, event.obj, raw=event.raw))
+                        # As the watch cache does: the last state that matched, at the RV
+                        # of the change that made it leave.
+                        assert event.old is not None
+                        left = {
+                            **event.old,
+                            "metadata": {**event.old["metadata"], "resourceVersion": str(event.rv)},
+                        }
+                        lines.append(render(store.DELETED, left, raw=None))
                     elif now_in:
                         lines.append(render(event.type, event.obj, raw=event.raw))
                 elif now_in:
@@ -385,6 +393,36 @@ class ApiServer:
 
     # ------------------------------------------------------------------ create
 
+    def _admit_priority(self, pod: dict) -> None:
+        """The Priority admission plugin on a pod's creation: ``spec.priority`` (and
+        ``preemptionPolicy``) from its ``priorityClassName``, else from the global default
+        class (the lowest-valued, if several), else 0; an unknown class is a 403. Clients read
+        a pod's priority from ``spec.priority`` alone, as a real API server resolves it."""
+        spec = pod.setdefault("spec", {})
+        if not isinstance(spec, dict) or "priority" in spec:
+            return
+        classes = {s.obj["metadata"]["name"]: s.obj for s in self.store.list(PRIORITY_CLASSES)}
+        name = spec.get("priorityClassName") or ""
+        if name:
+            chosen = classes.get(name)
+            if chosen is None:
+                raise errors.forbidden(
+                    f'pods "{_display_name(pod)}" is forbidden: no PriorityClass with name '
+                    f"{name} was found",
+                    name=_display_name(pod),
+                    kind="pods",
+                )
+        else:
+            defaults = [c for c in classes.values() if c.get("globalDefault")]
+            chosen = min(defaults, key=lambda c: int(c.get("value", 0))) if defaults else None
+            if chosen is not None:
+                spec["priorityClassName"] = chosen["metadata"]["name"]
+        if chosen is not None:
+            spec["priority"] = int(chosen.get("value", 0))
+            spec.setdefault(
+                "preemptionPolicy", chosen.get("preemptionPolicy") or "PreemptLowerPriority"
+            )
+
     async def create(self, req: Request, body: Any, *, created_by_apply: bool = False) -> Reply:
         rdef = req.rdef
         obj = self._decode(rdef, body, namespace=req.namespace)
@@ -394,6 +432,8 @@ class ApiServer:
                 f"the name of the object ({name}) does not match the name on the URL ({req.name})"
             )
         self._check_namespace_for_create(rdef, obj)
+        if rdef.gr == PODS:
+            self._admit_priority(obj)
         apply_defaults(rdef, obj)
         warnings: list[str] = []
         obj = await self._mutate(
@@ -444,6 +484,15 @@ class ApiServer:
                 f"API version ({rdef.api_version})"
             )
         if kind and kind != rdef.kind:
+            if rdef.builtin:
+                # The decoder reads the body's kind, then fails to convert it to the internal
+                # type of the URL's (its package is the group's first label, or core).
+                version = _split_api_version(api_version or rdef.api_version)[1]
+                package = rdef.group.split(".")[0] if rdef.group else "core"
+                raise errors.bad_request(
+                    f'{kind} in version "{version}" cannot be handled as a {rdef.kind}: '
+                    f"converting ({version}.{kind}) to ({package}.{rdef.kind}): unknown conversion"
+                )
             raise errors.bad_request(
                 f"the kind in the data ({kind}) does not match the expected kind ({rdef.kind})"
             )
@@ -576,16 +625,17 @@ class ApiServer:
             )
         precondition = obj["metadata"].get("resourceVersion") or ""
         if not precondition and not rdef.builtin:
-            # Custom resources do not allow unconditional updates (AllowUnconditionalUpdate).
+            # Custom resources do not allow unconditional updates (AllowUnconditionalUpdate);
+            # this error names the resource, not the kind, and the value as an integer.
             raise errors.invalid(
-                rdef.kind,
+                rdef.plural,
                 rdef.group,
                 name=req.name,
                 causes=[
                     errors.FieldCause(
                         "metadata.resourceVersion",
                         "FieldValueInvalid",
-                        "0x0: must be specified for an update",
+                        "0: must be specified for an update",
                     )
                 ],
             )
@@ -607,9 +657,11 @@ class ApiServer:
             )
         if content_type == patching.APPLY_PATCH:
             if not req.query.get("fieldManager"):
-                raise errors.bad_request(
-                    "PATCH, application/apply-patch+yaml: "
-                    "fieldManager is required for apply requests"
+                raise errors.invalid(
+                    "PatchOptions",
+                    "meta.k8s.io",
+                    name="",
+                    causes=[errors.field_required("fieldManager", "is required for apply patch")],
                 )
             if not isinstance(body, dict):
                 raise errors.bad_request("apply patch must be a YAML or JSON object")
@@ -733,6 +785,8 @@ class ApiServer:
             metadata.setdefault("labels", {})["kubernetes.io/metadata.name"] = metadata["name"]
         elif rdef.gr in WEBHOOK_CONFIGURATIONS:
             apply_defaults(rdef, new)  # decoding defaults every write, not only creations
+        elif rdef.gr == PODS and not req.subresource:
+            pods.add_default_tolerations(new)
 
     def _validate_update(
         self, rdef: registry.ResourceDef, new: dict, *, old: dict, req: Request
@@ -779,7 +833,12 @@ class ApiServer:
             return Reply(200, self._raw_as(rdef, current), warnings)
         if req.dry_run:
             return Reply(200, store.encode(new), warnings)
-        if deleting and not new["metadata"].get("finalizers"):
+        if (
+            deleting
+            and not new["metadata"].get("finalizers")
+            # A pod in its grace period stays until its kubelet confirms (with grace 0).
+            and not (rdef.gr == PODS and new["metadata"].get("deletionGracePeriodSeconds"))
+        ):
             stored = self.store.update(rdef.gr, key, obj=new)
             self._remove(rdef, key, obj=json.loads(stored.raw))
             return Reply(200, stored.raw, warnings)
@@ -842,7 +901,15 @@ class ApiServer:
         )
         if orphan and not dry_run:
             self._orphan_dependents(current.obj["metadata"].get("uid", ""))
-        return self._delete_now(rdef, key, current=current, dry_run=dry_run, warnings=warnings)
+        grace = options.get("gracePeriodSeconds", req.query.get("gracePeriodSeconds"))
+        return self._delete_now(
+            rdef,
+            key,
+            current=current,
+            dry_run=dry_run,
+            warnings=warnings,
+            grace=int(grace) if grace not in (None, "") else None,
+        )
 
     def _orphan_dependents(self, owner_uid: str) -> None:
         """propagationPolicy=Orphan: dependents lose their reference to the owner and stay."""
@@ -867,10 +934,19 @@ class ApiServer:
         current: store.Stored,
         dry_run: bool,
         warnings: list[str] | None = None,
+        grace: int | None = None,
     ) -> Reply:
+        """Delete as kube-apiserver does: a pod on a node gracefully (see
+        :meth:`_delete_gracefully`), an object with finalizers (or a namespace, a CRD) by
+        marking it, anything else at once."""
         warnings = warnings or []
         obj = json.loads(current.raw)
         meta = obj["metadata"]
+        period = pods.grace_period(obj, grace) if rdef.gr == PODS else 0
+        if period > 0 or (rdef.gr == PODS and meta.get("deletionGracePeriodSeconds")):
+            return self._delete_gracefully(
+                rdef, key, current=current, period=period, dry_run=dry_run, warnings=warnings
+            )
         blocking = bool(meta.get("finalizers")) or rdef.gr in (NAMESPACES, CRDS)
         if blocking:
             if meta.get("deletionTimestamp"):
@@ -890,11 +966,68 @@ class ApiServer:
             return Reply(200, current.raw, warnings)
         final = self._remove(rdef, key, obj=obj)
         if rdef.gr == PODS:
-            return Reply(200, final.raw, warnings)
+            # The answer is the pod as marked for its immediate deletion (grace 0).
+            answered = json.loads(final.raw)
+            answered["metadata"].setdefault("deletionTimestamp", now_rfc3339())
+            answered["metadata"]["deletionGracePeriodSeconds"] = 0
+            return Reply(200, store.encode(answered), warnings)
         status = status_success(
-            code=200, name=key[1], group=rdef.group, kind=rdef.plural, uid=meta.get("uid", "")
+            code=None, name=key[1], group=rdef.group, kind=rdef.plural, uid=meta.get("uid", "")
         )
         return Reply(200, store.encode(status), warnings)
+
+    def _delete_gracefully(
+        self,
+        rdef: registry.ResourceDef,
+        key: store.Key,
+        *,
+        current: store.Stored,
+        period: int,
+        dry_run: bool,
+        warnings: list[str],
+    ) -> Reply:
+        """A pod on a node stays, Terminating, until its kubelet says its containers stopped:
+        ``deletionTimestamp`` is now plus the grace period, ``deletionGracePeriodSeconds`` the
+        period. A later delete may only shorten it (0 ends it now). kubesim plays every node's
+        kubelet here: it confirms when the period ends (:meth:`_end_grace`), as the real
+        backend's kwok stage does; what the pod requests stays on its node until then."""
+        obj = json.loads(current.raw)
+        meta = obj["metadata"]
+        remaining = meta.get("deletionGracePeriodSeconds")
+        if remaining is not None and period >= int(remaining):
+            return Reply(200, self._raw_as(rdef, current), warnings)
+        if period <= 0:
+            meta["deletionGracePeriodSeconds"] = 0
+            meta.setdefault("deletionTimestamp", now_rfc3339())
+            if dry_run:
+                return Reply(200, store.encode(obj), warnings)
+            if meta.get("finalizers"):
+                stored = self.store.update(rdef.gr, key, obj=obj)
+                self._after_write(rdef, current.obj, new=stored.obj)
+                return Reply(200, self._raw_as(rdef, stored), warnings)
+            return Reply(200, self._remove(rdef, key, obj=obj).raw, warnings)
+        ends = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=period)
+        meta["deletionTimestamp"] = ends.strftime("%Y-%m-%dT%H:%M:%SZ")
+        meta["deletionGracePeriodSeconds"] = period
+        if dry_run:
+            return Reply(200, store.encode(obj), warnings)
+        stored = self.store.update(rdef.gr, key, obj=obj)
+        self._after_write(rdef, current.obj, new=stored.obj)
+        asyncio.get_running_loop().call_later(
+            period, self._end_grace, rdef, key, meta.get("uid", ""), period
+        )
+        return Reply(200, self._raw_as(rdef, stored), warnings)
+
+    def _end_grace(self, rdef: registry.ResourceDef, key: store.Key, uid: str, period: int) -> None:
+        """The kubelet's final delete (grace 0) of a pod whose grace period of ``period`` ended,
+        unless it is gone, another pod of that name, or its grace was shortened since."""
+        current = self.store.get(rdef.gr, key)
+        if current is None or self.closing:
+            return
+        meta = current.obj["metadata"]
+        if meta.get("uid") != uid or meta.get("deletionGracePeriodSeconds") != period:
+            return
+        self._delete_gracefully(rdef, key, current=current, period=0, dry_run=False, warnings=[])
 
     async def delete_collection(self, req: Request, options: Any) -> Reply:
         items, _, _ = self.list_objects(
@@ -1044,14 +1177,49 @@ class ApiServer:
             for p in matching
             if (p.get("status") or {}).get("phase") == "Running" and pods.is_ready(p)
         )
-        desired = _desired_healthy(budget.get("spec") or {}, len(matching))
+        spec = budget.get("spec") or {}
+        if isinstance(spec.get("minAvailable"), int):
+            expected = len(matching)
+        else:
+            # maxUnavailable and percentages scale with the pods' controllers: pods without a
+            # controller kubesim stores (it stores Deployments only) count for nothing.
+            expected = self._controllers_scale(namespace, matching)
+        desired = _desired_healthy(spec, expected)
+        allowed = healthy - desired
         return {
             "observedGeneration": budget["metadata"].get("generation", 1),
-            "disruptionsAllowed": max(0, healthy - desired),
+            "disruptionsAllowed": allowed if expected > 0 and allowed > 0 else 0,
             "currentHealthy": healthy,
             "desiredHealthy": desired,
-            "expectedPods": len(matching),
+            "expectedPods": expected,
         }
+
+    def _controllers_scale(self, namespace: str, matching: list[dict]) -> int:
+        """The replicas of the distinct controllers of ``matching`` (the disruption
+        controller's expected count for a maxUnavailable or a percentage)."""
+        controllers: dict[tuple[str, str], int] = {}
+        for pod in matching:
+            for ref in pod["metadata"].get("ownerReferences") or []:
+                if not ref.get("controller"):
+                    continue
+                group = _split_api_version(ref.get("apiVersion", ""))[0]
+                rdef = next(
+                    (
+                        d
+                        for d in self._storage_defs()
+                        if d.group == group and d.kind == ref.get("kind")
+                    ),
+                    None,
+                )
+                owner = (
+                    self.store.get(rdef.gr, (namespace, ref.get("name", "")))
+                    if rdef is not None
+                    else None
+                )
+                if owner is not None and owner.obj["metadata"].get("uid") == ref.get("uid"):
+                    replicas = (owner.obj.get("spec") or {}).get("replicas", 1)
+                    controllers[(ref.get("kind", ""), ref.get("name", ""))] = int(replicas)
+        return sum(controllers.values())
 
     def _refresh_budgets(self, namespace: str) -> None:
         """Keep the status of the namespace's PDBs current (the disruption controller's job).
@@ -1092,7 +1260,14 @@ class ApiServer:
         dry_run = req.dry_run or "All" in (
             (eviction.get("deleteOptions") or {}).get("dryRun") or []
         )
-        self._delete_now(pod_def, key, current=current, dry_run=dry_run)
+        grace = (eviction.get("deleteOptions") or {}).get("gracePeriodSeconds")
+        self._delete_now(
+            pod_def,
+            key,
+            current=current,
+            dry_run=dry_run,
+            grace=None if grace is None else int(grace),
+        )
         body_out = status_success(code=201)
         body_out.pop("details")
         return Reply(201, store.encode(body_out), warnings)
@@ -1123,23 +1298,24 @@ class ApiServer:
         status = self._budget_status(budget, selector)
         healthy, desired = status["currentHealthy"], status["desiredHealthy"]
         pod_healthy = phase == "Running" and pods.is_ready(pod)
-        allowed = healthy - desired
-        if (pod_healthy and allowed >= 1) or (not pod_healthy and healthy >= desired):
+        if (pod_healthy and status["disruptionsAllowed"] >= 1) or (
+            not pod_healthy and healthy >= desired
+        ):
             return
         name = budget["metadata"]["name"]
+        # The eviction handler's two words for a refusal; neither sets Retry-After (only a
+        # budget whose status the controller has not yet observed does, which kubesim's
+        # always current status never is).
+        detail = (
+            f"The disruption budget {name} needs {desired} healthy pods and has {healthy} currently"
+            if healthy <= desired
+            else f"The disruption budget {name} does not allow evicting pods currently"
+        )
         raise errors.ApiError(
             429,
             "TooManyRequests",
             message="Cannot evict pod as it would violate the pod's disruption budget.",
-            causes=(
-                errors.FieldCause(
-                    "",
-                    "DisruptionBudget",
-                    f"The disruption budget {name} needs {desired} healthy pods "
-                    f"and has {healthy} currently",
-                ),
-            ),
-            headers={"Retry-After": str(EVICTION_RETRY_AFTER)},
+            causes=(errors.FieldCause("", "DisruptionBudget", detail),),
         )
 
     async def bind(self, req: Request, body: Any) -> Reply:
@@ -1166,7 +1342,12 @@ class ApiServer:
                 detail=f'pod {req.name} is already assigned to node "{spec["nodeName"]}"',
             )
         if spec.get("schedulingGates"):
-            raise errors.internal(f"pod {req.name} has non-empty .spec.schedulingGates")
+            raise errors.conflict(
+                "pods/binding",
+                "",
+                name=req.name,
+                detail=f"pod {req.name} has non-empty .spec.schedulingGates",
+            )
         spec["nodeName"] = node
         status = pod.setdefault("status", {})
         conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]

@@ -81,8 +81,14 @@ class ApiError(Exception):
         if self.kind:
             details["kind"] = self.kind
         if self.causes:
+            # metav1.StatusCause's fields are omitempty: a cause without a field has none.
             details["causes"] = [
-                {"reason": c.reason, "message": c.message, "field": c.field} for c in self.causes
+                {
+                    "reason": c.reason,
+                    "message": c.message,
+                    **({"field": c.field} if c.field else {}),
+                }
+                for c in self.causes
             ]
         if details:
             body["details"] = details

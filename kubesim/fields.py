@@ -110,25 +110,52 @@ DEPLOYMENT_SPEC = frozenset(
 POD_TEMPLATE = frozenset({"metadata", "spec"})
 
 
-def _unknown(value: Any, known: frozenset[str], *, path: str) -> list[str]:
-    """The unknown keys of `value` as paths; they are removed from it, as decoding drops them."""
+Schema = tuple[frozenset[str], dict[str, "Schema"]]
+"""The known keys of an object, and the schemas of the fields kubesim looks into (for a list,
+the schema of its items)."""
+
+_METADATA: Schema = (OBJECT_META, {})
+_POD_SPEC: Schema = (
+    POD_SPEC,
+    {
+        "containers": (CONTAINER, {}),
+        "initContainers": (CONTAINER, {}),
+        "schedulingGates": (SCHEDULING_GATE, {}),
+    },
+)
+_DEPLOYMENT: Schema = (
+    DEPLOYMENT_SPEC,
+    {"template": (POD_TEMPLATE, {"metadata": _METADATA, "spec": _POD_SPEC})},
+)
+_NESTED: dict[tuple[str, str], dict[str, Schema]] = {
+    ("", "pods"): {"metadata": _METADATA, "spec": _POD_SPEC},
+    ("apps", "deployments"): {"metadata": _METADATA, "spec": _DEPLOYMENT},
+}
+
+
+def _walk(value: Any, schema: Schema, *, path: str) -> list[str]:
+    """The unknown keys of `value` and of the fields `schema` looks into, as paths in document
+    order (the order kube-apiserver's strict decoder meets them in); they are removed from it,
+    as decoding drops them."""
     if not isinstance(value, dict):
         return []
-    found = [key for key in value if key not in known]
-    for key in found:
-        del value[key]
-    return [f"{path}.{key}" if path else key for key in found]
-
-
-def _pod_spec(spec: Any, path: str) -> list[str]:
-    found = _unknown(spec, POD_SPEC, path=path)
-    if not isinstance(spec, dict):
-        return found
-    for field in ("containers", "initContainers"):
-        for i, container in enumerate(spec.get(field) or []):
-            found.extend(_unknown(container, CONTAINER, path=f"{path}.{field}[{i}]"))
-    for i, gate in enumerate(spec.get("schedulingGates") or []):
-        found.extend(_unknown(gate, SCHEDULING_GATE, path=f"{path}.schedulingGates[{i}]"))
+    known, nested = schema
+    found = []
+    for key in list(value):
+        where = f"{path}.{key}" if path else key
+        if key not in known:
+            del value[key]
+            found.append(where)
+            continue
+        inner = nested.get(key)
+        child = value[key]
+        if inner is None:
+            continue
+        if isinstance(child, list):
+            for i, item in enumerate(child):
+                found.extend(_walk(item, inner, path=f"{where}[{i}]"))
+        else:
+            found.extend(_walk(child, inner, path=where))
     return found
 
 
@@ -137,18 +164,4 @@ def drop_unknown_fields(gr: tuple[str, str], obj: dict) -> list[str]:
     known = TOP_LEVEL.get(gr)
     if known is None:
         return []
-    found = _unknown(obj, known, path="")
-    found.extend(_unknown(obj.get("metadata"), OBJECT_META, path="metadata"))
-    if gr == ("", "pods"):
-        found.extend(_pod_spec(obj.get("spec"), "spec"))
-    elif gr == ("apps", "deployments"):
-        spec = obj.get("spec")
-        found.extend(_unknown(spec, DEPLOYMENT_SPEC, path="spec"))
-        template = spec.get("template") if isinstance(spec, dict) else None
-        found.extend(_unknown(template, POD_TEMPLATE, path="spec.template"))
-        if isinstance(template, dict):
-            found.extend(
-                _unknown(template.get("metadata"), OBJECT_META, path="spec.template.metadata")
-            )
-            found.extend(_pod_spec(template.get("spec"), "spec.template.spec"))
-    return found
+    return _walk(obj, (known, _NESTED.get(gr, {"metadata": _METADATA})), path="")

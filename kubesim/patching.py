@@ -104,7 +104,7 @@ def merge_key(field: str, path: tuple[str, ...]) -> str | None:
 
 def apply_strategic_merge_patch(target: Any, patch: Any, *, path: tuple[str, ...] = ()) -> Any:
     """Strategic merge for built-in kinds, with `$patch`, `$retainKeys`,
-    `$deleteFromPrimitiveList/<f>` and `$setElementOrder/<f>` (stripped: order is kept as is).
+    `$deleteFromPrimitiveList/<f>` and `$setElementOrder/<f>` (the order of merged lists).
     """
     if not isinstance(patch, dict):
         raise errors.bad_request("strategic merge patch must be a JSON object")
@@ -134,7 +134,14 @@ def apply_strategic_merge_patch(target: Any, patch: Any, *, path: tuple[str, ...
             else:
                 target[key] = merged
         elif isinstance(value, list):
-            target[key] = _merge_list(key, target.get(key), patch=value, path=(*path, key))
+            order = patch.get(f"$setElementOrder/{key}")
+            target[key] = _merge_list(
+                key,
+                target.get(key),
+                patch=value,
+                path=(*path, key),
+                order=order if isinstance(order, list) else None,
+            )
         else:
             target[key] = value
     if isinstance(retain, list):
@@ -144,7 +151,9 @@ def apply_strategic_merge_patch(target: Any, patch: Any, *, path: tuple[str, ...
     return target
 
 
-def _merge_list(field: str, current: Any, *, patch: list, path: tuple[str, ...]) -> list:
+def _merge_list(
+    field: str, current: Any, *, patch: list, path: tuple[str, ...], order: list | None = None
+) -> list:
     if any(isinstance(item, dict) and item.get("$patch") == "replace" for item in patch):
         return [_strip_directives(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
     if not isinstance(current, list):
@@ -157,6 +166,7 @@ def _merge_list(field: str, current: Any, *, patch: list, path: tuple[str, ...])
     if key is None or not all(isinstance(i, dict) for i in patch):
         return [_strip_directives(i) for i in patch]
     result = [copy.deepcopy(i) for i in current]
+    patched: list[Any] = []  # merge-key values the patch names and keeps, in patch order
     for item in patch:
         if key not in item:
             raise errors.bad_request(f"map: {item} does not contain declared merge key: {key}")
@@ -172,10 +182,56 @@ def _merge_list(field: str, current: Any, *, patch: list, path: tuple[str, ...])
             if index is not None:
                 del result[index]
             continue
+        patched.append(item[key])
         if index is None:
             result.append(_strip_directives(item))
         else:
             result[index] = apply_strategic_merge_patch(result[index], item, path=path)
+    return _normalize_order(result, current, patched=patched, order=order, key=key)
+
+
+def _normalize_order(
+    merged: list, current: list, *, patched: list, order: list | None, key: str
+) -> list:
+    """The order strategicpatch's normalizeElementOrder gives a merged list: the items the
+    patch names (in ``$setElementOrder`` order if given, else patch order) and the server-only
+    ones (in server order) merged like two sorted lists, a server-only item going first only
+    when both stand in the server's list and it stands earlier. So a new item comes before the
+    server-only items: a patch adding gate ``b`` to ``[a]`` yields ``[b, a]``."""
+
+    def merge_value(item: Any) -> Any:
+        return item.get(key) if isinstance(item, dict) else None
+
+    server_order = [merge_value(i) for i in current]
+    wanted = [merge_value(i) for i in order] if order else patched
+
+    def server_index(item: Any) -> int:
+        value = merge_value(item)
+        return server_order.index(value) if value in server_order else -1
+
+    named = [i for i in merged if merge_value(i) in patched]
+    named.sort(
+        key=lambda i: wanted.index(merge_value(i)) if merge_value(i) in wanted else len(wanted)
+    )
+    server_only = [i for i in merged if merge_value(i) not in patched]
+    server_only.sort(key=server_index)
+    result: list = []
+    left, right = 0, 0
+    while left < len(server_only) or right < len(named):
+        if right >= len(named):
+            result.append(server_only[left])
+            left += 1
+        elif left >= len(server_only):
+            result.append(named[right])
+            right += 1
+        else:
+            li, ri = server_index(server_only[left]), server_index(named[right])
+            if li >= 0 and ri >= 0 and li < ri:
+                result.append(server_only[left])
+                left += 1
+            else:
+                result.append(named[right])
+                right += 1
     return result
 
 

@@ -7,6 +7,7 @@ only if gates remain after the webhooks), then `validate_create` / `validate_upd
 
 from __future__ import annotations
 
+import datetime
 import re
 from decimal import Decimal
 from typing import Any
@@ -66,6 +67,14 @@ def apply_defaults(pod: dict) -> None:
         for container in spec.get(field) or []:
             if isinstance(container, dict):
                 _default_container(container)
+    add_default_tolerations(pod)
+
+
+def add_default_tolerations(pod: dict) -> None:
+    """The DefaultTolerationSeconds admission plugin, on creations and on updates: a pod that
+    does not tolerate not-ready or unreachable nodes gets the 300 s tolerations again (so an
+    update that replaces the tolerations keeps them, and is an addition)."""
+    spec = pod.setdefault("spec", {})
     tolerations = spec.setdefault("tolerations", [])
     if isinstance(tolerations, list):
         for default in DEFAULT_TOLERATIONS:
@@ -96,12 +105,28 @@ def _default_container(container: dict) -> None:
             port.setdefault("protocol", "TCP")
 
 
+def grace_period(pod: dict, requested: int | None) -> int:
+    """The seconds a delete leaves the pod Terminating (the pod strategy's CheckGracefulDelete):
+    the requested period, else ``terminationGracePeriodSeconds`` (30 by default); 0 for a pod
+    on no node, which no kubelet runs, and for one that has finished."""
+    spec = pod.get("spec") or {}
+    if not spec.get("nodeName"):
+        return 0
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return 0
+    period = requested if requested is not None else spec.get("terminationGracePeriodSeconds", 30)
+    return max(0, int(period))
+
+
 def prepare_for_create(pod: dict) -> None:
     """Reset the status to Pending with its QoS class; add the gated condition if gates remain."""
     spec = pod.get("spec") or {}
     status: dict[str, Any] = {"phase": "Pending", "qosClass": qos_class(spec)}
     if spec.get("schedulingGates"):
-        status["conditions"] = [dict(GATED_CONDITION)]
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        status["conditions"] = [
+            {**GATED_CONDITION, "lastProbeTime": None, "lastTransitionTime": now}
+        ]
     pod["status"] = status
 
 
@@ -187,7 +212,7 @@ def _validate_gates(spec: dict) -> list[errors.FieldCause]:
     seen: set[str] = set()
     for i, gate in enumerate(spec.get("schedulingGates") or []):
         name = gate.get("name") if isinstance(gate, dict) else None
-        field = f"spec.schedulingGates[{i}].name"
+        field = f"spec.schedulingGates[{i}]"  # the gate, not its name (validatePodSchedulingGates)
         if not isinstance(name, str) or not _QUALIFIED_NAME.match(name):
             causes.append(
                 errors.field_invalid(

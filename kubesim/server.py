@@ -258,7 +258,7 @@ class HttpFrontend:
         watching = False
         if not resource_path.name:
             if request.method == "GET":
-                watching = apiserver.parse_bool(query.get("watch", ""), param="watch")
+                watching = apiserver.parse_bool(query.get("watch"))
                 verb = "watch" if watching else "list"
             elif request.method == "DELETE":
                 verb = "deletecollection"
@@ -274,9 +274,7 @@ class HttpFrontend:
             raise errors.method_not_allowed(
                 f"DELETE is not supported on {resource_path.subresource}"
             )
-        elif request.method == "GET" and apiserver.parse_bool(
-            query.get("watch", ""), param="watch"
-        ):
+        elif request.method == "GET" and apiserver.parse_bool(query.get("watch")):
             # A watch on one object: the collection filtered by name.
             watching = True
             verb = "watch"

@@ -150,14 +150,18 @@ def _pod_row(obj: dict, now: datetime.datetime) -> Row:
     statuses = status.get("containerStatuses") or []
     ready = sum(1 for c in statuses if c.get("ready"))
     restarts = sum(int(c.get("restartCount") or 0) for c in statuses)
+    gates = [g.get("conditionType") for g in (obj.get("spec") or {}).get("readinessGates") or []]
+    true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
     return [
         _meta(obj).get("name"),
         f"{ready}/{len(containers)}",
         pods.table_status(obj),
-        restarts,
+        str(restarts),  # a string cell, as the pod printer makes it (it may add a last restart)
         age(_meta(obj).get("creationTimestamp"), now),
         status.get("podIP") or "<none>",
         (obj.get("spec") or {}).get("nodeName") or "<none>",
+        status.get("nominatedNodeName") or "<none>",
+        f"{sum(1 for g in gates if g in true)}/{len(gates)}" if gates else "<none>",
     ]
 
 
@@ -225,6 +229,16 @@ PRINTERS: dict[registry.GroupResource, Printer] = {
             AGE,
             _col("IP", priority=1, description="IP address allocated to the pod."),
             _col("Node", priority=1, description="Name of the Node this pod is assigned to."),
+            _col(
+                "Nominated Node",
+                priority=1,
+                description="The node this pod preempts other pods on (status.nominatedNodeName).",
+            ),
+            _col(
+                "Readiness Gates",
+                priority=1,
+                description="How many of the pod's readiness gates are True.",
+            ),
         ],
         _pod_row,
     ),

@@ -1,26 +1,41 @@
-"""End to end: kubectl -> kubesim -> real TLS webhooks -> kubectl's output.
+"""End to end on both backends: kubectl -> the API server -> real TLS webhooks -> kubectl's output.
 
 A mutating webhook injects a scheduling gate (as queuetree's pod webhook does) and a validating
 webhook refuses pods of a closed queue with 403; kubectl prints the `Warning:` lines and the
-denial exactly as it does against kube-apiserver.
+denial as kube-apiserver words them. The webhooks are registered by `clientConfig.url`
+(https://127.0.0.1:PORT), which both kubesim and a real kube-apiserver on this machine reach;
+service references are covered in-process (test_admission_webhooks.py).
+
+The CEL `matchConditions` of queuetree's shipped pod webhooks decide which pods reach the
+webhook, on kubesim exactly as on kube-apiserver.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import pathlib
-from collections.abc import AsyncIterator
+import socket
 from typing import Any
 
 import pytest
+import yaml
 
-from kubesim import harness
+from tests.kubesim import conftest
 from tests.kubesim import test_admission_webhooks as webhooks
+from tests.kubesim.conftest import PODS, Api, call
 
 webhook_server = webhooks.webhook_server
 
 GATE = "queuetree.io/admission"
+SHIPPED = (
+    pathlib.Path(__file__).resolve().parents[2]
+    / "manifests"
+    / "base"
+    / "cluster"
+    / "webhook-configurations.yaml"
+)
 
 
 def inject_gate(review: dict[str, Any]) -> dict[str, Any]:
@@ -48,57 +63,80 @@ def refuse_closed_queues(review: dict[str, Any]) -> dict[str, Any]:
     return webhooks.allow(review, warnings=[f'queue "{queue}" has room'])
 
 
+def url(server: webhooks.WebhookServer, path: str, *, port: int | None = None) -> str:
+    return f"https://127.0.0.1:{port or server.port}{path}"
+
+
 def configuration(
-    kind: str, name: str, path: str, server: webhooks.WebhookServer
+    kind: str, name: str, path: str, server: webhooks.WebhookServer, **overrides: Any
 ) -> dict[str, Any]:
+    """A configuration of one webhook on pods CREATE in the test's namespaces, for pods with
+    a `queue` label, reaching `path` of the test server by URL."""
+    hook = webhooks.hook(f"{name}.queuetree.io", path, server)
+    hook["clientConfig"] = {"url": url(server, path), "caBundle": server.ca.ca_bundle}
+    hook["objectSelector"] = {"matchExpressions": [{"key": "queue", "operator": "Exists"}]}
+    hook.update(overrides)
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": kind,
         "metadata": {"name": name},
-        "webhooks": [
-            {
-                **webhooks.hook(f"{name}.queuetree.io", path, server),
-                "objectSelector": {"matchExpressions": [{"key": "queue", "operator": "Exists"}]},
-            }
-        ],
+        "webhooks": [hook],
     }
 
 
-@pytest.fixture
-async def cluster(
-    tmp_path: pathlib.Path, webhook_server: webhooks.WebhookServer
-) -> AsyncIterator[harness.Cluster]:
-    def resolve(namespace: str, name: str, port: int) -> tuple[str, int]:
-        if (namespace, name, port) != (webhooks.SERVICE_NS, webhooks.SERVICE, 443):
-            raise LookupError(f"no endpoints for service {namespace}/{name}:{port}")
-        return "127.0.0.1", webhook_server.port
-
-    webhook_server.answer("/mutate-pods", inject_gate)
-    webhook_server.answer("/validate-pods", refuse_closed_queues)
-    with harness.running(tmp_path, service_resolver=resolve) as running:
-        for kind, name, path in (
-            ("MutatingWebhookConfiguration", "gates", "/mutate-pods"),
-            ("ValidatingWebhookConfiguration", "queues", "/validate-pods"),
-        ):
-            manifest = json.dumps(configuration(kind, name, path, webhook_server))
-            applied = await asyncio.to_thread(running.kubectl, "apply", "-f", "-", input=manifest)
-            assert applied.returncode == 0, applied.stderr
-        yield running
+def pod_body(name: str, queue: str, **metadata: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"queue": queue}, **metadata},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
 
 
 def pod_manifest(name: str, queue: str) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "labels": {"queue": queue}},
-            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
-        }
+    return json.dumps(pod_body(name, queue))
+
+
+async def apply(api: Api, *configurations: dict[str, Any]) -> None:
+    for manifest in configurations:
+        applied = await asyncio.to_thread(
+            api.kubectl, "apply", "-f", "-", input=json.dumps(manifest)
+        )
+        assert applied.returncode == 0, applied.stderr
+
+
+async def until_called(api: Api, server: webhooks.WebhookServer, *paths: str) -> None:
+    """Wait until a dry-run pod reaches every one of `paths`, then forget those calls.
+
+    kubesim uses a configuration from the write on; kube-apiserver once its informer has
+    seen it, a moment later (kubesim/README.md)."""
+
+    async def reached() -> bool:
+        probe = pod_body("probe", "probe")
+        await call(api, "POST", PODS, probe, params={"dryRun": "All"})
+        return all(server.calls[p] for p in paths)
+
+    await conftest.wait_for(reached)
+    for path in paths:
+        server.calls[path].clear()
+        server.queries[path].clear()
+
+
+@pytest.fixture
+async def cluster(api: Api, webhook_server: webhooks.WebhookServer) -> Api:
+    webhook_server.answer("/mutate-pods", inject_gate)
+    webhook_server.answer("/validate-pods", refuse_closed_queues)
+    await apply(
+        api,
+        configuration("MutatingWebhookConfiguration", "gates", "/mutate-pods", webhook_server),
+        configuration("ValidatingWebhookConfiguration", "queues", "/validate-pods", webhook_server),
     )
+    await until_called(api, webhook_server, "/mutate-pods", "/validate-pods")
+    return api
 
 
 async def test_kubectl_creates_a_pod_that_a_tls_webhook_gated_and_prints_the_warnings(
-    cluster: harness.Cluster, webhook_server: webhooks.WebhookServer
+    cluster: Api, webhook_server: webhooks.WebhookServer
 ) -> None:
     created = await asyncio.to_thread(
         cluster.kubectl, "create", "-f", "-", input=pod_manifest("p1", "q1")
@@ -118,12 +156,45 @@ async def test_kubectl_creates_a_pod_that_a_tls_webhook_gated_and_prints_the_war
     assert listed.stdout.split()[:3] == ["p1", "0/1", "SchedulingGated"]
     # The validating webhook saw the pod as mutated, gate included.
     [review] = webhook_server.calls["/validate-pods"]
-    assert review["request"]["object"]["spec"]["schedulingGates"] == [{"name": GATE}]
+    request = review["request"]
+    assert request["object"]["spec"]["schedulingGates"] == [{"name": GATE}]
+    assert webhook_server.queries["/validate-pods"] == [{"timeout": "10s"}]
+    # The same request on both backends: kubectl's certificate (real) and any token (kubesim)
+    # are the administrator.
+    assert sorted(request) == [
+        "dryRun",
+        "kind",
+        "name",
+        "namespace",
+        "object",
+        "oldObject",
+        "operation",
+        "options",
+        "requestKind",
+        "requestResource",
+        "resource",
+        "uid",
+        "userInfo",
+    ]
+    user = request["userInfo"]
+    # kube-apiserver adds extra["authentication.kubernetes.io/credential-id"] (kubesim/README.md).
+    assert (
+        {k: user[k] for k in ("username", "groups")},
+        request["options"],
+        request["dryRun"],
+    ) == (
+        {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+        {
+            "apiVersion": "meta.k8s.io/v1",
+            "kind": "CreateOptions",
+            "fieldManager": "kubectl-create",
+            "fieldValidation": "Strict",
+        },
+        False,
+    )
 
 
-async def test_kubectl_prints_a_webhook_denial_as_kube_apiserver_words_it(
-    cluster: harness.Cluster,
-) -> None:
+async def test_kubectl_prints_a_webhook_denial_as_kube_apiserver_words_it(cluster: Api) -> None:
     created = await asyncio.to_thread(
         cluster.kubectl, "create", "-f", "-", input=pod_manifest("p2", "closed")
     )
@@ -137,25 +208,176 @@ async def test_kubectl_prints_a_webhook_denial_as_kube_apiserver_words_it(
     assert 'pods "p2" not found' in missing.stderr
 
 
+def closed_port() -> int:
+    """A loopback port that nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 async def test_kubectl_reports_an_unreachable_webhook_as_an_internal_error(
-    cluster: harness.Cluster, webhook_server: webhooks.WebhookServer
+    cluster: Api, webhook_server: webhooks.WebhookServer
 ) -> None:
+    nowhere = url(webhook_server, "/validate-pods", port=closed_port())
     broken = configuration(
         "ValidatingWebhookConfiguration", "broken", "/validate-pods", webhook_server
     )
-    broken["webhooks"][0]["clientConfig"]["service"]["name"] = "nowhere"
-    applied = await asyncio.to_thread(cluster.kubectl, "apply", "-f", "-", input=json.dumps(broken))
-    assert applied.returncode == 0, applied.stderr
+    broken["webhooks"][0]["clientConfig"]["url"] = nowhere
+    await apply(cluster, broken)
 
+    async def refused() -> bool:
+        answer = await call(
+            cluster, "POST", PODS, pod_body("probe", "q1"), params={"dryRun": "All"}
+        )
+        return answer.status == 500
+
+    await conftest.wait_for(refused)
     created = await asyncio.to_thread(
         cluster.kubectl, "create", "-f", "-", input=pod_manifest("p3", "q1")
     )
 
     assert created.returncode == 1
-    assert created.stderr.splitlines()[-1] == (
+    last = created.stderr.splitlines()[-1]
+    prefix = (
         'Error from server (InternalError): error when creating "STDIN": Internal error occurred: '
-        'failed calling webhook "broken.queuetree.io": failed to call webhook: Post '
-        f'"https://nowhere.{webhooks.SERVICE_NS}.svc:443/validate-pods?timeout=10s": '
-        f'service "{webhooks.SERVICE_NS}/nowhere": '
-        f"no endpoints for service {webhooks.SERVICE_NS}/nowhere:443"
+        f'failed calling webhook "broken.queuetree.io": failed to call webhook: Post '
+        f'"{nowhere}?timeout=10s": '
     )
+    # Then the dialer's words: Go's "dial tcp 127.0.0.1:P: connect: connection refused", and
+    # aiohttp's own on kubesim (kubesim/README.md).
+    assert (last[: len(prefix)], "onnect" in last[len(prefix) :]) == (prefix, True)
+
+
+def shipped_pod_webhook() -> dict[str, Any]:
+    """queuetree's mutating pod webhook as shipped (its matchConditions and namespaceSelector),
+    reaching the test server's /shipped by URL."""
+    for document in yaml.safe_load_all(SHIPPED.read_text()):
+        if document["kind"] != "MutatingWebhookConfiguration":
+            continue
+        for hook in document["webhooks"]:
+            if hook.get("matchConditions"):
+                return copy.deepcopy(hook)  # type: ignore[no-any-return]
+    raise AssertionError(f"{SHIPPED} has no mutating webhook with matchConditions")
+
+
+OPT_IN = "scheduling.volcano.sh/queue-allocation-gate"
+MATCH_CASES = {
+    "a pod with the opt-in annotation reaches the webhook": (
+        {"annotations": {OPT_IN: "true"}},
+        (),
+        True,
+    ),
+    "the annotation's value does not matter": ({"annotations": {OPT_IN: "false"}}, (), True),
+    "a pod carrying the queue gate reaches the webhook": ({}, (OPT_IN,), True),
+    "a pod with other annotations does not": ({"annotations": {"a": "b"}}, (), False),
+    "a pod with another gate does not": ({}, ("example.com/other",), False),
+    "a pod with neither does not": ({}, (), False),
+}
+
+
+@pytest.mark.parametrize(
+    ("metadata", "gates", "reaches"), MATCH_CASES.values(), ids=MATCH_CASES.keys()
+)
+async def test_the_shipped_match_conditions_decide_which_pods_reach_the_pod_webhook(
+    api: Api,
+    webhook_server: webhooks.WebhookServer,
+    metadata: dict[str, Any],
+    gates: tuple[str, ...],
+    reaches: bool,
+) -> None:
+    webhook_server.answer("/shipped", webhooks.allow)
+    webhook_server.answer("/probe", webhooks.allow)
+    hook = shipped_pod_webhook()
+    hook["clientConfig"] = {
+        "url": url(webhook_server, "/shipped"),
+        "caBundle": webhook_server.ca.ca_bundle,
+    }
+    # A second webhook without conditions tells when the configuration is in effect.
+    probe = configuration("MutatingWebhookConfiguration", "probe", "/probe", webhook_server)
+    await apply(
+        api,
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "shipped"},
+            "webhooks": [hook, *probe["webhooks"]],
+        },
+    )
+    await until_called(api, webhook_server, "/probe")
+    webhook_server.calls["/shipped"].clear()
+    body = pod_body("p1", "q1", **metadata)
+    if gates:
+        body["spec"]["schedulingGates"] = [{"name": g} for g in gates]
+
+    created = await call(api, "POST", PODS, body)
+
+    assert created.status == 201, created.body
+    assert (
+        [r["request"]["name"] for r in webhook_server.calls["/shipped"]],
+        len(webhook_server.calls["/probe"]),
+    ) == (
+        ["p1"] if reaches else [],
+        1,
+    )
+
+
+FAILURE_CASES = {
+    "a condition that cannot be evaluated fails the request under Fail": ("Fail", 403),
+    "and skips the webhook under Ignore": ("Ignore", 201),
+}
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected_status"), FAILURE_CASES.values(), ids=FAILURE_CASES.keys()
+)
+async def test_a_match_condition_that_fails_to_evaluate_follows_the_failure_policy(
+    api: Api, webhook_server: webhooks.WebhookServer, policy: str, expected_status: int
+) -> None:
+    webhook_server.answer("/cel", webhooks.allow)
+    webhook_server.answer("/probe", webhooks.allow)
+    failing = configuration(
+        "ValidatingWebhookConfiguration",
+        "cel",
+        "/cel",
+        webhook_server,
+        failurePolicy=policy,
+        objectSelector={"matchLabels": {"queue": "q1"}},  # not the probes (queue=probe)
+        # A missing map key is an evaluation error (no such key), not false.
+        matchConditions=[
+            {"name": "missing-key", "expression": "object.metadata.labels['absent'] == 'x'"}
+        ],
+    )
+    probe = configuration("ValidatingWebhookConfiguration", "probe", "/probe", webhook_server)
+    failing["webhooks"].extend(probe["webhooks"])
+    await apply(api, failing)
+    await until_called(api, webhook_server, "/probe")
+
+    created = await call(api, "POST", PODS, pod_body("p1", "q1"))
+
+    assert (created.status, webhook_server.calls["/cel"]) == (expected_status, []), created.body
+    if expected_status == 403:
+        assert (created.body["reason"], created.body["message"]) == (
+            "Forbidden",
+            "pods \"p1\" is forbidden: expression 'object.metadata.labels['absent'] == 'x'' "
+            "resulted in error: no such key: absent",
+        )
+
+
+async def test_a_match_condition_that_does_not_compile_is_refused(
+    api: Api, webhook_server: webhooks.WebhookServer
+) -> None:
+    broken = configuration(
+        "ValidatingWebhookConfiguration",
+        "cel",
+        "/cel",
+        webhook_server,
+        matchConditions=[{"name": "broken", "expression": "object.metadata.name =="}],
+    )
+    answer = await call(
+        api, "POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", broken
+    )
+    [cause] = answer.body["details"]["causes"]
+    assert (answer.status, cause["field"]) == (422, "webhooks[0].matchConditions[0].expression")
+    assert cause["message"].startswith(
+        'Invalid value: "object.metadata.name ==": compilation failed: ERROR: <input>:1:'
+    ), cause["message"]

@@ -22,6 +22,11 @@ from aiohttp import web
 
 from kubesim import admission, certs
 
+pytestmark = pytest.mark.kubesim_only(
+    reason="drives kubesim.admission in-process, with service references that the test "
+    "resolves to 127.0.0.1; test_admission_kubectl.py calls webhooks through both API servers"
+)
+
 SERVICE, SERVICE_NS = "hooks", "webhooks"
 
 ResponderFn = Callable[[dict[str, Any], web.Request], Awaitable[dict[str, Any]]]

@@ -17,9 +17,13 @@ import pytest
 
 from kubesim import harness, server
 from tests.kubesim import conftest
-from tests.kubesim.conftest import CONFIGMAPS, call
+from tests.kubesim.conftest import CONFIGMAPS, Api, call
+
+FAULTS = "fault injection is kubesim's test hook"
+AUDIT = "kubesim's audit records (sim.audit); the real one is an audit.k8s.io log"
 
 
+@pytest.mark.kubesim_only(reason=FAULTS)
 async def test_a_fault_answers_its_status_for_count_matches_then_stops(
     kubesim: harness.Cluster,
 ) -> None:
@@ -39,6 +43,7 @@ async def test_a_fault_answers_its_status_for_count_matches_then_stops(
     assert other.status == 200
 
 
+@pytest.mark.kubesim_only(reason=FAULTS)
 async def test_a_fault_without_a_status_only_delays(kubesim: harness.Cluster) -> None:
     kubesim.sim.add_fault(server.Fault(path="configmaps", count=1, status=None, delay=0.3))
     started = time.monotonic()
@@ -46,6 +51,7 @@ async def test_a_fault_without_a_status_only_delays(kubesim: harness.Cluster) ->
     assert (answer.status, time.monotonic() - started >= 0.3) == (200, True)
 
 
+@pytest.mark.kubesim_only(reason=FAULTS)
 async def test_a_disconnecting_fault_breaks_the_connection(kubesim: harness.Cluster) -> None:
     # Every match: aiohttp's client retries an idempotent request once on a dropped connection.
     kubesim.sim.add_fault(server.Fault(path="configmaps", count=None, disconnect=True))
@@ -55,6 +61,7 @@ async def test_a_disconnecting_fault_breaks_the_connection(kubesim: harness.Clus
     assert (await call(kubesim, "GET", CONFIGMAPS)).status == 200
 
 
+@pytest.mark.kubesim_only(reason=AUDIT)
 async def test_the_audit_log_records_each_resource_request(kubesim: harness.Cluster) -> None:
     kubesim.sim.clear_audit()
     await call(kubesim, "POST", CONFIGMAPS, conftest.configmap("c1"))
@@ -85,6 +92,9 @@ async def test_the_audit_log_records_each_resource_request(kubesim: harness.Clus
     ]
 
 
+@pytest.mark.kubesim_only(
+    reason="kubesim's token-to-user table (KubeSim(users=...)) and audit records"
+)
 async def test_tokens_map_to_users_in_the_audit_log(tmp_path: pathlib.Path) -> None:
     users = {
         "op-token": {
@@ -104,60 +114,50 @@ async def test_tokens_map_to_users_in_the_audit_log(tmp_path: pathlib.Path) -> N
 
 
 @pytest.mark.parametrize(
-    ("args", "group", "plural", "namespace", "name", "expected"),
+    ("args", "path", "expected"),
     [
         (
             ("create", "namespace", "team-a"),
-            "",
-            "namespaces",
-            "",
-            "team-a",
+            "/api/v1/namespaces/team-a",
             {"spec": {"finalizers": ["kubernetes"]}},
         ),
         (
             ("create", "configmap", "c1", "--from-literal=a=1", "--from-literal=b=2"),
-            "",
-            "configmaps",
-            "default",
-            "c1",
+            f"{CONFIGMAPS}/c1",
             {"data": {"a": "1", "b": "2"}},
         ),
         (
             ("create", "secret", "generic", "s1", "--from-literal=a=1"),
-            "",
-            "secrets",
-            "default",
-            "s1",
+            "/api/v1/namespaces/{namespace}/secrets/s1",
             {"data": {"a": "MQ=="}, "type": "Opaque"},
         ),
-        (("create", "serviceaccount", "sa1"), "", "serviceaccounts", "default", "sa1", {}),
+        (
+            ("create", "serviceaccount", "sa1"),
+            "/api/v1/namespaces/{namespace}/serviceaccounts/sa1",
+            {},
+        ),
         (
             ("create", "priorityclass", "high", "--value=1000"),
-            "scheduling.k8s.io",
-            "priorityclasses",
-            "",
-            "high",
+            "/apis/scheduling.k8s.io/v1/priorityclasses/high",
             {"value": 1000, "preemptionPolicy": "PreemptLowerPriority"},
         ),
     ],
     ids=["namespace", "configmap", "secret", "serviceaccount", "priorityclass"],
 )
-def test_kubectl_generators_send_protobuf_that_kubesim_decodes(
-    kubesim: harness.Cluster,
+async def test_kubectl_generators_send_protobuf_that_kubesim_decodes(
+    api: Api,
     args: tuple[str, ...],
-    group: str,
-    plural: str,
-    namespace: str,
-    name: str,
+    path: str,
     expected: dict,
 ) -> None:
-    result = kubesim.kubectl(*args)
+    result = api.kubectl(*args)
     assert result.returncode == 0, result.stderr
-    stored = kubesim.sim.get_object(group, plural, namespace, name)
+    stored = await api.get(path)
     assert stored is not None
     assert {k: v for k, v in stored.items() if k in expected} == expected
 
 
+@pytest.mark.kubesim_only(reason="kube-apiserver decodes every kind from protobuf")
 def test_protobuf_for_other_kinds_is_a_415_that_kubectl_reports(kubesim: harness.Cluster) -> None:
     result = kubesim.kubectl("create", "deployment", "d1", "--image=nginx")
     assert result.returncode == 1
@@ -213,6 +213,7 @@ def kubectl_json(env: dict[str, str], *args: str) -> dict:
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
+@pytest.mark.kubesim_only(reason="it tests the `python -m kubesim` command")
 def test_the_command_serves_until_terminated_with_a_port_file_and_kubeconfig(
     tmp_path: pathlib.Path,
 ) -> None:
@@ -232,6 +233,7 @@ def test_the_command_serves_until_terminated_with_a_port_file_and_kubeconfig(
     ["n1=cpu=8,memory=32Gi,nvidia.com/gpu=4", "n1:cpu=8,memory=32Gi,nvidia.com/gpu=4"],
     ids=["equals", "colon"],
 )
+@pytest.mark.kubesim_only(reason="it tests the `python -m kubesim` command")
 def test_the_command_simulates_nodes_given_by_flags(tmp_path: pathlib.Path, flag: str) -> None:
     with command(tmp_path, "--simulate", "--node", flag) as (_, env):
         deadline = time.monotonic() + 20
@@ -246,6 +248,7 @@ def test_the_command_simulates_nodes_given_by_flags(tmp_path: pathlib.Path, flag
         )
 
 
+@pytest.mark.kubesim_only(reason=AUDIT)
 async def test_the_audit_log_can_be_read_incrementally(kubesim: harness.Cluster) -> None:
     kubesim.sim.clear_audit()
     await call(kubesim, "GET", CONFIGMAPS)

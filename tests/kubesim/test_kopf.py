@@ -21,6 +21,11 @@ from kubesim import harness, server
 from tests.kubesim import conftest
 from tests.kubesim.conftest import PODS, WIDGETS, call
 
+pytestmark = pytest.mark.kubesim_only(
+    reason="the operator is tested through kubesim's faults, compaction, dropped watches and "
+    "audit records; the e2e suite runs the real operator on the real backend"
+)
+
 MERGE = "application/merge-patch+json"
 
 

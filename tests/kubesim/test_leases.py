@@ -9,8 +9,8 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.resourcelock import leaselock
 
-from kubesim import harness
 from tests.kubesim import conftest
+from tests.kubesim.conftest import Api
 
 LEASE = "queuetree-leader"
 
@@ -38,9 +38,9 @@ def candidate(api: client.ApiClient, identity: str, leaders: list[str]) -> async
     return asyncio.create_task(leaderelection.LeaderElection(settings).run())
 
 
-async def test_one_of_two_candidates_leads_and_renews_the_lease(kubesim: harness.Cluster) -> None:
+async def test_one_of_two_candidates_leads_and_renews_the_lease(api: Api) -> None:
     leaders: list[str] = []
-    api = await config.new_client_from_config(config_file=str(kubesim.kubeconfig))
+    api = await config.new_client_from_config(config_file=str(api.kubeconfig))
     async with api:
         tasks = [candidate(api, identity, leaders) for identity in ("a", "b")]
         try:

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from kubesim import harness
 from tests.kubesim import conftest
-from tests.kubesim.conftest import PODS, call
+from tests.kubesim.conftest import PODS, Api, call
 
 GATED = {
     "type": "PodScheduled",
@@ -18,6 +17,19 @@ GATED = {
     "reason": "SchedulingGated",
     "message": "Scheduling is blocked due to non-empty scheduling gates",
 }
+
+
+class _AnyTime(str):
+    """Equal to any string: a timestamp the server chose."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+ANY_TIME = _AnyTime()
 MERGE = "application/merge-patch+json"
 SMP = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -32,8 +44,8 @@ def resources(requests: dict | None = None, limits: dict | None = None) -> dict:
     return value
 
 
-async def test_a_created_pod_gets_the_defaults_of_the_v1_type(kubesim: harness.Cluster) -> None:
-    answer = await call(kubesim, "POST", PODS, conftest.pod("p1"))
+async def test_a_created_pod_gets_the_defaults_of_the_v1_type(api: Api) -> None:
+    answer = await call(api, "POST", PODS, conftest.pod("p1"))
     spec = answer.body["spec"]
     assert {
         k: spec[k]
@@ -77,21 +89,23 @@ async def test_a_created_pod_gets_the_defaults_of_the_v1_type(kubesim: harness.C
     ],
 )
 async def test_the_qos_class_follows_requests_and_limits(
-    kubesim: harness.Cluster, container_resources: dict, expected: str
+    api: Api, container_resources: dict, expected: str
 ) -> None:
     body = conftest.pod("p1")
     body["spec"]["containers"][0]["resources"] = container_resources
-    answer = await call(kubesim, "POST", PODS, body)
+    answer = await call(api, "POST", PODS, body)
     assert answer.body["status"]["qosClass"] == expected
 
 
-async def test_a_gated_pod_gets_the_scheduling_gated_condition(kubesim: harness.Cluster) -> None:
-    answer = await call(kubesim, "POST", PODS, conftest.pod("p1", gates=("example.com/a",)))
+async def test_a_gated_pod_gets_the_scheduling_gated_condition(api: Api) -> None:
+    answer = await call(api, "POST", PODS, conftest.pod("p1", gates=("example.com/a",)))
+    [condition] = answer.body["status"]["conditions"]
     assert answer.body["status"] == {
         "phase": "Pending",
         "qosClass": "BestEffort",
-        "conditions": [GATED],
+        "conditions": [{**GATED, "lastProbeTime": None, "lastTransitionTime": ANY_TIME}],
     }
+    assert condition["lastTransitionTime"].endswith("Z")
 
 
 @pytest.mark.parametrize(
@@ -100,10 +114,10 @@ async def test_a_gated_pod_gets_the_scheduling_gated_condition(kubesim: harness.
         (
             ("example.com/a", "example.com/a"),
             {},
-            "spec.schedulingGates[1].name",
+            "spec.schedulingGates[1]",
             'Duplicate value: "example.com/a"',
         ),
-        (("not a name!",), {}, "spec.schedulingGates[0].name", 'Invalid value: "not a name!"'),
+        (("not a name!",), {}, "spec.schedulingGates[0]", 'Invalid value: "not a name!"'),
         (
             ("example.com/a",),
             {"nodeName": "n1"},
@@ -114,13 +128,13 @@ async def test_a_gated_pod_gets_the_scheduling_gated_condition(kubesim: harness.
     ids=["duplicate gate", "invalid gate name", "gate with nodeName"],
 )
 async def test_invalid_gates_are_refused_at_creation(
-    kubesim: harness.Cluster,
+    api: Api,
     gates: tuple[str, ...],
     extra: dict,
     expected_field: str,
     expected_message: str,
 ) -> None:
-    answer = await call(kubesim, "POST", PODS, conftest.pod("p1", gates=gates, **extra))
+    answer = await call(api, "POST", PODS, conftest.pod("p1", gates=gates, **extra))
     cause = answer.body["details"]["causes"][0]
     assert (answer.status, cause["field"], cause["message"].startswith(expected_message)) == (
         422,
@@ -194,15 +208,15 @@ async def test_invalid_gates_are_refused_at_creation(
     ],
 )
 async def test_gates_can_only_be_removed(
-    kubesim: harness.Cluster,
+    api: Api,
     content_type: str,
     patch: Any,
     expected_status: int,
     expected_gates: list[str],
 ) -> None:
-    await call(kubesim, "POST", PODS, conftest.pod("p1", gates=("example.com/a", "example.com/b")))
-    answer = await call(kubesim, "PATCH", f"{PODS}/p1", patch, content_type=content_type)
-    stored = kubesim.sim.get_object("", "pods", "default", "p1")
+    await call(api, "POST", PODS, conftest.pod("p1", gates=("example.com/a", "example.com/b")))
+    answer = await call(api, "PATCH", f"{PODS}/p1", patch, content_type=content_type)
+    stored = await api.get(f"{PODS}/p1")
     assert stored is not None
     assert (answer.status, [g["name"] for g in stored["spec"].get("schedulingGates", [])]) == (
         expected_status,
@@ -210,17 +224,19 @@ async def test_gates_can_only_be_removed(
     )
 
 
-async def test_an_added_gate_is_named_in_the_error(kubesim: harness.Cluster) -> None:
-    await call(kubesim, "POST", PODS, conftest.pod("p1", gates=("example.com/a",)))
+async def test_an_added_gate_is_named_in_the_error(api: Api) -> None:
+    await call(api, "POST", PODS, conftest.pod("p1", gates=("example.com/a",)))
     answer = await call(
-        kubesim,
+        api,
         "PATCH",
         f"{PODS}/p1",
         {"spec": {"schedulingGates": [{"name": "example.com/new"}]}},
         content_type=SMP,
     )
+    # A strategic merge puts a new list item before the ones only the server had, so the
+    # added gate is the first.
     assert answer.body["message"] == (
-        'Pod "p1" is invalid: spec.schedulingGates[1].name: Forbidden: only deletion is allowed, '
+        'Pod "p1" is invalid: spec.schedulingGates[0].name: Forbidden: only deletion is allowed, '
         "but found new scheduling gate 'example.com/new'"
     )
 
@@ -245,7 +261,13 @@ async def test_an_added_gate_is_named_in_the_error(kubesim: harness.Cluster) -> 
             ],
             200,
         ),
-        (False, {"spec": {"tolerations": [{"key": "x", "operator": "Exists"}]}}, 422),
+        # DefaultTolerationSeconds adds the two default tolerations back: an addition.
+        (False, {"spec": {"tolerations": [{"key": "x", "operator": "Exists"}]}}, 200),
+        (
+            False,
+            {"spec": {"tolerations": [{"key": "x", "operator": "Exists"}], "priority": 1}},
+            422,
+        ),
         (False, {"spec": {"restartPolicy": "Never"}}, 422),
         (False, {"spec": {"nodeSelector": {"zone": "a"}}}, 422),
         (True, {"spec": {"nodeSelector": {"zone": "a"}}}, 200),
@@ -278,6 +300,7 @@ async def test_an_added_gate_is_named_in_the_error(kubesim: harness.Cluster) -> 
         "active deadline",
         "added toleration",
         "replaced tolerations",
+        "replaced tolerations and another field",
         "restart policy",
         "node selector while ungated",
         "node selector while gated",
@@ -287,40 +310,41 @@ async def test_an_added_gate_is_named_in_the_error(kubesim: harness.Cluster) -> 
     ],
 )
 async def test_pod_spec_updates_are_limited(
-    kubesim: harness.Cluster, gated: bool, patch: Any, expected_status: int
+    api: Api, gated: bool, patch: Any, expected_status: int
 ) -> None:
     gates = ("example.com/a",) if gated else ()
-    await call(kubesim, "POST", PODS, conftest.pod("p1", gates=gates))
+    await call(api, "POST", PODS, conftest.pod("p1", gates=gates))
     content_type = JSON_PATCH if isinstance(patch, list) else SMP
-    answer = await call(kubesim, "PATCH", f"{PODS}/p1", patch, content_type=content_type)
+    answer = await call(api, "PATCH", f"{PODS}/p1", patch, content_type=content_type)
     assert answer.status == expected_status, answer.body
 
 
 async def test_binding_is_refused_while_gated_and_sets_the_node_after(
-    kubesim: harness.Cluster,
+    api: Api,
 ) -> None:
-    await call(kubesim, "POST", PODS, conftest.pod("p1", gates=("example.com/a",)))
+    await call(api, "POST", PODS, conftest.pod("p1", gates=("example.com/a",)))
     binding = {
         "apiVersion": "v1",
         "kind": "Binding",
         "metadata": {"name": "p1"},
         "target": {"kind": "Node", "name": "n1"},
     }
-    refused = await call(kubesim, "POST", f"{PODS}/p1/binding", binding)
+    refused = await call(api, "POST", f"{PODS}/p1/binding", binding)
     await call(
-        kubesim,
+        api,
         "PATCH",
         f"{PODS}/p1",
         [{"op": "remove", "path": "/spec/schedulingGates"}],
         content_type=JSON_PATCH,
     )
-    bound = await call(kubesim, "POST", f"{PODS}/p1/binding", binding)
-    again = await call(kubesim, "POST", f"{PODS}/p1/binding", binding)
-    stored = kubesim.sim.get_object("", "pods", "default", "p1")
+    bound = await call(api, "POST", f"{PODS}/p1/binding", binding)
+    again = await call(api, "POST", f"{PODS}/p1/binding", binding)
+    stored = await api.get(f"{PODS}/p1")
     assert stored is not None
     assert (refused.status, refused.body["message"]) == (
-        500,
-        "Internal error occurred: pod p1 has non-empty .spec.schedulingGates",
+        409,
+        'Operation cannot be fulfilled on pods/binding "p1": pod p1 has non-empty '
+        ".spec.schedulingGates",
     )
     assert (bound.status, bound.body["status"], again.status) == (201, "Success", 409)
     assert stored["spec"]["nodeName"] == "n1"
@@ -335,7 +359,7 @@ def running_pod(name: str, labels: dict[str, str], ready: bool = True) -> dict:
     return body
 
 
-async def make_running(cluster: harness.Cluster, name: str, *, ready: bool = True) -> None:
+async def make_running(cluster: Api, name: str, *, ready: bool = True) -> None:
     status = {
         "phase": "Running",
         "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
@@ -346,62 +370,96 @@ async def make_running(cluster: harness.Cluster, name: str, *, ready: bool = Tru
     assert answer.status == 200, answer.body
 
 
-EVICTION = {
-    "apiVersion": "policy/v1",
-    "kind": "Eviction",
-    "metadata": {"name": "p1", "namespace": "default"},
-}
+def eviction(api: Api, name: str) -> dict:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": api.namespace},
+    }
+
+
+PDBS = "/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
+NEEDS_2 = "The disruption budget budget needs 2 healthy pods and has 2 currently"
+NO_DISRUPTION = "The disruption budget budget does not allow evicting pods currently"
+
+
+async def create_budget(api: Api, spec: dict, *, healthy: int) -> None:
+    """A PDB over the pods labelled app=a, once its status counts ``healthy`` pods: the
+    disruption controller of a real cluster writes it a moment later, kubesim at once."""
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "budget"},
+        "spec": {"selector": {"matchLabels": {"app": "a"}}, **spec},
+    }
+    assert (await call(api, "POST", PDBS, pdb)).status == 201
+
+    async def observed() -> bool:
+        current = await api.get(f"{PDBS}/budget")
+        status = current.get("status") or {}
+        return bool(
+            status.get("observedGeneration") == current["metadata"]["generation"]
+            and status.get("currentHealthy") == healthy
+        )
+
+    await conftest.wait_for(observed)
 
 
 @pytest.mark.parametrize(
-    ("budget", "running", "pending_p1", "expected_status"),
+    ("budget", "pending_p1", "expected_status", "expected_cause"),
     [
-        (None, 2, False, 201),
-        ({"minAvailable": 1}, 2, False, 201),
-        ({"minAvailable": 2}, 2, False, 429),
-        ({"maxUnavailable": 0}, 2, False, 429),
-        ({"maxUnavailable": "50%"}, 2, False, 201),
-        ({"minAvailable": "100%"}, 2, False, 429),
-        ({"minAvailable": 2}, 2, True, 201),
+        (None, False, 201, None),
+        ({"minAvailable": 1}, False, 201, None),
+        ({"minAvailable": 2}, False, 429, NEEDS_2),
+        ({"maxUnavailable": 0}, False, 429, NO_DISRUPTION),
+        # Pods without a controller count for an integer minAvailable only: a maxUnavailable
+        # or a percentage needs the controllers' scale, so the budget allows nothing.
+        ({"maxUnavailable": "50%"}, False, 429, NO_DISRUPTION),
+        ({"maxUnavailable": 1}, False, 429, NO_DISRUPTION),
+        ({"minAvailable": "100%"}, False, 429, NO_DISRUPTION),
+        ({"minAvailable": 2}, True, 201, None),
     ],
     ids=[
         "no budget",
         "min available 1 of 2",
         "min available 2 of 2",
         "max unavailable 0",
-        "max unavailable 50%",
+        "max unavailable 50% of pods without a controller",
+        "max unavailable 1 of pods without a controller",
         "min available 100%",
         "pending pods ignore budgets",
     ],
 )
 async def test_eviction_respects_disruption_budgets(
-    kubesim: harness.Cluster,
+    api: Api,
     budget: dict | None,
-    running: int,
     pending_p1: bool,
     expected_status: int,
+    expected_cause: str | None,
 ) -> None:
-    for i in range(1, running + 1):
-        await call(kubesim, "POST", PODS, running_pod(f"p{i}", {"app": "a"}))
+    for i in (1, 2):
+        await call(api, "POST", PODS, running_pod(f"p{i}", {"app": "a"}))
         if not (pending_p1 and i == 1):
-            await make_running(kubesim, f"p{i}")
+            await make_running(api, f"p{i}")
     if budget is not None:
-        pdb = {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "budget"},
-            "spec": {"selector": {"matchLabels": {"app": "a"}}, **budget},
-        }
-        assert (
-            await call(
-                kubesim, "POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets", pdb
-            )
-        ).status == 201
-    answer = await call(kubesim, "POST", f"{PODS}/p1/eviction", EVICTION)
-    gone = kubesim.sim.get_object("", "pods", "default", "p1") is None
-    assert (answer.status, gone) == (expected_status, expected_status == 201)
+        await create_budget(api, budget, healthy=1 if pending_p1 else 2)
+    answer = await call(api, "POST", f"{PODS}/p1/eviction", eviction(api, "p1"))
+    gone = await api.get(f"{PODS}/p1") is None
+    assert (answer.status, gone) == (expected_status, expected_status == 201), answer.body
     if expected_status == 429:
-        assert (answer.body["reason"], answer.headers["Retry-After"]) == ("TooManyRequests", "10")
+        # A budget that allows no disruption: no Retry-After (only a budget whose status is
+        # not yet observed answers with one).
+        assert answer.body == {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+            "reason": "TooManyRequests",
+            "details": {"causes": [{"reason": "DisruptionBudget", "message": expected_cause}]},
+            "code": 429,
+        }
+        assert "Retry-After" not in answer.headers
     else:
         assert answer.body == {
             "kind": "Status",
@@ -413,12 +471,12 @@ async def test_eviction_respects_disruption_budgets(
 
 
 async def test_the_pod_table_shows_scheduling_gated_then_the_phase(
-    kubesim: harness.Cluster,
+    api: Api,
 ) -> None:
-    await call(kubesim, "POST", PODS, conftest.pod("p1", gates=("example.com/a",)))
-    await call(kubesim, "POST", PODS, conftest.pod("p2"))
+    await call(api, "POST", PODS, conftest.pod("p1", gates=("example.com/a",)))
+    await call(api, "POST", PODS, conftest.pod("p2"))
     answer = await call(
-        kubesim, "GET", PODS, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
+        api, "GET", PODS, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
     )
     assert [c["name"] for c in answer.body["columnDefinitions"]] == [
         "Name",
@@ -428,47 +486,50 @@ async def test_the_pod_table_shows_scheduling_gated_then_the_phase(
         "Age",
         "IP",
         "Node",
+        "Nominated Node",
+        "Readiness Gates",
     ]
     assert [r["cells"][:4] for r in answer.body["rows"]] == [
-        ["p1", "0/1", "SchedulingGated", 0],
-        ["p2", "0/1", "Pending", 0],
+        ["p1", "0/1", "SchedulingGated", "0"],
+        ["p2", "0/1", "Pending", "0"],
     ]
     assert answer.body["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
 
 
-async def test_kubectl_get_pods_shows_the_gated_status(kubesim: harness.Cluster) -> None:
-    await call(kubesim, "POST", PODS, conftest.pod("p1", gates=("example.com/a",)))
-    result = kubesim.kubectl("get", "pods")
+async def test_kubectl_get_pods_shows_the_gated_status(api: Api) -> None:
+    await call(api, "POST", PODS, conftest.pod("p1", gates=("example.com/a",)))
+    result = api.kubectl("get", "pods")
     assert [line.split()[:5] for line in result.stdout.splitlines()] == [
         ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
         ["p1", "0/1", "SchedulingGated", "0", result.stdout.splitlines()[1].split()[4]],
     ]
 
 
-async def test_a_disruption_budget_status_follows_its_pods(kubesim: harness.Cluster) -> None:
-    pdbs = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+async def test_a_disruption_budget_status_follows_its_pods(api: Api) -> None:
+    pdbs = "/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
     pdb = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {"name": "budget"},
         "spec": {"selector": {"matchLabels": {"app": "a"}}, "minAvailable": 1},
     }
-    await call(kubesim, "POST", pdbs, pdb)
-    statuses = []
-    for i in (1, 2):
-        await call(kubesim, "POST", PODS, running_pod(f"p{i}", {"app": "a"}))
-        await make_running(kubesim, f"p{i}")
-        statuses.append((await call(kubesim, "GET", f"{pdbs}/budget")).body["status"])
-    await call(kubesim, "DELETE", f"{PODS}/p2")
-    statuses.append((await call(kubesim, "GET", f"{pdbs}/budget")).body["status"])
-    assert [
-        (s["currentHealthy"], s["desiredHealthy"], s["disruptionsAllowed"], s["expectedPods"])
-        for s in statuses
-    ] == [
-        (1, 1, 0, 1),
-        (2, 1, 1, 2),
-        (1, 1, 0, 1),
-    ]
+    await call(api, "POST", pdbs, pdb)
+
+    async def status_becomes(expected: tuple[int, int, int, int]) -> None:
+        # kubesim writes the status with the pod's change; a real disruption controller later.
+        async def reached() -> bool:
+            s = (await api.get(f"{pdbs}/budget")).get("status") or {}
+            fields = ("currentHealthy", "desiredHealthy", "disruptionsAllowed", "expectedPods")
+            return tuple(s.get(k) for k in fields) == expected
+
+        await conftest.wait_for(reached)
+
+    for i, expected in ((1, (1, 1, 0, 1)), (2, (2, 1, 1, 2))):
+        await call(api, "POST", PODS, running_pod(f"p{i}", {"app": "a"}))
+        await make_running(api, f"p{i}")
+        await status_becomes(expected)
+    await call(api, "DELETE", f"{PODS}/p2")
+    await status_becomes((1, 1, 0, 1))
 
 
 @pytest.mark.parametrize(
@@ -479,8 +540,8 @@ async def test_a_disruption_budget_status_follows_its_pods(kubesim: harness.Clus
             "Warn",
             201,
             [
-                '299 - "unknown field \\"spec.shedulingGates\\""',
                 '299 - "unknown field \\"spec.containers[0].imagee\\""',
+                '299 - "unknown field \\"spec.shedulingGates\\""',
             ],
         ),
         ("Ignore", 201, []),
@@ -488,12 +549,12 @@ async def test_a_disruption_budget_status_follows_its_pods(kubesim: harness.Clus
     ids=["strict", "warn", "ignore"],
 )
 async def test_unknown_fields_of_a_pod_follow_field_validation(
-    kubesim: harness.Cluster, validation: str, expected_status: int, expected_warnings: list[str]
+    api: Api, validation: str, expected_status: int, expected_warnings: list[str]
 ) -> None:
     body = conftest.pod("p1")
     body["spec"]["containers"][0]["imagee"] = "typo"
     body["spec"]["shedulingGates"] = [{"name": "example.com/a"}]
-    answer = await call(kubesim, "POST", PODS, body, params={"fieldValidation": validation})
+    answer = await call(api, "POST", PODS, body, params={"fieldValidation": validation})
     assert (answer.status, answer.headers.getall("Warning", [])) == (
         expected_status,
         expected_warnings,
@@ -506,16 +567,125 @@ async def test_unknown_fields_of_a_pod_follow_field_validation(
     else:
         assert answer.body["message"] == (
             'Pod in version "v1" cannot be handled as a Pod: strict decoding error: '
-            'unknown field "spec.shedulingGates", unknown field "spec.containers[0].imagee"'
+            'unknown field "spec.containers[0].imagee", unknown field "spec.shedulingGates"'
         )
 
 
-def test_kubectl_create_refuses_a_typo_in_a_pod(kubesim: harness.Cluster) -> None:
+def test_kubectl_create_refuses_a_typo_in_a_pod(api: Api) -> None:
     body = conftest.pod("p1")
     body["spec"]["containers"][0]["imagePullPolicyy"] = "Never"
     manifest = json.dumps(body)
-    result = kubesim.kubectl("create", "-f", "-", input=manifest)
+    result = api.kubectl("create", "-f", "-", input=manifest)
     assert (
         result.returncode,
         'unknown field "spec.containers[0].imagePullPolicyy"' in result.stderr,
     ) == (1, True)
+
+
+def fake_node(name: str) -> dict:
+    """A node that the real backend's kwok plays the kubelet of (it confirms a deleted pod's
+    end when the grace period is over, as kubesim does); tainted so that kube-scheduler
+    places nothing else on it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+        "spec": {"taints": [{"key": "example.com/test", "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}},
+    }
+
+
+GRACE_CASES = {
+    "a pod on no node goes at once": (False, 2, None, False),
+    "a pod on a node stays Terminating for its grace period": (True, 2, None, True),
+    "a grace period of 0 in the request ends it at once": (True, 2, 0, False),
+    "a grace period of 0 in the spec ends it at once": (True, 0, None, False),
+}
+
+
+@pytest.mark.parametrize(
+    ("bound", "spec_grace", "requested", "terminating"),
+    GRACE_CASES.values(),
+    ids=GRACE_CASES.keys(),
+)
+async def test_a_deleted_pod_on_a_node_terminates_for_its_grace_period(
+    api: Api, bound: bool, spec_grace: int, requested: int | None, terminating: bool
+) -> None:
+    node = f"n-{api.namespace}"
+    assert (await call(api, "POST", "/api/v1/nodes", fake_node(node))).status == 201
+    body = conftest.pod("p1", terminationGracePeriodSeconds=spec_grace)
+    if bound:
+        body["spec"]["nodeName"] = node
+    assert (await call(api, "POST", PODS, body)).status == 201
+    options = {} if requested is None else {"gracePeriodSeconds": requested}
+
+    deleted = await call(api, "DELETE", f"{PODS}/p1", options)
+    right_after = await api.get(f"{PODS}/p1")
+
+    meta = deleted.body["metadata"]
+    assert (deleted.status, deleted.body["kind"]) == (200, "Pod")
+    assert (right_after is not None, meta.get("deletionGracePeriodSeconds")) == (
+        terminating,
+        spec_grace if terminating else 0,
+    )
+    assert meta["deletionTimestamp"].endswith("Z")
+    if terminating:
+        assert right_after["metadata"]["deletionTimestamp"] == meta["deletionTimestamp"]
+        rows = (
+            await call(
+                api, "GET", PODS, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
+            )
+        ).body["rows"]
+        assert [r["cells"][2] for r in rows] == ["Terminating"]
+
+        async def gone() -> bool:
+            return await api.get(f"{PODS}/p1") is None
+
+        await conftest.wait_for(gone)
+
+
+PRIORITY_CASES = {
+    "a pod's priority class gives its priority": ("class", 201, 1000),
+    "a pod without one has priority 0": (None, 201, 0),
+    "an unknown class is refused": ("missing", 403, None),
+}
+
+
+@pytest.mark.parametrize(
+    ("class_name", "expected_status", "expected_priority"),
+    PRIORITY_CASES.values(),
+    ids=PRIORITY_CASES.keys(),
+)
+async def test_the_priority_admission_resolves_the_priority_class(
+    api: Api, class_name: str | None, expected_status: int, expected_priority: int | None
+) -> None:
+    # Cluster-scoped: named after the test's namespace, and deleted after it on the real backend.
+    name = f"high-{api.namespace}"
+    priority_class = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": 1000,
+        "preemptionPolicy": "Never",
+    }
+    assert (
+        await call(api, "POST", "/apis/scheduling.k8s.io/v1/priorityclasses", priority_class)
+    ).status == 201
+    body = conftest.pod("p1")
+    if class_name is not None:
+        body["spec"]["priorityClassName"] = name if class_name == "class" else class_name
+
+    created = await call(api, "POST", PODS, body)
+
+    assert created.status == expected_status, created.body
+    if expected_status == 201:
+        spec = created.body["spec"]
+        assert (spec["priority"], spec["preemptionPolicy"]) == (
+            expected_priority,
+            "Never" if class_name else "PreemptLowerPriority",
+        )
+    else:
+        assert (created.body["reason"], created.body["message"]) == (
+            "Forbidden",
+            'pods "p1" is forbidden: no PriorityClass with name missing was found',
+        )

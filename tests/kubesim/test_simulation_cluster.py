@@ -11,7 +11,14 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+import pytest
+
 from kubesim import harness, simulation
+
+pytestmark = pytest.mark.kubesim_only(
+    reason="kubesim's own simulated scheduler and kubelet; the real backend has kube-scheduler "
+    "and kwok instead (the e2e suite compares the two)"
+)
 
 T = TypeVar("T")
 
@@ -212,7 +219,7 @@ def test_a_pod_that_fits_nowhere_is_unschedulable_until_room_frees_up(
     tmp_path: pathlib.Path,
 ) -> None:
     with simulated(tmp_path, "n1:cpu=2", "n2:cpu=1,taint.gpu:NoSchedule") as api:
-        api.create_pod("hog", cpu="2")
+        api.create_pod("hog", cpu="2", terminationGracePeriodSeconds=3)
         wait_for(phase_of(api, "hog", "Running"), "the hog to run")
         api.create_pod("waiter", cpu="1")
 
@@ -229,6 +236,20 @@ def test_a_pod_that_fits_nowhere_is_unschedulable_until_room_frees_up(
         )
 
         api.delete_pod("hog")
+        # Terminating for its grace period, the hog still holds its cpu on n1: the waiter
+        # (read first) stays unbound as long as the hog (read second) is there.
+        terminating = api.pod("hog")
+        assert terminating is not None
+        assert terminating["metadata"]["deletionGracePeriodSeconds"] == 3
+        end = time.monotonic() + DEADLINE
+        while True:
+            waiter, hog = api.pod("waiter"), api.pod("hog")
+            if hog is None:
+                break
+            assert waiter is not None
+            assert waiter["spec"].get("nodeName") is None, "bound while the hog still runs"
+            assert time.monotonic() < end, "the hog outlived its grace period"
+            time.sleep(0.05)
 
         assert (
             wait_for(phase_of(api, "waiter", "Running"), "waiter to run")["spec"]["nodeName"]

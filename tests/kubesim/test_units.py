@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kubesim import errors, patching, pods, protobuf, registry, selectors, store, tables
+from kubesim import cel, errors, patching, pods, protobuf, registry, selectors, store, tables
 
 
 @pytest.mark.parametrize(
@@ -426,3 +426,51 @@ def test_updates_of_a_gated_pod_may_only_tighten_its_placement(
 ) -> None:
     old, new = _gated_pod(**old_spec), _gated_pod(**new_spec)
     assert (pods.validate_update(new, old) == []) == allowed
+
+
+POD = {"metadata": {"name": "p1", "annotations": {"a": "b"}}, "spec": {}}
+CEL_CASES = {
+    "no conditions call the webhook": ([], cel.Decision(matches=True)),
+    "all true call it": (
+        ["has(object.metadata.annotations)", "request.operation == 'CREATE'"],
+        cel.Decision(matches=True),
+    ),
+    "a false one skips it": (["true", "object.metadata.name == 'other'"], cel.Decision(False)),
+    "a false one wins over an error": (
+        ["object.metadata.labels['x'] == 'y'", "false"],
+        cel.Decision(matches=False),
+    ),
+    "an error without a false is an error": (
+        ["object.metadata.annotations['x'] == 'y'", "true"],
+        cel.Decision(
+            False,
+            "expression 'object.metadata.annotations['x'] == 'y'' resulted in error: "
+            "no such key: x",
+        ),
+    ),
+    "a non-boolean is an error": (
+        ["1"],
+        cel.Decision(False, "expression '1' resulted in error: expected bool, got IntType"),
+    ),
+    "oldObject is null on a create": (["oldObject == null"], cel.Decision(matches=True)),
+}
+
+
+@pytest.mark.parametrize(("expressions", "expected"), CEL_CASES.values(), ids=CEL_CASES.keys())
+def test_match_conditions_decide_as_kube_apiserver_does(
+    expressions: list[str], expected: cel.Decision
+) -> None:
+    conditions = [{"name": f"c{i}", "expression": e} for i, e in enumerate(expressions)]
+    decision = cel.evaluate(conditions, obj=POD, old_obj=None, request={"operation": "CREATE"})
+    assert decision == expected
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [("object.metadata.name == 'p1'", None), ("object.metadata.name ==", "ERROR: <input>:1:")],
+    ids=["valid", "syntax error"],
+)
+def test_match_conditions_are_compiled(expression: str, expected: str | None) -> None:
+    problem = cel.compile_error(expression)
+    assert (problem or "")[: len(expected or "")] == (expected or "")
+    assert (problem is None) == (expected is None)

@@ -128,6 +128,9 @@ class Client:
             "containers": [
                 {"name": "main", "image": "busybox", "resources": {"requests": requests}}
             ],
+            # As the e2e suite's pods: a deleted or evicted pod goes at once rather than
+            # Terminating for the default 30 s (kubesim keeps it for its grace period).
+            "terminationGracePeriodSeconds": 0,
         }
         # The gate a webhook would inject on CREATE; created here directly, as a client may.
         if gates:
