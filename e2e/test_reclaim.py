@@ -145,3 +145,55 @@ def test_reclaim_follows_the_ancestor_reclaim_level(
         )
         cycles_pass(kube)
         assert (kube.running("victim"), unschedulable(kube.pod("reclaimer"))) == (True, True)
+
+
+GRACE_SECONDS = 12
+"""How long the evicted victim stays Terminating: several cycles of the operator."""
+
+
+def test_a_terminating_victim_is_counted_as_freeing_room_and_no_second_pod_is_evicted(
+    kube: support.Kube, slot_node: str
+) -> None:
+    """Evicted pods stay on their node for their grace period (a kubelet's, or kwok's on the
+    real backend; kubesim's simulated kubelet does the same). Reclaim must count that room as
+    coming (Volcano's Releasing), not evict another pod for the same reclaimer each cycle."""
+    if kube.cluster.reclaim_level > 1:
+        pytest.skip(
+            f"reclaim across these subtrees needs level 0 or 1, not {kube.cluster.reclaim_level}"
+        )
+    suffix = support.unique("t").removeprefix("t-")
+    kube.must(kube.apply(*separate_subtrees(suffix)))
+    victims, reclaimers = f"queue-b-{suffix}", f"queue-a-{suffix}"
+    for name in ("first", "second"):
+        manifest = support.pod(name, namespace=kube.namespace, queue=victims, requests=ONE)
+        manifest["spec"]["terminationGracePeriodSeconds"] = GRACE_SECONDS
+        kube.must(kube.apply(manifest))
+    for name in ("first", "second"):
+        support.eventually(lambda n=name: kube.running(n), what=f"{name} runs on {slot_node}")
+    kube.must(
+        kube.apply(
+            support.pod("reclaimer", namespace=kube.namespace, queue=reclaimers, requests=ONE)
+        )
+    )
+
+    def terminating() -> list[str]:
+        return sorted(
+            p["metadata"]["name"]
+            for p in kube.client.items("pods", "-n", kube.namespace)
+            if p["metadata"].get("deletionTimestamp")
+        )
+
+    evicted = support.eventually(lambda: terminating() or None, what="one victim is evicted")
+    survivor = ({"first", "second"} - set(evicted)).pop()
+    # While the victim terminates, the reclaimer waits for its room; nothing else goes.
+    seen: list[list[str]] = []
+    support.eventually(
+        lambda: seen.append(terminating()) or kube.running("reclaimer"),
+        what="the reclaimer runs once the victim is gone",
+        deadline=GRACE_SECONDS + 60,
+    )
+    assert (
+        len(evicted),
+        all(survivor not in sample for sample in seen),
+        kube.running(survivor),
+    ) == (1, True, True), seen
