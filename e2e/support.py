@@ -20,10 +20,15 @@ import dataclasses
 import json
 import pathlib
 import tempfile
+import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+import yaml
+from prometheus_client import parser as prometheus_parser
+
+from queuetree.core import quantities
 from queuetree.sandbox import kubectl, stack
 
 T = TypeVar("T")
@@ -37,6 +42,7 @@ SLOT = "queuetree.io/e2e-slot"
 node whatever the size of the cluster's real nodes (kubesim's or kind's)."""
 IMAGE = "registry.k8s.io/pause:3.10"
 DEFAULT_DEADLINE = 60.0
+REPO = pathlib.Path(__file__).resolve().parents[1]
 
 RUN_SECONDS = "kubesim.io/run-seconds"
 """How long a pod runs before it succeeds, for the simulated kubelets of the e2e backends
@@ -430,3 +436,141 @@ def chain(prefix: str, depth: int, *, label: str) -> list[dict[str, Any]]:
         manifest["metadata"]["labels"] = {UNVALIDATED: label}
         queues.append(manifest)
     return queues
+
+
+# ---------------------------------------------------------------------- manifests as files
+
+
+def documents(text: str) -> list[dict[str, Any]]:
+    """The objects of a YAML stream, ``kind: List`` documents expanded into their items."""
+    found: list[dict[str, Any]] = []
+    for document in yaml.safe_load_all(text):
+        if not document:
+            continue
+        if document.get("kind") == "List":
+            found += [item for item in document.get("items") or [] if item]
+        else:
+            found.append(document)
+    return found
+
+
+def rendered(client: kubectl.Kubectl, directory: pathlib.Path) -> list[dict[str, Any]]:
+    """``kubectl kustomize DIRECTORY``: the objects a ``kubectl apply -k`` would send."""
+    result = client.run("kustomize", str(directory))
+    assert result.ok, result.describe()
+    return documents(result.stdout)
+
+
+def describe_object(manifest: Mapping[str, Any]) -> str:
+    """``Kind namespace/name`` (or ``Kind name``), for messages."""
+    metadata = manifest.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    name = metadata.get("name", "?")
+    return (
+        f"{manifest.get('kind')} {namespace}/{name}"
+        if namespace
+        else f"{manifest.get('kind')} {name}"
+    )
+
+
+# ---------------------------------------------------------------------- the sandbox's processes
+
+
+def sandbox(cluster: Cluster) -> stack.Stack:
+    """The sandbox stack the suite started (tests that read its logs, metrics or audit log
+    run only on the backends that start one)."""
+    assert cluster.sandbox is not None, "this test needs the sandbox stack (not --e2e-existing)"
+    return cluster.sandbox
+
+
+def leading_operator(cluster: Cluster) -> stack.OperatorReplica:
+    """The operator replica that holds the Lease now (the suite's first one, unless a test
+    such as e2e/test_leader_election.py killed it and a standby took over)."""
+    replicas = sandbox(cluster).operators
+    return eventually(
+        lambda: next((r for r in replicas if r.process.alive() and r.leads()), None),
+        what="an operator replica leads",
+    )
+
+
+def metrics_url(cluster: Cluster, process: str) -> str:
+    """Where ``process`` (``webhook``, or ``operator``: the leading replica) serves metrics."""
+    if process == "webhook":
+        return sandbox(cluster).webhook_metrics
+    if process == "operator":
+        return leading_operator(cluster).metrics
+    raise AssertionError(f"no metrics of a process named {process!r}")
+
+
+def metric_samples(
+    cluster: Cluster, process: str, name: str
+) -> dict[tuple[tuple[str, str], ...], float]:
+    """The samples of metric ``name`` that ``process`` (``operator``, ``webhook``) serves now:
+    sorted label pairs -> value."""
+    with urllib.request.urlopen(metrics_url(cluster, process), timeout=5) as response:
+        text = response.read().decode()
+    return {
+        tuple(sorted(sample.labels.items())): float(sample.value)
+        for family in prometheus_parser.text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name
+    }
+
+
+def metric(cluster: Cluster, process: str, name: str, **labels: str) -> float:
+    """The sum of the samples of ``name`` whose labels include ``labels`` (0 when none)."""
+    wanted = set(labels.items())
+    return sum(
+        value for key, value in metric_samples(cluster, process, name).items() if wanted <= set(key)
+    )
+
+
+def log_lines(cluster: Cluster, process: str, *, since: int = 0) -> list[str]:
+    """The lines ``process`` (``webhook``, or ``operator``: the leading replica) has logged,
+    from line ``since`` on (pass an earlier ``len(log_lines(...))`` to see only what came
+    after)."""
+    if process == "operator":
+        log = leading_operator(cluster).process.log
+    else:
+        log = next((p.log for p in sandbox(cluster).processes if p.name == process), None)
+        assert log is not None, f"no sandbox process named {process!r}"
+    return log.read_text(errors="replace").splitlines()[since:]
+
+
+# ---------------------------------------------------------------------- conditions and figures
+
+
+def condition(found: Mapping[str, Any] | None, kind: str) -> dict[str, Any] | None:
+    """The pod condition of type ``kind`` (``PodScheduled``...), None when absent."""
+    for entry in ((found or {}).get("status") or {}).get("conditions") or []:
+        if entry.get("type") == kind:
+            return dict(entry)
+    return None
+
+
+def queue_figures(kube: Kube, name: str) -> dict[str, dict[str, str]]:
+    """``status.allocated`` and ``status.reserved`` of a queue, as the operator wrote them."""
+    status = ((kube.queue(name) or {}).get("status")) or {}
+    return {key: dict(status.get(key) or {}) for key in ("allocated", "reserved")}
+
+
+def all_zero(figures: Mapping[str, Mapping[str, str]]) -> bool:
+    """Every quantity of ``queue_figures`` is zero (``0``, ``0m``, ``0Gi``...)."""
+    return all(
+        quantities.to_milli(quantities.parse(quantity)) == 0
+        for figure in figures.values()
+        for quantity in figure.values()
+    )
+
+
+def pods_in(kube: Kube, *selector: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    """``kubectl get pods -l SELECTOR -o json`` items (the test's namespace by default)."""
+    return kube.client.items("pods", "-n", namespace or kube.namespace, *selector)
+
+
+def iter_gated(pods: Sequence[Mapping[str, Any]]) -> Iterator[str]:
+    """Names of the pods that still carry the queue gate."""
+    for found in pods:
+        gates = (found.get("spec") or {}).get("schedulingGates") or []
+        if any(g.get("name") == GATE for g in gates):
+            yield str(found["metadata"]["name"])
