@@ -415,12 +415,20 @@ EXPECTED_WEBHOOKS = {
             "timeoutSeconds": 10,
             **COMMON,
         },
+        # Warnings only: an outage must never block creating or labelling a namespace.
+        "validatenamespace.queuetree.io": {
+            "path": "/namespaces/validate",
+            "rules": [(("",), ("namespaces",), ("CREATE", "UPDATE"), "Cluster")],
+            "failurePolicy": "Ignore",
+            "timeoutSeconds": 5,
+            **COMMON,
+        },
     },
 }
 
 
 @pytest.mark.parametrize("name", OVERLAYS)
-def test_the_eight_webhooks_have_their_paths_rules_and_failure_policies(name: str) -> None:
+def test_the_nine_webhooks_have_their_paths_rules_and_failure_policies(name: str) -> None:
     objects = overlay(name)
     actual = {
         (kind, config_name): {
