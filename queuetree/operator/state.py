@@ -418,14 +418,16 @@ class ClusterState:
             self._changed()
             return True
 
-    def forget_ungate(self, key: str) -> None:
-        """Drop an assumption after a failed removal; the next cycle decides the pod again."""
+    def forget_ungate(self, key: str, *, wake: bool = True) -> None:
+        """Drop an assumption after a failed removal; the next cycle decides the pod again
+        (with ``wake=False``, the next periodic one: the cause will not have gone sooner)."""
         with self._lock:
             if not self._unassume(key):
                 return
             self._classify(key)
             self._changed()
-        self._wake()
+        if wake:
+            self._wake()
 
     def forget_all_ungates(self) -> None:
         """Drop every assumption (leadership lost: the next leader rebuilds from the cluster)."""
