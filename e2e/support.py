@@ -574,3 +574,154 @@ def iter_gated(pods: Sequence[Mapping[str, Any]]) -> Iterator[str]:
         gates = (found.get("spec") or {}).get("schedulingGates") or []
         if any(g.get("name") == GATE for g in gates):
             yield str(found["metadata"]["name"])
+
+
+# ---------------------------------------------------------------------- RBAC
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rule:
+    """One PolicyRule as bound to one ServiceAccount (``namespace`` empty: cluster-wide)."""
+
+    role: str
+    namespace: str
+    groups: tuple[str, ...]
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+    names: tuple[str, ...]
+
+    def allows(self, call: Mapping[str, str]) -> bool:
+        """Whether RBAC would allow ``call`` (an audit record of :meth:`stack.Stack.audit`)
+        by this rule: group, resource/subresource, verb, resourceNames, a Role's namespace."""
+        resource = call["resource"] + (f"/{call['subresource']}" if call["subresource"] else "")
+        return (
+            (not self.namespace or call["namespace"] == self.namespace)
+            and ("*" in self.groups or call["group"] in self.groups)
+            and ("*" in self.resources or resource in self.resources)
+            and ("*" in self.verbs or call["verb"] in self.verbs)
+            and (not self.names or call["name"] in self.names)
+        )
+
+    def grants(self) -> Iterator[Rule]:
+        """This rule split into one rule per group, resource and verb."""
+        for group in self.groups:
+            for resource in self.resources:
+                for verb in self.verbs:
+                    yield dataclasses.replace(
+                        self, groups=(group,), resources=(resource,), verbs=(verb,)
+                    )
+
+    def __str__(self) -> str:
+        names = f" ({', '.join(self.names)})" if self.names else ""
+        scope = f" in {self.namespace}" if self.namespace else ""
+        return (
+            f"{self.role}: {' '.join(self.verbs)} "
+            f"{','.join(g or 'core' for g in self.groups)}/{','.join(self.resources)}"
+            f"{names}{scope}"
+        )
+
+
+def bound_rules(objects: Sequence[Mapping[str, Any]], account: str) -> list[Rule]:
+    """Every rule of ``objects`` (rendered manifests) bound to the ServiceAccount
+    ``queuetree-system/<account>`` by a ClusterRoleBinding or a RoleBinding."""
+    roles = {
+        (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects
+    }
+    found = []
+    for binding in objects:
+        if binding["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
+            continue
+        if not any(
+            s.get("kind") == "ServiceAccount"
+            and s.get("name") == account
+            and s.get("namespace") == stack.NAMESPACE
+            for s in binding.get("subjects") or []
+        ):
+            continue
+        namespace = binding["metadata"].get("namespace", "")
+        ref = binding["roleRef"]
+        role = roles[(ref["kind"], namespace if ref["kind"] == "Role" else "", ref["name"])]
+        for rule in role.get("rules") or []:
+            found.append(
+                Rule(
+                    role=f"{ref['kind']}/{ref['name']}",
+                    namespace=namespace,
+                    groups=tuple(rule.get("apiGroups") or ()),
+                    resources=tuple(rule.get("resources") or ()),
+                    verbs=tuple(rule.get("verbs") or ()),
+                    names=tuple(rule.get("resourceNames") or ()),
+                )
+            )
+    return found
+
+
+def can_i(cluster: Cluster, user: str, verb: str, resource: str, namespace: str) -> bool:
+    """``kubectl auth can-i VERB RESOURCE --as=USER -n NAMESPACE``: what the authorizer
+    answers now (RBAC changes reach it through a watch, a moment after the write)."""
+    result = cluster.client.run("auth", "can-i", verb, resource, f"--as={user}", "-n", namespace)
+    return result.stdout.strip() == "yes"
+
+
+@contextlib.contextmanager
+def without_permission(
+    cluster: Cluster, *, role: str, resource: str, verb: str, user: str, namespace: str
+) -> Iterator[None]:
+    """The ClusterRole ``role`` without ``verb`` on ``resource`` (``pods``, ``pods/eviction``)
+    while the block runs, then as it was. Waits until the authorizer answers accordingly,
+    both ways, so what the block sees is the missing permission and nothing later is."""
+    client = cluster.client
+    original = client.get_json("clusterrole", role)
+    for field in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
+        original["metadata"].pop(field, None)
+    edited = json.loads(json.dumps(original))
+    rules = []
+    for rule in edited["rules"]:
+        if resource in rule.get("resources", []):
+            rule["verbs"] = [v for v in rule["verbs"] if v != verb]
+        if rule["verbs"]:
+            rules.append(rule)
+    edited["rules"] = rules
+    group_resource, _, subresource = resource.partition("/")
+    extra = (f"--subresource={subresource}",) if subresource else ()
+
+    def allowed() -> bool:
+        result = client.run(
+            "auth", "can-i", verb, group_resource, *extra, f"--as={user}", "-n", namespace
+        )
+        return result.stdout.strip() == "yes"
+
+    replaced = client.run("replace", "-f", "-", input=json.dumps(edited))
+    assert replaced.ok, replaced.describe()
+    try:
+        eventually(lambda: not allowed(), what=f"{user} may no longer {verb} {resource}")
+        yield
+    finally:
+        restored = client.run("replace", "-f", "-", input=json.dumps(original))
+        assert restored.ok, restored.describe()
+        eventually(allowed, what=f"{user} may {verb} {resource} again")
+
+
+def reclaim_units(count: int) -> dict[str, str]:
+    """``count`` of the session's :data:`SLOT` resource, with CPU and memory in proportion
+    (the figures of spec §3.12.1)."""
+    return {SLOT: str(count), "cpu": f"{count * 100}m", "memory": f"{count * 100}Mi"}
+
+
+def reclaim_queues(suffix: str) -> tuple[list[dict[str, Any]], str, str]:
+    """Spec §3.12.1 cases 5-7 (the tree of e2e/test_reclaim.py): ``(queues, victim's leaf,
+    reclaimer's leaf)``. A victim of two slots in ``queue-b`` borrows (it deserves one); a
+    reclaimer of two slots in ``queue-a`` deserves them, and evicts it at levels 0 and 1."""
+    one, two, three, four = (reclaim_units(n) for n in (1, 2, 3, 4))
+    s = suffix
+    return (
+        [
+            queue(f"grand-a-{s}", deserved=two, capability=four),
+            queue(f"parent-a-{s}", parent=f"grand-a-{s}", deserved=two, capability=two),
+            queue(f"queue-a-{s}", parent=f"parent-a-{s}", deserved=two, capability=two),
+            queue(f"grand-b-{s}", deserved=three, capability=four),
+            queue(f"parent-b-{s}", parent=f"grand-b-{s}", deserved=one, capability=two),
+            queue(f"queue-b-{s}", parent=f"parent-b-{s}", deserved=one, capability=two),
+        ],
+        f"queue-b-{s}",
+        f"queue-a-{s}",
+    )
