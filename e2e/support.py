@@ -19,7 +19,9 @@ import contextlib
 import dataclasses
 import json
 import pathlib
+import subprocess
 import tempfile
+import threading
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -725,3 +727,59 @@ def reclaim_queues(suffix: str) -> tuple[list[dict[str, Any]], str, str]:
         f"queue-b-{s}",
         f"queue-a-{s}",
     )
+
+
+# ---------------------------------------------------------------------- watching pods
+
+
+class PodWatch:
+    """``kubectl get pods -w`` in the background: every version of the matching pods the API
+    server sends, in order, so a test can check a property at every step of a run instead of
+    at the moments it happened to poll (kwok completes a Job's pods as soon as they run)."""
+
+    def __init__(self, kube: Kube, *selector: str) -> None:
+        command = [
+            kube.client.executable,
+            "get",
+            "pods",
+            "-n",
+            kube.namespace,
+            *selector,
+            "--watch",
+            "--output-watch-events",
+            "-o",
+            "json",
+        ]
+        self.events: list[dict[str, Any]] = []
+        self._process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=kube.client.env,
+        )
+        self._reader = threading.Thread(target=self._read, name="pod watch", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        decoder = json.JSONDecoder()
+        buffer = ""
+        for line in self._process.stdout:
+            buffer += line
+            while buffer.strip():
+                try:
+                    event, end = decoder.raw_decode(buffer.lstrip())
+                except ValueError:
+                    break  # an object not complete yet
+                self.events.append(event)
+                buffer = buffer.lstrip()[end:]
+
+    def stop(self) -> list[dict[str, Any]]:
+        """End the watch; every event received."""
+        self._process.terminate()
+        self._process.wait(10)
+        self._reader.join(10)
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+        return self.events
