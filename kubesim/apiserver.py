@@ -48,6 +48,7 @@ logger = logging.getLogger(__name__)
 PODS: registry.GroupResource = ("", "pods")
 NAMESPACES: registry.GroupResource = ("", "namespaces")
 CRDS: registry.GroupResource = ("apiextensions.k8s.io", "customresourcedefinitions")
+PRIORITY_CLASSES: registry.GroupResource = ("scheduling.k8s.io", "priorityclasses")
 PDBS: registry.GroupResource = ("policy", "poddisruptionbudgets")
 SERVICE_ACCOUNTS: registry.GroupResource = ("", "serviceaccounts")
 WEBHOOK_CONFIGURATIONS = frozenset(
@@ -395,6 +396,8 @@ class ApiServer:
             )
         self._check_namespace_for_create(rdef, obj)
         apply_defaults(rdef, obj)
+        if rdef.gr == PODS:
+            self._admit_priority(obj)
         warnings: list[str] = []
         obj = await self._mutate(
             "CREATE",
@@ -484,6 +487,34 @@ class ApiServer:
                 group=rdef.group,
                 kind=rdef.plural,
             )
+
+    def _admit_priority(self, pod: dict) -> None:
+        """The Priority admission plugin (before the webhooks, as kube-apiserver runs it): a
+        pod's ``spec.priorityClassName`` becomes ``spec.priority`` (and its preemption policy),
+        a class that does not exist refuses the pod, and a pod without a class gets the global
+        default class, if there is one."""
+        spec = pod["spec"]
+        name = spec.get("priorityClassName")
+        classes = [s.obj for s in self.store.list(PRIORITY_CLASSES)]
+        if name:
+            found = next((c for c in classes if c["metadata"]["name"] == name), None)
+            if found is None:
+                raise errors.forbidden(
+                    f'pods "{_display_name(pod)}" is forbidden: no PriorityClass with name '
+                    f"{name} was found",
+                    name=pod["metadata"].get("name", ""),
+                    kind="pods",
+                )
+        else:
+            defaults = sorted(
+                (c for c in classes if c.get("globalDefault")), key=lambda c: c.get("value", 0)
+            )
+            if not defaults:
+                return
+            found = defaults[0]
+            spec["priorityClassName"] = found["metadata"]["name"]
+        spec["priority"] = int(found.get("value", 0))
+        spec["preemptionPolicy"] = found.get("preemptionPolicy") or "PreemptLowerPriority"
 
     def _set_create_metadata(self, rdef: registry.ResourceDef, obj: dict) -> None:
         metadata = obj["metadata"]

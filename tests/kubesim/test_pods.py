@@ -85,6 +85,52 @@ async def test_the_qos_class_follows_requests_and_limits(
     assert answer.body["status"]["qosClass"] == expected
 
 
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+
+def priority_class(name: str, value: int, **extra: Any) -> dict:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        **extra,
+    }
+
+
+async def test_the_priority_admission_plugin_resolves_classes_and_refuses_unknown_ones(
+    kubesim: harness.Cluster,
+) -> None:
+    """As kube-apiserver's Priority plugin: the class's value becomes ``spec.priority``, a class
+    that does not exist refuses the pod, a pod without one gets the global default class."""
+    before_default = await call(kubesim, "POST", PODS, conftest.pod("plain"))
+    await call(kubesim, "POST", PRIORITY_CLASSES, priority_class("urgent", 1000))
+    await call(
+        kubesim,
+        "POST",
+        PRIORITY_CLASSES,
+        priority_class("usual", 10, globalDefault=True, preemptionPolicy="Never"),
+    )
+    named = await call(kubesim, "POST", PODS, conftest.pod("named", priorityClassName="urgent"))
+    defaulted = await call(kubesim, "POST", PODS, conftest.pod("defaulted"))
+    missing = await call(kubesim, "POST", PODS, conftest.pod("missing", priorityClassName="nope"))
+    assert {
+        "before a default exists": before_default.body["spec"]["priority"],
+        "named": named.body["spec"]["priority"],
+        "defaulted": (
+            defaulted.body["spec"]["priorityClassName"],
+            defaulted.body["spec"]["priority"],
+            defaulted.body["spec"]["preemptionPolicy"],
+        ),
+        "missing": (missing.status, missing.body["message"]),
+    } == {
+        "before a default exists": 0,
+        "named": 1000,
+        "defaulted": ("usual", 10, "Never"),
+        "missing": (403, 'pods "missing" is forbidden: no PriorityClass with name nope was found'),
+    }
+
+
 async def test_a_gated_pod_gets_the_scheduling_gated_condition(kubesim: harness.Cluster) -> None:
     answer = await call(kubesim, "POST", PODS, conftest.pod("p1", gates=("example.com/a",)))
     assert answer.body["status"] == {
