@@ -19,11 +19,18 @@ import contextlib
 import dataclasses
 import json
 import pathlib
+import subprocess
 import tempfile
+import threading
+import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+import yaml
+from prometheus_client import parser as prometheus_parser
+
+from queuetree.core import quantities
 from queuetree.sandbox import kubectl, stack
 
 T = TypeVar("T")
@@ -37,6 +44,7 @@ SLOT = "queuetree.io/e2e-slot"
 node whatever the size of the cluster's real nodes (kubesim's or kind's)."""
 IMAGE = "registry.k8s.io/pause:3.10"
 DEFAULT_DEADLINE = 60.0
+REPO = pathlib.Path(__file__).resolve().parents[1]
 
 RUN_SECONDS = "kubesim.io/run-seconds"
 """How long a pod runs before it succeeds, for the simulated kubelets of the e2e backends
@@ -430,3 +438,348 @@ def chain(prefix: str, depth: int, *, label: str) -> list[dict[str, Any]]:
         manifest["metadata"]["labels"] = {UNVALIDATED: label}
         queues.append(manifest)
     return queues
+
+
+# ---------------------------------------------------------------------- manifests as files
+
+
+def documents(text: str) -> list[dict[str, Any]]:
+    """The objects of a YAML stream, ``kind: List`` documents expanded into their items."""
+    found: list[dict[str, Any]] = []
+    for document in yaml.safe_load_all(text):
+        if not document:
+            continue
+        if document.get("kind") == "List":
+            found += [item for item in document.get("items") or [] if item]
+        else:
+            found.append(document)
+    return found
+
+
+def rendered(client: kubectl.Kubectl, directory: pathlib.Path) -> list[dict[str, Any]]:
+    """``kubectl kustomize DIRECTORY``: the objects a ``kubectl apply -k`` would send."""
+    result = client.run("kustomize", str(directory))
+    assert result.ok, result.describe()
+    return documents(result.stdout)
+
+
+def describe_object(manifest: Mapping[str, Any]) -> str:
+    """``Kind namespace/name`` (or ``Kind name``), for messages."""
+    metadata = manifest.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    name = metadata.get("name", "?")
+    return (
+        f"{manifest.get('kind')} {namespace}/{name}"
+        if namespace
+        else f"{manifest.get('kind')} {name}"
+    )
+
+
+# ---------------------------------------------------------------------- the sandbox's processes
+
+
+def sandbox(cluster: Cluster) -> stack.Stack:
+    """The sandbox stack the suite started (tests that read its logs, metrics or audit log
+    run only on the backends that start one)."""
+    assert cluster.sandbox is not None, "this test needs the sandbox stack (not --e2e-existing)"
+    return cluster.sandbox
+
+
+def leading_operator(cluster: Cluster) -> stack.OperatorReplica:
+    """The operator replica that holds the Lease now (the suite's first one, unless a test
+    such as e2e/test_leader_election.py killed it and a standby took over)."""
+    replicas = sandbox(cluster).operators
+    return eventually(
+        lambda: next((r for r in replicas if r.process.alive() and r.leads()), None),
+        what="an operator replica leads",
+    )
+
+
+def metrics_url(cluster: Cluster, process: str) -> str:
+    """Where ``process`` (``webhook``, or ``operator``: the leading replica) serves metrics."""
+    if process == "webhook":
+        return sandbox(cluster).webhook_metrics
+    if process == "operator":
+        return leading_operator(cluster).metrics
+    raise AssertionError(f"no metrics of a process named {process!r}")
+
+
+def metric_samples(
+    cluster: Cluster, process: str, name: str
+) -> dict[tuple[tuple[str, str], ...], float]:
+    """The samples of metric ``name`` that ``process`` (``operator``, ``webhook``) serves now:
+    sorted label pairs -> value."""
+    with urllib.request.urlopen(metrics_url(cluster, process), timeout=5) as response:
+        text = response.read().decode()
+    return {
+        tuple(sorted(sample.labels.items())): float(sample.value)
+        for family in prometheus_parser.text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name
+    }
+
+
+def metric(cluster: Cluster, process: str, name: str, **labels: str) -> float:
+    """The sum of the samples of ``name`` whose labels include ``labels`` (0 when none)."""
+    wanted = set(labels.items())
+    return sum(
+        value for key, value in metric_samples(cluster, process, name).items() if wanted <= set(key)
+    )
+
+
+def log_lines(cluster: Cluster, process: str, *, since: int = 0) -> list[str]:
+    """The lines ``process`` (``webhook``, or ``operator``: the leading replica) has logged,
+    from line ``since`` on (pass an earlier ``len(log_lines(...))`` to see only what came
+    after)."""
+    if process == "operator":
+        log = leading_operator(cluster).process.log
+    else:
+        log = next((p.log for p in sandbox(cluster).processes if p.name == process), None)
+        assert log is not None, f"no sandbox process named {process!r}"
+    return log.read_text(errors="replace").splitlines()[since:]
+
+
+# ---------------------------------------------------------------------- conditions and figures
+
+
+def condition(found: Mapping[str, Any] | None, kind: str) -> dict[str, Any] | None:
+    """The pod condition of type ``kind`` (``PodScheduled``...), None when absent."""
+    for entry in ((found or {}).get("status") or {}).get("conditions") or []:
+        if entry.get("type") == kind:
+            return dict(entry)
+    return None
+
+
+def queue_figures(kube: Kube, name: str) -> dict[str, dict[str, str]]:
+    """``status.allocated`` and ``status.reserved`` of a queue, as the operator wrote them."""
+    status = ((kube.queue(name) or {}).get("status")) or {}
+    return {key: dict(status.get(key) or {}) for key in ("allocated", "reserved")}
+
+
+def all_zero(figures: Mapping[str, Mapping[str, str]]) -> bool:
+    """Every quantity of ``queue_figures`` is zero (``0``, ``0m``, ``0Gi``...)."""
+    return all(
+        quantities.to_milli(quantities.parse(quantity)) == 0
+        for figure in figures.values()
+        for quantity in figure.values()
+    )
+
+
+def pods_in(kube: Kube, *selector: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    """``kubectl get pods -l SELECTOR -o json`` items (the test's namespace by default)."""
+    return kube.client.items("pods", "-n", namespace or kube.namespace, *selector)
+
+
+def iter_gated(pods: Sequence[Mapping[str, Any]]) -> Iterator[str]:
+    """Names of the pods that still carry the queue gate."""
+    for found in pods:
+        gates = (found.get("spec") or {}).get("schedulingGates") or []
+        if any(g.get("name") == GATE for g in gates):
+            yield str(found["metadata"]["name"])
+
+
+# ---------------------------------------------------------------------- RBAC
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rule:
+    """One PolicyRule as bound to one ServiceAccount (``namespace`` empty: cluster-wide)."""
+
+    role: str
+    namespace: str
+    groups: tuple[str, ...]
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+    names: tuple[str, ...]
+
+    def allows(self, call: Mapping[str, str]) -> bool:
+        """Whether RBAC would allow ``call`` (an audit record of :meth:`stack.Stack.audit`)
+        by this rule: group, resource/subresource, verb, resourceNames, a Role's namespace."""
+        resource = call["resource"] + (f"/{call['subresource']}" if call["subresource"] else "")
+        return (
+            (not self.namespace or call["namespace"] == self.namespace)
+            and ("*" in self.groups or call["group"] in self.groups)
+            and ("*" in self.resources or resource in self.resources)
+            and ("*" in self.verbs or call["verb"] in self.verbs)
+            and (not self.names or call["name"] in self.names)
+        )
+
+    def grants(self) -> Iterator[Rule]:
+        """This rule split into one rule per group, resource and verb."""
+        for group in self.groups:
+            for resource in self.resources:
+                for verb in self.verbs:
+                    yield dataclasses.replace(
+                        self, groups=(group,), resources=(resource,), verbs=(verb,)
+                    )
+
+    def __str__(self) -> str:
+        names = f" ({', '.join(self.names)})" if self.names else ""
+        scope = f" in {self.namespace}" if self.namespace else ""
+        return (
+            f"{self.role}: {' '.join(self.verbs)} "
+            f"{','.join(g or 'core' for g in self.groups)}/{','.join(self.resources)}"
+            f"{names}{scope}"
+        )
+
+
+def bound_rules(objects: Sequence[Mapping[str, Any]], account: str) -> list[Rule]:
+    """Every rule of ``objects`` (rendered manifests) bound to the ServiceAccount
+    ``queuetree-system/<account>`` by a ClusterRoleBinding or a RoleBinding."""
+    roles = {
+        (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects
+    }
+    found = []
+    for binding in objects:
+        if binding["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
+            continue
+        if not any(
+            s.get("kind") == "ServiceAccount"
+            and s.get("name") == account
+            and s.get("namespace") == stack.NAMESPACE
+            for s in binding.get("subjects") or []
+        ):
+            continue
+        namespace = binding["metadata"].get("namespace", "")
+        ref = binding["roleRef"]
+        role = roles[(ref["kind"], namespace if ref["kind"] == "Role" else "", ref["name"])]
+        for rule in role.get("rules") or []:
+            found.append(
+                Rule(
+                    role=f"{ref['kind']}/{ref['name']}",
+                    namespace=namespace,
+                    groups=tuple(rule.get("apiGroups") or ()),
+                    resources=tuple(rule.get("resources") or ()),
+                    verbs=tuple(rule.get("verbs") or ()),
+                    names=tuple(rule.get("resourceNames") or ()),
+                )
+            )
+    return found
+
+
+def can_i(cluster: Cluster, user: str, verb: str, resource: str, namespace: str) -> bool:
+    """``kubectl auth can-i VERB RESOURCE --as=USER -n NAMESPACE``: what the authorizer
+    answers now (RBAC changes reach it through a watch, a moment after the write)."""
+    result = cluster.client.run("auth", "can-i", verb, resource, f"--as={user}", "-n", namespace)
+    return result.stdout.strip() == "yes"
+
+
+@contextlib.contextmanager
+def without_permission(
+    cluster: Cluster, *, role: str, resource: str, verb: str, user: str, namespace: str
+) -> Iterator[None]:
+    """The ClusterRole ``role`` without ``verb`` on ``resource`` (``pods``, ``pods/eviction``)
+    while the block runs, then as it was. Waits until the authorizer answers accordingly,
+    both ways, so what the block sees is the missing permission and nothing later is."""
+    client = cluster.client
+    original = client.get_json("clusterrole", role)
+    for field in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
+        original["metadata"].pop(field, None)
+    edited = json.loads(json.dumps(original))
+    rules = []
+    for rule in edited["rules"]:
+        if resource in rule.get("resources", []):
+            rule["verbs"] = [v for v in rule["verbs"] if v != verb]
+        if rule["verbs"]:
+            rules.append(rule)
+    edited["rules"] = rules
+    group_resource, _, subresource = resource.partition("/")
+    extra = (f"--subresource={subresource}",) if subresource else ()
+
+    def allowed() -> bool:
+        result = client.run(
+            "auth", "can-i", verb, group_resource, *extra, f"--as={user}", "-n", namespace
+        )
+        return result.stdout.strip() == "yes"
+
+    replaced = client.run("replace", "-f", "-", input=json.dumps(edited))
+    assert replaced.ok, replaced.describe()
+    try:
+        eventually(lambda: not allowed(), what=f"{user} may no longer {verb} {resource}")
+        yield
+    finally:
+        restored = client.run("replace", "-f", "-", input=json.dumps(original))
+        assert restored.ok, restored.describe()
+        eventually(allowed, what=f"{user} may {verb} {resource} again")
+
+
+def reclaim_units(count: int) -> dict[str, str]:
+    """``count`` of the session's :data:`SLOT` resource, with CPU and memory in proportion
+    (the figures of spec §3.12.1)."""
+    return {SLOT: str(count), "cpu": f"{count * 100}m", "memory": f"{count * 100}Mi"}
+
+
+def reclaim_queues(suffix: str) -> tuple[list[dict[str, Any]], str, str]:
+    """Spec §3.12.1 cases 5-7 (the tree of e2e/test_reclaim.py): ``(queues, victim's leaf,
+    reclaimer's leaf)``. A victim of two slots in ``queue-b`` borrows (it deserves one); a
+    reclaimer of two slots in ``queue-a`` deserves them, and evicts it at levels 0 and 1."""
+    one, two, three, four = (reclaim_units(n) for n in (1, 2, 3, 4))
+    s = suffix
+    return (
+        [
+            queue(f"grand-a-{s}", deserved=two, capability=four),
+            queue(f"parent-a-{s}", parent=f"grand-a-{s}", deserved=two, capability=two),
+            queue(f"queue-a-{s}", parent=f"parent-a-{s}", deserved=two, capability=two),
+            queue(f"grand-b-{s}", deserved=three, capability=four),
+            queue(f"parent-b-{s}", parent=f"grand-b-{s}", deserved=one, capability=two),
+            queue(f"queue-b-{s}", parent=f"parent-b-{s}", deserved=one, capability=two),
+        ],
+        f"queue-b-{s}",
+        f"queue-a-{s}",
+    )
+
+
+# ---------------------------------------------------------------------- watching pods
+
+
+class PodWatch:
+    """``kubectl get pods -w`` in the background: every version of the matching pods the API
+    server sends, in order, so a test can check a property at every step of a run instead of
+    at the moments it happened to poll (kwok completes a Job's pods as soon as they run)."""
+
+    def __init__(self, kube: Kube, *selector: str) -> None:
+        command = [
+            kube.client.executable,
+            "get",
+            "pods",
+            "-n",
+            kube.namespace,
+            *selector,
+            "--watch",
+            "--output-watch-events",
+            "-o",
+            "json",
+        ]
+        self.events: list[dict[str, Any]] = []
+        self._process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=kube.client.env,
+        )
+        self._reader = threading.Thread(target=self._read, name="pod watch", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        decoder = json.JSONDecoder()
+        buffer = ""
+        for line in self._process.stdout:
+            buffer += line
+            while buffer.strip():
+                try:
+                    event, end = decoder.raw_decode(buffer.lstrip())
+                except ValueError:
+                    break  # an object not complete yet
+                self.events.append(event)
+                buffer = buffer.lstrip()[end:]
+
+    def stop(self) -> list[dict[str, Any]]:
+        """End the watch; every event received."""
+        self._process.terminate()
+        self._process.wait(10)
+        self._reader.join(10)
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+        return self.events

@@ -13,7 +13,11 @@ Deliberate fixes over the reference (docs/compatibility.md):
   reported in ``errors``; the reference stops the whole session;
 * a missing ``root`` queue is synthesised (infinite, as Volcano's cache creates it) with a warning;
 * reserved (ungated, not yet placed) pods count at every ancestor, not only at their leaf;
-* every ancestor's share is recomputed when allocations change.
+* every ancestor's share is recomputed when allocations change;
+* pods being deleted that still hold their node (``releasing``) keep their queue's room from
+  gated pods until they are gone: a grace period must not let a queue run more than its
+  capability. They count nowhere else (not in ``allocated``, not against reclaim), as in the
+  reference.
 
 Rejections are recorded (:class:`Blocker`) so that ``explaining`` can tell a person which queue
 blocks a pod, on which resource, with the figures.
@@ -46,6 +50,8 @@ class QueueAttr:
     elastic: vectors.Vec
     inqueue: vectors.Vec
     reserved: vectors.Vec
+    releasing: vectors.Vec
+    """Requests of the queue's pods that are being deleted but still hold a node (subtree)."""
     real_capability: vectors.Vec
     allocated_pods: int = 0
     """Pods in ``allocated`` (what ``status.allocated["pods"]`` reports), subtree included."""
@@ -63,9 +69,9 @@ class QueueAttr:
     """Why the queue cannot admit anything (cycle, missing parent); "" when it is sound."""
     usable: bool = False
     """Open, sound and (in hierarchy mode) a leaf: set once the tree is built."""
-    figures: tuple[tuple[vectors.Vec, vectors.Vec, vectors.Vec, QueueAttr], ...] = ()
-    """``(allocated, reserved, real_capability, queue)`` along the chain, for the hot path
-    (the lists are updated in place, so this stays current)."""
+    figures: tuple[tuple[vectors.Vec, vectors.Vec, vectors.Vec, vectors.Vec, QueueAttr], ...] = ()
+    """``(allocated, reserved, releasing, real_capability, queue)`` along the chain, for the
+    hot path (the lists are updated in place, so this stays current)."""
 
     @property
     def is_leaf(self) -> bool:
@@ -94,6 +100,8 @@ class Blocker:
     requested: float = 0.0
     allocated: float = 0.0
     reserved: float = 0.0
+    releasing: float = 0.0
+    """Held by the queue's pods that are being deleted (counted for gated pods only)."""
     capability: float = 0.0
     detail: str = ""
 
@@ -121,7 +129,7 @@ class CapacityPlugin(frameworks.Plugin):
         """Task key -> the leaf whose chain holds the task's reserved request."""
         self.blockers: dict[str, Blocker] = {}
         """Task key or job key -> the last rejection."""
-        self._interned: dict[tuple[str, str, int, float, float, float], Blocker] = {}
+        self._interned: dict[tuple[str, str, int, float, float, float, float], Blocker] = {}
         self.gate_on = False
 
     # -- 1. session open --------------------------------------------------------------------
@@ -147,7 +155,7 @@ class CapacityPlugin(frameworks.Plugin):
             )
         for attr in self.attrs.values():
             attr.figures = tuple(
-                (t.allocated, t.reserved, t.real_capability, t) for t in attr.chain
+                (t.allocated, t.reserved, t.releasing, t.real_capability, t) for t in attr.chain
             )
         if self.gate_on:
             self._rebuild_reserved(session)
@@ -188,6 +196,7 @@ class CapacityPlugin(frameworks.Plugin):
             elastic=zero(),
             inqueue=zero(),
             reserved=zero(),
+            releasing=zero(),
             real_capability=zero(),
         )
 
@@ -203,6 +212,8 @@ class CapacityPlugin(frameworks.Plugin):
         """Leaf -> allocated pods."""
         allocated_statuses = objects.ALLOCATED_STATUSES
         pending = objects.TaskStatus.PENDING
+        releasing = objects.TaskStatus.RELEASING
+        leaf_releasing: dict[str, vectors.Vec] = {}
         pending_requests: dict[str, dict[int, list[Any]]] = {}
         """Leaf -> id of a pending request vector -> [vector, count]."""
         for job in session.jobs.values():
@@ -225,6 +236,8 @@ class CapacityPlugin(frameworks.Plugin):
                             counts[id(task.resreq)] = [task.resreq, 1]
                         else:
                             entry[1] += 1
+                    elif task.status is releasing and task.pod.node_name:
+                        self._add_releasing(leaf_releasing, attr.name, task)
                 continue
             leaf_allocated, leaf_request, leaf_inqueue, leaf_elastic = sums
             allocated: vectors.Vec | None = None
@@ -246,6 +259,8 @@ class CapacityPlugin(frameworks.Plugin):
                         counts[id(task.resreq)] = [task.resreq, 1]
                     else:
                         entry[1] += 1
+                elif status is releasing and task.pod.node_name:
+                    self._add_releasing(leaf_releasing, attr.name, task)
                 if task.pod.scheduling_gates and not task.pod.only_queue_gate:
                     if gated is None:
                         gated = dims.zero()
@@ -282,6 +297,19 @@ class CapacityPlugin(frameworks.Plugin):
                 vectors.iadd(target.inqueue, inqueue_sum)
                 vectors.iadd(target.elastic, elastic_sum)
                 target.allocated_pods += pods
+        for name, releasing_sum in leaf_releasing.items():
+            for target in self.attrs[name].chain:
+                vectors.iadd(target.releasing, releasing_sum)
+
+    def _add_releasing(
+        self, sums: dict[str, vectors.Vec], leaf: str, task: frameworks.Task
+    ) -> None:
+        """A pod being deleted that still holds its node: its request stays in use (a grace
+        period can last minutes), so gated pods of its queue wait until it is gone."""
+        total = sums.get(leaf)
+        if total is None:
+            total = sums[leaf] = self.dims.zero()
+        vectors.iadd(total, task.resreq)
 
     def _deduct_gated(self, res: vectors.Vec, gated: vectors.Vec | None) -> vectors.Vec:
         """``DeductSchGated``: pods held by other gates do not count as inqueue."""
@@ -677,12 +705,19 @@ class CapacityPlugin(frameworks.Plugin):
         dims = task.req_dims
         if task.key in self.reserved_tasks:
             # Already holding its own reservation: do not count it twice.
-            for allocated, reserved, limit, target in attr.figures:
+            for allocated, reserved, _, limit, target in attr.figures:
                 for i in dims:
                     if allocated[i] + reserved[i] > limit[i]:
                         return self._refuse(task, target=target, leaf=attr, dim=i, held=True)
             return True
-        for allocated, reserved, limit, target in attr.figures:
+        if task.pod.scheduling_gates:
+            # Gate admission: pods being deleted still use their nodes until they are gone.
+            for allocated, reserved, releasing, limit, target in attr.figures:
+                for i in dims:
+                    if allocated[i] + reserved[i] + releasing[i] + req[i] > limit[i]:
+                        return self._refuse(task, target=target, leaf=attr, dim=i, held=False)
+            return True
+        for allocated, reserved, _, limit, target in attr.figures:
             for i in dims:
                 if allocated[i] + reserved[i] + req[i] > limit[i]:
                     return self._refuse(task, target=target, leaf=attr, dim=i, held=False)
@@ -699,7 +734,8 @@ class CapacityPlugin(frameworks.Plugin):
     ) -> bool:
         req = task.resreq[dim]
         reserved = target.reserved[dim] - (req if held else 0.0)
-        facts = (target.name, leaf.name, dim, req, target.allocated[dim], reserved)
+        releasing = target.releasing[dim] if task.pod.scheduling_gates and not held else 0.0
+        facts = (target.name, leaf.name, dim, req, target.allocated[dim], reserved, releasing)
         blocker = self._interned.get(facts)
         if blocker is None:
             # Pods refused by the same queue at the same figures share one record (and later
@@ -712,6 +748,7 @@ class CapacityPlugin(frameworks.Plugin):
                 requested=req,
                 allocated=target.allocated[dim],
                 reserved=reserved,
+                releasing=releasing,
                 capability=target.real_capability[dim],
             )
         self.blockers[task.key] = blocker

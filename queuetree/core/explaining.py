@@ -7,7 +7,8 @@ resource and the figures in canonical Kubernetes quantities, for example::
     capability 16
 
 "used" is the queue's allocation plus the requests of admitted pods that are not placed yet
-(reserved); the split is added when something is reserved.
+(reserved) and, for a gated pod, of the queue's pods that are being deleted but still hold
+their nodes; the split is added when either is not zero.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def explain_blocker(blocker: capacity.Blocker, dims: vectors.Dims) -> str:
     i = blocker.dim
     name = dims.names[i]
     requested = dims.format_value(i, blocker.requested)
-    used = dims.format_value(i, blocker.allocated + blocker.reserved)
+    used = dims.format_value(i, blocker.allocated + blocker.reserved + blocker.releasing)
     limit = dims.format_value(i, blocker.capability)
     if blocker.kind == "enqueue":
         return (
@@ -38,11 +39,15 @@ def explain_blocker(blocker: capacity.Blocker, dims: vectors.Dims) -> str:
     text = (
         f"{where} has no room for {name}: requested {requested}, used {used} of capability {limit}"
     )
+    parts = []
     if blocker.reserved > 0:
-        text += (
-            f" ({dims.format_value(i, blocker.allocated)} allocated, "
-            f"{dims.format_value(i, blocker.reserved)} reserved by admitted pods not yet placed)"
+        parts.append(
+            f"{dims.format_value(i, blocker.reserved)} reserved by admitted pods not yet placed"
         )
+    if blocker.releasing > 0:
+        parts.append(f"{dims.format_value(i, blocker.releasing)} held by pods being deleted")
+    if parts:
+        text += f" ({dims.format_value(i, blocker.allocated)} allocated, {', '.join(parts)})"
     return text
 
 

@@ -169,10 +169,13 @@ class AdmissionCycle:
             snapshot = reclaiming.protect(view.for_session, protected)
             result = await asyncio.to_thread(self._session, snapshot)
             self._last = ((view.version, protected), result)
-        # 3. Admit: assume, then offer; a refused offer forgets the assumption at once.
+        # 3. Admit: assume, then offer; a refused offer forgets the assumption at once. Pods
+        #    whose last removal failed wait out their backoff first.
         decided_at = self._clock()
         offered: list[str] = []
         for key in result.ungate:
+            if self._remover.holding_off(key):
+                continue
             if not self._cluster.assume_ungated(key, decided_at=decided_at):
                 continue
             queue = result.admitted_to.get(key, "")

@@ -17,7 +17,12 @@ twice. The removal is one JSON patch built by :func:`build_gate_removal_patch`:
 The server applies it atomically, so it can neither remove another controller's gate nor race a
 concurrent change: if anything moved, the ``test`` fails with 422 and nothing is written. 404
 (pod gone), 409 and 422 are normal outcomes; any failure drops the assumption in the state, and
-the next cycle decides the pod again from the cluster as it is (no retry loop here).
+the next cycle decides the pod again from the cluster as it is (no retry loop here). Any other
+failure (403 from a missing RBAC rule, a 5xx, no answer) is unlikely to go away by the next
+cycle, so the pod is held off for a backoff (:data:`BACKOFF_INITIAL`, doubling up to
+:data:`BACKOFF_MAX`) before it is offered again, and the failure does not wake the cycle:
+otherwise each refusal would start a cycle that offers the pod again at once, a stream of
+requests the API server refuses as fast as it can answer.
 """
 
 from __future__ import annotations
@@ -43,6 +48,13 @@ BACKLOG_PER_WORKER = 4
 
 NORMAL_STATUSES = frozenset({404, 409, 422})
 """Outcomes that are not errors: the pod is gone, or changed since the decision."""
+
+BACKOFF_INITIAL = 1.0
+"""Seconds a pod is held off after a removal failed for any other reason (then doubled)."""
+
+BACKOFF_MAX = 30.0
+"""Longest hold-off: once the cause is fixed (a permission granted again), pods are admitted
+again within this many seconds."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -128,6 +140,8 @@ class GateRemover:
         self._on_outcome: OutcomeFn = on_outcome or (lambda outcome: None)
         self._clock = clock
         self._tasks: list[asyncio.Task[None]] = []
+        self._backoff: dict[str, tuple[float, float]] = {}
+        """Pod key -> (monotonic time before which it is not offered, the last hold-off)."""
 
     @property
     def pending(self) -> int:
@@ -154,6 +168,21 @@ class GateRemover:
             self._drained.set()
         else:
             self._drained.clear()
+
+    def holding_off(self, key: str) -> bool:
+        """The last removal of ``key`` failed (not a normal outcome) less than its backoff ago:
+        the cycle does not offer it, nor assume it admitted, until then."""
+        entry = self._backoff.get(key)
+        return entry is not None and self._clock() < entry[0]
+
+    def _hold_off(self, key: str) -> float:
+        now = self._clock()
+        previous = self._backoff.get(key)
+        delay = min(previous[1] * 2, BACKOFF_MAX) if previous else BACKOFF_INITIAL
+        # Pods deleted while held off are never offered again: forget expired entries.
+        self._backoff = {k: v for k, v in self._backoff.items() if v[0] + BACKOFF_MAX > now}
+        self._backoff[key] = (now + delay, delay)
+        return delay
 
     def offer(self, key: str, *, queue: str, decided_at: float) -> bool:
         """Queue ``key``, admitted to ``queue``, for removal without waiting; False when
@@ -214,14 +243,22 @@ class GateRemover:
             if patch[-1]["path"] == _REASON_PATH:
                 # The explanation went with the gate: nothing is left to clear.
                 self._cluster.swap_explanation(key, "")
+            self._backoff.pop(key, None)
         except kube.ApiError as error:
             status = error.status
-            if status not in NORMAL_STATUSES:
-                logger.warning("Failed to remove gate from %s: %s", key, error)
-            self._cluster.forget_ungate(key)
+            if status in NORMAL_STATUSES:
+                self._backoff.pop(key, None)
+                self._cluster.forget_ungate(key)
+            else:
+                delay = self._hold_off(key)
+                logger.warning(
+                    "Failed to remove gate from %s: %s (retrying in %gs)", key, error, delay
+                )
+                self._cluster.forget_ungate(key, wake=False)
         except Exception:
-            # A worker must survive anything; the pod is decided again by the next cycle.
-            logger.exception("Failed to remove gate from %s", key)
-            self._cluster.forget_ungate(key)
+            # A worker must survive anything; the pod is decided again after its backoff.
+            delay = self._hold_off(key)
+            logger.exception("Failed to remove gate from %s (retrying in %gs)", key, delay)
+            self._cluster.forget_ungate(key, wake=False)
             status = -1
         self._on_outcome(Outcome(key=key, status=status, latency=self._clock() - decided_at))

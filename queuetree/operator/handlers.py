@@ -1,6 +1,7 @@
 """Kopf handlers: watch events into the cluster state, nothing else.
 
-Queues, pod groups and nodes (and pods, when ``informing.PodInformer`` is not used). Each handler
+Queues, pod groups, nodes and PriorityClasses (and pods, when ``informing.PodInformer`` is not
+used). Each handler
 parses the object with ``queuetree.api.manifests`` and updates ``queuetree.operator.state``
 (which wakes the cycle). No handler writes to the API, and only
 index and event handlers are registered, so kopf never adds a finalizer or a
@@ -26,6 +27,7 @@ logger = logging.getLogger(__name__)
 
 QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
 POD_GROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
+PRIORITY_CLASSES = ("scheduling.k8s.io", "v1", "priorityclasses")
 
 
 def _key(body: Any) -> str:
@@ -91,6 +93,14 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
             logger.warning("Node ignored: %s", error)
             cluster.delete_node(str(body.get("metadata", {}).get("name", "")))
 
+    @kopf.index(*PRIORITY_CLASSES, registry=registry)
+    async def index_priority_class(body: Any, **_: Any) -> None:
+        try:
+            cluster.upsert_priority_class(manifests.parse_priority_class(body))
+        except manifests.ManifestError as error:
+            logger.warning("PriorityClass ignored: %s", error)
+            cluster.delete_priority_class(str(body.get("metadata", {}).get("name", "")))
+
     @kopf.on.event(*QUEUES, registry=registry)
     async def queue_event(type: str | None, body: Any, **_: Any) -> None:
         if type == "DELETED":
@@ -107,6 +117,12 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
     async def node_event(type: str | None, body: Any, **_: Any) -> None:
         if type == "DELETED":
             cluster.delete_node(str(body.get("metadata", {}).get("name", "")))
+        cluster.mark_synced()
+
+    @kopf.on.event(*PRIORITY_CLASSES, registry=registry)
+    async def priority_class_event(type: str | None, body: Any, **_: Any) -> None:
+        if type == "DELETED":
+            cluster.delete_priority_class(str(body.get("metadata", {}).get("name", "")))
         cluster.mark_synced()
 
     return registry

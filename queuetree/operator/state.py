@@ -64,7 +64,7 @@ class StateView:
 
 
 class ClusterState:
-    """Queues, pods, pod groups and nodes as the watches last showed them.
+    """Queues, pods, pod groups, nodes and PriorityClasses as the watches last showed them.
 
     Every method takes the lock for a short, non-blocking critical section (no awaits inside),
     so the state may be touched from kopf's handlers, the cycle and the gate workers alike.
@@ -90,6 +90,7 @@ class ClusterState:
         self._pod_groups: dict[str, objects.PodGroup] = {}
         self._lone_groups: dict[str, objects.PodGroup] = {}
         self._nodes: dict[str, objects.Node] = {}
+        self._priority_classes: dict[str, objects.PriorityClass] = {}
         self._assumed: dict[str, float] = {}
         self._assumed_view: dict[str, objects.Pod] = {}
         """Assumed pods as snapshots show them: without our gate."""
@@ -308,6 +309,23 @@ class ClusterState:
             self._changed()
         self._wake()
 
+    def upsert_priority_class(self, priority_class: objects.PriorityClass) -> None:
+        """PriorityClasses give PodGroups their priority (``spec.priorityClassName``, else the
+        global default): the order in which queues' jobs are admitted."""
+        with self._lock:
+            if self._priority_classes.get(priority_class.name) == priority_class:
+                return
+            self._priority_classes[priority_class.name] = priority_class
+            self._changed()
+        self._wake()
+
+    def delete_priority_class(self, name: str) -> None:
+        with self._lock:
+            if self._priority_classes.pop(name, None) is None:
+                return
+            self._changed()
+        self._wake()
+
     # Readers and the cycle's bookkeeping.
 
     def view(self) -> StateView:
@@ -329,6 +347,7 @@ class ClusterState:
                 ),
                 pods=MappingProxyType(pods),
                 nodes=MappingProxyType(dict(self._nodes)),
+                priority_classes=MappingProxyType(dict(self._priority_classes)),
             )
             return StateView(
                 snapshot=snapshot,
@@ -399,14 +418,16 @@ class ClusterState:
             self._changed()
             return True
 
-    def forget_ungate(self, key: str) -> None:
-        """Drop an assumption after a failed removal; the next cycle decides the pod again."""
+    def forget_ungate(self, key: str, *, wake: bool = True) -> None:
+        """Drop an assumption after a failed removal; the next cycle decides the pod again
+        (with ``wake=False``, the next periodic one: the cause will not have gone sooner)."""
         with self._lock:
             if not self._unassume(key):
                 return
             self._classify(key)
             self._changed()
-        self._wake()
+        if wake:
+            self._wake()
 
     def forget_all_ungates(self) -> None:
         """Drop every assumption (leadership lost: the next leader rebuilds from the cluster)."""

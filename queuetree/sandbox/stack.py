@@ -153,6 +153,11 @@ class Stack:
     processes: cluster.Processes = dataclasses.field(default_factory=list)
     control_plane: cluster.Cluster | None = None
     """The real backend's control plane (None on kubesim)."""
+    webhook_metrics: str = ""
+    """The URL of the webhook's Prometheus ``/metrics``."""
+    operators: list[OperatorReplica] = dataclasses.field(default_factory=list)
+    """Every operator replica started, in order (killed ones included: see
+    :meth:`OperatorReplica.leads` and ``process.alive()``)."""
 
     @property
     def backend(self) -> str:
@@ -200,6 +205,7 @@ class Stack:
         replica = OperatorReplica(
             process=process, identity=f"queuetree-{name}", metrics_port=metrics_port
         )
+        self.operators.append(replica)
         wanted = "queuetree_leader 1.0" if lead else "queuetree_leader"
         _wait(
             self,
@@ -253,8 +259,13 @@ class OperatorReplica:
     """Its Lease holder identity."""
     metrics_port: int
 
+    @property
+    def metrics(self) -> str:
+        """The URL of its Prometheus ``/metrics``."""
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
     def leads(self) -> bool:
-        return "queuetree_leader 1.0" in _http_text(f"http://127.0.0.1:{self.metrics_port}/metrics")
+        return "queuetree_leader 1.0" in _http_text(self.metrics)
 
 
 def _audit_record(event: dict[str, Any]) -> dict[str, str]:
@@ -583,6 +594,7 @@ def _start_webhook(stack: Stack) -> None:
             env={**os.environ, "POD_NAMESPACE": NAMESPACE},
         )
     )
+    stack.webhook_metrics = f"http://127.0.0.1:{metrics_port}/metrics"
     _wait(
         stack,
         lambda: _http_ok(f"http://127.0.0.1:{metrics_port}/readyz"),

@@ -4,10 +4,15 @@ request, the cluster view and the settings.
 
 Which pods are queuetree's ("opted in"): a pod annotated
 ``scheduling.volcano.sh/queue-allocation-gate: "true"`` (Volcano's opt-in), or, beyond the
-reference, any pod in a namespace annotated (or labelled) with it (value ``"true"``). A
-namespace's opt-in is the administrator's and binds every pod it creates: a pod annotated
-``"false"`` there is opted in all the same (its annotation is set to ``"true"``, with a
-warning), or a tenant could leave its queue's limits with one annotation.
+reference, any pod in a namespace *labelled* with it (value ``"true"``). A namespace's opt-in
+is the administrator's and binds every pod it creates: a pod annotated ``"false"`` there is
+opted in all the same (its annotation is set to ``"true"``, with a warning), or a tenant could
+leave its queue's limits with one annotation. A namespace opts in by label only, because the
+label is what sends its pods here: the webhook configurations select single pods by a CEL
+``matchCondition`` on the pod's own annotation or gate (a condition cannot see the namespace),
+and whole namespaces by a ``namespaceSelector`` on the label (``views.namespace_annotations``).
+A pod whose own value is neither ``"true"`` nor ``"false"``, outside an opted-in namespace, is
+not opted in, and is warned.
 
 What ``/pods/validate`` refuses (beyond the reference, which has no pod validation):
 
@@ -126,7 +131,10 @@ def mutate(
     if not opt_in.opted_in:
         # Every pod's namespace exists; one the cache lacks was created a moment ago.
         lagging = (namespace,) if namespace not in view.namespaces else ()
-        return verdicts.Verdict(admission.allow(request.uid), missing_namespaces=lagging)
+        return verdicts.Verdict(
+            admission.allow(request.uid, warnings=_misspelt_opt_in(own)),
+            missing_namespaces=lagging,
+        )
     if not settings.gates_pods:
         warnings = (
             [
@@ -417,6 +425,18 @@ def _validate_update(
 def _has_gate(pod: Mapping[str, Any]) -> bool:
     gates = verdicts.mapping(pod.get("spec")).get("schedulingGates")
     return isinstance(gates, list) and any(verdicts.mapping(g).get("name") == GATE for g in gates)
+
+
+def _misspelt_opt_in(own: str | None) -> list[str]:
+    """A warning for an opt-in annotation that is neither ``"true"`` nor ``"false"``: the pod
+    reached the webhook because it carries the key, and a person who wrote ``"True"`` or
+    ``"yes"`` meant to be queued, but only ``"true"`` opts in (Volcano reads it the same way)."""
+    if own is None or own == "false":
+        return []
+    return [
+        f'metadata.annotations[{GATE}]: "{validation.shorten(own)}" is neither "true" nor '
+        '"false": the pod is not held for queue admission (write "true" to opt in)'
+    ]
 
 
 def _add_annotations(

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Final, Protocol
 
 from queuetree.api import admission, problems
-from queuetree.webhooks import podgroups, pods, queues, verdicts, views
+from queuetree.webhooks import namespaces, podgroups, pods, queues, verdicts, views
 from queuetree.webhooks import settings as settings_
 
 
@@ -119,6 +119,7 @@ class Endpoint:
 QUEUES = admission.Resource("scheduling.volcano.sh", "v1beta1", "queues")
 POD_GROUPS = admission.Resource("scheduling.volcano.sh", "v1beta1", "podgroups")
 PODS = admission.Resource("", "v1", "pods")
+NAMESPACES = admission.Resource("", "v1", "namespaces")
 
 ENDPOINTS: Mapping[str, Endpoint] = MappingProxyType(
     {
@@ -170,6 +171,14 @@ ENDPOINTS: Mapping[str, Endpoint] = MappingProxyType(
                 POD_GROUPS,
                 frozenset({"CREATE", "UPDATE"}),
                 podgroups.validate,
+                mutating=False,
+            ),
+            Endpoint(
+                "/namespaces/validate",
+                "validatenamespace.queuetree.io",
+                NAMESPACES,
+                frozenset({"CREATE", "UPDATE"}),
+                namespaces.validate,
                 mutating=False,
             ),
         )

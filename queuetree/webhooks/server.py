@@ -6,7 +6,7 @@ cluster comes from a :class:`ViewSource`: the watch-backed ``caching.ClusterCach
 production, a fixed view in tests and benchmarks.
 
 Routes: ``POST /queues/validate``, ``/queues/mutate``, ``/pods/mutate``, ``/pods/validate``,
-``/podgroups/mutate``, ``/podgroups/validate``;
+``/podgroups/mutate``, ``/podgroups/validate``, ``/namespaces/validate``;
 ``GET /healthz`` (the process answers), ``/readyz`` (the caches have synced and a certificate
 is loaded), ``/metrics`` (Prometheus). Liveness has its own port, answered by a thread
 (:class:`LivenessServer`), so a busy event loop never gets the pod restarted.

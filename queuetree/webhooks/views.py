@@ -4,7 +4,7 @@ The server's watch-backed caches (``caching``) and ``queuetree review``'s ``--qu
 produce a :class:`ClusterView`; the review functions read nothing else, so tests need no server.
 
 - queues: the queue tree (``validation.QueueTree``), from Queue objects, status included;
-- namespaces: each namespace's annotations (the gate opt-in and the queue-name default);
+- namespaces: each namespace's annotations (the queue-name default) and its opt-in label;
 - pod groups: ``namespace/name`` -> ``spec.queue``, to find the queue of a pod in a group;
 - node resources: the scalar resources nodes offer (for the root-capability warning).
 """
@@ -24,7 +24,8 @@ from queuetree.core import errors, objects, quantities, resources, validation
 class ClusterView:
     tree: validation.QueueTree = validation.EMPTY_TREE
     namespaces: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
-    """Namespace name -> its annotations (absent namespaces have none)."""
+    """Namespace name -> its annotations (absent namespaces have none), the opt-in key holding
+    the value of the namespace's opt-in *label* (:func:`namespace_annotations`)."""
     pod_groups: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """PodGroup ``namespace/name`` -> the queue it names, ``""`` when it names none (the
     review, which knows ``--default-queue``, decides what that means)."""
@@ -87,20 +88,25 @@ def queue_from_manifest(manifest: Mapping[str, Any]) -> objects.Queue | None:
 def namespace_annotations(manifest: Mapping[str, Any]) -> tuple[str, Mapping[str, str]] | None:
     """``(name, annotations)`` of a Namespace manifest, or None without a name.
 
-    The opt-in may also be a label (``scheduling.volcano.sh/queue-allocation-gate: "true"``):
-    webhook configurations can select namespaces by label only, so a deployment that sends
-    pods to the webhook by ``namespaceSelector`` uses the label; it counts as the annotation
-    when the namespace has no such annotation.
+    The opt-in key (``scheduling.volcano.sh/queue-allocation-gate``) is the namespace's
+    *label*, whatever its annotations say: the webhook configurations send the pods of a
+    namespace to the webhook by a ``namespaceSelector`` on that label, and a CEL
+    ``matchCondition`` cannot see namespaces, so on a cluster an annotation alone never brings
+    a pod here. Honouring it would gate pods only where every pod reaches the webhook (kubesim,
+    a configuration without matchConditions): the view takes the label, and the namespace
+    webhook (``namespaces.validate``) warns whoever writes the annotation.
     """
     metadata = _mapping(manifest.get("metadata"))
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
         return None
     annotations = {
-        k: v for k, v in _mapping(metadata.get("annotations")).items() if isinstance(v, str)
+        k: v
+        for k, v in _mapping(metadata.get("annotations")).items()
+        if isinstance(v, str) and k != objects.QUEUE_ALLOCATION_GATE
     }
     label = _mapping(metadata.get("labels")).get(objects.QUEUE_ALLOCATION_GATE)
-    if isinstance(label, str) and objects.QUEUE_ALLOCATION_GATE not in annotations:
+    if isinstance(label, str):
         annotations[objects.QUEUE_ALLOCATION_GATE] = label
     return name, MappingProxyType(annotations)
 

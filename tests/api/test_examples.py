@@ -57,3 +57,23 @@ def test_the_example_queue_tree_obeys_every_rule_of_the_queue_webhook() -> None:
     queues = [manifests.parse_queue(d.manifest, origin=d.origin) for d in documents]
     tree = validation.QueueTree.of(queues)
     assert validation.validate_tree(tree, max_depth=5) == {}
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=[p.name for p in EXAMPLE_FILES])
+def test_each_example_file_defines_a_priority_class_before_the_pods_that_name_it(
+    path: pathlib.Path,
+) -> None:
+    """kubectl applies a file in order, and kube-apiserver's Priority admission refuses a pod
+    naming a PriorityClass that does not exist yet (a server dry run cannot show this: it
+    creates nothing, so the e2e suite creates the classes first)."""
+    documents = [d.manifest for d in manifests.load_documents(path.read_text(), source=path.name)]
+    in_file = {d["metadata"]["name"] for d in documents if d["kind"] == "PriorityClass"}
+    defined: set[str] = set()
+    too_early = []
+    for manifest in documents:
+        if manifest["kind"] == "PriorityClass":
+            defined.add(manifest["metadata"]["name"])
+        named = (manifest.get("spec") or {}).get("priorityClassName")
+        if manifest["kind"] == "Pod" and named in in_file and named not in defined:
+            too_early.append(f"pod {manifest['metadata']['name']}: {named}")
+    assert too_early == []

@@ -402,6 +402,38 @@ CASES = {
             "gated pods stay gated together",
         },
     ),
+    "fix: a pod being deleted keeps its room from gated pods (reference: p1 is ungated)": Case(
+        objects=(
+            NODE,
+            *TREE,
+            b.pod_group("ns", "leaving").queue("team-b").phase(objects.PodGroupPhase.RUNNING),
+            b.pod("ns", "leaving")
+            .group("leaving")
+            .requests(cpu="2", memory="1Gi")
+            .opted_in()
+            .running_on("n1")
+            .status(objects.TaskStatus.RELEASING),
+            *_gated("p1", "team-a"),
+        ),
+        reasons={
+            "ns/p1": "queue 'org' (ancestor of leaf queue 'team-a') has no room for cpu: "
+            "requested 1, used 2 of capability 2 (0 allocated, 2 held by pods being deleted)"
+        },
+    ),
+    "a gated pod being deleted holds no node, and no room": Case(
+        objects=(
+            NODE,
+            *TREE,
+            b.pod_group("ns", "leaving").queue("team-b").phase(INQUEUE),
+            b.pod("ns", "leaving")
+            .group("leaving")
+            .requests(cpu="2", memory="1Gi")
+            .admission()
+            .status(objects.TaskStatus.RELEASING),
+            *_gated("p1", "team-a"),
+        ),
+        ungate=("ns/p1",),
+    ),
     "a gang whose minMember fits is ungated together": Case(
         objects=(
             NODE,

@@ -415,12 +415,20 @@ EXPECTED_WEBHOOKS = {
             "timeoutSeconds": 10,
             **COMMON,
         },
+        # Warnings only: an outage must never block creating or labelling a namespace.
+        "validatenamespace.queuetree.io": {
+            "path": "/namespaces/validate",
+            "rules": [(("",), ("namespaces",), ("CREATE", "UPDATE"), "Cluster")],
+            "failurePolicy": "Ignore",
+            "timeoutSeconds": 5,
+            **COMMON,
+        },
     },
 }
 
 
 @pytest.mark.parametrize("name", OVERLAYS)
-def test_the_eight_webhooks_have_their_paths_rules_and_failure_policies(name: str) -> None:
+def test_the_nine_webhooks_have_their_paths_rules_and_failure_policies(name: str) -> None:
     objects = overlay(name)
     actual = {
         (kind, config_name): {
@@ -548,27 +556,25 @@ def grants(*spec: tuple[str, str, str, str]) -> set[tuple[str, str, str, str]]:
 
 
 OPERATOR_CLUSTER_ROLE = grants(
-    ("scheduling.volcano.sh", "queues", "get list watch create patch update", "*"),
-    ("scheduling.volcano.sh", "queues/status", "get patch update", "*"),
-    ("scheduling.volcano.sh", "podgroups", "get list watch", "*"),
+    ("scheduling.volcano.sh", "queues", "list watch create patch", "*"),
+    ("scheduling.volcano.sh", "queues/status", "patch", "*"),
+    ("scheduling.volcano.sh", "podgroups", "list watch", "*"),
     ("scheduling.volcano.sh", "podgroups/status", "patch", "*"),
-    ("", "pods", "get list watch patch", "*"),
+    ("", "pods", "list watch patch", "*"),
     ("", "pods/eviction", "create", "*"),
-    ("", "nodes", "get list watch", "*"),
-    ("", "events", "create patch", "*"),
-    ("events.k8s.io", "events", "create patch", "*"),
+    ("", "nodes", "list watch", "*"),
+    ("", "events", "create", "*"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "list watch", "*"),
-    ("", "namespaces", "list watch", "*"),
-    ("scheduling.k8s.io", "priorityclasses", "get list watch", "*"),
+    ("scheduling.k8s.io", "priorityclasses", "list watch", "*"),
 )
 OPERATOR_ROLE = grants(
     ("coordination.k8s.io", "leases", "get update", "queuetree-operator"),
     ("coordination.k8s.io", "leases", "create", "*"),
 )
 WEBHOOK_CLUSTER_ROLE = grants(
-    ("scheduling.volcano.sh", "queues", "get list watch", "*"),
-    ("scheduling.volcano.sh", "podgroups", "get list watch", "*"),
-    ("", "namespaces", "get list watch", "*"),
+    ("scheduling.volcano.sh", "queues", "list watch", "*"),
+    ("scheduling.volcano.sh", "podgroups", "list watch", "*"),
+    ("", "namespaces", "list watch", "*"),
 )
 WEBHOOK_CABUNDLE = grants(
     (

@@ -150,3 +150,39 @@ async def test_the_cycle_may_decide_again_only_once_the_backlog_has_drained() ->
     finally:
         await remover.stop()
     assert (waiting_with_backlog, remover.pending, drained.done()) == (True, 0, True)
+
+
+async def test_a_refused_removal_holds_the_pod_off_for_a_doubling_backoff_without_waking() -> None:
+    now = [100.0]
+    wakes: list[int] = []
+    cluster = state.ClusterState(wake=lambda: wakes.append(1))
+    api = fakes.FakeKube()
+    outcomes: list[gating.Outcome] = []
+    remover = gating.GateRemover(
+        cluster=cluster, api=api, on_outcome=outcomes.append, clock=lambda: now[0]
+    )
+    cluster.upsert_pod(fakes.pod("p"))
+    api.fail["pods/ns/p"] = [403, 403, 403]
+    held: list[tuple[float, bool, bool, bool]] = []
+    remover.start()
+    try:
+        for attempt, delay in enumerate((1.0, 2.0, 4.0, 0.0)):
+            assert cluster.assume_ungated("ns/p", decided_at=now[0])
+            woken = len(wakes)
+            assert remover.offer("ns/p", queue="team", decided_at=now[0])
+            await fakes.wait_for(lambda a=attempt: len(outcomes) == a + 1)
+            start = now[0]
+            now[0] = start + max(delay - 0.1, 0)
+            before = remover.holding_off("ns/p")
+            now[0] = start + delay + 0.1
+            held.append((delay, before, remover.holding_off("ns/p"), len(wakes) > woken))
+    finally:
+        await remover.stop()
+    # Held off 1 s, 2 s, then 4 s, and no refusal starts a cycle; a success ends the backoff.
+    assert held == [
+        (1.0, True, False, False),
+        (2.0, True, False, False),
+        (4.0, True, False, False),
+        (0.0, False, False, False),
+    ]
+    assert [o.status for o in outcomes] == [403, 403, 403, 0]

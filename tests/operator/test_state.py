@@ -149,3 +149,18 @@ def test_status_figures_written_back_do_not_wake_the_cycle_but_states_do() -> No
     cluster.upsert_queue(state.QueueRecord(queue=queue, status={**figures, "state": "Closed"}))
     assert (len(wakes), cluster.view().queue_records["team"].status["running"]) == (2, 1)
     assert cluster.view().version == version + 1
+
+
+def test_priority_classes_reach_every_snapshot_so_pod_groups_get_their_priority() -> None:
+    wakes: list[int] = []
+    cluster = state.ClusterState(wake=lambda: wakes.append(1))
+    urgent = objects.PriorityClass(name="urgent", value=1000)
+    cluster.upsert_priority_class(urgent)
+    cluster.upsert_priority_class(urgent)
+    seen = [dict(cluster.view().snapshot.priority_classes)]
+    cluster.upsert_priority_class(dataclasses.replace(urgent, value=2000))
+    seen.append({k: v.value for k, v in cluster.view().snapshot.priority_classes.items()})
+    cluster.delete_priority_class("urgent")
+    cluster.delete_priority_class("urgent")
+    seen.append(dict(cluster.view().snapshot.priority_classes))
+    assert (seen, len(wakes)) == ([{"urgent": urgent}, {"urgent": 2000}, {}], 3)

@@ -313,9 +313,12 @@ async def test_a_pod_in_a_namespace_created_a_moment_before_follows_its_opt_in(
     namespace = {
         "apiVersion": "v1",
         "kind": "Namespace",
+        # The opt-in is the namespace's label (what sends its pods to the webhook), the queue
+        # its annotation.
         "metadata": {
             "name": "ml",
-            "annotations": {GATE: "true", "scheduling.volcano.sh/queue-name": "a"},
+            "labels": {GATE: "true"},
+            "annotations": {"scheduling.volcano.sh/queue-name": "a"},
         },
     }
     plain_pod = {

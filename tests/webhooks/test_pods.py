@@ -39,7 +39,19 @@ GATE_OFF = settings.ReviewSettings(feature_gates={features.SCHEDULING_GATES_QUEU
     [
         pytest.param(pod(), {}, None, allowed(), id="not-opted-in"),
         pytest.param(
-            pod(annotations={GATE: "True"}), {}, None, allowed(), id="opt-in-value-must-be-true"
+            pod(annotations={GATE: "True"}),
+            {},
+            None,
+            allowed(
+                warnings=[
+                    f'metadata.annotations[{GATE}]: "True" is neither "true" nor "false": the '
+                    'pod is not held for queue admission (write "true" to opt in)'
+                ]
+            ),
+            id="opt-in-value-must-be-true",
+        ),
+        pytest.param(
+            pod(annotations={GATE: "false"}), {}, None, allowed(), id="opted-out-without-a-word"
         ),
         pytest.param(
             pod(annotations=OPT_IN), {}, None, allowed(patch=[WHOLE_LIST]), id="add-whole-list"
@@ -411,19 +423,24 @@ def test_a_namespace_missing_from_the_cache_is_reported_for_the_server_to_wait(
 @pytest.mark.parametrize(
     ("metadata", "expected"),
     [
-        pytest.param(
-            {"name": "ml", "annotations": {GATE: "true"}}, {GATE: "true"}, id="annotation"
-        ),
+        # On a cluster the annotation sends no pod to the webhook (the configurations select
+        # namespaces by label), so the view ignores it rather than gate only some pods.
+        pytest.param({"name": "ml", "annotations": {GATE: "true"}}, {}, id="annotation-ignored"),
         pytest.param({"name": "ml", "labels": {GATE: "true"}}, {GATE: "true"}, id="label"),
         pytest.param(
             {"name": "ml", "annotations": {GATE: "false"}, "labels": {GATE: "true"}},
-            {GATE: "false"},
-            id="the-annotation-wins",
+            {GATE: "true"},
+            id="the-label-wins",
+        ),
+        pytest.param(
+            {"name": "ml", "annotations": {"scheduling.volcano.sh/queue-name": "q"}},
+            {"scheduling.volcano.sh/queue-name": "q"},
+            id="other-annotations-kept",
         ),
         pytest.param({"name": "ml", "labels": {"team": "a"}}, {}, id="neither"),
     ],
 )
-def test_a_namespace_opts_in_by_annotation_or_label(
+def test_a_namespace_opts_in_by_label_only(
     metadata: dict[str, Any], expected: dict[str, str]
 ) -> None:
     found = views.namespace_annotations(

@@ -192,7 +192,8 @@ def with_request(**changes: Any) -> bytes:
                 "http": 404,
                 "reason": "NotFound",
                 "message": "no webhook at '/nope' (served: /queues/validate, /queues/mutate, "
-                "/pods/mutate, /pods/validate, /podgroups/mutate, /podgroups/validate)",
+                "/pods/mutate, /pods/validate, /podgroups/mutate, /podgroups/validate, "
+                "/namespaces/validate)",
             },
             id="unknown-path",
         ),
