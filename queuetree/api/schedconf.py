@@ -36,7 +36,7 @@ from typing import Final
 import yaml
 
 from queuetree.api import problems
-from queuetree.core import configs
+from queuetree.core import configs, sessions
 
 CONFIGMAP_KEY: Final = "volcano-scheduler.conf"
 """The data key of Volcano's scheduler ConfigMap."""
@@ -177,7 +177,7 @@ class _ConfigReader:
             actions=actions,
             tiers=tuple(
                 configs.Tier(
-                    plugins=tuple(o for o in tier.plugins if o.name in configs.KNOWN_PLUGINS)
+                    plugins=tuple(o for o in tier.plugins if o.name in sessions.KNOWN_PLUGINS)
                 )
                 for tier in tiers
             ),
@@ -192,12 +192,12 @@ class _ConfigReader:
         if not actions:
             self.fail("actions", "must name at least one action", value=raw)
         for action in actions:
-            if action not in configs.KNOWN_ACTIONS:
-                known = ", ".join(configs.KNOWN_ACTIONS)
+            if action not in sessions.KNOWN_ACTIONS:
+                known = ", ".join(sessions.KNOWN_ACTIONS)
                 self.fail(
                     "actions",
                     f"unknown action {action!r} (known: {known})"
-                    f"{_suggest(action, configs.KNOWN_ACTIONS)}",
+                    f"{_suggest(action, sessions.KNOWN_ACTIONS)}",
                     value=raw,
                 )
         return actions
@@ -230,12 +230,12 @@ class _ConfigReader:
         if not isinstance(name, str) or not name:
             self.fail(problems.field_path(path, "name"), "is required", value=name)
             return None
-        if name not in configs.KNOWN_PLUGINS:
+        if name not in sessions.KNOWN_PLUGINS:
             self.dropped.add(name)
             self.warn(
                 path,
                 f"plugin {name!r} is not implemented by queuetree, ignored"
-                f"{_suggest(name, configs.KNOWN_PLUGINS)}",
+                f"{_suggest(name, sessions.KNOWN_PLUGINS)}",
             )
         flags: dict[str, bool] = {}
         spelled: dict[str, str] = {}

@@ -804,3 +804,5 @@ ACTIONS: dict[str, Callable[[frameworks.Session], None]] = {
     "reclaim": reclaim,
     "preempt": preempt,
 }
+"""The actions queuetree implements, by the name a configuration gives them, in the order
+messages list them."""

@@ -108,17 +108,6 @@ class Blocker:
 
 class CapacityPlugin(frameworks.Plugin):
     name = NAME
-    hooks = frozenset(
-        {
-            "queue_order",
-            "victim_queue_order",
-            "reclaimable",
-            "preemptive",
-            "allocatable",
-            "job_enqueueable",
-            "job_enqueued",
-        }
-    )
 
     def __init__(self, option: configs.PluginOption) -> None:
         super().__init__(option)

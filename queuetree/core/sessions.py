@@ -32,6 +32,11 @@ from queuetree.core import (
     vectors,
 )
 
+KNOWN_ACTIONS: tuple[str, ...] = tuple(actions.ACTIONS)
+"""The action names a configuration may list (derived from the actions' table)."""
+KNOWN_PLUGINS: tuple[str, ...] = tuple(plugins.PLUGIN_TYPES)
+"""The plugin names a configuration may list (derived from the plugins' table)."""
+
 
 def run_session(
     snapshot: objects.Snapshot,

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from queuetree.core import configs, frameworks, sessions, vectors
+from queuetree.core import configs, frameworks, plugins, sessions, vectors
 from tests import builders as b
 
 
 class Voter(frameworks.Plugin):
     """A plugin that answers every vote from a script: ``answer`` per hook."""
-
-    hooks = frozenset({"reclaimable", "job_pipelined", "job_starving", "job_enqueueable"})
 
     def __init__(self, name: str, answer: object, *flags_off: str) -> None:
         flags = dict.fromkeys(flags_off, False)
@@ -122,3 +120,36 @@ def test_job_starving_is_decided_by_the_first_tier_that_has_a_plugin(
 ) -> None:
     session = _session(tiers)
     assert session.job_starving(session.tasks["ns/t1"].job) is expected
+
+
+def test_every_hook_has_a_flag_entry() -> None:
+    assert set(frameworks.HOOK_FLAGS) == set(frameworks.Hook)
+
+
+def test_every_hook_names_a_method_of_the_plugin_base() -> None:
+    for hook in frameworks.Hook:
+        assert callable(getattr(frameworks.Plugin, hook.value)), hook
+
+
+def test_a_plugins_hooks_are_the_methods_it_overrides() -> None:
+    assert Voter.hooks == {
+        frameworks.Hook.RECLAIMABLE,
+        frameworks.Hook.JOB_PIPELINED,
+        frameworks.Hook.JOB_STARVING,
+        frameworks.Hook.JOB_ENQUEUEABLE,
+    }
+    assert plugins.PredicatesPlugin.hooks == {frameworks.Hook.PREDICATE}
+    assert frameworks.Plugin.hooks == frozenset()
+
+
+def test_the_known_plugins_and_actions_are_their_tables() -> None:
+    assert sessions.KNOWN_PLUGINS == (
+        "priority",
+        "gang",
+        "conformance",
+        "predicates",
+        "capacity",
+        "nodeorder",
+    )
+    assert sessions.KNOWN_ACTIONS == ("enqueue", "allocate", "backfill", "reclaim", "preempt")
+    assert all(plugins.PLUGIN_TYPES[name].name == name for name in sessions.KNOWN_PLUGINS)
