@@ -106,7 +106,7 @@ def _worksheet(
             # nothing ever removes its gate).
             continue
         if gates:
-            if gates != _ONLY_OURS:
+            if not objects.only_queue_gate(gates):
                 continue  # an external gate: not ours to judge until it is the only one left
         elif gated_only:
             continue  # admission mode: kube-scheduler places ungated pods
@@ -115,9 +115,6 @@ def _worksheet(
     if len(tasks) > 1:
         tasks.sort(key=session.task_key, reverse=True)
     return tasks
-
-
-_ONLY_OURS = (objects.QUEUE_ALLOCATION_GATE,)
 
 
 def allocate(session: frameworks.Session, *, admission_only: bool = False) -> None:
@@ -161,7 +158,7 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
             if (
                 task.status is not task_pending
                 or not (task.req_dims or gates)
-                or (gates and gates != _ONLY_OURS)
+                or (gates and not objects.only_queue_gate(gates))
                 or (admission_only and not gates)
             ):
                 continue

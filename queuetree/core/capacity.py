@@ -250,7 +250,7 @@ class CapacityPlugin(frameworks.Plugin):
                         entry[1] += 1
                 elif status is releasing and task.pod.node_name:
                     self._add_releasing(leaf_releasing, attr.name, task)
-                if task.pod.scheduling_gates and not task.pod.only_queue_gate:
+                if task.pod.held_by_other_gates:
                     if gated is None:
                         gated = dims.zero()
                     vectors.iadd(gated, task.resreq)
@@ -784,7 +784,7 @@ class CapacityPlugin(frameworks.Plugin):
             return
         gated = self.dims.zero()
         for task in job.tasks:
-            if task.sch_gated and not task.pod.only_queue_gate:
+            if task.pod.held_by_other_gates:
                 vectors.iadd(gated, task.resreq)
         delta = self._deduct_gated(list(job.min_resources), gated)
         for target in attr.chain:

@@ -293,13 +293,36 @@ class Pod:
 
     @property
     def only_queue_gate(self) -> bool:
-        """Exactly one gate, ours (``HasOnlyVolcanoSchedulingGate``)."""
-        return self.scheduling_gates == (QUEUE_ALLOCATION_GATE,)
+        """Exactly one gate, ours (:func:`only_queue_gate`)."""
+        return only_queue_gate(self.scheduling_gates)
+
+    @property
+    def queue_gated(self) -> bool:
+        """Our gate is among the pod's gates (the pod waits for queue admission, or for
+        another controller's gates to go first)."""
+        return QUEUE_ALLOCATION_GATE in self.scheduling_gates
+
+    @property
+    def held_by_other_gates(self) -> bool:
+        """The pod has a gate that is not ours: another controller holds it, and queuetree
+        neither admits it nor removes its own gate until that controller is done."""
+        gates = self.scheduling_gates
+        return bool(gates) and not only_queue_gate(gates)
 
     @property
     def opted_in(self) -> bool:
         """The pod carries the opt-in annotation with the exact value ``"true"``."""
         return self.annotations.get(QUEUE_ALLOCATION_GATE) == "true"
+
+
+_ONLY_OURS: tuple[str, ...] = (QUEUE_ALLOCATION_GATE,)
+
+
+def only_queue_gate(gates: tuple[str, ...]) -> bool:
+    """The gate rule: queuetree judges a gated pod, and removes its gate, only while its gate
+    is the last one left (Volcano's ``HasOnlyVolcanoSchedulingGate``): another controller's
+    gate means that controller is not done with the pod."""
+    return gates == _ONLY_OURS
 
 
 def single_pod_group(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from queuetree.core import decisions, objects
+from queuetree.core import decisions
 from queuetree.operator import state
 
 REASON_ANNOTATION = "scheduling.queuetree.io/admission-reason"
@@ -57,7 +57,7 @@ def plan_explanations(
         pod = pods.get(key)
         if pod is None:
             continue
-        held = objects.QUEUE_ALLOCATION_GATE in pod.scheduling_gates and key not in view.assumed
+        held = pod.queue_gated and key not in view.assumed
         previous = explained.get(key, "")
         if held:
             reason = result.reasons.get(key, "")

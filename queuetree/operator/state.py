@@ -176,7 +176,7 @@ class ClusterState:
     def _store_pod_unclassified(self, pod: objects.Pod) -> bool:
         key = pod.key
         before = self._assumed_view.get(key) or self._pods.get(key)
-        if objects.QUEUE_ALLOCATION_GATE not in pod.scheduling_gates:
+        if not pod.queue_gated:
             self._unassume(key)
         if self._pods.get(key) == pod:
             return False
@@ -233,7 +233,7 @@ class ClusterState:
             return
         if pod.unschedulable:
             self._unschedulable.add(key)
-        if objects.QUEUE_ALLOCATION_GATE in pod.scheduling_gates:
+        if pod.queue_gated:
             self._gated.add(key)
         bucket = compaction.settled_bucket(key, pod, self._group_of(pod))
         if bucket is None:
