@@ -444,31 +444,6 @@ def parse_pod_group(
     return group
 
 
-def pod_group_for_lone_pod(
-    pod: objects.Pod,
-    *,
-    namespace_queue: str = "",
-    default_queue: str = objects.DEFAULT_QUEUE,
-    admitted: bool = False,
-) -> objects.PodGroup:
-    """The single-pod group of a pod without the ``scheduling.k8s.io/group-name`` annotation
-    (``objects.single_pod_group``; its key is the pod's key).
-
-    Its queue is the one the pod was admitted to (``scheduling.queuetree.io/admitted-queue``:
-    admission is bound, whatever the pod says now), else the pod's
-    ``scheduling.volcano.sh/queue-name`` annotation, else ``namespace_queue`` (the same
-    annotation on the pod's Namespace), else ``default_queue``. ``admitted`` makes a Pending
-    pod's group Inqueue (see ``objects.single_pod_group``).
-    """
-    queue = (
-        pod.admitted_queue
-        or pod.annotations.get(objects.QUEUE_NAME_ANNOTATION)
-        or namespace_queue
-        or default_queue
-    )
-    return objects.single_pod_group(pod, queue=queue, admitted=admitted)
-
-
 # -- Pod ----------------------------------------------------------------------------------------
 
 
@@ -635,7 +610,7 @@ def parse_pod(
     """A ``v1`` Pod as a scheduling task.
 
     The group is ``<namespace>/<scheduling.k8s.io/group-name>`` when the annotation is set, else
-    the pod's own key (its single-pod group, see :func:`pod_group_for_lone_pod`). Status by
+    the pod's own key (its single-pod group, see ``objects.pod_group_for_lone_pod``). Status by
     :func:`task_status` (``status.phase`` absent is Pending, as for a manifest never applied);
     requests by :func:`_pod_requests`; priority by :func:`_pod_priority` with
     ``priority_classes``: given (as from files), a ``priorityClassName`` that is not among them is
@@ -1431,7 +1406,7 @@ def build_snapshot(
                     )
                 )
             continue
-        lone = pod_group_for_lone_pod(
+        lone = objects.pod_group_for_lone_pod(
             pod,
             namespace_queue=namespace_queues.get(pod.namespace, ""),
             default_queue=default_queue,

@@ -359,6 +359,48 @@ def single_pod_group(
     )
 
 
+def pod_group_for_lone_pod(
+    pod: Pod,
+    *,
+    namespace_queue: str = "",
+    default_queue: str = DEFAULT_QUEUE,
+    admitted: bool = False,
+) -> PodGroup:
+    """The single-pod group of a pod without the ``scheduling.k8s.io/group-name`` annotation
+    (:func:`single_pod_group`; its key is the pod's key).
+
+    Its queue is the one the pod was admitted to (``scheduling.queuetree.io/admitted-queue``:
+    admission is bound, whatever the pod says now), else the pod's
+    ``scheduling.volcano.sh/queue-name`` annotation, else ``namespace_queue`` (the same
+    annotation on the pod's Namespace), else ``default_queue``. ``admitted`` makes a Pending
+    pod's group Inqueue (see :func:`single_pod_group`).
+    """
+    queue = (
+        pod.admitted_queue
+        or pod.annotations.get(QUEUE_NAME_ANNOTATION)
+        or namespace_queue
+        or default_queue
+    )
+    return single_pod_group(pod, queue=queue, admitted=admitted)
+
+
+def admission_lone_pod_group(pod: Pod, *, default_queue: str = DEFAULT_QUEUE) -> PodGroup:
+    """The single-pod group of a lone pod of a live cluster, as admission sees it.
+
+    As :func:`pod_group_for_lone_pod`, with a Pending pod that carries no scheduling gate
+    counted as admitted (Inqueue): it was admitted (by this operator, or it never waited for
+    queue admission) and kube-scheduler will place it whatever the queue's room, so its
+    request is held in the queue's ``inqueue`` as Volcano holds an admitted group's until it
+    runs. Built from the pod every cycle, the group would otherwise be Pending again and go
+    through enqueue anew each cycle, where a full queue could leave it out of the figures and
+    let a gated pod take room this pod is about to use. (An Inqueue lone group is also what
+    lets ``compaction`` fold such pods.)
+    """
+    return pod_group_for_lone_pod(
+        pod, default_queue=default_queue, admitted=not pod.scheduling_gates
+    )
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Node:
     name: str

@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queuetree.api import manifests
 from queuetree.core import compaction, configs, decisions, objects, resources, sessions
 from tests import builders as b
 
@@ -27,7 +26,7 @@ KINDS = ("gated", "reserved", "ungated", "running", "gang", "foreign-gate", "com
 
 def _lone(pod: objects.Pod, queue: str, phase: objects.PodGroupPhase) -> objects.PodGroup:
     # As the operator builds a lone pod's group, with the phase the case needs.
-    group = manifests.pod_group_for_lone_pod(pod, default_queue=queue)
+    group = objects.pod_group_for_lone_pod(pod, default_queue=queue)
     return dataclasses.replace(group, phase=phase)
 
 

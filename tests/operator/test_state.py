@@ -124,7 +124,7 @@ LONE_GROUP_PHASES = {
 def test_the_phase_of_a_lone_pods_group_follows_its_admission(
     pod: objects.Pod, phase: objects.PodGroupPhase
 ) -> None:
-    assert state.lone_group(pod).phase is phase
+    assert objects.admission_lone_pod_group(pod).phase is phase
 
 
 def test_changes_wake_the_cycle_and_no_ops_do_not() -> None:
