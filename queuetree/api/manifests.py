@@ -30,8 +30,7 @@ from typing import Any, Final
 
 import yaml
 
-from queuetree.api import problems
-from queuetree.core import errors, objects, resources
+from queuetree.core import errors, objects, problems, resources
 
 RawManifest = Mapping[str, Any]
 """A manifest as decoded from YAML or JSON (camelCase keys)."""
@@ -88,7 +87,7 @@ class _Sink:
 
     def add(self, path: str, message: str, *, value: object = problems.NO_VALUE) -> None:
         problem = problems.Problem(
-            message=message, document=self.document, origin=self.origin, field=path, value=value
+            message=message, document=self.document, origin=self.origin, path=path, value=value
         )
         if problem not in self.found:  # a bad parent object is reported once, not per child
             self.found.append(problem)
@@ -1176,7 +1175,7 @@ def _too_deep_queues(
             "allows --max-queue-depth, 5 by default): attach it higher up",
             document=f"Queue {name}",
             origin=origins.get(("Queue", name), ""),
-            field="spec.parent",
+            path="spec.parent",
             value=queues[name].parent,
         )
         for name in sorted(queues)
@@ -1260,7 +1259,7 @@ def load_documents(text: str, *, source: str) -> list[Document]:
                     message=f"nested deeper than {problems.MAX_NESTING} levels",
                     document=_identity(manifest),
                     origin=origin,
-                    field=deep,
+                    path=deep,
                 )
             )
             continue
@@ -1278,7 +1277,7 @@ def load_documents(text: str, *, source: str) -> list[Document]:
             if not isinstance(items, list):
                 found.append(
                     problems.Problem(
-                        message="must be a list", origin=origin, field="items", value=items
+                        message="must be a list", origin=origin, path="items", value=items
                     )
                 )
                 continue
@@ -1305,9 +1304,7 @@ def _identify(document: Document) -> tuple[str, list[problems.Problem]]:
     api_version = document.manifest.get("apiVersion")
     if not isinstance(kind, str) or not kind:
         return "", [
-            problems.Problem(
-                message="is required", origin=document.origin, field="kind", value=kind
-            )
+            problems.Problem(message="is required", origin=document.origin, path="kind", value=kind)
         ]
     if kind not in API_VERSIONS:
         known = ", ".join(API_VERSIONS)
@@ -1315,7 +1312,7 @@ def _identify(document: Document) -> tuple[str, list[problems.Problem]]:
             problems.Problem(
                 message=f"unsupported kind (a session reads {known}; workloads are not expanded)",
                 origin=document.origin,
-                field="kind",
+                path="kind",
                 value=kind,
             )
         ]
@@ -1324,7 +1321,7 @@ def _identify(document: Document) -> tuple[str, list[problems.Problem]]:
             problems.Problem(
                 message=f"{kind} must have apiVersion {API_VERSIONS[kind]}",
                 origin=document.origin,
-                field="apiVersion",
+                path="apiVersion",
                 value=api_version,
             )
         ]
@@ -1401,7 +1398,7 @@ def build_snapshot(
                         message=f"PodGroup {pod.group} is not given",
                         document=f"Pod {pod.key}",
                         origin=origins["Pod", pod.key],
-                        field=f"metadata.annotations{problems.key(objects.GROUP_NAME_ANNOTATION)}",
+                        path=f"metadata.annotations{problems.key(objects.GROUP_NAME_ANNOTATION)}",
                         value=pod.annotations[objects.GROUP_NAME_ANNOTATION],
                     )
                 )
@@ -1433,7 +1430,7 @@ def build_snapshot(
                     message=f'queue "{group.queue}" is not given',
                     document=f"PodGroup {group.key}",
                     origin=origins["PodGroup", group.key],
-                    field="spec.queue",
+                    path="spec.queue",
                     value=group.queue,
                 )
             )
@@ -1459,7 +1456,7 @@ def _missing_lone_queue(pod: objects.Pod, queue: str, *, origin: str) -> problem
             message=f'queue "{queue}" is not given',
             document=f"Pod {pod.key}",
             origin=origin,
-            field=annotation,
+            path=annotation,
             value=pod.annotations[objects.QUEUE_NAME_ANNOTATION],
         )
     return problems.Problem(

@@ -35,8 +35,7 @@ from typing import Final
 
 import yaml
 
-from queuetree.api import problems
-from queuetree.core import configs, sessions
+from queuetree.core import configs, problems, sessions
 
 CONFIGMAP_KEY: Final = "volcano-scheduler.conf"
 """The data key of Volcano's scheduler ConfigMap."""
@@ -110,7 +109,7 @@ def parse_configuration(text: str, *, source: str = "") -> ParsedConfiguration:
                     problems.Problem(
                         message="a ConfigMap must hold the configuration as a string",
                         origin=source,
-                        field=f"data{problems.key(CONFIGMAP_KEY)}",
+                        path=f"data{problems.key(CONFIGMAP_KEY)}",
                         value=inner,
                     )
                 ]
@@ -137,7 +136,7 @@ class _ConfigReader:
 
     def fail(self, path: str, message: str, *, value: object = problems.NO_VALUE) -> None:
         self.found.append(
-            problems.Problem(message=message, origin=self.source, field=path, value=value)
+            problems.Problem(message=message, origin=self.source, path=path, value=value)
         )
 
     def warn(self, path: str, message: str) -> None:

@@ -15,9 +15,9 @@ import pathlib
 import sys
 from typing import Any, TextIO
 
-from queuetree.api import manifests, problems, results, schedconf
+from queuetree.api import manifests, results, schedconf
 from queuetree.cli import flags, inputs
-from queuetree.core import objects, sessions
+from queuetree.core import objects, problems, sessions
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 """Files read from a directory given to ``-f``, in name order (as kubectl does)."""

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from queuetree.api import admission
-from queuetree.core import objects, validation
+from queuetree.core import objects, problems, validation
 from queuetree.webhooks import pods, verdicts, views
 from queuetree.webhooks import settings as settings_
 
@@ -82,7 +82,7 @@ def validate(
     name = verdicts.mapping(request.object.get("metadata")).get("name") or request.name
     subject = f"pod group {namespace}/{name}"
     queue = _queue_of(request.object, settings=settings)
-    problems: list[validation.FieldError] = []
+    trouble: list[problems.Problem] = []
     missing: tuple[str, ...] = ()
     if request.old_object is not None:
         before = _queue_of(request.old_object, settings=settings)
@@ -91,32 +91,32 @@ def validate(
         status = verdicts.mapping(request.old_object.get("status"))
         phase = status.get("phase")
         if _admitted(request.old_object):
-            problems.append(
-                validation.FieldError(
+            trouble.append(
+                problems.Problem(
                     "spec.queue",
-                    validation.ErrorType.FORBIDDEN,
+                    problems.ErrorType.FORBIDDEN,
                     f"{subject} was admitted to queue {before} (phase {phase}) and its pods are "
                     "charged there until they finish, so it cannot move to queue "
-                    f"{validation.shorten(queue)}; delete the group and its pods and create "
+                    f"{problems.shorten(queue)}; delete the group and its pods and create "
                     "them again to run in another queue",
                     value=queue,
                 )
             )
-    if not problems:
+    if not trouble:
         reasons, missing = pods.queue_reasons(queue, view=view, noun="pod groups")
         if reasons:
-            problems.append(
-                validation.FieldError(
+            trouble.append(
+                problems.Problem(
                     "spec.queue",
-                    validation.ErrorType.NOT_FOUND if missing else validation.ErrorType.INVALID,
-                    f"{subject} names queue {validation.shorten(queue)}: {'; '.join(reasons)}",
+                    problems.ErrorType.NOT_FOUND if missing else problems.ErrorType.INVALID,
+                    f"{subject} names queue {problems.shorten(queue)}: {'; '.join(reasons)}",
                     value=queue,
                 )
             )
-    if not problems:
+    if not trouble:
         return verdicts.Verdict(admission.allow(request.uid))
     return verdicts.Verdict(
-        admission.deny(request.uid, validation.aggregate([p.render() for p in problems])),
+        admission.deny(request.uid, validation.aggregate([p.render() for p in trouble])),
         missing=missing,
     )
 

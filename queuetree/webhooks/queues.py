@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from queuetree.api import admission, manifests
-from queuetree.core import objects, validation
+from queuetree.core import objects, problems, validation
 from queuetree.webhooks import settings as settings_
 from queuetree.webhooks import verdicts, views
 
@@ -48,15 +48,15 @@ def validate(
         )
     if request.object is None:
         return verdicts.Verdict(verdicts.missing_object(request, what="object"))
-    fields, problems = read_fields(request.object, name=request.name)
+    fields, trouble = read_fields(request.object, name=request.name)
     previous = None
     if request.operation == "UPDATE" and request.old_object is not None:
         previous, _ = read_fields(request.old_object, name=request.name)
-    problems += validation.validate_fields(fields, tree=tree, previous=previous)
+    trouble += validation.validate_fields(fields, tree=tree, previous=previous)
     queue = None
-    if not problems:
+    if not trouble:
         queue, more = _parse(request.object, name=fields.name)
-        problems += more
+        trouble += more
     warnings: list[str] = []
     missing: tuple[str, ...] = ()
     if queue is not None:
@@ -64,17 +64,17 @@ def validate(
         if old is None or queue.parent != old.parent:
             found = validation.validate_parent(queue, tree=tree, max_depth=settings.max_queue_depth)
             missing = tuple(
-                e.value or "" for e in found if e.type is validation.ErrorType.NOT_FOUND
+                str(e.value) for e in found if e.type is problems.ErrorType.NOT_FOUND and e.value
             )
-            problems += found
+            trouble += found
         if settings.enable_root_queue_protection and previous is not None:
-            problems += validation.validate_root_update(fields, previous)
+            trouble += validation.validate_root_update(fields, previous)
         if old is None or validation.quota_changed(queue, old):
-            problems += validation.validate_quota_in_tree(queue, tree=tree)
+            trouble += validation.validate_quota_in_tree(queue, tree=tree)
     warnings = validation.soft_problems(
         fields, queue, tree=tree, node_resources=view.node_resources
     )
-    return verdicts.Verdict(_answer(request.uid, problems, warnings=warnings), missing=missing)
+    return verdicts.Verdict(_answer(request.uid, trouble, warnings=warnings), missing=missing)
 
 
 def mutate(
@@ -142,16 +142,16 @@ def _deletion_problems(
     *,
     view: views.ClusterView,
     settings: settings_.ReviewSettings,
-) -> list[validation.FieldError]:
+) -> list[problems.Problem]:
     """The core's deletion rules, plus the configured default queue's protection (the core
     protects the name ``default`` only)."""
     name = request.name
     if name == settings.default_queue and name not in (objects.DEFAULT_QUEUE, objects.ROOT_QUEUE):
         # Pods that name no queue are admitted through it: deleting it would strand them.
         return [
-            validation.FieldError(
+            problems.Problem(
                 "metadata.name",
-                validation.ErrorType.FORBIDDEN,
+                problems.ErrorType.FORBIDDEN,
                 f"`{name}` queue can not be deleted: it is the default queue "
                 f"(--default-queue={name})",
             )
@@ -170,50 +170,50 @@ def _deletion_problems(
 
 def read_fields(
     queue: Mapping[str, Any], *, name: str = ""
-) -> tuple[validation.QueueFields, list[validation.FieldError]]:
+) -> tuple[validation.QueueFields, list[problems.Problem]]:
     """The raw fields :func:`validation.validate_fields` checks, and type errors on the way
     (a map that is not an object, a state that is not a string)."""
-    problems: list[validation.FieldError] = []
+    trouble: list[problems.Problem] = []
     metadata = verdicts.mapping(queue.get("metadata"))
     spec = verdicts.mapping(queue.get("spec"))
     guarantee = _object_at(
         verdicts.mapping(spec.get("guarantee")),
         "resource",
         path="spec.guarantee",
-        problems=problems,
+        trouble=trouble,
     )
     state = verdicts.mapping(queue.get("status")).get("state", "")
     if not isinstance(state, str):
-        problems.append(
-            validation.FieldError(
-                "spec.state", validation.ErrorType.INVALID, "must be a string", value=repr(state)
+        trouble.append(
+            problems.Problem(
+                "spec.state", problems.ErrorType.INVALID, "must be a string", value=repr(state)
             )
         )
         state = ""
-    annotations = _object_at(metadata, "annotations", path="metadata", problems=problems)
+    annotations = _object_at(metadata, "annotations", path="metadata", trouble=trouble)
     written_name = metadata.get("name")
     fields = validation.QueueFields(
         name=written_name if isinstance(written_name, str) and written_name else name,
-        capability=_object_at(spec, "capability", path="spec", problems=problems),
-        deserved=_object_at(spec, "deserved", path="spec", problems=problems),
+        capability=_object_at(spec, "capability", path="spec", trouble=trouble),
+        deserved=_object_at(spec, "deserved", path="spec", trouble=trouble),
         guarantee=guarantee,
         state=state,
         annotations=MappingProxyType({k: v for k, v in annotations.items() if isinstance(v, str)}),
     )
-    return fields, problems
+    return fields, trouble
 
 
 def _object_at(
-    parent: Mapping[str, Any], key: str, *, path: str, problems: list[validation.FieldError]
+    parent: Mapping[str, Any], key: str, *, path: str, trouble: list[problems.Problem]
 ) -> Mapping[str, Any]:
     value = parent.get(key)
     if value is None:
         return MappingProxyType({})
     if not isinstance(value, Mapping):
-        problems.append(
-            validation.FieldError(
+        trouble.append(
+            problems.Problem(
                 f"{path}.{key}",
-                validation.ErrorType.INVALID,
+                problems.ErrorType.INVALID,
                 "must be an object",
                 value=type(value).__name__,
             )
@@ -224,7 +224,7 @@ def _object_at(
 
 def _parse(
     manifest: Mapping[str, Any], *, name: str
-) -> tuple[objects.Queue | None, list[validation.FieldError]]:
+) -> tuple[objects.Queue | None, list[problems.Problem]]:
     """The core Queue of a manifest whose fields already passed, or the parser's problems."""
     if not verdicts.mapping(manifest.get("metadata")).get("name"):
         manifest = {
@@ -235,7 +235,7 @@ def _parse(
         return manifests.parse_queue(manifest), []
     except manifests.ManifestError as exc:
         return None, [
-            validation.FieldError(p.field or "object", validation.ErrorType.INVALID, p.message)
+            problems.Problem(p.path or "object", problems.ErrorType.INVALID, p.message)
             for p in exc.problems
         ]
 
@@ -252,9 +252,9 @@ def _queue_or_none(manifest: Mapping[str, Any] | None, name: str) -> objects.Que
 
 
 def _answer(
-    uid: str, problems: list[validation.FieldError], *, warnings: list[str]
+    uid: str, trouble: list[problems.Problem], *, warnings: list[str]
 ) -> admission.RawReview:
-    if not problems:
+    if not trouble:
         return admission.allow(uid, warnings=warnings)
-    message = validation.aggregate([p.render(PATH_PREFIX) for p in problems])
+    message = validation.aggregate([p.render(PATH_PREFIX) for p in trouble])
     return admission.deny(uid, message, warnings=warnings)

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Final, Protocol
 
-from queuetree.api import admission, problems
+from queuetree.api import admission
+from queuetree.core import problems
 from queuetree.webhooks import namespaces, podgroups, pods, queues, verdicts, views
 from queuetree.webhooks import settings as settings_
 

@@ -27,9 +27,9 @@ WHOLE_LIST = {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": G
 APPEND = {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}}
 OPTED_NAMESPACE = {"ml": {GATE: "true"}}
 OVERRULED = (
-    f'metadata.annotations[{GATE}]: "false" cannot opt the pod out of namespace ml, which opts in '
-    "every pod it creates: the pod is held for queue admission (an administrator can take the "
-    "namespace out)"
+    f'metadata.annotations["{GATE}"]: "false" cannot opt the pod out of namespace ml, which '
+    "opts in every pod it creates: the pod is held for queue admission (an administrator can "
+    "take the namespace out)"
 )
 GATE_OFF = settings.ReviewSettings(feature_gates={features.SCHEDULING_GATES_QUEUE_ADMISSION: False})
 
@@ -44,7 +44,7 @@ GATE_OFF = settings.ReviewSettings(feature_gates={features.SCHEDULING_GATES_QUEU
             None,
             allowed(
                 warnings=[
-                    f'metadata.annotations[{GATE}]: "True" is neither "true" nor "false": the '
+                    f'metadata.annotations["{GATE}"]: "True" is neither "true" nor "false": the '
                     'pod is not held for queue admission (write "true" to opt in)'
                 ]
             ),
@@ -83,7 +83,7 @@ GATE_OFF = settings.ReviewSettings(feature_gates={features.SCHEDULING_GATES_QUEU
             GATE_OFF,
             allowed(
                 warnings=[
-                    f"metadata.annotations[{GATE}]: the feature gate "
+                    f'metadata.annotations["{GATE}"]: the feature gate '
                     "SchedulingGatesQueueAdmission is off: the pod is not held for queue admission"
                 ]
             ),
@@ -248,7 +248,7 @@ FOREIGN_SCHEDULER = (
             {},
             {},
             denied(
-                f'metadata.annotations[{QUEUE_NAME}]: Not found: "ghost": pod default/p1 names '
+                f'metadata.annotations["{QUEUE_NAME}"]: Not found: "ghost": pod default/p1 names '
                 f"queue ghost (from annotation {QUEUE_NAME}): the queue does not exist; create "
                 "it or name an existing leaf queue"
             ),
@@ -259,7 +259,7 @@ FOREIGN_SCHEDULER = (
             {},
             {},
             denied(
-                f'metadata.annotations[{QUEUE_NAME}]: Invalid value: "team": pod default/p1 '
+                f'metadata.annotations["{QUEUE_NAME}"]: Invalid value: "team": pod default/p1 '
                 f"names queue team (from annotation {QUEUE_NAME}): pods can only be submitted to "
                 "leaf queues, and queue team has 2 child queues: a, b"
             ),
@@ -270,7 +270,7 @@ FOREIGN_SCHEDULER = (
             {},
             {},
             denied(
-                f'metadata.annotations[{QUEUE_NAME}]: Invalid value: "closed": pod default/p1 '
+                f'metadata.annotations["{QUEUE_NAME}"]: Invalid value: "closed": pod default/p1 '
                 f"names queue closed (from annotation {QUEUE_NAME}): pods can only be submitted "
                 "to Open queues, and queue closed is Closed"
             ),
@@ -281,7 +281,7 @@ FOREIGN_SCHEDULER = (
             {},
             {},
             denied(
-                f'metadata.annotations[{QUEUE_NAME}]: Invalid value: "root": pod default/p1 '
+                f'metadata.annotations["{QUEUE_NAME}"]: Invalid value: "root": pod default/p1 '
                 f"names queue root (from annotation {QUEUE_NAME}): pods cannot be submitted to "
                 "the root queue; name a leaf queue"
             ),
@@ -292,7 +292,7 @@ FOREIGN_SCHEDULER = (
             {},
             {"default/pg": "closed"},
             denied(
-                f'metadata.annotations[{GROUP_NAME}]: Invalid value: "closed": pod default/p1 '
+                f'metadata.annotations["{GROUP_NAME}"]: Invalid value: "closed": pod default/p1 '
                 "names queue closed (from PodGroup default/pg): pods can only be submitted to "
                 "Open queues, and queue closed is Closed"
             ),
@@ -310,7 +310,7 @@ FOREIGN_SCHEDULER = (
             {"ml": {QUEUE_NAME: "team"}},
             {},
             denied(
-                f'metadata.annotations[{QUEUE_NAME}]: Invalid value: "team": pod ml/p1 names '
+                f'metadata.annotations["{QUEUE_NAME}"]: Invalid value: "team": pod ml/p1 names '
                 f"queue team (from annotation {QUEUE_NAME} of namespace ml): pods can only be "
                 "submitted to leaf queues, and queue team has 2 child queues: a, b"
             ),
@@ -321,7 +321,7 @@ FOREIGN_SCHEDULER = (
             {"ml": {GATE: "true", QUEUE_NAME: "ghost"}},
             {},
             denied(
-                f'metadata.annotations[{QUEUE_NAME}]: Not found: "ghost": pod ml/p1 names queue '
+                f'metadata.annotations["{QUEUE_NAME}"]: Not found: "ghost": pod ml/p1 names queue '
                 f"ghost (from annotation {QUEUE_NAME} of namespace ml): the queue does not "
                 "exist; create it or name an existing leaf queue"
             ),
@@ -347,7 +347,7 @@ FOREIGN_SCHEDULER = (
             {},
             denied(
                 f"[{BOUND_TO_NODE}, "
-                f'metadata.annotations[{QUEUE_NAME}]: Not found: "ghost": pod default/p1 names '
+                f'metadata.annotations["{QUEUE_NAME}"]: Not found: "ghost": pod default/p1 names '
                 f"queue ghost (from annotation {QUEUE_NAME}): the queue does not exist; create "
                 "it or name an existing leaf queue]"
             ),
@@ -463,9 +463,9 @@ GATE_REMOVED = (
 
 def moved(key: str, value: str | None) -> str:
     return (
-        f'metadata.annotations[{key}]: Forbidden: "{value}": pod default/p1 was admitted to queue '
-        "a and stays charged to it until it finishes or is deleted, so its queue cannot change; "
-        "delete the pod and create it again to run it in another queue"
+        f'metadata.annotations["{key}"]: Forbidden: "{value}": pod default/p1 was admitted to '
+        "queue a and stays charged to it until it finishes or is deleted, so its queue cannot "
+        "change; delete the pod and create it again to run it in another queue"
     )
 
 
@@ -523,7 +523,7 @@ UPDATES = {
         pod(annotations={**ADMITTED, RECORD: "b"}),
         TENANT,
         denied(
-            f'metadata.annotations[{RECORD}]: Forbidden: "b": the queue pod default/p1 was '
+            f'metadata.annotations["{RECORD}"]: Forbidden: "b": the queue pod default/p1 was '
             f"admitted to is written by the queuetree operator ({OPERATOR}) only, when it "
             "removes the pod's gate, and never changes after"
         ),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from queuetree.api import problems
+from queuetree.core import problems
 
 PATHS = {
     "names join with dots": (("spec", "parent"), "spec.parent"),
@@ -30,18 +30,18 @@ TEXTS = {
             message="invalid quantity: unknown suffix 'x'",
             document="Queue team-a",
             origin="q.yaml#2",
-            field='spec.capability["cpu"]',
+            path='spec.capability["cpu"]',
             value="2x",
         ),
         "q.yaml#2: Queue team-a: spec.capability[\"cpu\"]: invalid quantity: unknown suffix 'x' "
         '(got "2x")',
     ),
     "no value to show": (
-        problems.Problem(message="is required", document="Pod ns/p", field="metadata.name"),
+        problems.Problem(message="is required", document="Pod ns/p", path="metadata.name"),
         "Pod ns/p: metadata.name: is required",
     ),
     "a null value is shown": (
-        problems.Problem(message="is required", field="actions", value=None),
+        problems.Problem(message="is required", path="actions", value=None),
         "actions: is required (got null)",
     ),
     "a long value is cut": (
