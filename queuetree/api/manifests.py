@@ -30,7 +30,10 @@ from typing import Any, Final
 
 import yaml
 
-from queuetree.core import errors, objects, problems, resources
+from queuetree.core import errors, objects, problems, quantities, resources
+
+INVALID_QUANTITY: Final = "invalid quantity"
+"""The heading of a problem about a quantity that does not parse (``Problem.heading``)."""
 
 RawManifest = Mapping[str, Any]
 """A manifest as decoded from YAML or JSON (camelCase keys)."""
@@ -85,9 +88,16 @@ class _Sink:
     document: str
     found: list[problems.Problem] = dataclasses.field(default_factory=list)
 
-    def add(self, path: str, message: str, *, value: object = problems.NO_VALUE) -> None:
+    def add(
+        self, path: str, message: str, *, value: object = problems.NO_VALUE, heading: str = ""
+    ) -> None:
         problem = problems.Problem(
-            message=message, document=self.document, origin=self.origin, path=path, value=value
+            message=message,
+            heading=heading,
+            document=self.document,
+            origin=self.origin,
+            path=path,
+            value=value,
         )
         if problem not in self.found:  # a bad parent object is reported once, not per child
             self.found.append(problem)
@@ -111,8 +121,8 @@ class _Reader:
     def path(self) -> str:
         return problems.field_path(*self._parts)
 
-    def fail(self, message: str, *, value: object = problems.NO_VALUE) -> None:
-        self._sink.add(self.path, message, value=value)
+    def fail(self, message: str, *, value: object = problems.NO_VALUE, heading: str = "") -> None:
+        self._sink.add(self.path, message, value=value, heading=heading)
 
     def at(self, *parts: str | int) -> _Reader:
         """The value at ``parts`` below this one: None when absent, or when a parent has the
@@ -235,11 +245,51 @@ class _Reader:
             try:
                 alone = resources.Resource.from_resource_list({name: mapping[name]})
             except errors.QuantityError as error:
-                entry.fail(f"invalid quantity: {error.reason}", value=entry.value)
+                entry.fail(error.reason, value=entry.value, heading=INVALID_QUANTITY)
                 continue
             if _has_negative(alone):  # the API server refuses negative requests and quotas alike
                 entry.fail("must not be negative", value=entry.value)
         return None
+
+    def quota(self) -> tuple[Mapping[str, quantities.Quantity], resources.Resource | None]:
+        """A queue's quota map: its entries exactly (every one that parses, by name) and its
+        vector (Volcano's name rules), None when absent, empty, or when an entry does not parse.
+
+        An entry that does not parse is a problem at its own path: the parser's reason, with
+        the value as written. Negative entries are read as they are: whether they may be is
+        the caller's rule (:func:`parse_queue` refuses them, the webhook's validation says
+        why in Volcano's words).
+        """
+        mapping = self.mapping()
+        if not mapping:
+            return objects.NO_QUANTITIES, None
+        exact: dict[str, quantities.Quantity] = {}
+        sound = True
+        for name, raw in mapping.items():
+            if not isinstance(name, str):
+                self.fail("resource names must be strings", value=name)
+                sound = False
+                continue
+            entry = _Reader(
+                raw, sink=self._sink, parts=(*self._parts, problems.key(problems.shorten(name)))
+            )
+            try:
+                quantity = quantities.parse(quantities.text_of(raw))
+            except errors.QuantityError as error:
+                # The reason and the value as the webhook words them (bounded: a nested or
+                # huge value must not become a huge message).
+                entry.fail(
+                    problems.shorten(error.reason, 160), value=error.text, heading=INVALID_QUANTITY
+                )
+                sound = False
+                continue
+            exact[name] = quantity
+        written = MappingProxyType(exact)
+        if not sound:
+            return written, None
+        if all(type(raw) is str for raw in mapping.values()):
+            return written, _resource_from_items(tuple(mapping.items()))
+        return written, resources.Resource.from_resource_list(mapping)
 
     def timestamp(self) -> datetime.datetime | None:
         """An RFC 3339 time (YAML may have decoded it already); None when absent."""
@@ -345,52 +395,128 @@ def _start(
 # -- Queue --------------------------------------------------------------------------------------
 
 
-def parse_queue(manifest: RawManifest, *, origin: str = "") -> objects.Queue:
-    """A ``scheduling.volcano.sh/v1beta1`` Queue.
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueReading:
+    """A Queue as read, whatever its problems: the queue (fields that could not be read keep
+    their defaults) and every problem found on the way, in reading order."""
 
-    ``capability`` is None when ``spec.capability`` is absent or an empty map; a map whose names
-    are all dropped by Volcano's name rules (``rdma: 1000``) is a set, empty capability, as in
-    Volcano. ``spec.weight`` defaults to 1 (the CRD default), ``spec.parent`` is kept as written,
-    ``status.state`` "" or absent reads as Open, ``status.allocated`` and ``status.reserved``
-    are read for the webhook.
-    Validation of the values (guarantee ≤ deserved ≤ capability, weight range, the tree) is not
-    done here: that is the webhook's and the session's work. The uid is the name, as in Volcano.
-    Raises :class:`ManifestError` listing every problem.
+    queue: objects.Queue
+    problems: tuple[problems.Problem, ...] = ()
+
+
+def read_queue(manifest: object, *, origin: str = "", name: str = "") -> QueueReading:
+    """A ``scheduling.volcano.sh/v1beta1`` Queue and its reading problems; never raises.
+
+    The one reader of the Queue shape: :func:`parse_queue` (sessions, the operator) refuses a
+    queue with problems, the webhook validates the queue it gives (``core.validation``) and
+    adds these problems to its own. ``name`` stands in for a missing ``metadata.name`` (an
+    admission request names the object). ``capability`` is None when ``spec.capability`` is
+    absent or an empty map; a map whose names are all dropped by Volcano's name rules
+    (``rdma: 1000``) is a set, empty capability, as in Volcano. ``spec.weight`` defaults to 1
+    (the CRD default), ``spec.parent`` is kept as written, ``status.state`` "" or absent (or a
+    state queuetree does not know) reads as Open, ``status.allocated`` and ``status.reserved``
+    are read for the webhook. The quota maps and the state are also kept as written
+    (``objects.QueueAsWritten``): every entry that parsed, exactly. A quantity that does not
+    parse or is negative is a problem (and its map's vector None, or empty); the webhook's
+    further rules (whole numbers, guarantee <= deserved <= capability, the tree) are
+    ``core.validation``'s. The uid is the name, as in Volcano.
     """
-    root, sink, meta = _start(manifest, kind="Queue", origin=origin, namespaced=False)
+    if isinstance(manifest, Mapping) and name:
+        metadata = manifest.get("metadata")
+        if not (isinstance(metadata, Mapping) and metadata.get("name")):
+            written = metadata if isinstance(metadata, Mapping) else {}
+            manifest = {**manifest, "metadata": {**written, "name": name}}
+    try:
+        root, sink, meta = _start(manifest, kind="Queue", origin=origin, namespaced=False)
+    except ManifestError as error:  # not even an object
+        return QueueReading(queue=objects.Queue(name=name), problems=error.problems)
     spec = root.at("spec")
     spec.mapping()
     parent = spec.at("parent").string()
     weight = spec.at("weight").integer(1)
     priority = spec.at("priority").integer(0)
-    capability_reader = spec.at("capability")
-    capability = capability_reader.resource_list() if capability_reader.mapping() else None
-    deserved = spec.at("deserved").resource_list() or resources.EMPTY
-    guarantee = spec.at("guarantee", "resource").resource_list() or resources.EMPTY
+    written_capability, capability = spec.at("capability").quota()
+    written_deserved, deserved = spec.at("deserved").quota()
+    written_guarantee, guarantee = spec.at("guarantee", "resource").quota()
     reclaimable = spec.at("reclaimable").boolean()
-    state_reader = root.at("status", "state")
-    state_text = state_reader.string()
-    state = _QUEUE_STATES.get(state_text or objects.QueueState.OPEN.value)
-    if state is None:
-        state_reader.fail(f"must be one of {', '.join(_QUEUE_STATES)}", value=state_text)
+    state_text = root.at("status", "state").string()
     queue = objects.Queue(
         name=meta.name,
         parent=parent,
         weight=weight,
         priority=priority,
         capability=capability,
-        deserved=deserved,
-        guarantee=guarantee,
+        deserved=deserved or resources.EMPTY,
+        guarantee=guarantee or resources.EMPTY,
         reclaimable=reclaimable,
-        state=state or objects.QueueState.OPEN,
+        state=_QUEUE_STATES.get(state_text) or objects.QueueState.OPEN,
         allocated=root.at("status", "allocated").resource_list() or resources.EMPTY,
         reserved=root.at("status", "reserved").resource_list() or resources.EMPTY,
         annotations=meta.annotations,
         created=meta.created,
         uid=root.at("metadata", "uid").string() or meta.name,
+        as_written=objects.QueueAsWritten(
+            capability=written_capability,
+            deserved=written_deserved,
+            guarantee=written_guarantee,
+            state=state_text,
+        ),
     )
-    sink.raise_if_any()
-    return queue
+    return QueueReading(queue=queue, problems=tuple(sink.found))
+
+
+def parse_queue(manifest: RawManifest, *, origin: str = "") -> objects.Queue:
+    """A Queue a session can use (:func:`read_queue`), or :class:`ManifestError` listing every
+    problem: the reading problems and :func:`unusable_queue_problems`.
+
+    Validation of the values (whole numbers, guarantee <= deserved <= capability, weight
+    range, the tree) is not done here: that is the webhook's and the session's work.
+    """
+    reading = read_queue(manifest, origin=origin)
+    found = [*reading.problems, *unusable_queue_problems(reading.queue, origin=origin)]
+    if found:
+        raise ManifestError(found)
+    return reading.queue
+
+
+def unusable_queue_problems(queue: objects.Queue, *, origin: str = "") -> list[problems.Problem]:
+    """What a session cannot use in a queue that reads well: a negative quantity of a
+    resource the scheduler reads (the API server refuses negative requests and quotas alike; a
+    name the scheduler drops is not looked at), and a ``status.state`` queuetree does not know.
+    """
+    found: list[problems.Problem] = []
+    document = f"Queue {queue.name}" if queue.name else "Queue"
+    written = queue.as_written
+    for path, quota in (
+        ("spec.capability", written.capability),
+        ("spec.deserved", written.deserved),
+        ("spec.guarantee.resource", written.guarantee),
+    ):
+        for name, quantity in quota.items():
+            text = quantities.format_quantity(quantity)
+            if quantity.value < 0 and _has_negative(
+                resources.Resource.from_resource_list({name: text})
+            ):
+                found.append(
+                    problems.Problem(
+                        path=f"{path}{problems.key(name)}",
+                        message="must not be negative",
+                        value=text,
+                        document=document,
+                        origin=origin,
+                    )
+                )
+    if written.state and written.state not in _QUEUE_STATES:
+        found.append(
+            problems.Problem(
+                path="status.state",
+                message=f"must be one of {', '.join(_QUEUE_STATES)}",
+                value=written.state,
+                document=document,
+                origin=origin,
+            )
+        )
+    return found
 
 
 # -- PodGroup -----------------------------------------------------------------------------------

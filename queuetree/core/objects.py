@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NewType
 
-from queuetree.core import resources
+from queuetree.core import quantities, resources
 
 
 def _empty_mapping() -> Mapping[str, Any]:
@@ -72,6 +72,7 @@ EPOCH = datetime.datetime(1, 1, 1, tzinfo=datetime.UTC)
 """The creation time of an object that has none (Go's zero time)."""
 
 NO_LABELS: Mapping[str, str] = MappingProxyType({})
+NO_QUANTITIES: Mapping[str, quantities.Quantity] = MappingProxyType({})
 
 
 class QueueState(enum.StrEnum):
@@ -111,6 +112,30 @@ ALLOCATED_STATUSES = frozenset(
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class QueueAsWritten:
+    """What the queue webhook's rules read beyond the parsed fields: the quota maps and the
+    state exactly as written.
+
+    Volcano's webhook checks a Queue as decoded, with exact quantities and every resource name
+    written; the vectors of :class:`Queue` keep only the names the scheduler reads, in its
+    units (``gpu`` without a domain is dropped, CPU is rounded to milli-units). So the reader
+    keeps the written quota here, once parsed: every entry that parsed, by name.
+    """
+
+    capability: Mapping[str, quantities.Quantity] = dataclasses.field(
+        default_factory=_empty_mapping
+    )
+    deserved: Mapping[str, quantities.Quantity] = dataclasses.field(default_factory=_empty_mapping)
+    guarantee: Mapping[str, quantities.Quantity] = dataclasses.field(default_factory=_empty_mapping)
+    """``spec.guarantee.resource``."""
+    state: str = ""
+    """``status.state`` as written ("" when absent or not a string), known state or not."""
+
+
+NOT_WRITTEN = QueueAsWritten()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Queue:
     """A ``scheduling.volcano.sh/v1beta1`` Queue, parsed.
 
@@ -140,6 +165,10 @@ class Queue:
     annotations: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
     created: datetime.datetime = EPOCH
     uid: str = ""
+    as_written: QueueAsWritten = dataclasses.field(default=NOT_WRITTEN, compare=False, repr=False)
+    """The quota and state as written, for the webhook's rules (no session reads it); not
+    part of equality: two spellings of the same quota (``1`` and ``1000m``) are the same
+    queue to everything that compares queues."""
 
     @property
     def parent_name(self) -> str:

@@ -110,6 +110,10 @@ class Problem:
     """The object: ``Queue team-a``, ``Pod ml/trainer-0``; "" when it has no identity yet."""
     origin: str = ""
     """Where it came from: ``cluster.yaml#3`` (file and zero-based document index)."""
+    heading: str = ""
+    """What the value fails to be, put before the message in the text for a person
+    (``invalid quantity``); :meth:`render` leaves it out, as Kubernetes does (its type says
+    ``Invalid value``)."""
 
     def render(self, prefix: str = "") -> str:
         """The problem as Kubernetes' ``field.Error`` prints it, its path prefixed by ``prefix``
@@ -121,7 +125,8 @@ class Problem:
 
     def __str__(self) -> str:
         where = ": ".join(part for part in (self.origin, self.document, self.path) if part)
-        text = f"{where}: {self.message}" if where else self.message
+        message = f"{self.heading}: {self.message}" if self.heading else self.message
+        text = f"{where}: {message}" if where else message
         if self.value is not NO_VALUE:
             text += f" (got {describe_value(self.value)})"
         return text

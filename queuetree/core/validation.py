@@ -11,7 +11,8 @@ Quantities in messages are canonical Kubernetes strings and sums use
 
 The rules (spec-volcano-semantics.md §4.1), in the order the webhook applies them:
 
-1. :func:`validate_fields`: quantities (valid, >= 0, whole numbers for integer resources),
+1. :func:`validate_fields`: quantities (>= 0, whole numbers for integer resources; the reader
+   reports the ones that do not parse),
    ``guarantee <= deserved <= capability`` per resource, the state, the legacy hierarchy
    annotations.
 2. :func:`validate_parent`: self-parenting, the depth limit, a parent that already runs pods
@@ -40,12 +41,10 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import re
-import reprlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
 
-from queuetree.core import errors, objects, problems, quantities, resources
+from queuetree.core import objects, problems, quantities, resources
 
 MAX_LISTED = 20
 """Most problems one message lists; the rest are counted (a map with thousands of bad entries
@@ -158,30 +157,6 @@ EMPTY_TREE = QueueTree.of(())
 # -- 1. fields of one queue --------------------------------------------------------------------
 
 
-_NO_VALUES: Mapping[str, Any] = MappingProxyType({})
-
-
-def _no_values() -> Mapping[str, Any]:
-    """The shared empty read-only mapping (Python 3.11 refuses a mappingproxy as a default)."""
-    return _NO_VALUES
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class QueueFields:
-    """A queue's fields as written (quantities still strings), for :func:`validate_fields`.
-
-    ``capability``, ``deserved`` and ``guarantee`` are the raw maps of ``spec.capability``,
-    ``spec.deserved`` and ``spec.guarantee.resource``; values may be strings or JSON numbers.
-    """
-
-    name: str
-    capability: Mapping[str, object] = dataclasses.field(default_factory=_no_values)
-    deserved: Mapping[str, object] = dataclasses.field(default_factory=_no_values)
-    guarantee: Mapping[str, object] = dataclasses.field(default_factory=_no_values)
-    state: str = ""
-    annotations: Mapping[str, str] = dataclasses.field(default_factory=_no_values)
-
-
 ALLOWED_STATES = (objects.QueueState.OPEN, objects.QueueState.CLOSED)
 """States a user may write (the controller alone moves a queue to Closing or Unknown)."""
 
@@ -206,32 +181,15 @@ def is_integer_resource_name(name: str) -> bool:
     return name in _INTEGER_RESOURCES or resources.is_extended_resource_name(name)
 
 
-def parse_resource_list(
-    values: Mapping[str, object], *, path: str
-) -> tuple[dict[str, quantities.Quantity], list[problems.Problem]]:
-    """Parse every quantity of a resource map; collect an error for each one that is malformed,
-    negative, or fractional where the resource is counted in whole units.
-
-    Returns the quantities that parsed (negative and fractional ones included, so relations can
-    still be checked) and the errors.
-    """
-    parsed: dict[str, quantities.Quantity] = {}
+def check_quantities(
+    quota: Mapping[str, quantities.Quantity], *, path: str
+) -> list[problems.Problem]:
+    """A problem for each quantity of a quota map (as written) that is negative, or fractional
+    where the resource is counted in whole units. (Quantities that do not parse are the
+    reader's problems: ``quota`` holds the ones that did.)"""
     trouble: list[problems.Problem] = []
-    for name, raw in values.items():
+    for name, quantity in quota.items():
         where = f"{path}{problems.key(problems.shorten(name))}"
-        try:
-            quantity = quantities.parse(_quantity_text(raw), field=where)
-        except errors.QuantityError as exc:
-            trouble.append(
-                problems.Problem(
-                    where,
-                    problems.ErrorType.INVALID,
-                    problems.shorten(exc.reason, 160),
-                    value=exc.text,
-                )
-            )
-            continue
-        parsed[name] = quantity
         text = quantities.format_quantity(quantity)
         if quantity.value < 0:
             trouble.append(
@@ -243,30 +201,17 @@ def parse_resource_list(
             trouble.append(
                 problems.Problem(where, problems.ErrorType.INVALID, "must be an integer", text)
             )
-    return parsed, trouble
-
-
-_REPR = reprlib.Repr()
-_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 40, 40
-
-
-def _quantity_text(raw: object) -> str:
-    if isinstance(raw, str):
-        return raw
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        return repr(raw)
-    # Let the parser explain it, with the value as a person would write it (bounded: a
-    # nested or huge value must not become a huge message).
-    return _REPR.repr(raw)
+    return trouble
 
 
 def validate_fields(
-    fields: QueueFields,
+    queue: objects.Queue,
     *,
     tree: QueueTree = EMPTY_TREE,
-    previous: QueueFields | None = None,
+    previous: objects.Queue | None = None,
 ) -> list[problems.Problem]:
-    """Rules that need only the queue itself (and, for the legacy annotations, the others).
+    """Rules that need only the queue itself (and, for the legacy annotations, the others),
+    on the quota and state as written (``queue.as_written``: exact, every name).
 
     ``previous`` is the stored queue on an UPDATE: a state the queue already has is accepted
     even when a user could not write it (the controller sets Closing and Unknown; the reference
@@ -276,15 +221,16 @@ def validate_fields(
     ``deserved >= guarantee`` per guaranteed resource (a guarantee without a deserved of the same
     name is an error), ``deserved <= capability`` per resource both set (a resource missing from
     capability is unlimited), the state, the legacy ``volcano.sh/hierarchy`` annotations.
+    Quantities that do not parse are not here: the reader reports them.
     """
-    capability, trouble = parse_resource_list(fields.capability, path="spec.capability")
-    deserved, more = parse_resource_list(fields.deserved, path="spec.deserved")
-    trouble += more
-    guarantee, more = parse_resource_list(fields.guarantee, path="spec.guarantee.resource")
-    trouble += more
+    written = queue.as_written
+    capability, deserved, guarantee = written.capability, written.deserved, written.guarantee
+    trouble = check_quantities(capability, path="spec.capability")
+    trouble += check_quantities(deserved, path="spec.deserved")
+    trouble += check_quantities(guarantee, path="spec.guarantee.resource")
     for name, minimum in guarantee.items():
         shown_minimum = quantities.format_quantity(minimum)
-        if name not in fields.deserved:
+        if name not in deserved:
             trouble.append(
                 problems.Problem(
                     f"spec.deserved{problems.key(name)}",
@@ -293,7 +239,7 @@ def validate_fields(
                     value="<nil>",
                 )
             )
-        elif name in deserved and deserved[name].value < minimum.value:
+        elif deserved[name].value < minimum.value:
             shown = quantities.format_quantity(deserved[name])
             trouble.append(
                 problems.Problem(
@@ -316,26 +262,27 @@ def validate_fields(
                     value=shown,
                 )
             )
-    unchanged_state = previous is not None and previous.state == fields.state
-    if fields.state and fields.state not in ALLOWED_STATES and not unchanged_state:
+    state = written.state
+    unchanged_state = previous is not None and previous.as_written.state == state
+    if state and state not in ALLOWED_STATES and not unchanged_state:
         trouble.append(
             problems.Problem(
                 "spec.state",
                 problems.ErrorType.INVALID,
                 "queue state must be in [Open Closed]",
-                value=fields.state,
+                value=state,
             )
         )
-    trouble += _validate_legacy_hierarchy(fields, tree)
+    trouble += _validate_legacy_hierarchy(queue, tree)
     return trouble
 
 
 _GO_FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(?i:inf|infinity|nan)")
 
 
-def _validate_legacy_hierarchy(fields: QueueFields, tree: QueueTree) -> list[problems.Problem]:
-    full_hierarchy = fields.annotations.get(objects.HIERARCHY_ANNOTATION, "")
-    full_weights = fields.annotations.get(objects.HIERARCHY_WEIGHTS_ANNOTATION, "")
+def _validate_legacy_hierarchy(queue: objects.Queue, tree: QueueTree) -> list[problems.Problem]:
+    full_hierarchy = queue.annotations.get(objects.HIERARCHY_ANNOTATION, "")
+    full_weights = queue.annotations.get(objects.HIERARCHY_WEIGHTS_ANNOTATION, "")
     if not full_hierarchy and not full_weights:
         return []
     # Texts in messages are shortened: annotations may hold up to 256 KiB.
@@ -379,7 +326,7 @@ def _validate_legacy_hierarchy(fields: QueueFields, tree: QueueTree) -> list[pro
             )
     for other in tree.queues.values():
         theirs = other.annotations.get(objects.HIERARCHY_ANNOTATION, "")
-        if other.name != fields.name and theirs.startswith(full_hierarchy + "/"):
+        if other.name != queue.name and theirs.startswith(full_hierarchy + "/"):
             trouble.append(
                 problems.Problem(
                     hierarchy_path,
@@ -515,7 +462,7 @@ def _subtree_height(name: str, tree: QueueTree) -> tuple[int, str]:
 # -- 3. root protection ------------------------------------------------------------------------
 
 
-def validate_root_update(new: QueueFields, old: QueueFields) -> list[problems.Problem]:
+def validate_root_update(new: objects.Queue, old: objects.Queue) -> list[problems.Problem]:
     """Root's capability, deserved and guarantee cannot change (quantities compared by value,
     so ``1`` and ``1000m`` are the same, and an absent map equals an empty one)."""
     if new.name != objects.ROOT_QUEUE:
@@ -523,9 +470,9 @@ def validate_root_update(new: QueueFields, old: QueueFields) -> list[problems.Pr
     changed = [
         field
         for field, before, after in (
-            ("capability", old.capability, new.capability),
-            ("deserved", old.deserved, new.deserved),
-            ("guarantee", old.guarantee, new.guarantee),
+            ("capability", old.as_written.capability, new.as_written.capability),
+            ("deserved", old.as_written.deserved, new.as_written.deserved),
+            ("guarantee", old.as_written.guarantee, new.as_written.guarantee),
         )
         if _values(before) != _values(after)
     ]
@@ -541,15 +488,9 @@ def validate_root_update(new: QueueFields, old: QueueFields) -> list[problems.Pr
     ]
 
 
-def _values(values: Mapping[str, object]) -> dict[str, decimal.Decimal | str]:
-    """Quantities by name, by value; an unparsable one compares by its text."""
-    result: dict[str, decimal.Decimal | str] = {}
-    for name, raw in values.items():
-        try:
-            result[name] = quantities.parse(_quantity_text(raw)).value
-        except errors.QuantityError:
-            result[name] = _REPR.repr(raw)
-    return result
+def _values(quota: Mapping[str, quantities.Quantity]) -> dict[str, decimal.Decimal]:
+    """Quantities by name, by value."""
+    return {name: quantity.value for name, quantity in quota.items()}
 
 
 def quota_changed(new: objects.Queue, old: objects.Queue) -> bool:
@@ -822,11 +763,11 @@ def validate_deletion(
 
 
 def soft_problems(
-    fields: QueueFields,
-    queue: objects.Queue | None,
+    queue: objects.Queue,
     *,
     tree: QueueTree,
     node_resources: frozenset[str] = frozenset(),
+    sound: bool = True,
 ) -> list[str]:
     """What is allowed but almost certainly not meant, as sentences (webhook warnings).
 
@@ -837,12 +778,16 @@ def soft_problems(
       (``node_resources``) or that some queue of the tree names: every request for it is
       refused, since children inherit no key for it (spec §7 item 7);
     - a new child of a Closed or Closing parent: the queue controller closes it at once.
+
+    With ``sound`` False (the queue has problems, so its place in the tree means little), only
+    the first.
     """
     warnings = []
+    written = queue.as_written
     for field, values in (
-        ("spec.capability", fields.capability),
-        ("spec.deserved", fields.deserved),
-        ("spec.guarantee.resource", fields.guarantee),
+        ("spec.capability", written.capability),
+        ("spec.deserved", written.deserved),
+        ("spec.guarantee.resource", written.guarantee),
     ):
         for name in values:
             if not _scheduler_reads(name):
@@ -850,7 +795,7 @@ def soft_problems(
                     f"{field}{problems.key(name)}: the scheduler ignores the resource name "
                     f'"{name}": extended resources need a domain prefix such as nvidia.com/gpu'
                 )
-    if queue is None:
+    if not sound:
         return warnings
     root = queue if queue.name == objects.ROOT_QUEUE else tree.queues.get(objects.ROOT_QUEUE)
     if root is not None and root.capability is not None:

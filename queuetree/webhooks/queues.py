@@ -8,7 +8,6 @@ with the operator). Field paths are prefixed ``requestBody.`` as in Volcano's me
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any
 
 from queuetree.api import admission, manifests
@@ -48,16 +47,20 @@ def validate(
         )
     if request.object is None:
         return verdicts.Verdict(verdicts.missing_object(request, what="object"))
-    fields, trouble = read_fields(request.object, name=request.name)
+    # One reading of each object: the rules run on the queues it gives, beside its problems.
+    reading = manifests.read_queue(request.object, name=request.name)
     previous = None
     if request.operation == "UPDATE" and request.old_object is not None:
-        previous, _ = read_fields(request.old_object, name=request.name)
-    trouble += validation.validate_fields(fields, tree=tree, previous=previous)
-    queue = None
+        previous = manifests.read_queue(request.old_object, name=request.name).queue
+    trouble = [
+        *reading.problems,
+        *validation.validate_fields(reading.queue, tree=tree, previous=previous),
+    ]
     if not trouble:
-        queue, more = _parse(request.object, name=fields.name)
-        trouble += more
-    warnings: list[str] = []
+        # What the queue's fields allow but no session could use (an unknown state kept by
+        # an UPDATE).
+        trouble += manifests.unusable_queue_problems(reading.queue)
+    queue = reading.queue if not trouble else None
     missing: tuple[str, ...] = ()
     if queue is not None:
         old = _queue_or_none(request.old_object, request.name)
@@ -68,11 +71,11 @@ def validate(
             )
             trouble += found
         if settings.enable_root_queue_protection and previous is not None:
-            trouble += validation.validate_root_update(fields, previous)
+            trouble += validation.validate_root_update(queue, previous)
         if old is None or validation.quota_changed(queue, old):
             trouble += validation.validate_quota_in_tree(queue, tree=tree)
     warnings = validation.soft_problems(
-        fields, queue, tree=tree, node_resources=view.node_resources
+        reading.queue, tree=tree, node_resources=view.node_resources, sound=queue is not None
     )
     return verdicts.Verdict(_answer(request.uid, trouble, warnings=warnings), missing=missing)
 
@@ -163,81 +166,6 @@ def _deletion_problems(
         tree=view.tree,
         check_allocated_pods=settings.enable_queue_allocated_pods_check,
     )
-
-
-# -- reading the object ------------------------------------------------------------------------
-
-
-def read_fields(
-    queue: Mapping[str, Any], *, name: str = ""
-) -> tuple[validation.QueueFields, list[problems.Problem]]:
-    """The raw fields :func:`validation.validate_fields` checks, and type errors on the way
-    (a map that is not an object, a state that is not a string)."""
-    trouble: list[problems.Problem] = []
-    metadata = verdicts.mapping(queue.get("metadata"))
-    spec = verdicts.mapping(queue.get("spec"))
-    guarantee = _object_at(
-        verdicts.mapping(spec.get("guarantee")),
-        "resource",
-        path="spec.guarantee",
-        trouble=trouble,
-    )
-    state = verdicts.mapping(queue.get("status")).get("state", "")
-    if not isinstance(state, str):
-        trouble.append(
-            problems.Problem(
-                "spec.state", problems.ErrorType.INVALID, "must be a string", value=repr(state)
-            )
-        )
-        state = ""
-    annotations = _object_at(metadata, "annotations", path="metadata", trouble=trouble)
-    written_name = metadata.get("name")
-    fields = validation.QueueFields(
-        name=written_name if isinstance(written_name, str) and written_name else name,
-        capability=_object_at(spec, "capability", path="spec", trouble=trouble),
-        deserved=_object_at(spec, "deserved", path="spec", trouble=trouble),
-        guarantee=guarantee,
-        state=state,
-        annotations=MappingProxyType({k: v for k, v in annotations.items() if isinstance(v, str)}),
-    )
-    return fields, trouble
-
-
-def _object_at(
-    parent: Mapping[str, Any], key: str, *, path: str, trouble: list[problems.Problem]
-) -> Mapping[str, Any]:
-    value = parent.get(key)
-    if value is None:
-        return MappingProxyType({})
-    if not isinstance(value, Mapping):
-        trouble.append(
-            problems.Problem(
-                f"{path}.{key}",
-                problems.ErrorType.INVALID,
-                "must be an object",
-                value=type(value).__name__,
-            )
-        )
-        return MappingProxyType({})
-    return value
-
-
-def _parse(
-    manifest: Mapping[str, Any], *, name: str
-) -> tuple[objects.Queue | None, list[problems.Problem]]:
-    """The core Queue of a manifest whose fields already passed, or the parser's problems."""
-    if not verdicts.mapping(manifest.get("metadata")).get("name"):
-        manifest = {
-            **manifest,
-            "metadata": {**verdicts.mapping(manifest.get("metadata")), "name": name},
-        }
-    try:
-        return manifests.parse_queue(manifest), []
-    except manifests.ManifestError as exc:
-        return None, [
-            problems.Problem(p.path or "object", problems.ErrorType.INVALID, p.message)
-            for p in exc.problems
-        ]
 
 
 def _queue_or_none(manifest: Mapping[str, Any] | None, name: str) -> objects.Queue | None:
