@@ -175,9 +175,13 @@ def pod_group(
 def eventually(
     probe: Callable[[], T | None], *, what: str, deadline: float = DEFAULT_DEADLINE
 ) -> T:
-    """Poll ``probe`` until it returns something (not None, not False); fail naming ``what``."""
+    """Poll ``probe`` until it returns something true; fail naming ``what``.
+
+    Empty strings, lists and zero count as not yet: a probe that reads an annotation or lists
+    events returns them while the state is still on its way, and taking them as an answer made
+    tests pass or fail by timing."""
     try:
-        return kubectl.poll(probe, timeout=deadline, what=what, interval=0.2)
+        return kubectl.poll(lambda: probe() or None, timeout=deadline, what=what, interval=0.2)
     except TimeoutError as exc:
         raise AssertionError(str(exc)) from None
 
