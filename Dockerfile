@@ -1,11 +1,13 @@
 # syntax=docker/dockerfile:1
 # One image for both components: `queuetree operator ...` and `queuetree webhook ...`
 # (the Deployments in manifests/ choose the subcommand). Build with `make image`, which runs
-#   docker build -t queuetree:dev .
+#   docker build --build-arg VERSION=<pyproject.toml's version> -t queuetree:<version> .
 # Pin the base by digest in your own registry mirror for reproducible builds:
 #   --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:...
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+# The release this image is; `make image` passes pyproject.toml's version.
+ARG VERSION=0.1.0
 
 # --- build: install queuetree and its exactly pinned dependencies into a virtualenv -----------
 FROM ${PYTHON_IMAGE} AS build
@@ -15,7 +17,7 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv /opt/queuetree
 WORKDIR /src
 # Dependencies change less often than the code: a separate layer keeps rebuilds fast.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 RUN mkdir -p queuetree kubesim \
     && touch queuetree/__init__.py kubesim/__init__.py \
     && /opt/queuetree/bin/pip install . \
@@ -30,7 +32,9 @@ RUN /opt/queuetree/bin/pip install --no-deps . \
 
 # --- run: the slim base, the virtualenv, an unprivileged user ---------------------------------
 FROM ${PYTHON_IMAGE}
+ARG VERSION
 LABEL org.opencontainers.image.title="queuetree" \
+      org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.description="Hierarchical queue admission for Kubernetes (Volcano-compatible queues): operator and admission webhook" \
       org.opencontainers.image.licenses="Apache-2.0"
 # 65532 is the conventional "nonroot" id; the manifests run as it too (runAsUser: 65532).

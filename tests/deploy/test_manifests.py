@@ -11,12 +11,14 @@ import functools
 import pathlib
 import shutil
 import subprocess
+import tomllib
 from collections.abc import Iterable
 from typing import Any
 
 import pytest
 import yaml
 
+import queuetree
 from queuetree.core import objects as core
 from queuetree.webhooks import settings as webhook_settings
 
@@ -648,7 +650,8 @@ def test_certificates_come_from_the_webhook_itself_or_from_cert_manager(
 
 
 @pytest.mark.parametrize(
-    ("name", "tag"), [("default", "dev"), ("cert-manager", "dev"), ("e2e", "e2e")]
+    ("name", "tag"),
+    [("default", queuetree.__version__), ("cert-manager", queuetree.__version__), ("e2e", "e2e")],
 )
 def test_both_deployments_run_the_one_image_of_the_overlay(name: str, tag: str) -> None:
     images = {
@@ -657,3 +660,22 @@ def test_both_deployments_run_the_one_image_of_the_overlay(name: str, tag: str) 
         for container in pod["spec"]["containers"]
     }
     assert images == {f"queuetree:{tag}"}
+
+
+def test_the_package_the_image_and_the_manifests_agree_on_one_version() -> None:
+    """pyproject.toml's version is the one release: ``queuetree --version``, the tag the
+    deploying overlays and the base run, and the image ``make image`` builds repeat it."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    declared = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+    dockerfile = (root / "Dockerfile").read_text()
+    base_images = {
+        line.split("image:")[1].strip()
+        for path in (root / "manifests" / "base" / "workloads").glob("*.yaml")
+        for line in path.read_text().splitlines()
+        if line.strip().startswith("image:")
+    }
+    assert (queuetree.__version__, f"ARG VERSION={declared}" in dockerfile, base_images) == (
+        declared,
+        True,
+        {f"queuetree:{declared}"},
+    )
