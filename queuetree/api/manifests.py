@@ -437,6 +437,7 @@ def parse_pod_group(
             succeeded=root.at("status", "succeeded").integer(0),
             failed=root.at("status", "failed").integer(0),
         ),
+        status_written=bool(phase_text),
         created=meta.created,
         uid=meta.uid,
     )

@@ -39,6 +39,7 @@ def test_a_pod_group_manifest_becomes_a_pod_group() -> None:
         min_resources=resources.Resource(4000, 0, {GPU: 4000}),
         priority_class_name="high",
         phase=objects.PodGroupPhase.INQUEUE,
+        status_written=True,
         uid="ml-pg1",
     )
 
@@ -211,6 +212,7 @@ def test_files_in_any_order_give_one_sorted_snapshot() -> None:
             queue="team-a",
             min_member=1,
             phase=objects.PodGroupPhase.RUNNING,
+            status_written=True,
             uid="ml-job",
         ),
         "ml/lone": objects.PodGroup(
