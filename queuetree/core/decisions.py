@@ -163,6 +163,8 @@ class SessionResult:
     remedies: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
     """Pod key -> what would have to change for the pod to be admitted, for the pods whose
     reason is a capacity rejection (``explaining.remedy``)."""
+    briefs: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
+    """Pod key -> the same rejection in a few words, for a table (``explaining.brief``)."""
 
     @property
     def evicted_for(self) -> Mapping[str, str]:

@@ -153,20 +153,36 @@ def remedy(blocker: capacity.Blocker, dims: vectors.Dims) -> str:
     )
 
 
+def brief(blocker: capacity.Blocker, dims: vectors.Dims) -> str:
+    """The blocker in a few words, for a table cell: ``gpu full in 'ml' (8 of 8)``."""
+    queue = blocker.queue
+    if blocker.kind in ("state", "not-leaf", "broken"):
+        what = {"state": blocker.detail, "not-leaf": "not a leaf", "broken": "broken"}
+        return f"queue {queue!r} is {what[blocker.kind]}"
+    i = blocker.dim
+    used = dims.format_value(i, blocker.allocated + blocker.reserved)
+    return (
+        f"no room for {dims.names[i]} {dims.format_value(i, blocker.requested)} in {queue!r} "
+        f"({used} of {dims.format_value(i, blocker.capability)} used)"
+    )
+
+
 def remedies(
     session: frameworks.Session,
     plugin: capacity.CapacityPlugin | None,
     reasons: dict[str, str],
-) -> dict[str, str]:
-    """Pod key -> :func:`remedy`, for every reason of ``reasons`` that a capacity rejection of
-    the pod (or of its pending pod group) gave."""
-    if plugin is None:
-        return {}
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Pod key -> :func:`remedy`, and pod key -> :func:`brief`, for every reason of
+    ``reasons`` that a capacity rejection of the pod (or of its pending pod group) gave."""
     found: dict[str, str] = {}
+    briefs: dict[str, str] = {}
+    if plugin is None:
+        return found, briefs
     for key, reason in reasons.items():
         task = session.tasks[key]
         for blocker in (plugin.blockers.get(key), plugin.blockers.get(task.job.key)):
             if blocker is not None and explain_blocker(blocker, session.dims) in reason:
                 found[key] = remedy(blocker, session.dims)
+                briefs[key] = brief(blocker, session.dims)
                 break
-    return found
+    return found, briefs

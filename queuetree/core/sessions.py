@@ -460,6 +460,7 @@ def _result(
             counts[key] = found
         phases[key] = _phase(session, job, running=found.running, succeeded=found.succeeded)
     reasons = explaining.explain(session, plugin)
+    remedies, briefs = explaining.remedies(session, plugin, reasons)
     pipeline = {} if session.admission_only else dict(sorted(session.pipelined.items()))
     bind = {} if session.admission_only else dict(sorted(session.bound.items()))
     return decisions.SessionResult(
@@ -487,7 +488,8 @@ def _result(
             }
         ),
         order=MappingProxyType(ordering.admission_order(session)),
-        remedies=MappingProxyType(explaining.remedies(session, plugin, reasons)),
+        remedies=MappingProxyType(remedies),
+        briefs=MappingProxyType(briefs),
     )
 
 
