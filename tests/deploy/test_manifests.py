@@ -75,7 +75,7 @@ def test_kubectl_kustomize_builds_the_directory(directory: str) -> None:
         (
             "default",
             {
-                "ClusterRole": 3,
+                "ClusterRole": 4,
                 "ClusterRoleBinding": 3,
                 "ConfigMap": 1,
                 "CustomResourceDefinition": 2,
@@ -83,7 +83,7 @@ def test_kubectl_kustomize_builds_the_directory(directory: str) -> None:
                 "MutatingWebhookConfiguration": 1,
                 "Namespace": 1,
                 "PodDisruptionBudget": 1,
-                "Role": 2,
+                "Role": 3,
                 "RoleBinding": 2,
                 "Service": 1,
                 "ServiceAccount": 2,
@@ -94,7 +94,7 @@ def test_kubectl_kustomize_builds_the_directory(directory: str) -> None:
             "cert-manager",
             {
                 "Certificate": 1,
-                "ClusterRole": 2,
+                "ClusterRole": 3,
                 "ClusterRoleBinding": 2,
                 "ConfigMap": 1,
                 "CustomResourceDefinition": 2,
@@ -103,7 +103,7 @@ def test_kubectl_kustomize_builds_the_directory(directory: str) -> None:
                 "MutatingWebhookConfiguration": 1,
                 "Namespace": 1,
                 "PodDisruptionBudget": 1,
-                "Role": 2,
+                "Role": 3,
                 "RoleBinding": 2,
                 "Service": 1,
                 "ServiceAccount": 2,
@@ -113,12 +113,12 @@ def test_kubectl_kustomize_builds_the_directory(directory: str) -> None:
         (
             "sandbox",
             {
-                "ClusterRole": 3,
+                "ClusterRole": 4,
                 "ClusterRoleBinding": 3,
                 "CustomResourceDefinition": 2,
                 "MutatingWebhookConfiguration": 1,
                 "Namespace": 1,
-                "Role": 2,
+                "Role": 3,
                 "RoleBinding": 2,
                 "ServiceAccount": 2,
                 "ValidatingWebhookConfiguration": 1,
@@ -538,7 +538,20 @@ WEBHOOK_SECRETS_SELF_MANAGED = grants(
     ("", "secrets", "get update", "queuetree-webhook-certs"), ("", "secrets", "create", "*")
 )
 WEBHOOK_SECRETS_READ_ONLY = grants(("", "secrets", "get", "queuetree-webhook-certs"))
+VIEWER_CLUSTER_ROLE = grants(
+    ("scheduling.volcano.sh", "queues", "get list watch", "*"),
+    ("scheduling.volcano.sh", "podgroups", "get list watch", "*"),
+    ("", "pods", "get list watch", "*"),
+    ("", "nodes", "get list watch", "*"),
+    ("", "namespaces", "get list watch", "*"),
+)
+VIEWER_ROLE = grants(("", "configmaps", "get list", "*"))
+VIEWER_RBAC = {
+    ("ClusterRole", "queuetree-viewer"): VIEWER_CLUSTER_ROLE,
+    ("Role", "queuetree-viewer"): VIEWER_ROLE,
+}
 SELF_MANAGED_RBAC = {
+    **VIEWER_RBAC,
     ("ClusterRole", "queuetree-operator"): OPERATOR_CLUSTER_ROLE,
     ("Role", "queuetree-operator-leader-election"): OPERATOR_ROLE,
     ("ClusterRole", "queuetree-webhook"): WEBHOOK_CLUSTER_ROLE,
@@ -556,6 +569,7 @@ SELF_MANAGED_RBAC = {
         (
             "cert-manager",
             {
+                **VIEWER_RBAC,
                 ("ClusterRole", "queuetree-operator"): OPERATOR_CLUSTER_ROLE,
                 ("Role", "queuetree-operator-leader-election"): OPERATOR_ROLE,
                 ("ClusterRole", "queuetree-webhook"): WEBHOOK_CLUSTER_ROLE,
