@@ -202,7 +202,8 @@ class AdmissionCycle:
             )
         # 5. Metrics.
         if self._metrics is not None:
-            self._metrics.record_queues(result.queues, count_gated(view))
+            gated, oldest = count_gated(view, now=self._wall_clock())
+            self._metrics.record_queues(result.queues, gated, oldest)
             self._metrics.cycle_duration.observe(self._clock() - started)
         return CycleReport(
             ran=True,
@@ -462,13 +463,21 @@ class AdmissionCycle:
         }
 
 
-def count_gated(view: state.StateView) -> Mapping[str, int]:
-    """Queue name -> pods that still carry our gate (assumed removals excluded)."""
+def count_gated(
+    view: state.StateView, *, now: float = 0.0
+) -> tuple[Mapping[str, int], Mapping[str, float]]:
+    """Queue name -> pods that still carry our gate (assumed removals excluded), and queue
+    name -> seconds since the oldest of them was created (``now``: the wall clock, epoch
+    seconds; the gate is injected at creation, so that is how long it has waited)."""
     counts: dict[str, int] = {}
+    created: dict[str, float] = {}
     snapshot = view.snapshot
     for key in view.gated:
         pod = snapshot.pods[key]
         group = snapshot.pod_groups.get(pod.group)
         queue = group.queue if group is not None else objects.DEFAULT_QUEUE
         counts[queue] = counts.get(queue, 0) + 1
-    return counts
+        if pod.created != objects.EPOCH:
+            stamp = pod.created.timestamp()
+            created[queue] = min(created.get(queue, stamp), stamp)
+    return counts, {queue: max(0.0, now - stamp) for queue, stamp in created.items()}
