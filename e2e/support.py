@@ -383,15 +383,18 @@ class Kube:
 
     def grant_viewer(self) -> None:
         """Bind the shipped read-only ClusterRole queuetree-viewer to the tenant."""
-        self.must(
-            self.kubectl(
-                "create",
-                "clusterrolebinding",
-                f"{self.namespace}-viewer",
-                "--clusterrole=queuetree-viewer",
-                f"--serviceaccount={self.namespace}:{TENANT}",
-            )
-        )
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"{self.namespace}-viewer"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "queuetree-viewer",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": TENANT, "namespace": self.namespace}],
+        }
+        self.must(self.apply(binding))
 
     def judged(self, name: str, queue: str) -> bool:
         """The operator has decided about pod ``name``: it runs, or it is told ``queue`` has

@@ -8,7 +8,9 @@ here, not on a cluster.
 from __future__ import annotations
 
 import functools
+import json
 import pathlib
+import re
 import shutil
 import subprocess
 import tomllib
@@ -20,6 +22,8 @@ import yaml
 
 import queuetree
 from queuetree.core import objects as core
+from queuetree.operator import metrics as operator_metrics
+from queuetree.webhooks import metrics as webhook_metrics
 from queuetree.webhooks import settings as webhook_settings
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -692,4 +696,47 @@ def test_the_package_the_image_and_the_manifests_agree_on_one_version() -> None:
         declared,
         True,
         {f"queuetree:{declared}"},
+    )
+
+
+def test_the_monitoring_overlay_scrapes_both_components_on_their_metrics_port() -> None:
+    objects = overlay("monitoring")
+    services = by_kind(objects, "Service")
+    pods = dict(iter_pod_templates("monitoring"))
+    scraped = {}
+    for name in ("queuetree-operator-metrics", "queuetree-webhook-metrics"):
+        selector = services[name]["spec"]["selector"]
+        (target,) = [
+            pod for pod in pods.values() if selector.items() <= pod["metadata"]["labels"].items()
+        ]
+        ports = {p["name"] for c in target["spec"]["containers"] for p in c["ports"]}
+        scraped[name] = services[name]["spec"]["ports"][0]["targetPort"] in ports
+    monitor = by_kind(objects, "ServiceMonitor")["queuetree"]
+    assert (scraped, monitor["spec"]["endpoints"][0]["port"]) == (
+        {"queuetree-operator-metrics": True, "queuetree-webhook-metrics": True},
+        "metrics",
+    )
+
+
+def test_the_dashboard_queries_only_metrics_the_components_export() -> None:
+    root = pathlib.Path(__file__).resolve().parents[2]
+    dashboard = json.loads(
+        (root / "manifests/overlays/monitoring/queuetree-dashboard.json").read_text()
+    )
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {
+        re.sub(r"_(bucket|count|sum|total)$", "", m)
+        for e in exprs
+        for m in re.findall(r"queuetree_\w+", e)
+    }
+    exported = {
+        metric.name
+        for registry in (operator_metrics.create().registry, webhook_metrics.Metrics().registry)
+        for metric in registry.collect()
+    }
+    titles = " / ".join(p["title"] for p in dashboard["panels"])
+    assert (sorted(used - exported), "oldest gated" in titles, "Webhook latency" in titles) == (
+        [],
+        True,
+        True,
     )
