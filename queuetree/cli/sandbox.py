@@ -216,7 +216,8 @@ def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pat
         # view's footer, so a long `wait` step never freezes the screen.
         notes: collections.deque[str] = collections.deque(maxlen=6)
         runner.log = notes.append
-        if args.no_demo:
+
+        def show() -> None:
             view.live(
                 running.kubectl,
                 refresh=args.refresh,
@@ -224,6 +225,9 @@ def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pat
                 notes=notes,
                 banner=banner,
             )
+
+        if args.no_demo:
+            show()
             return 0
 
         def steps() -> None:
@@ -232,13 +236,7 @@ def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pat
             notes.append("scenario steps done" if not failures else "scenario stopped")
 
         threading.Thread(target=steps, name="scenario", daemon=True).start()
-        view.live(
-            running.kubectl,
-            refresh=args.refresh,
-            alive=running.check_alive,
-            notes=notes,
-            banner=banner,
-        )
+        show()
         return 0
     except KeyboardInterrupt:
         print("\nqueuetree sandbox: stopping", file=sys.stderr)

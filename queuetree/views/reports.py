@@ -45,10 +45,7 @@ def positions(result: decisions.SessionResult) -> dict[str, Position]:
 
 def subtree(listing: listings.Listing, top: str) -> list[str]:
     """``top`` and every queue below it, parents first, children by name."""
-    children: dict[str, list[str]] = {}
-    for name, queue in listing.queues.items():
-        if name != objects.ROOT_QUEUE:
-            children.setdefault(queue.parent_name, []).append(name)
+    children = trees.children_of(listing)
     order, stack, seen = [], [top], set()
     while stack:
         name = stack.pop()

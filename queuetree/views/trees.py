@@ -81,10 +81,7 @@ def build_rows(
     pseudo-level, the queues that hang off a missing parent or a cycle (their condition
     says why)."""
     queues = listing.queues
-    children: dict[str, list[str]] = {}
-    for name, queue in queues.items():
-        if name != objects.ROOT_QUEUE:
-            children.setdefault(queue.parent_name, []).append(name)
+    children = children_of(listing)
     own: dict[str, dict[str, int]] = {}
     for pod in listing.pods.values():
         stage = stage_of(pod)
@@ -139,6 +136,15 @@ def build_rows(
             )
         )
     return rows
+
+
+def children_of(listing: listings.Listing) -> dict[str, list[str]]:
+    """Queue -> the queues whose effective parent it is, in name order."""
+    children: dict[str, list[str]] = {}
+    for name, queue in listing.queues.items():
+        if name != objects.ROOT_QUEUE:
+            children.setdefault(queue.parent_name, []).append(name)
+    return children
 
 
 def _subtree_counts(
