@@ -10,6 +10,7 @@ by stage (succeeded and evicted included) and the scenario's progress.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 
@@ -59,20 +60,34 @@ def live(
     component of the stack stopped), with ``banner`` above (where things are) and ``notes``
     (the scenario's progress) below."""
     console = rich.console.Console(highlight=False, soft_wrap=False)
-    with rich.live.Live(console=console, auto_refresh=False, screen=console.is_terminal) as view:
+    # rich's Live shows nothing but its last frame when the output is not a terminal (a log
+    # file, a pipe): there, every frame is printed whole, one after the other.
+    live_view = rich.live.Live(console=console, auto_refresh=False, screen=True)
+    with live_view if console.is_terminal else contextlib.nullcontext():
         while True:
             alive()
-            stamp = time.strftime("%H:%M:%S")
-            parts: list[rich.console.RenderableType] = [
-                f"queuetree sandbox  {stamp}  (Ctrl-C stops)",
-                *(rich.text.Text(line, no_wrap=True, overflow="ellipsis") for line in banner),
-            ]
-            try:
-                observation = observing.observe(client)
-                rows = trees.build_rows(listing_of(observation))
-                parts += [trees.render(rows), *trees.notes(rows), "", footer(observation)]
-            except kubectl.KubectlError as exc:
-                parts.append(f"(reading the cluster failed: {exc})")
-            parts += ["", *list(notes)]
-            view.update(rich.console.Group(*parts), refresh=True)
+            frame = _frame(client, banner=banner, notes=notes)
+            if console.is_terminal:
+                live_view.update(frame, refresh=True)
+            else:
+                console.print(frame)
+                console.file.flush()
             time.sleep(refresh)
+
+
+def _frame(
+    client: kubectl.Kubectl, *, banner: Iterable[str], notes: Iterable[str]
+) -> rich.console.Group:
+    stamp = time.strftime("%H:%M:%S")
+    parts: list[rich.console.RenderableType] = [
+        f"queuetree sandbox  {stamp}  (Ctrl-C stops)",
+        *(rich.text.Text(line, no_wrap=True, overflow="ellipsis") for line in banner),
+    ]
+    try:
+        observation = observing.observe(client)
+        rows = trees.build_rows(listing_of(observation))
+        parts += [trees.render(rows), *trees.notes(rows), "", footer(observation)]
+    except kubectl.KubectlError as exc:
+        parts.append(f"(reading the cluster failed: {exc})")
+    parts += ["", *list(notes)]
+    return rich.console.Group(*parts)
