@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # One production image for both components: `queuetree operator ...` and `queuetree webhook ...`
 # (the Deployments in manifests/ choose the subcommand). Build with `make image`, which runs
-#   docker build -t queuetree:dev .
+#   docker build --build-arg VERSION=<pyproject.toml's version> -t queuetree:<version> .
 # kubesim, the API emulator of the tests and the sandbox, is not in it: only queuetree/ is
 # copied, so the wheel has no kubesim package (`queuetree sandbox` says so and exits 2).
 #
@@ -11,6 +11,8 @@
 # and replace the digest below (or pass --build-arg PYTHON_IMAGE=... for one build).
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:a36c24f9cbdf4fd0f52d67f0823eeac19c2028c637cecc392d97f980d4fec56b
+# The release this image is; `make image` passes pyproject.toml's version.
+ARG VERSION=0.1.0
 
 # --- build: install queuetree and its exactly pinned dependencies into a virtualenv -----------
 FROM ${PYTHON_IMAGE} AS build
@@ -20,7 +22,7 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv /opt/queuetree
 WORKDIR /src
 # Dependencies change less often than the code: a separate layer keeps rebuilds fast.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 RUN mkdir -p queuetree \
     && touch queuetree/__init__.py \
     && /opt/queuetree/bin/pip install . \
@@ -34,7 +36,9 @@ RUN /opt/queuetree/bin/pip install --no-deps . \
 
 # --- run: the slim base, the virtualenv, an unprivileged user ---------------------------------
 FROM ${PYTHON_IMAGE}
+ARG VERSION
 LABEL org.opencontainers.image.title="queuetree" \
+      org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.description="Hierarchical queue admission for Kubernetes (Volcano-compatible queues): operator and admission webhook" \
       org.opencontainers.image.licenses="Apache-2.0"
 # 65532 is the conventional "nonroot" id; the manifests run as it too (runAsUser: 65532).

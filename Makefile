@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# One version: pyproject.toml's, which queuetree.__version__, the manifests' image tag and the
+# image built here repeat (tests/deploy/test_manifests.py checks that they agree).
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 
 .PHONY: setup lint typecheck layers unit e2e e2e-real controlplane test fuzz run bench image e2e-kind clean
 
@@ -83,7 +86,7 @@ bench: controlplane
 image:
 	@if [ ! -f Dockerfile ]; then echo "make image: the Dockerfile is not written yet"; exit 2; fi
 	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "make image: needs a running Docker engine"; exit 2; }
-	docker build -t queuetree:dev .
+	docker build --build-arg VERSION=$(VERSION) -t queuetree:$(VERSION) .
 
 ## e2e-kind: the same e2e suite on a kind cluster (needs Docker and kind)
 e2e-kind:

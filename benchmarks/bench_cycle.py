@@ -97,7 +97,7 @@ def measure(pods: int, gated: int, repeats: int) -> dict[str, Any]:
         queue_status.plan_queue_writes(view, result)
         queue_status.plan_pod_group_status(view.pod_groups, result)
         explaining.plan_explanations(view, result, cluster.explanations(), budget=200)
-        cycle.count_gated(view)
+        cycle.count_gated(view, now=0.0)
 
     figures = {
         "view": median_seconds(cluster.view, repeats),

@@ -18,8 +18,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import pathlib
 import subprocess
+import sys
 import tempfile
 import threading
 import urllib.request
@@ -175,9 +177,13 @@ def pod_group(
 def eventually(
     probe: Callable[[], T | None], *, what: str, deadline: float = DEFAULT_DEADLINE
 ) -> T:
-    """Poll ``probe`` until it returns something (not None, not False); fail naming ``what``."""
+    """Poll ``probe`` until it returns something true; fail naming ``what``.
+
+    Empty strings, lists and zero count as not yet: a probe that reads an annotation or lists
+    events returns them while the state is still on its way, and taking them as an answer made
+    tests pass or fail by timing."""
     try:
-        return kubectl.poll(probe, timeout=deadline, what=what, interval=0.2)
+        return kubectl.poll(lambda: probe() or None, timeout=deadline, what=what, interval=0.2)
     except TimeoutError as exc:
         raise AssertionError(str(exc)) from None
 
@@ -364,6 +370,43 @@ class Kube:
         annotations = (found.get("metadata") or {}).get("annotations") or {}
         return str(annotations.get(REASON_ANNOTATION, ""))
 
+    def plugin(self, *args: str) -> kubectl.Result:
+        """``kubectl queuetree ARGS``, as a user runs the plugin: kubectl finds
+        ``kubectl-queuetree`` on PATH (the package's console script, next to this Python)."""
+        env = {**self.client.env}
+        env["PATH"] = f"{pathlib.Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        command = [self.client.executable, "queuetree", *args]
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+        return kubectl.Result(tuple(command[1:]), done.returncode, done.stdout, done.stderr)
+
+    def describe_queue(self, name: str) -> str:
+        return self.must(self.kubectl("describe", "queue", name)).stdout
+
+    def readiness(self, name: str) -> tuple[str, str]:
+        """``(status, reason)`` of the queue's Ready condition; ``("", "")`` without one."""
+        found = self.queue(name) or {}
+        for condition in (found.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "Ready":
+                return str(condition.get("status")), str(condition.get("reason"))
+        return "", ""
+
+    def grant_viewer(self) -> None:
+        """Bind the shipped read-only ClusterRole queuetree-viewer to the tenant."""
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"{self.namespace}-viewer"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "queuetree-viewer",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": TENANT, "namespace": self.namespace}],
+        }
+        self.must(self.apply(binding))
+
     def judged(self, name: str, queue: str) -> bool:
         """The operator has decided about pod ``name``: it runs, or it is told ``queue`` has
         no room (a fast, decisive probe: over-admission shows as a pod that runs)."""
@@ -396,6 +439,9 @@ class Kube:
                 self.client.run("delete", "queue", name, "--wait=true", "--timeout=60s")
             remaining = [q for q in remaining if self.queue(q) is not None]
         self.client.run("delete", "namespace", self.namespace, "--wait=false")
+        self.client.run(
+            "delete", "clusterrolebinding", f"{self.namespace}-viewer", "--ignore-not-found"
+        )
         assert not remaining, f"queues left behind: {remaining}"
 
 

@@ -285,13 +285,15 @@ def queue_crd() -> Schema:
     columns = [
         ("Parent", "string", ".spec.parent", "Parent queue.", 0),
         ("State", "string", ".status.state", "Queue state.", 0),
-        ("CPU-Deserved", "string", ".status.deserved.cpu", "Effective deserved CPU.", 0),
-        ("CPU-Allocated", "string", ".status.allocated.cpu", "Allocated CPU.", 0),
-        ("Mem-Deserved", "string", ".status.deserved.memory", "Effective deserved memory.", 0),
-        ("Mem-Allocated", "string", ".status.allocated.memory", "Allocated memory.", 0),
-        ("CPU-Capability", "string", ".status.realCapability.cpu", "Effective CPU limit.", 1),
-        ("Mem-Capability", "string", ".status.realCapability.memory", "Effective memory limit.", 1),
-        ("CPU-Reserved", "string", ".status.reserved.cpu", "CPU held by ungated pods.", 1),
+        (
+            "Condition",
+            "string",
+            '.status.conditions[?(@.type=="Ready")].reason',
+            "Reason of the Ready condition: Ready, or why the queue does not admit.",
+            0,
+        ),
+        *figure_columns(),
+        ("Pending", "integer", ".status.pending", "Pending pod groups (waiting workloads).", 0),
         ("Weight", "integer", ".spec.weight", "Weight among siblings.", 1),
         ("Age", "date", ".metadata.creationTimestamp", "Time since creation.", 0),
     ]
@@ -307,6 +309,32 @@ def queue_crd() -> Schema:
         ),
         columns=columns,
     )
+
+
+FIGURE_RESOURCES = (("CPU", "cpu"), ("Mem", "memory"), ("GPU", "nvidia.com/gpu"))
+"""The resources ``kubectl get queues`` shows, column prefix and resource name."""
+FIGURES = (
+    ("Deserved", "deserved", "Effective deserved", 0),
+    ("Allocated", "allocated", "Allocated", 0),
+    ("Capability", "realCapability", "Effective limit on", 1),
+    ("Reserved", "reserved", "Held by ungated pods not placed yet:", 1),
+)
+"""The figures per resource: column suffix, status key, description, priority (1: -o wide)."""
+
+
+def figure_columns() -> list[tuple[str, str, str, str, int]]:
+    """Deserved and allocated of each resource by default, capability and reserved with
+    ``-o wide``: derived from two tables so that the columns stay in step."""
+    columns = []
+    for priority in (0, 1):
+        for prefix, resource in FIGURE_RESOURCES:
+            for suffix, key, text, rank in FIGURES:
+                if rank != priority:
+                    continue
+                # A dot inside a key is escaped in Kubernetes JSONPath (nvidia\.com/gpu).
+                path = f".status.{key}.{resource.replace('.', chr(92) + '.')}"
+                columns.append((f"{prefix}-{suffix}", "string", path, f"{text} {resource}.", rank))
+    return columns
 
 
 def podgroup_crd() -> Schema:

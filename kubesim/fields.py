@@ -72,6 +72,7 @@ TOP_LEVEL: dict[tuple[str, str], frozenset[str]] = {
         {*_COMMON, "subjects", "roleRef"}
     ),
     ("rbac.authorization.k8s.io", "rolebindings"): frozenset({*_COMMON, "subjects", "roleRef"}),
+    ("networking.k8s.io", "networkpolicies"): frozenset({*_COMMON, "spec"}),
 }
 
 POD_SPEC = frozenset(

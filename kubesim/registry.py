@@ -161,6 +161,14 @@ BUILTINS: tuple[ResourceDef, ...] = (
     ),
     _core("roles", "Role", group="rbac.authorization.k8s.io"),
     _core("rolebindings", "RoleBinding", group="rbac.authorization.k8s.io"),
+    # Stored only, as RBAC is: kubesim has no network to police.
+    _core(
+        "networkpolicies",
+        "NetworkPolicy",
+        group="networking.k8s.io",
+        short=("netpol",),
+        generation=True,
+    ),
 )
 
 _VERSION_RE = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")

@@ -59,9 +59,11 @@ def age(timestamp: Any, now: datetime.datetime) -> str:
     return human_duration((now - then).total_seconds())
 
 
-# JSONPath subset of CRD printer columns: `.a.b`, `.a[0]`, `.a[*].b`, `.a[?(@.k=="v")].b`.
+# JSONPath subset of CRD printer columns: `.a.b`, `.a[0]`, `.a[*].b`, `.a[?(@.k=="v")].b`, and
+# `\.` for a dot inside a key (`.status.allocated.nvidia\.com/gpu`), as Kubernetes' JSONPath.
 _STEP = re.compile(
-    r"\.([^.\[]+)|\[(\d+)\]|\[\*\]|\[\?\(@\.([^=!]+?)\s*(==|!=)\s*['\"]?([^'\")]*)['\"]?\)\]"
+    r"\.((?:[^.\[\\]|\\.)+)|\[(\d+)\]|\[\*\]"
+    r"|\[\?\(@\.([^=!]+?)\s*(==|!=)\s*['\"]?([^'\")]*)['\"]?\)\]"
 )
 
 
@@ -80,6 +82,8 @@ def json_path(obj: Any, path: str) -> list[Any]:
             return []
         pos = match.end()
         field, index, filter_key, filter_op, filter_value = match.groups()
+        if field is not None:
+            field = field.replace("\\.", ".")
         step: list[Any] = []
         for value in values:
             if field is not None:

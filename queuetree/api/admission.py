@@ -321,3 +321,35 @@ def decode_patch(response: RawResponse) -> list[RawPatchOperation]:
         return []
     operations: list[RawPatchOperation] = json.loads(base64.b64decode(encoded))
     return operations
+
+
+def review_of(
+    obj: Mapping[str, Any],
+    *,
+    resource: Resource,
+    old: Mapping[str, Any] | None = None,
+    username: str = "kubectl-queuetree-whatif",
+) -> dict[str, Any]:
+    """The AdmissionReview kube-apiserver would send for creating ``obj`` (updating ``old``
+    into it, when given): what ``queuetree whatif`` runs the webhook's own endpoints on."""
+    meta = obj.get("metadata") or {}
+    api_version = str(obj.get("apiVersion", ""))
+    group, _, version = api_version.rpartition("/")
+    kind: RawGroupVersionKind = {"group": group, "version": version, "kind": str(obj.get("kind"))}
+    request: RawRequest = {
+        "uid": f"whatif-{meta.get('namespace', '')}-{meta.get('name', '')}",
+        "kind": kind,
+        "resource": {
+            "group": resource.group,
+            "version": resource.version,
+            "resource": resource.resource,
+        },
+        "name": str(meta.get("name", "")),
+        "namespace": str(meta.get("namespace", "")),
+        "operation": "UPDATE" if old is not None else "CREATE",
+        "userInfo": {"username": username},
+        "object": dict(obj),
+        "oldObject": dict(old) if old is not None else None,
+        "dryRun": True,
+    }
+    return {"apiVersion": API_VERSION, "kind": KIND, "request": request}

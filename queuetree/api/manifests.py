@@ -562,6 +562,7 @@ def parse_pod_group(
             succeeded=root.at("status", "succeeded").integer(0),
             failed=root.at("status", "failed").integer(0),
         ),
+        status_written=bool(phase_text),
         created=meta.created,
         uid=meta.uid,
     )
@@ -1462,10 +1463,14 @@ def build_snapshot(
     PriorityClasses and Namespaces are read first (pods resolve their priority and queue against
     them, whatever the order of the files); PodGroups and lone pods that name no queue go to
     ``default_queue``. Besides each document's own problems, these are errors: the same object
-    twice; a PodGroup (or a lone pod's single-pod group) naming a queue that is not given (include
-    the default queue if pods rely on it: Volcano creates it at start-up, a snapshot does not); a
-    pod whose ``scheduling.k8s.io/group-name`` names a PodGroup that is not given. The queue tree
-    itself (parents, cycles, the root) is not checked here: the session reports it.
+    twice. Dangling references are the state of a live cluster, not a misunderstanding, so they
+    are warnings and the session decides with them as the operator would (a dump of ``kubectl
+    get queues,podgroups,pods,nodes -A -o yaml`` is read as it is): a PodGroup (or a lone pod's
+    single-pod group) naming a queue that is not given (its pods wait, told why; include the
+    default queue if pods rely on it: Volcano creates it at start-up, a snapshot does not); a
+    pod whose ``scheduling.k8s.io/group-name`` names a PodGroup that is not given (its pods wait
+    for the group). The queue tree itself (parents, cycles, the root) is not checked here: the
+    session reports it.
     Raises :class:`ManifestError` with every problem of every document.
     """
     found: list[problems.Problem] = []
@@ -1519,14 +1524,17 @@ def build_snapshot(
     for pod in pods.values():
         if objects.GROUP_NAME_ANNOTATION in pod.annotations:
             if pod.group not in pod_groups:
-                found.append(
-                    problems.Problem(
-                        message=f"PodGroup {pod.group} is not given",
-                        document=f"Pod {pod.key}",
-                        origin=origins["Pod", pod.key],
-                        path=f"metadata.annotations{problems.key(objects.GROUP_NAME_ANNOTATION)}",
-                        value=pod.annotations[objects.GROUP_NAME_ANNOTATION],
+                warnings.append(
+                    str(
+                        problems.Problem(
+                            message=f"PodGroup {pod.group} is not given",
+                            document=f"Pod {pod.key}",
+                            origin=origins["Pod", pod.key],
+                            path=f"metadata.annotations{problems.key(objects.GROUP_NAME_ANNOTATION)}",
+                            value=pod.annotations[objects.GROUP_NAME_ANNOTATION],
+                        )
                     )
+                    + "; its pods wait for it"
                 )
             continue
         lone = objects.pod_group_for_lone_pod(
@@ -1545,20 +1553,25 @@ def build_snapshot(
             )
             continue
         if lone.queue not in queues:
-            found.append(_missing_lone_queue(pod, lone.queue, origin=origins["Pod", pod.key]))
-            continue
+            warnings.append(
+                str(_missing_lone_queue(pod, lone.queue, origin=origins["Pod", pod.key]))
+                + "; the pod waits until it exists"
+            )
         pod_groups[lone.key] = lone
     found.extend(_too_deep_queues(queues, origins))
     for group in pod_groups.values():
         if not group.synthetic and group.queue not in queues:
-            found.append(
-                problems.Problem(
-                    message=f'queue "{group.queue}" is not given',
-                    document=f"PodGroup {group.key}",
-                    origin=origins["PodGroup", group.key],
-                    path="spec.queue",
-                    value=group.queue,
+            warnings.append(
+                str(
+                    problems.Problem(
+                        message=f'queue "{group.queue}" is not given',
+                        document=f"PodGroup {group.key}",
+                        origin=origins["PodGroup", group.key],
+                        path="spec.queue",
+                        value=group.queue,
+                    )
                 )
+                + "; its pods wait until it exists"
             )
     if found:
         raise ManifestError(found)

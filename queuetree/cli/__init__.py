@@ -13,6 +13,7 @@ from types import ModuleType
 
 import queuetree
 from queuetree.cli import operator as cli_operator
+from queuetree.cli import plugin as cli_plugin
 from queuetree.cli import review as cli_review
 from queuetree.cli import sandbox as cli_sandbox
 from queuetree.cli import session as cli_session
@@ -24,6 +25,7 @@ _COMMANDS: tuple[ModuleType, ...] = (
     cli_webhook,
     cli_review,
     cli_sandbox,
+    cli_plugin,
 )
 
 

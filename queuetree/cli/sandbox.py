@@ -105,6 +105,12 @@ def add_parser(subparsers: Any) -> None:
         help="kubeconfigs and logs go here (default: a new temporary directory, removed at exit)",
     )
     parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the temporary work directory (kubeconfigs, logs) at exit; a --workdir is "
+        "always kept",
+    )
+    parser.add_argument(
         "--refresh",
         type=float,
         default=1.0,
@@ -146,7 +152,16 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.workdir is not None:
         return _run_in(args, scenario, args.workdir.resolve())
-    with tempfile.TemporaryDirectory(prefix="queuetree-sandbox-") as directory:
+    if args.keep:
+        directory = tempfile.mkdtemp(prefix="queuetree-sandbox-")
+        try:
+            return _run_in(args, scenario, pathlib.Path(directory))
+        finally:
+            print(f"queuetree sandbox: kept {directory}", file=sys.stderr)
+    # Removed at exit, whatever happens: logs of a failed start are printed before.
+    with tempfile.TemporaryDirectory(
+        prefix="queuetree-sandbox-", ignore_cleanup_errors=True
+    ) as directory:
         return _run_in(args, scenario, pathlib.Path(directory))
 
 
@@ -191,8 +206,9 @@ def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pat
     except KeyboardInterrupt:
         return 130
     try:
-        print(f"export KUBECONFIG={running.kubeconfig}", flush=True)
-        print(f"  (kubectl get queues; logs in {workdir / 'logs'})", flush=True)
+        banner = where(running, workdir)
+        for line in banner:
+            print(line, flush=True)
         settle = args.settle if args.settle is not None else scenario.settle
         runner = scenarios.Runner(running.kubectl, settle=settle, log=_log)
         if args.headless:
@@ -210,8 +226,18 @@ def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pat
         # view's footer, so a long `wait` step never freezes the screen.
         notes: collections.deque[str] = collections.deque(maxlen=6)
         runner.log = notes.append
+
+        def show() -> None:
+            view.live(
+                running.kubectl,
+                refresh=args.refresh,
+                alive=running.check_alive,
+                notes=notes,
+                banner=banner,
+            )
+
         if args.no_demo:
-            view.live(running.kubectl, refresh=args.refresh, alive=running.check_alive, notes=notes)
+            show()
             return 0
 
         def steps() -> None:
@@ -220,7 +246,7 @@ def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pat
             notes.append("scenario steps done" if not failures else "scenario stopped")
 
         threading.Thread(target=steps, name="scenario", daemon=True).start()
-        view.live(running.kubectl, refresh=args.refresh, alive=running.check_alive, notes=notes)
+        show()
         return 0
     except KeyboardInterrupt:
         print("\nqueuetree sandbox: stopping", file=sys.stderr)
@@ -230,6 +256,17 @@ def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pat
         return 1
     finally:
         running.stop()
+
+
+def where(running: stack.Stack, workdir: pathlib.Path) -> list[str]:
+    """What a person needs to look around from another terminal: the kubeconfig, the ports."""
+    return [
+        f"export KUBECONFIG={running.kubeconfig}",
+        f"  (kubectl get queues; kubectl queuetree tree; logs in {workdir / 'logs'})",
+        f"  webhook https://127.0.0.1:{running.webhook_port}  "
+        f"metrics: operator http://127.0.0.1:{running.operator_metrics_port}/metrics, "
+        f"webhook http://127.0.0.1:{running.webhook_metrics_port}/metrics",
+    ]
 
 
 def _write_env(path: pathlib.Path, running: stack.Stack) -> None:

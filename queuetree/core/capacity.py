@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from queuetree.core import configs, decisions, frameworks, objects, vectors
+from queuetree.core import conditions, configs, decisions, frameworks, objects, vectors
 
 NAME = "capacity"
 
@@ -118,6 +118,8 @@ class CapacityPlugin(frameworks.Plugin):
         """Task key -> the leaf whose chain holds the task's reserved request."""
         self.blockers: dict[str, Blocker] = {}
         """Task key or job key -> the last rejection."""
+        self.faults: dict[str, list[conditions.Fault]] = {}
+        """Queue name -> what is wrong with it, in the order found (its readiness condition)."""
         self._interned: dict[tuple[str, str, int, float, float, float, float], Blocker] = {}
         self.gate_on = False
 
@@ -407,9 +409,17 @@ class CapacityPlugin(frameworks.Plugin):
                         f"({' -> '.join([*cycle, current])}); queues on it and below it admit "
                         "nothing"
                     )
-                    for member in cycle:
-                        loop = " -> ".join([*cycle, member])
+                    for at, member in enumerate(cycle):
+                        # The loop as seen from this member: it starts and ends there.
+                        loop = " -> ".join([*cycle[at:], *cycle[:at], member])
                         attrs[member].broken = f"queue {member!r} is on a parent cycle ({loop})"
+                        self._fault(
+                            member,
+                            conditions.QueueReason.HIERARCHY_CYCLE,
+                            f"queue {member!r} is on a parent cycle ({loop}): it and the queues "
+                            "below it admit nothing; set spec.parent of one queue on the cycle "
+                            "to a queue outside it (root, for instance)",
+                        )
                         resolved[member] = None
                         causes[member] = "cycle"
                     break
@@ -422,6 +432,13 @@ class CapacityPlugin(frameworks.Plugin):
                         "queues below it admit nothing"
                     )
                     attrs[current].broken = f"queue {current!r} has a missing parent {parent!r}"
+                    self._fault(
+                        current,
+                        conditions.QueueReason.PARENT_NOT_FOUND,
+                        f"queue {current!r}: spec.parent {parent!r} does not exist, so it and "
+                        f"the queues below it admit nothing; create queue {parent!r} or set "
+                        "spec.parent to an existing queue",
+                    )
                     resolved[current] = None
                     causes[current] = "missing parent"
                     break
@@ -453,8 +470,15 @@ class CapacityPlugin(frameworks.Plugin):
                         f"{limit} levels queuetree supports (the most --max-queue-depth "
                         "allows); move it closer to root"
                     )
+                    self._fault(member, conditions.QueueReason.TOO_DEEP, attrs[member].broken)
                 elif not attrs[member].broken:
                     attrs[member].broken = f"queue {member!r} is below a broken queue ({cause})"
+                    self._fault(
+                        member,
+                        conditions.QueueReason.ANCESTOR_NOT_READY,
+                        f"queue {member!r} admits nothing: an ancestor is broken ({cause}); "
+                        f"fix the ancestor (kubectl get queues shows its condition)",
+                    )
         for name, attr in sorted(attrs.items()):
             ancestors = resolved.get(name)
             if name == objects.ROOT_QUEUE or ancestors is None:
@@ -475,6 +499,15 @@ class CapacityPlugin(frameworks.Plugin):
                 f"children {', '.join(sorted(c.name for c in attr.children))}); only this "
                 "pod group is held back"
             )
+            if job.queue not in seen:
+                self._fault(
+                    job.queue,
+                    conditions.QueueReason.NOT_LEAF_WITH_WORKLOADS,
+                    f"queue {job.queue!r} has child queues "
+                    f"({', '.join(sorted(c.name for c in attr.children))}) and pod groups of "
+                    f"its own (first: {job.key}): only leaf queues admit, so they wait; move "
+                    "them to a leaf queue (spec.queue, or the pods' queue-name annotation)",
+                )
             seen.add(job.queue)
 
     def _check_hierarchy(self, session: frameworks.Session, root: QueueAttr) -> None:
@@ -514,6 +547,13 @@ class CapacityPlugin(frameworks.Plugin):
                     f"queue {child.name!r}: capability exceeds parent {parent.name!r} on "
                     f"{', '.join(exceeding)}; the parent's limit applies"
                 )
+                self._fault(
+                    child.name,
+                    conditions.QueueReason.CAPABILITY_ABOVE_PARENT,
+                    f"queue {child.name!r}: spec.capability exceeds parent {parent.name!r}'s "
+                    f"on {', '.join(exceeding)}, so the parent's limit applies; lower it to at "
+                    "most the parent's to say what holds",
+                )
         if parent.name == objects.ROOT_QUEUE:
             parent.guarantee = total_guarantee
             parent.deserved = total_deserved
@@ -538,6 +578,14 @@ class CapacityPlugin(frameworks.Plugin):
                     f"({dims.format(total_deserved)}) "
                     f"exceeds its deserved ({dims.format(parent.deserved)}) on {', '.join(over)}"
                 )
+                self._fault(
+                    parent.name,
+                    conditions.QueueReason.CHILDREN_OVER_PARENT,
+                    f"queue {parent.name!r}: its children's deserved "
+                    f"({dims.format(total_deserved)}) exceeds its own "
+                    f"({dims.format(parent.deserved)}) on {', '.join(over)}, so they cannot all "
+                    "get their share at once; lower theirs or raise its spec.deserved",
+                )
             over = [
                 dims.names[i]
                 for i in range(dims.size)
@@ -549,6 +597,17 @@ class CapacityPlugin(frameworks.Plugin):
                     f"({dims.format(total_guarantee)}) exceeds its guarantee "
                     f"({dims.format(parent.guarantee)}) on {', '.join(over)}"
                 )
+                self._fault(
+                    parent.name,
+                    conditions.QueueReason.CHILDREN_OVER_PARENT,
+                    f"queue {parent.name!r}: its children's guarantee "
+                    f"({dims.format(total_guarantee)}) exceeds its own "
+                    f"({dims.format(parent.guarantee)}) on {', '.join(over)}; lower theirs or "
+                    "raise its spec.guarantee",
+                )
+
+    def _fault(self, queue: str, reason: conditions.QueueReason, message: str) -> None:
+        self.faults.setdefault(queue, []).append(conditions.Fault(reason, message))
 
     def _rebuild_reserved(self, session: frameworks.Session) -> None:
         """§5.3: pending, ungated, opted-in pods keep holding their queue's capacity."""

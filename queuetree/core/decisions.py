@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from queuetree.core import objects, resources
+from queuetree.core import conditions, objects, resources
 
 
 def _empty_mapping() -> Mapping[str, Any]:
@@ -151,6 +151,20 @@ class SessionResult:
     evictions: tuple[Eviction, ...] = ()
     """One record per entry of ``evict``, in the same (eviction) order: the victim, the pod it
     was evicted for and the rule that chose it. A victim is evicted at most once per session."""
+    queue_faults: Mapping[str, tuple[conditions.Fault, ...]] = dataclasses.field(
+        default_factory=_empty_mapping
+    )
+    """Queue name -> the problems the session found with it (a cycle, a missing parent, work
+    in a non-leaf queue, ...), in the order found, for the queues that have any; the input of
+    its readiness condition (``conditions.readiness``)."""
+    order: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=_empty_mapping)
+    """Queue name -> the pods waiting behind the gate in it, in the order the session
+    considers them (``ordering.admission_order``): a pod's position in its queue."""
+    remedies: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
+    """Pod key -> what would have to change for the pod to be admitted, for the pods whose
+    reason is a capacity rejection (``explaining.remedy``)."""
+    briefs: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
+    """Pod key -> the same rejection in a few words, for a table (``explaining.brief``)."""
 
     @property
     def evicted_for(self) -> Mapping[str, str]:

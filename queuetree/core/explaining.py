@@ -8,7 +8,9 @@ resource and the figures in canonical Kubernetes quantities, for example::
 
 "used" is the queue's allocation plus the requests of admitted pods that are not placed yet
 (reserved) and, for a gated pod, of the queue's pods that are being deleted but still hold
-their nodes; the split is added when either is not zero.
+their nodes; the split is added when either is not zero. Beside each reason drawn from a
+capacity rejection, :func:`remedies` says what would have to change for the pod to be admitted
+(how much room to free, or the capability that would fit it).
 """
 
 from __future__ import annotations
@@ -133,3 +135,59 @@ def _reason(
     ):
         return "the feature gate SchedulingGatesQueueAdmission is off: gates are not removed"
     return "not admitted in this session: its job did not get a turn or did not become ready"
+
+
+def remedy(blocker: capacity.Blocker, dims: vectors.Dims) -> str:
+    """What would have to change for the pod ``blocker`` refused to be admitted."""
+    queue = blocker.queue
+    if blocker.kind == "state":
+        return f"queue {queue!r} must be Open: kubectl queuetree open {queue}"
+    if blocker.kind == "not-leaf":
+        return f"the pod group must move to a leaf queue below {queue!r}"
+    if blocker.kind == "broken":
+        return f"the queue tree must be fixed at {queue!r}: its Ready condition says how"
+    i = blocker.dim
+    name = dims.names[i]
+    used = blocker.allocated + blocker.reserved
+    short = blocker.requested - (blocker.capability - used)
+    what = "the pod group's minResources" if blocker.kind == "enqueue" else "the pod"
+    return (
+        f"{dims.format_value(i, short)} more {name} must be free in queue {queue!r} (pods "
+        f"charged to it finishing or deleted), or its capability for {name} must be at least "
+        f"{dims.format_value(i, used + blocker.requested)}, for {what} to fit"
+    )
+
+
+def brief(blocker: capacity.Blocker, dims: vectors.Dims) -> str:
+    """The blocker in a few words, for a table cell: ``gpu full in 'ml' (8 of 8)``."""
+    queue = blocker.queue
+    if blocker.kind in ("state", "not-leaf", "broken"):
+        what = {"state": blocker.detail, "not-leaf": "not a leaf", "broken": "broken"}
+        return f"queue {queue!r} is {what[blocker.kind]}"
+    i = blocker.dim
+    used = dims.format_value(i, blocker.allocated + blocker.reserved)
+    return (
+        f"no room for {dims.names[i]} {dims.format_value(i, blocker.requested)} in {queue!r} "
+        f"({used} of {dims.format_value(i, blocker.capability)} used)"
+    )
+
+
+def remedies(
+    session: frameworks.Session,
+    plugin: capacity.CapacityPlugin | None,
+    reasons: dict[str, str],
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Pod key -> :func:`remedy`, and pod key -> :func:`brief`, for every reason of
+    ``reasons`` that a capacity rejection of the pod (or of its pending pod group) gave."""
+    found: dict[str, str] = {}
+    briefs: dict[str, str] = {}
+    if plugin is None:
+        return found, briefs
+    for key, reason in reasons.items():
+        task = session.tasks[key]
+        for blocker in (plugin.blockers.get(key), plugin.blockers.get(task.job.key)):
+            if blocker is not None and explain_blocker(blocker, session.dims) in reason:
+                found[key] = remedy(blocker, session.dims)
+                briefs[key] = brief(blocker, session.dims)
+                break
+    return found, briefs

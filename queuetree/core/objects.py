@@ -216,6 +216,10 @@ class PodGroup:
     counts: GroupCounts = NO_COUNTS
     """``status.running``, ``succeeded`` and ``failed`` as last written (no session reads
     them: the operator compares what it would write with them)."""
+    status_written: bool = False
+    """``status.phase`` is set: a controller wrote the group's status. Until then the
+    operator writes phase and counts even when they equal the defaults (Pending, 0), so
+    ``kubectl get podgroups`` fills its STATUS and RUNNINGS columns."""
     created: datetime.datetime = EPOCH
     uid: str = ""
 

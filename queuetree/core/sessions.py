@@ -27,6 +27,7 @@ from queuetree.core import (
     features,
     frameworks,
     objects,
+    ordering,
     plugins,
     resources,
     vectors,
@@ -463,6 +464,8 @@ def _result(
             # Single-pod groups and stand-ins have no object to write counts to.
             counts[key] = found
         phases[key] = _phase(session, job, running=found.running, succeeded=found.succeeded)
+    reasons = explaining.explain(session, plugin)
+    remedies, briefs = explaining.remedies(session, plugin, reasons)
     pipeline = {} if session.admission_only else dict(sorted(session.pipelined.items()))
     bind = {} if session.admission_only else dict(sorted(session.bound.items()))
     return decisions.SessionResult(
@@ -479,9 +482,19 @@ def _result(
         pod_groups=MappingProxyType(phases),
         group_counts=MappingProxyType(counts),
         queues=MappingProxyType(queues),
-        reasons=MappingProxyType(explaining.explain(session, plugin)),
+        reasons=MappingProxyType(reasons),
         events=tuple(session.events),
         evictions=tuple(session.evictions),
+        queue_faults=MappingProxyType(
+            {
+                name: tuple(found)
+                for name, found in sorted((plugin.faults if plugin is not None else {}).items())
+                if name in session.queues
+            }
+        ),
+        order=MappingProxyType(ordering.admission_order(session)),
+        remedies=MappingProxyType(remedies),
+        briefs=MappingProxyType(briefs),
     )
 
 

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from queuetree.api import bodies
-from queuetree.core import decisions, objects
+from queuetree.core import conditions, decisions, objects
 from queuetree.operator import (
     explaining,
     gating,
@@ -112,6 +112,9 @@ class AdmissionCycle:
         self._evicting: set[str] = set()
         self._last_duration = 0.0
         self._last: tuple[tuple[int, frozenset[str]], decisions.SessionResult] | None = None
+        self._told: dict[str, conditions.Readiness] = {}
+        """Queue -> the readiness last announced (event and log): a write planned again while
+        the watch lags behind the last one is not announced twice."""
 
     async def wait_writes(self) -> None:
         """Wait until the background writes planned so far are done (tests, shutdown)."""
@@ -187,7 +190,9 @@ class AdmissionCycle:
         explanations: list[explaining.Explanation] = []
         evictions: list[reclaiming.Eviction] = []
         if self._writer is None or self._writer.done():
-            writes = self._throttle(queue_status.plan_queue_writes(view, result))
+            writes = self._throttle(
+                queue_status.plan_queue_writes(view, result, now=self._timestamp())
+            )
             groups = queue_status.plan_pod_group_status(view.pod_groups, result)
             explanations = explaining.plan_explanations(
                 view, result, self._cluster.explanations(), budget=self._explanation_budget
@@ -199,7 +204,8 @@ class AdmissionCycle:
             )
         # 5. Metrics.
         if self._metrics is not None:
-            self._metrics.record_queues(result.queues, count_gated(view))
+            gated, oldest = count_gated(view, now=self._wall_clock())
+            self._metrics.record_queues(result.queues, gated, oldest)
             self._metrics.cycle_duration.observe(self._clock() - started)
         return CycleReport(
             ran=True,
@@ -224,9 +230,9 @@ class AdmissionCycle:
             interval *= self._busy_figures_factor
         kept = []
         for write in writes:
-            urgent = bool(write.meta or write.warning or "state" in write.status) or (
-                queue_status.busy_changed(write)
-            )
+            urgent = bool(
+                write.meta or write.warning or write.transition or "state" in write.status
+            ) or (queue_status.busy_changed(write))
             if not urgent and now - self._figures_written.get(write.name, -1e18) < interval:
                 continue
             if write.status:
@@ -277,22 +283,44 @@ class AdmissionCycle:
             if write.status:
                 await self._api.patch_queue_status(write.name, bodies.status_patch(write.status))
             if write.warning:
-                await self._api.create_event(
-                    EVENT_NAMESPACE,
-                    self.event_body(
-                        kind="Queue",
-                        api_version="scheduling.volcano.sh/v1beta1",
-                        namespace="",
-                        name=write.name,
-                        event_type="Warning",
-                        reason="QueueStateRefused",
-                        message=write.warning,
-                    ),
-                )
+                await self._queue_event(write, "Warning", "QueueStateRefused", write.warning)
+            if write.transition is not None and self._told.get(write.name) != write.transition:
+                await self._announce(write, write.transition)
         except kube.ApiError as error:
             # 404: the queue is gone; anything else: the next cycle plans the write again.
             if error.status != 404:
                 logger.warning("Queue %s: status write failed: %s", write.name, error)
+
+    async def _announce(self, write: queue_status.QueueWrite, ready: conditions.Readiness) -> None:
+        """Tell of a queue's new readiness once: a log line and an event on the queue
+        (Warning when it stopped admitting, Normal otherwise), reason the condition's."""
+        self._told[write.name] = ready
+        if ready.ready:
+            logger.info("Queue %s is ready (%s): %s", write.name, ready.reason, ready.message)
+        else:
+            logger.warning(
+                "Queue %s is not ready (%s): %s", write.name, ready.reason, ready.message
+            )
+        await self._queue_event(
+            write, "Normal" if ready.ready else "Warning", str(ready.reason), ready.message
+        )
+
+    async def _queue_event(
+        self, write: queue_status.QueueWrite, event_type: str, reason: str, message: str
+    ) -> None:
+        await self._api.create_event(
+            EVENT_NAMESPACE,
+            self.event_body(
+                kind="Queue",
+                api_version="scheduling.volcano.sh/v1beta1",
+                namespace="",
+                name=write.name,
+                uid=write.uid,
+                event_type=event_type,
+                reason=reason,
+                message=message,
+            ),
+        )
 
     async def _apply_explanation(self, explanation: explaining.Explanation) -> None:
         namespace, _, name = explanation.key.partition("/")
@@ -394,6 +422,10 @@ class AdmissionCycle:
                 ),
             )
 
+    def _timestamp(self) -> str:
+        """Now, in the RFC 3339 form of Kubernetes timestamps (whole seconds, UTC)."""
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._wall_clock()))
+
     def event_body(
         self,
         *,
@@ -407,7 +439,6 @@ class AdmissionCycle:
         uid: str = "",
     ) -> dict[str, Any]:
         """A ``v1`` Event about one object, stamped now (``bodies.event``)."""
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._wall_clock()))
         return bodies.event(
             kind=kind,
             api_version=api_version,
@@ -416,20 +447,28 @@ class AdmissionCycle:
             event_type=event_type,
             reason=reason,
             message=message,
-            stamp=stamp,
+            stamp=self._timestamp(),
             event_namespace=EVENT_NAMESPACE,
             component=EVENT_COMPONENT,
             uid=uid,
         )
 
 
-def count_gated(view: state.StateView) -> Mapping[str, int]:
-    """Queue name -> pods that still carry our gate (assumed removals excluded)."""
+def count_gated(
+    view: state.StateView, *, now: float = 0.0
+) -> tuple[Mapping[str, int], Mapping[str, float]]:
+    """Queue name -> pods that still carry our gate (assumed removals excluded), and queue
+    name -> seconds since the oldest of them was created (``now``: the wall clock, epoch
+    seconds; the gate is injected at creation, so that is how long it has waited)."""
     counts: dict[str, int] = {}
+    created: dict[str, float] = {}
     snapshot = view.snapshot
     for key in view.gated:
         pod = snapshot.pods[key]
         group = snapshot.pod_groups.get(pod.group)
         queue = group.queue if group is not None else objects.DEFAULT_QUEUE
         counts[queue] = counts.get(queue, 0) + 1
-    return counts
+        if pod.created != objects.EPOCH:
+            stamp = pod.created.timestamp()
+            created[queue] = min(created.get(queue, stamp), stamp)
+    return counts, {queue: max(0.0, now - stamp) for queue, stamp in created.items()}

@@ -1,10 +1,13 @@
 """Prometheus metrics of the operator, in one registry served on ``--metrics-port``.
 
-Queue figures are per queue and resource, in the units a person reads on a dashboard: CPU in
-cores, memory and other byte quantities in bytes, GPUs and other scalars in units, ``pods`` as a
-count; unlimited dimensions are not exported (a gauge has no spelling for "no limit"). They are
-replaced as a whole every cycle, so a deleted queue or a resource that disappears stops being
-exported instead of keeping its last value.
+Queue figures carry their unit in their name, as Prometheus' conventions ask (one unit per
+metric): ``queuetree_queue_<figure>_cpu_cores``, ``_memory_bytes`` and ``_pods`` per queue, and
+``_scalar_resources`` per queue and resource for every other resource, in the resource's own
+unit (GPUs for ``nvidia.com/gpu``; bytes for ``ephemeral-storage`` and ``hugepages-*``), where
+``<figure>`` is ``allocated``, ``reserved``, ``deserved``, ``capability`` or
+``real_capability``. Unlimited dimensions are not exported (a gauge has no spelling for "no
+limit"). Series are replaced as a whole every cycle, so a deleted queue or a resource that
+disappears stops being exported instead of keeping its last value.
 """
 
 from __future__ import annotations
@@ -18,6 +21,28 @@ import prometheus_client
 from queuetree.core import decisions, resources
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+FIGURES = ("allocated", "reserved", "deserved", "capability", "real_capability")
+"""The ``QueueFigures`` attributes exported, one family of gauges each."""
+UNITS = ("cpu_cores", "memory_bytes", "pods", "scalar_resources")
+"""The gauges of each figure; ``scalar_resources`` alone has a ``resource`` label."""
+_HELP = {
+    "allocated": "Requests of the pods placed in the queue's subtree",
+    "reserved": "Requests of the pods admitted (ungated) in the subtree and not placed yet",
+    "deserved": "Effective deserved share",
+    "capability": "Capability (inherited from the parent where unset)",
+    "real_capability": "Effective limit: capability within what the parent leaves",
+}
+
+
+def unit_of(resource: str) -> str:
+    """The gauge (of :data:`UNITS`) that exports ``resource``."""
+    if resource == resources.CPU:
+        return "cpu_cores"
+    if resource == resources.MEMORY:
+        return "memory_bytes"
+    if resource == resources.PODS:
+        return "pods"
+    return "scalar_resources"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -25,12 +50,11 @@ class Metrics:
     """Every metric the operator exports; :func:`create` builds them in a fresh registry."""
 
     registry: prometheus_client.CollectorRegistry
-    queue_allocated: prometheus_client.Gauge
-    queue_reserved: prometheus_client.Gauge
-    queue_deserved: prometheus_client.Gauge
-    queue_capability: prometheus_client.Gauge
-    queue_real_capability: prometheus_client.Gauge
+    queue_figures: Mapping[tuple[str, str], prometheus_client.Gauge]
+    """(figure, unit) -> its gauge, e.g. ``("allocated", "cpu_cores")``."""
     queue_gated_pods: prometheus_client.Gauge
+    queue_oldest_gated: prometheus_client.Gauge
+    """Seconds since the oldest pod still behind the gate of each queue was created."""
     cycle_duration: prometheus_client.Histogram
     ungate_latency: prometheus_client.Histogram
     ungates: prometheus_client.Counter
@@ -49,27 +73,34 @@ class Metrics:
         self.api_errors.labels(verb=verb, code=str(code)).inc()
 
     def record_queues(
-        self, figures: Mapping[str, decisions.QueueFigures], gated: Mapping[str, int]
+        self,
+        figures: Mapping[str, decisions.QueueFigures],
+        gated: Mapping[str, int],
+        oldest: Mapping[str, float] | None = None,
     ) -> None:
-        """Replace every per-queue series by the figures of the last cycle."""
-        gauges = (
-            (self.queue_allocated, "allocated"),
-            (self.queue_reserved, "reserved"),
-            (self.queue_deserved, "deserved"),
-            (self.queue_capability, "capability"),
-            (self.queue_real_capability, "real_capability"),
-        )
-        for gauge, attribute in gauges:
-            series: dict[tuple[str, ...], float] = {}
+        """Replace every per-queue series by the figures of the last cycle (``oldest``: queue
+        -> age in seconds of its oldest gated pod)."""
+        for attribute in FIGURES:
+            series: dict[str, dict[tuple[str, ...], float]] = {unit: {} for unit in UNITS}
             for queue, figure in figures.items():
                 vector: resources.Resource = getattr(figure, attribute)
                 for name, value in iter_dimensions(vector):
-                    series[(queue, name)] = value
-            self._replace(gauge, attribute, series)
+                    unit = unit_of(name)
+                    labels = (queue, name) if unit == "scalar_resources" else (queue,)
+                    series[unit][labels] = value
+            for unit in UNITS:
+                self._replace(
+                    self.queue_figures[attribute, unit], f"{attribute}_{unit}", series[unit]
+                )
         self._replace(
             self.queue_gated_pods,
             "gated",
             {(queue,): float(count) for queue, count in gated.items()},
+        )
+        self._replace(
+            self.queue_oldest_gated,
+            "oldest",
+            {(queue,): age for queue, age in (oldest or {}).items()},
         )
 
     def _replace(
@@ -113,24 +144,24 @@ def create() -> Metrics:
     def gauge(name: str, text: str, labels: tuple[str, ...]) -> prometheus_client.Gauge:
         return prometheus_client.Gauge(name, text, labels, registry=registry)
 
-    queue_labels = ("queue", "resource")
     return Metrics(
         registry=registry,
-        queue_allocated=gauge(
-            "queuetree_queue_allocated", "Resources of bound pods (subtree).", queue_labels
-        ),
-        queue_reserved=gauge(
-            "queuetree_queue_reserved",
-            "Resources of ungated pods not yet bound (subtree).",
-            queue_labels,
-        ),
-        queue_deserved=gauge("queuetree_queue_deserved", "Effective deserved.", queue_labels),
-        queue_capability=gauge("queuetree_queue_capability", "Capability.", queue_labels),
-        queue_real_capability=gauge(
-            "queuetree_queue_real_capability", "Effective capability.", queue_labels
-        ),
+        queue_figures={
+            (figure, unit): gauge(
+                f"queuetree_queue_{figure}_{unit}",
+                f"{_HELP[figure]} ({unit.replace('_', ' ')}).",
+                ("queue", "resource") if unit == "scalar_resources" else ("queue",),
+            )
+            for figure in FIGURES
+            for unit in UNITS
+        },
         queue_gated_pods=gauge(
             "queuetree_queue_gated_pods", "Pods still held by the queue gate.", ("queue",)
+        ),
+        queue_oldest_gated=gauge(
+            "queuetree_queue_oldest_gated_pod_age_seconds",
+            "Age of the oldest pod still held by the queue gate.",
+            ("queue",),
         ),
         cycle_duration=prometheus_client.Histogram(
             "queuetree_cycle_duration_seconds",

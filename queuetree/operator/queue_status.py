@@ -6,6 +6,10 @@ only the writes that change something: a status merge patch with just the keys t
 metadata/spec merge patch for the ``closed-by-parent`` mark and a defaulted ``spec.parent``, and
 the Warning events of refused requests. Writing nothing when nothing changed keeps the API quiet
 (kueue #8095: status writes of idle objects slow admission down).
+
+Each queue's readiness condition (``core.conditions.readiness`` over its decided state and the
+session's faults) is written only when its status, reason or message changes; such a write
+carries the transition, which the cycle turns into one event on the queue and one log line.
 """
 
 from __future__ import annotations
@@ -14,8 +18,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from queuetree.api import bodies
-from queuetree.core import decisions, objects, resources
+from queuetree.api import bodies, statuses
+from queuetree.core import conditions, decisions, objects, resources
 from queuetree.operator import queue_states, state
 
 _PHASE_COUNTERS = {
@@ -39,6 +43,10 @@ class QueueWrite:
     """Merge patch of the main resource (annotations, ``spec.parent``)."""
     warning: str = ""
     """Text of a Warning event on the queue, "" for none."""
+    transition: conditions.Readiness | None = None
+    """The queue's new readiness condition, when this write changes it (an event to raise)."""
+    uid: str = ""
+    """The queue's uid: ``kubectl describe queue`` selects its events by it."""
 
 
 def count_pod_groups(snapshot: objects.Snapshot) -> dict[str, dict[str, int]]:
@@ -167,9 +175,11 @@ def merge_patch_value(current: Any, desired: Any) -> Any:
 
 
 def plan_queue_writes(
-    view: state.StateView, result: decisions.SessionResult | None
+    view: state.StateView, result: decisions.SessionResult | None, *, now: str = ""
 ) -> list[QueueWrite]:
-    """Every queue write that changes something, by queue name."""
+    """Every queue write that changes something, by queue name. ``now`` (RFC 3339) is the
+    ``lastTransitionTime`` of a readiness condition that flips; without a session result no
+    condition is planned (the faults are the session's)."""
     counts = count_pod_groups(view.snapshot)
     verdicts = decide_states(view, counts=counts)
     figures = result.queues if result is not None else {}
@@ -185,6 +195,19 @@ def plan_queue_writes(
             for key, value in desired.items()
             if record.status.get(key) != value
         }
+        transition = None
+        if result is not None:
+            ready = conditions.readiness(
+                name,
+                state=verdict.state,
+                faults=result.queue_faults.get(name, ()),
+                closed_by_parent=verdict.closed_by_parent,
+            )
+            if not statuses.same_condition(statuses.read_condition(record.status), ready):
+                status_patch["conditions"] = statuses.conditions_value(
+                    record.status, ready, now=now
+                )
+                transition = ready
         marked = record.queue.annotations.get(objects.CLOSED_BY_PARENT_ANNOTATION)
         wanted_mark = "true" if verdict.closed_by_parent else "false"
         mark = None
@@ -196,7 +219,14 @@ def plan_queue_writes(
         meta = bodies.queue_patch(annotations=mark, parent=objects.ROOT_QUEUE if orphan else None)
         if status_patch or meta or verdict.message:
             writes.append(
-                QueueWrite(name=name, status=status_patch, meta=meta, warning=verdict.message)
+                QueueWrite(
+                    name=name,
+                    status=status_patch,
+                    meta=meta,
+                    warning=verdict.message,
+                    transition=transition,
+                    uid=record.queue.uid,
+                )
             )
     return writes
 
@@ -221,10 +251,11 @@ def plan_pod_group_status(
             continue
         patch: dict[str, Any] = {}
         phase = result.pod_groups.get(key)
-        if phase is not None and group.phase is not phase:
+        fresh = not group.status_written  # never written: fill the columns, defaults included
+        if phase is not None and (fresh or group.phase is not phase):
             patch["phase"] = str(phase)
         counts = result.group_counts.get(key)
-        if counts is not None and counts != group.counts:
+        if counts is not None and (fresh or counts != group.counts):
             patch.update(running=counts.running, succeeded=counts.succeeded, failed=counts.failed)
         if patch:
             changed[key] = patch

@@ -261,7 +261,10 @@ class ClusterState:
             if previous == group:
                 return
             self._pod_groups[group.key] = group
-            if previous is not None and dataclasses.replace(previous, counts=group.counts) == group:
+            written = dataclasses.replace(
+                previous or group, counts=group.counts, status_written=group.status_written
+            )
+            if previous is not None and written == group:
                 return
             # A lone pod of the same key now belongs to this group.
             self._classify(group.key)

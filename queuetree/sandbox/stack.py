@@ -150,6 +150,9 @@ class Stack:
     ca_bundle: str = ""
     """The API server's CA (base64 of PEM), as kubeconfigs carry it."""
     webhook_port: int = 0
+    webhook_metrics_port: int = 0
+    operator_metrics_port: int = 0
+    """The first operator replica's /metrics (the one that leads at start)."""
     processes: cluster.Processes = dataclasses.field(default_factory=list)
     control_plane: cluster.Cluster | None = None
     """The real backend's control plane (None on kubesim)."""
@@ -572,7 +575,7 @@ def _install_real(stack: Stack) -> None:
 
 def _start_webhook(stack: Stack) -> None:
     options = stack.options
-    metrics_port = processes.free_port()
+    metrics_port = stack.webhook_metrics_port = processes.free_port()
     stack.processes.append(
         processes.spawn(
             "webhook",
@@ -616,7 +619,23 @@ def _start_webhook(stack: Stack) -> None:
 
 
 def _start_operator(stack: Stack) -> None:
-    stack.start_operator("operator", lead=True)
+    # The scheduler configuration as a cluster holds it (the Deployment's ConfigMap), so that
+    # `kubectl queuetree` decides with the operator's configuration here too.
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "queuetree-scheduler-config",
+            "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/part-of": "queuetree"},
+        },
+        "data": {"scheduler.conf": stack.options.scheduler_config.read_text()},
+    }
+    applied = stack.kubectl.apply([configmap])
+    if not applied.ok:
+        raise StartupError(f"sandbox start-up: {applied.describe()}")
+    replica = stack.start_operator("operator", lead=True)
+    stack.operator_metrics_port = replica.metrics_port
     _wait(
         stack,
         lambda: stack.kubectl.run("get", "queue", "root", "default", "-o", "name").ok,

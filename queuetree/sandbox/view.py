@@ -1,140 +1,51 @@
-"""The live view: the queue tree with its figures and pod stages, redrawn in place.
+"""The live view: the queue tree of ``kubectl queuetree tree``, redrawn in place with rich.
 
 :func:`render` is pure (an observation in, lines of text out) so it is tested as a table;
-:func:`live` reads the cluster every ``refresh`` seconds and redraws until interrupted.
-
-Per queue and resource it shows ``allocated+reserved/deserved/capability`` (``-`` when unset;
-capability falls back to ``realCapability``), and per queue the pods of its subtree in each
-stage: gated, admitted (ungated, not placed), running, succeeded, evicted.
+:func:`live` reads the cluster every ``refresh`` seconds and redraws it with rich's Live until
+interrupted. The tree is ``queuetree.views.trees``, the very renderer of ``kubectl queuetree
+tree`` (state, Ready condition, per resource used+reserved, deserved and ``realCapability``
+with bars, gated/admitted/running pods of each subtree); below it the pods of the whole cluster
+by stage (succeeded and evicted included) and the scenario's progress.
 """
 
 from __future__ import annotations
 
-import sys
+import contextlib
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TextIO
+from collections.abc import Callable, Iterable
 
-from queuetree.core import objects
+import rich.console
+import rich.live
+import rich.text
+
+from queuetree.api import listings
 from queuetree.sandbox import kubectl, observing
-
-STAGE_COLUMNS = ("gated", "admitted", "running", "succeeded", "evicted")
-PREFERRED = ("cpu", "memory", "nvidia.com/gpu")
-CLEAR = "\x1b[H\x1b[2J"
+from queuetree.views import trees
 
 
-def render(observation: observing.Observation, *, header: str = "") -> list[str]:
-    """The table: one line per queue, depth-first from root, children sorted by name."""
-    queues = observation.queues
-    children: dict[str, list[str]] = {}
-    for name, queue in queues.items():
-        if name == objects.ROOT_QUEUE:
-            continue
-        parent = (queue.get("spec") or {}).get("parent") or objects.ROOT_QUEUE
-        children.setdefault(parent if parent in queues else objects.ROOT_QUEUE, []).append(name)
-    resources = _resources(queues)
-    counts = _subtree_counts(observation, children)
-    rows: list[tuple[str, ...]] = []
-    # Depth first without recursion: a tree of any depth renders (the operator, not the view,
-    # is what refuses trees that are too deep).
-    stack: list[tuple[str, str, bool, bool]] = []
-    if objects.ROOT_QUEUE in queues:
-        stack.append((objects.ROOT_QUEUE, "", True, True))
-    while stack:
-        name, prefix, last, top = stack.pop()
-        label = name if top else f"{prefix}{'└─ ' if last else '├─ '}{name}"
-        status = queues[name].get("status") or {}
-        stage = counts.get(name, {})
-        rows.append(
-            (
-                label,
-                str(status.get("state", "?")),
-                *(_figure(queues[name], resource) for resource in resources),
-                *(str(stage.get(column, 0)) for column in STAGE_COLUMNS),
-            )
-        )
-        kids = sorted(children.get(name, []))
-        deeper = "" if top else prefix + ("   " if last else "│  ")
-        stack.extend(
-            (kid, deeper, index == len(kids) - 1, False)
-            for index, kid in reversed(list(enumerate(kids)))
-        )
-    header_row = (
-        "QUEUE",
-        "STATE",
-        *(f"{r} alloc+resv/deserved/cap" for r in resources),
-        *(c.upper() for c in STAGE_COLUMNS),
+def listing_of(observation: observing.Observation) -> listings.Listing:
+    """The observation as ``kubectl queuetree`` reads a cluster."""
+    return listings.read_listing(
+        [
+            *({"kind": "Queue", **q} for q in observation.queues.values()),
+            *({"kind": "PodGroup", **g} for g in observation.pod_groups.values()),
+            *({"kind": "Pod", **p} for p in observation.pods.values()),
+        ]
     )
-    widths = [max(len(row[i]) for row in [header_row, *rows]) for i in range(len(header_row))]
-    lines = [header] if header else []
-    for row in [header_row, *rows]:
-        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
+def footer(observation: observing.Observation) -> str:
     totals = observing.stage_counts(observation)
-    lines.append("")
-    lines.append("pods: " + ", ".join(f"{totals[stage]} {stage}" for stage in observing.STAGES))
-    return [line.rstrip() for line in lines]
+    return "pods: " + ", ".join(f"{totals[stage]} {stage}" for stage in observing.STAGES)
 
 
-def _resources(queues: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    seen: set[str] = set()
-    for queue in queues.values():
-        spec, status = queue.get("spec") or {}, queue.get("status") or {}
-        for figures in (
-            spec.get("deserved"),
-            spec.get("capability"),
-            status.get("allocated"),
-            status.get("reserved"),
-        ):
-            seen.update((figures or {}).keys())
-    seen.discard("pods")
-    return [r for r in PREFERRED if r in seen] + sorted(seen - set(PREFERRED))
-
-
-def _figure(queue: Mapping[str, Any], resource: str) -> str:
-    spec, status = queue.get("spec") or {}, queue.get("status") or {}
-    allocated = (status.get("allocated") or {}).get(resource)
-    reserved = (status.get("reserved") or {}).get(resource)
-    deserved = (spec.get("deserved") or {}).get(resource) or (status.get("deserved") or {}).get(
-        resource
-    )
-    capability = (spec.get("capability") or {}).get(resource)
-    used = str(allocated or 0)
-    if reserved and observing.milli(reserved) != 0:
-        used += f"+{reserved}"
-    return f"{used}/{deserved or '-'}/{capability or '-'}"
-
-
-def _subtree_counts(
-    observation: observing.Observation, children: Mapping[str, list[str]]
-) -> dict[str, dict[str, int]]:
-    own: dict[str, dict[str, dict[str, Any]]] = {}
-    for key, pod in observation.pods.items():
-        queue = observing.queue_of(pod, observation.pod_groups)
-        own.setdefault(queue, {})[key] = pod
-    # Evicted pods are gone: their queue is the one the eviction event names.
-    gone: dict[str, int] = {}
-    for key, message in observation.evicted.items():
-        if key not in observation.pods:
-            queue = observing.evicted_from(message)
-            gone[queue] = gone.get(queue, 0) + 1
-    result: dict[str, dict[str, int]] = {}
-    if objects.ROOT_QUEUE not in observation.queues:
-        return result
-    # Parents before children, then summed children first (no recursion, whatever the depth).
-    order: list[str] = []
-    stack = [objects.ROOT_QUEUE]
-    while stack:
-        name = stack.pop()
-        order.append(name)
-        stack.extend(children.get(name, []))
-    for name in reversed(order):
-        counts = observing.stage_counts(observation, pods=own.get(name, {}))
-        counts["evicted"] += gone.get(name, 0)
-        for kid in children.get(name, []):
-            for stage, number in result[kid].items():
-                counts[stage] += number
-        result[name] = counts
-    return result
+def render(
+    observation: observing.Observation, *, header: str = "", width: int = trees.WIDTH
+) -> list[str]:
+    """The tree as ``kubectl queuetree tree`` prints it, then the pods by stage."""
+    lines = [header] if header else []
+    lines += trees.to_text(listing_of(observation), width=width).splitlines()
+    return [*lines, "", footer(observation)]
 
 
 def live(
@@ -143,21 +54,40 @@ def live(
     refresh: float = 1.0,
     alive: Callable[[], None] = lambda: None,
     notes: Iterable[str] = (),
-    out: TextIO = sys.stdout,
+    banner: Iterable[str] = (),
 ) -> None:
-    """Redraw the table every ``refresh`` seconds until KeyboardInterrupt (or ``alive``
-    raises: a component of the stack stopped), with ``notes`` (the scenario's progress) below."""
-    while True:
-        alive()
-        stamp = time.strftime("%H:%M:%S")
-        header = f"queuetree sandbox  {stamp}  KUBECONFIG={client.kubeconfig}  (Ctrl-C stops)"
-        try:
-            lines = render(observing.observe(client), header=header)
-        except kubectl.KubectlError as exc:
-            lines = [header, f"(reading the cluster failed: {exc})"]
-        lines.extend(["", *list(notes)])
-        if out.isatty():
-            out.write(CLEAR)
-        out.write("\n".join(lines) + "\n")
-        out.flush()
-        time.sleep(refresh)
+    """Redraw every ``refresh`` seconds until KeyboardInterrupt (or ``alive`` raises: a
+    component of the stack stopped), with ``banner`` above (where things are) and ``notes``
+    (the scenario's progress) below."""
+    console = rich.console.Console(highlight=False, soft_wrap=False)
+    # rich's Live shows nothing but its last frame when the output is not a terminal (a log
+    # file, a pipe): there, every frame is printed whole, one after the other.
+    live_view = rich.live.Live(console=console, auto_refresh=False, screen=True)
+    with live_view if console.is_terminal else contextlib.nullcontext():
+        while True:
+            alive()
+            frame = _frame(client, banner=banner, notes=notes)
+            if console.is_terminal:
+                live_view.update(frame, refresh=True)
+            else:
+                console.print(frame)
+                console.file.flush()
+            time.sleep(refresh)
+
+
+def _frame(
+    client: kubectl.Kubectl, *, banner: Iterable[str], notes: Iterable[str]
+) -> rich.console.Group:
+    stamp = time.strftime("%H:%M:%S")
+    parts: list[rich.console.RenderableType] = [
+        f"queuetree sandbox  {stamp}  (Ctrl-C stops)",
+        *(rich.text.Text(line, no_wrap=True, overflow="ellipsis") for line in banner),
+    ]
+    try:
+        observation = observing.observe(client)
+        rows = trees.build_rows(listing_of(observation))
+        parts += [trees.render(rows), *trees.notes(rows), "", footer(observation)]
+    except kubectl.KubectlError as exc:
+        parts.append(f"(reading the cluster failed: {exc})")
+    parts += ["", *list(notes)]
+    return rich.console.Group(*parts)

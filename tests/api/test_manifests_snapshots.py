@@ -39,6 +39,7 @@ def test_a_pod_group_manifest_becomes_a_pod_group() -> None:
         min_resources=resources.Resource(4000, 0, {GPU: 4000}),
         priority_class_name="high",
         phase=objects.PodGroupPhase.INQUEUE,
+        status_written=True,
         uid="ml-pg1",
     )
 
@@ -211,6 +212,7 @@ def test_files_in_any_order_give_one_sorted_snapshot() -> None:
             queue="team-a",
             min_member=1,
             phase=objects.PodGroupPhase.RUNNING,
+            status_written=True,
             uid="ml-job",
         ),
         "ml/lone": objects.PodGroup(
@@ -288,14 +290,52 @@ def test_every_problem_of_every_file_is_reported_at_once() -> None:
         'f1.yaml#0: Pod ns1/p2: spec.containers[0].resources.requests["cpu"]: invalid quantity: '
         + found[1].split("invalid quantity: ", 1)[1],
         "f1.yaml#2: Pod ns1/p3: defined twice (first in f1.yaml#1)",
-        'f0.yaml#2: Pod ns1/p1: metadata.annotations["scheduling.k8s.io/group-name"]: '
-        'PodGroup ns1/nope is not given (got "nope")',
-        'f1.yaml#1: Pod ns1/p3: queue "default" is not given (a pod without a PodGroup goes '
-        'to the queue its metadata.annotations["scheduling.volcano.sh/queue-name"] names, else '
-        "to the one its Namespace's names, else to the default queue; declare the queue, or "
-        "name another)",
-        'f0.yaml#1: PodGroup ns1/pg1: spec.queue: queue "missing" is not given (got "missing")',
     ]
+
+
+def test_dangling_references_of_a_live_cluster_are_warnings_not_problems() -> None:
+    # A dump of a live cluster (kubectl get ... -o yaml, a List) holds pods whose queue or
+    # PodGroup was deleted: the snapshot keeps them, and the session tells why they wait.
+    documents = manifests.load_documents(
+        textwrap.dedent(
+            """\
+            apiVersion: v1
+            kind: List
+            items:
+            - apiVersion: scheduling.volcano.sh/v1beta1
+              kind: PodGroup
+              metadata: {name: pg1, namespace: ns1}
+              spec: {queue: missing}
+            - apiVersion: v1
+              kind: Pod
+              metadata:
+                name: p1
+                namespace: ns1
+                annotations: {scheduling.k8s.io/group-name: nope}
+              spec: {containers: [{name: c}]}
+            - apiVersion: v1
+              kind: Pod
+              metadata:
+                name: p2
+                namespace: ns1
+                annotations: {scheduling.volcano.sh/queue-name: ml-a}
+              spec: {containers: [{name: c}]}
+            """
+        ),
+        source="dump.yaml",
+    )
+    parsed = manifests.build_snapshot(documents)
+    assert (sorted(parsed.snapshot.pods), parsed.warnings) == (
+        ["ns1/p1", "ns1/p2"],
+        (
+            'dump.yaml#0.items[1]: Pod ns1/p1: metadata.annotations["scheduling.k8s.io/group-name"]'
+            ': PodGroup ns1/nope is not given (got "nope"); its pods wait for it',
+            'dump.yaml#0.items[2]: Pod ns1/p2: metadata.annotations["scheduling.volcano.sh/'
+            'queue-name"]: queue "ml-a" is not given (got "ml-a"); the pod waits until it exists',
+            'dump.yaml#0.items[0]: PodGroup ns1/pg1: spec.queue: queue "missing" is not given '
+            '(got "missing"); its pods wait until it exists',
+        ),
+    )
 
 
 DOCUMENT_PROBLEMS = {

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from queuetree.sandbox import observing, scenarios, view
+from queuetree.views import trees
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GATE = "scheduling.volcano.sh/queue-allocation-gate"
@@ -201,16 +202,21 @@ def test_the_table_shows_the_tree_the_figures_and_the_pods_of_each_subtree() -> 
             "plugin with ancestorReclaimLevel=0"
         },
     )
-    assert view.render(seen) == [
-        "QUEUE        STATE   cpu alloc+resv/deserved/cap  GATED  ADMITTED  RUNNING  SUCCEEDED  "
-        "EVICTED",
-        "root         Open    1/-/-                        1      1         1        0          1",
-        "└─ dept      Open    1+500m/-/-                   1      1         1        0          1",
-        "   ├─ left   Open    1/1/2                        1      0         1        0          0",
-        "   └─ right  Closed  0+500m/-/-                   0      1         0        0          1",
-        "",
+    lines = view.render(seen)
+    listing = view.listing_of(seen)
+    assert (lines[:-2], lines[-1]) == (
+        trees.to_text(listing).splitlines(),
         "pods: 1 gated, 1 admitted, 1 running, 0 succeeded, 0 failed, 1 evicted",
-    ]
+    )
+    # The tree of kubectl queuetree tree: the subtree's pods and the closed queue.
+    rows = {row.name: row for row in trees.build_rows(listing)}
+    assert (dict(rows["dept"].counts), rows["right"].state, rows["left"].figures[0]) == (
+        {"gated": 1, "admitted": 1, "running": 1},
+        "Closed",
+        trees.Figure(
+            resource="cpu", allocated=1000.0, reserved=0.0, deserved=1000.0, capability=2000.0
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- the command

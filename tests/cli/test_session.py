@@ -238,7 +238,7 @@ INPUT_ERRORS: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
             '{reason} (got "two")'
         ],
     ),
-    "an unknown kind, and a pod group naming a missing queue, in two files": (
+    "an unknown kind and a duplicate, in two files": (
         {
             "a.yaml": """\
             apiVersion: batch/v1
@@ -247,17 +247,19 @@ INPUT_ERRORS: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
             """,
             "b.yaml": """\
             apiVersion: scheduling.volcano.sh/v1beta1
-            kind: PodGroup
-            metadata: {name: pg, namespace: ns1}
-            spec: {queue: nowhere}
+            kind: Queue
+            metadata: {name: q}
+            ---
+            apiVersion: scheduling.volcano.sh/v1beta1
+            kind: Queue
+            metadata: {name: q}
             """,
         },
         ["-f", "{tmp}/a.yaml", "-f", "{tmp}/b.yaml"],
         [
             "{tmp}/a.yaml#0: kind: unsupported kind (a session reads Queue, PodGroup, Pod, Node, "
             'PriorityClass, Namespace; workloads are not expanded) (got "Job")',
-            '{tmp}/b.yaml#0: PodGroup ns1/pg: spec.queue: queue "nowhere" is not given '
-            '(got "nowhere")',
+            "{tmp}/b.yaml#1: Queue q: defined twice (first in {tmp}/b.yaml#0)",
         ],
     ),
     "a configuration with proportion and capacity": (
@@ -458,3 +460,40 @@ def test_each_victim_is_printed_with_its_reclaimer_and_rule_as_docs_session_md_s
     output = json.loads(out)
     assert (code, err, output["evictions"]) == (0, "", documented)
     assert [e["victim"] for e in output["evictions"]] == output["evict"]
+
+
+def test_a_live_dump_with_a_pod_naming_a_deleted_queue_is_understood(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What `kubectl get queues,podgroups,pods,nodes -A -o yaml` prints: one List.
+    dump = write(
+        tmp_path,
+        "dump.yaml",
+        """\
+        apiVersion: v1
+        kind: List
+        items:
+        - apiVersion: scheduling.volcano.sh/v1beta1
+          kind: Queue
+          metadata: {name: root}
+        - apiVersion: v1
+          kind: Pod
+          metadata:
+            name: p
+            namespace: ns
+            annotations:
+              scheduling.volcano.sh/queue-name: ml-a
+              scheduling.volcano.sh/queue-allocation-gate: "true"
+          spec:
+            schedulingGates: [{name: scheduling.volcano.sh/queue-allocation-gate}]
+            containers: [{name: c, resources: {requests: {cpu: "1"}}}]
+        """,
+    )
+    code, out, _ = run(["-f", dump, "--admission-only"], capsys)
+    result = json.loads(out)
+    assert (code, result["ungate"], result["reasons"]["ns/p"], len(result["warnings"])) == (
+        0,
+        [],
+        "queue 'ml-a' does not exist: create it or set the pod group's spec.queue",
+        1,
+    )

@@ -8,16 +8,22 @@ here, not on a cluster.
 from __future__ import annotations
 
 import functools
+import json
 import pathlib
+import re
 import shutil
 import subprocess
+import tomllib
 from collections.abc import Iterable
 from typing import Any
 
 import pytest
 import yaml
 
+import queuetree
 from queuetree.core import objects as core
+from queuetree.operator import metrics as operator_metrics
+from queuetree.webhooks import metrics as webhook_metrics
 from queuetree.webhooks import settings as webhook_settings
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -73,7 +79,7 @@ def test_kubectl_kustomize_builds_the_directory(directory: str) -> None:
         (
             "default",
             {
-                "ClusterRole": 3,
+                "ClusterRole": 4,
                 "ClusterRoleBinding": 3,
                 "ConfigMap": 1,
                 "CustomResourceDefinition": 2,
@@ -83,7 +89,7 @@ def test_kubectl_kustomize_builds_the_directory(directory: str) -> None:
                 "NetworkPolicy": 1,
                 "PodDisruptionBudget": 2,
                 "PriorityClass": 1,
-                "Role": 2,
+                "Role": 3,
                 "RoleBinding": 2,
                 "Service": 1,
                 "ServiceAccount": 2,
@@ -94,7 +100,7 @@ def test_kubectl_kustomize_builds_the_directory(directory: str) -> None:
             "cert-manager",
             {
                 "Certificate": 1,
-                "ClusterRole": 2,
+                "ClusterRole": 3,
                 "ClusterRoleBinding": 2,
                 "ConfigMap": 1,
                 "CustomResourceDefinition": 2,
@@ -105,7 +111,7 @@ def test_kubectl_kustomize_builds_the_directory(directory: str) -> None:
                 "NetworkPolicy": 1,
                 "PodDisruptionBudget": 2,
                 "PriorityClass": 1,
-                "Role": 2,
+                "Role": 3,
                 "RoleBinding": 2,
                 "Service": 1,
                 "ServiceAccount": 2,
@@ -115,12 +121,12 @@ def test_kubectl_kustomize_builds_the_directory(directory: str) -> None:
         (
             "sandbox",
             {
-                "ClusterRole": 3,
+                "ClusterRole": 4,
                 "ClusterRoleBinding": 3,
                 "CustomResourceDefinition": 2,
                 "MutatingWebhookConfiguration": 1,
                 "Namespace": 1,
-                "Role": 2,
+                "Role": 3,
                 "RoleBinding": 2,
                 "ServiceAccount": 2,
                 "ValidatingWebhookConfiguration": 1,
@@ -594,7 +600,20 @@ WEBHOOK_SECRETS_SELF_MANAGED = grants(
     ("", "secrets", "get update", "queuetree-webhook-certs"), ("", "secrets", "create", "*")
 )
 WEBHOOK_SECRETS_READ_ONLY = grants(("", "secrets", "get", "queuetree-webhook-certs"))
+VIEWER_CLUSTER_ROLE = grants(
+    ("scheduling.volcano.sh", "queues", "get list watch", "*"),
+    ("scheduling.volcano.sh", "podgroups", "get list watch", "*"),
+    ("", "pods", "get list watch", "*"),
+    ("", "nodes", "get list watch", "*"),
+    ("", "namespaces", "get list watch", "*"),
+)
+VIEWER_ROLE = grants(("", "configmaps", "get list", "*"))
+VIEWER_RBAC = {
+    ("ClusterRole", "queuetree-viewer"): VIEWER_CLUSTER_ROLE,
+    ("Role", "queuetree-viewer"): VIEWER_ROLE,
+}
 SELF_MANAGED_RBAC = {
+    **VIEWER_RBAC,
     ("ClusterRole", "queuetree-operator"): OPERATOR_CLUSTER_ROLE,
     ("Role", "queuetree-operator-leader-election"): OPERATOR_ROLE,
     ("ClusterRole", "queuetree-webhook"): WEBHOOK_CLUSTER_ROLE,
@@ -612,6 +631,7 @@ SELF_MANAGED_RBAC = {
         (
             "cert-manager",
             {
+                **VIEWER_RBAC,
                 ("ClusterRole", "queuetree-operator"): OPERATOR_CLUSTER_ROLE,
                 ("Role", "queuetree-operator-leader-election"): OPERATOR_ROLE,
                 ("ClusterRole", "queuetree-webhook"): WEBHOOK_CLUSTER_ROLE,
@@ -706,7 +726,8 @@ def test_certificates_come_from_the_webhook_itself_or_from_cert_manager(
 
 
 @pytest.mark.parametrize(
-    ("name", "tag"), [("default", "dev"), ("cert-manager", "dev"), ("e2e", "e2e")]
+    ("name", "tag"),
+    [("default", queuetree.__version__), ("cert-manager", queuetree.__version__), ("e2e", "e2e")],
 )
 def test_both_deployments_run_the_one_image_of_the_overlay(name: str, tag: str) -> None:
     images = {
@@ -715,3 +736,65 @@ def test_both_deployments_run_the_one_image_of_the_overlay(name: str, tag: str) 
         for container in pod["spec"]["containers"]
     }
     assert images == {f"queuetree:{tag}"}
+
+
+def test_the_package_the_image_and_the_manifests_agree_on_one_version() -> None:
+    """pyproject.toml's version is the one release: ``queuetree --version``, the tag the
+    deploying overlays and the base run, and the image ``make image`` builds repeat it."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    declared = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+    dockerfile = (root / "Dockerfile").read_text()
+    base_images = {
+        line.split("image:")[1].strip()
+        for path in (root / "manifests" / "base" / "workloads").glob("*.yaml")
+        for line in path.read_text().splitlines()
+        if line.strip().startswith("image:")
+    }
+    assert (queuetree.__version__, f"ARG VERSION={declared}" in dockerfile, base_images) == (
+        declared,
+        True,
+        {f"queuetree:{declared}"},
+    )
+
+
+def test_the_monitoring_overlay_scrapes_both_components_on_their_metrics_port() -> None:
+    objects = overlay("monitoring")
+    services = by_kind(objects, "Service")
+    pods = dict(iter_pod_templates("monitoring"))
+    scraped = {}
+    for name in ("queuetree-operator-metrics", "queuetree-webhook-metrics"):
+        selector = services[name]["spec"]["selector"]
+        (target,) = [
+            pod for pod in pods.values() if selector.items() <= pod["metadata"]["labels"].items()
+        ]
+        ports = {p["name"] for c in target["spec"]["containers"] for p in c["ports"]}
+        scraped[name] = services[name]["spec"]["ports"][0]["targetPort"] in ports
+    monitor = by_kind(objects, "ServiceMonitor")["queuetree"]
+    assert (scraped, monitor["spec"]["endpoints"][0]["port"]) == (
+        {"queuetree-operator-metrics": True, "queuetree-webhook-metrics": True},
+        "metrics",
+    )
+
+
+def test_the_dashboard_queries_only_metrics_the_components_export() -> None:
+    root = pathlib.Path(__file__).resolve().parents[2]
+    dashboard = json.loads(
+        (root / "manifests/overlays/monitoring/queuetree-dashboard.json").read_text()
+    )
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {
+        re.sub(r"_(bucket|count|sum|total)$", "", m)
+        for e in exprs
+        for m in re.findall(r"queuetree_\w+", e)
+    }
+    exported = {
+        metric.name
+        for registry in (operator_metrics.create().registry, webhook_metrics.Metrics().registry)
+        for metric in registry.collect()
+    }
+    titles = " / ".join(p["title"] for p in dashboard["panels"])
+    assert (sorted(used - exported), "oldest gated" in titles, "Webhook latency" in titles) == (
+        [],
+        True,
+        True,
+    )

@@ -68,7 +68,7 @@ def test_the_served_schema_refuses_a_bad_queue_naming_the_field(
     assert (result.returncode != 0, field in result.stderr) == (True, True), result.stderr
 
 
-def test_kubectl_get_queues_shows_parent_state_and_the_cpu_and_memory_figures(
+def test_kubectl_get_queues_shows_parent_state_condition_figures_and_pending(
     kubesim: harness.Cluster,
 ) -> None:
     apply_kustomization(kubesim, "crds")
@@ -82,13 +82,16 @@ def test_kubectl_get_queues_shows_parent_state_and_the_cpu_and_memory_figures(
         """,
     )
     assert created.returncode == 0, created.stderr
+    gpu = "nvidia.com/gpu"
     status = {
         "status": {
             "state": "Open",
-            "allocated": {"cpu": "3", "memory": "12Gi"},
-            "deserved": {"cpu": "4", "memory": "16Gi"},
-            "realCapability": {"cpu": "8", "memory": "32Gi"},
-            "reserved": {"cpu": "500m"},
+            "pending": 2,
+            "allocated": {"cpu": "3", "memory": "12Gi", gpu: "1"},
+            "deserved": {"cpu": "4", "memory": "16Gi", gpu: "2"},
+            "realCapability": {"cpu": "8", "memory": "32Gi", gpu: "4"},
+            "reserved": {"cpu": "500m", "memory": "1Gi", gpu: "1"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Ready"}],
         }
     }
     patched = kubesim.kubectl(
@@ -104,17 +107,29 @@ def test_kubectl_get_queues_shows_parent_state_and_the_cpu_and_memory_figures(
             "NAME",
             "PARENT",
             "STATE",
+            "CONDITION",
             "CPU-DESERVED",
             "CPU-ALLOCATED",
             "MEM-DESERVED",
             "MEM-ALLOCATED",
+            "GPU-DESERVED",
+            "GPU-ALLOCATED",
+            "PENDING",
             "AGE",
         ],
-        ["vision", "research", "Open", "4", "3", "16Gi", "12Gi"],
+        ["vision", "research", "Open", "Ready", "4", "3", "16Gi", "12Gi", "2", "1", "2"],
     )
-    assert (wide_rows[0][7:11], wide_rows[1][7:11]) == (
-        ["CPU-CAPABILITY", "MEM-CAPABILITY", "CPU-RESERVED", "WEIGHT"],
-        ["8", "32Gi", "500m", "2"],
+    assert (wide_rows[0][10:17], wide_rows[1][10:17]) == (
+        [
+            "CPU-CAPABILITY",
+            "CPU-RESERVED",
+            "MEM-CAPABILITY",
+            "MEM-RESERVED",
+            "GPU-CAPABILITY",
+            "GPU-RESERVED",
+            "PENDING",
+        ],
+        ["8", "500m", "32Gi", "1Gi", "4", "1", "2"],
     )
 
 

@@ -254,12 +254,13 @@ def test_human_durations_are_kubectls(seconds: float, expected: str) -> None:
         (".status.conditions[1].type", ["Other"]),
         (".status.conditions[*].type", ["Ready", "Other"]),
         ("{.spec.missing}", []),
+        (r".spec.limits.nvidia\.com/gpu", ["2"]),
     ],
-    ids=["field", "filter", "index", "wildcard", "missing"],
+    ids=["field", "filter", "index", "wildcard", "missing", "an escaped dot in a key"],
 )
 def test_json_paths_of_printer_columns(path: str, expected: list[Any]) -> None:
     obj = {
-        "spec": {"size": 3},
+        "spec": {"size": 3, "limits": {"nvidia.com/gpu": "2"}},
         "status": {
             "conditions": [
                 {"type": "Ready", "status": "True"},

@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 import pytest
 
-from queuetree.core import decisions, objects
+from queuetree.core import conditions, decisions, objects
 from queuetree.operator import cycle, explaining, gating, kube, queue_status, state
 from tests.operator import fakes
 
@@ -18,12 +18,16 @@ class FakeSession:
     def __init__(self) -> None:
         self.ungate: tuple[str, ...] = ()
         self.reasons: dict[str, str] = {}
+        self.faults: dict[str, tuple[conditions.Fault, ...]] = {}
         self.seen: list[objects.Snapshot] = []
 
     def __call__(self, snapshot: objects.Snapshot) -> decisions.SessionResult:
         self.seen.append(snapshot)
         return decisions.SessionResult(
-            ready=True, ungate=self.ungate, reasons=MappingProxyType(dict(self.reasons))
+            ready=True,
+            ungate=self.ungate,
+            reasons=MappingProxyType(dict(self.reasons)),
+            queue_faults=MappingProxyType(dict(self.faults)),
         )
 
 
@@ -171,6 +175,41 @@ async def test_an_explanation_event_names_the_pod_by_uid_for_kubectl_describe() 
     ]
     assert involved == [
         {"kind": "Pod", "apiVersion": "v1", "name": "a", "namespace": "ns", "uid": "0f3c-a"}
+    ]
+
+
+async def test_a_queue_that_breaks_is_told_once_by_an_event_kubectl_describe_finds() -> None:
+    # kubectl describe queue selects events by involvedObject kind, name, uid and an empty
+    # namespace; a second cycle that plans the same condition while the watch still shows
+    # the old status writes it again but raises no second event.
+    cluster, api, _, session, admission = make()
+    for name, parent, uid in (("root", "", "u-root"), ("team", "gone", "u-team")):
+        queue = objects.Queue(name=name, parent=parent, uid=uid)
+        cluster.upsert_queue(state.QueueRecord(queue=queue, status={"state": "Open"}))
+    cluster.mark_synced()
+    fault = conditions.Fault(conditions.QueueReason.PARENT_NOT_FOUND, "queue 'team': gone")
+    session.faults = {"team": (fault,)}
+    for _ in range(2):
+        await admission.run_once()
+        await admission.wait_writes()
+        cluster.upsert_pod(fakes.pod(f"wake-{len(api.calls)}"))  # a new view, same queues
+    events = [
+        (call.body["involvedObject"], call.body["type"], call.body["reason"], call.body["message"])
+        for call in api.calls
+        if call.target.startswith("events/") and call.body["involvedObject"]["name"] == "team"
+    ]
+    assert events == [
+        (
+            {
+                "kind": "Queue",
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "name": "team",
+                "uid": "u-team",
+            },
+            "Warning",
+            "ParentNotFound",
+            "queue 'team': gone",
+        )
     ]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from queuetree.core import decisions, objects, resources
+from queuetree.core import conditions, decisions, objects, resources
 from queuetree.operator import queue_status, state
 from tests.operator import fakes
 
@@ -56,6 +56,18 @@ def figures(
 
 
 OPEN_STATUS = {"state": "Open", **COUNTS}
+
+
+def ready(name: str, since: str = "2026-01-01T00:00:00Z") -> dict[str, str]:
+    """The readiness condition of an Open, sound queue, as the operator writes it."""
+    return {
+        "type": "Ready",
+        "status": "True",
+        "reason": "Ready",
+        "message": f"queue {name!r} is Open",
+        "lastTransitionTime": since,
+    }
+
 
 CASES: dict[
     str, tuple[list[state.QueueRecord], list[objects.Pod], list[queue_status.QueueWrite]]
@@ -118,7 +130,7 @@ def test_plan_queue_writes_writes_only_what_changed(
 
 
 def test_figures_of_the_last_session_are_written_as_quantities_with_pod_counts() -> None:
-    view = view_of([record("root", status=OPEN_STATUS)])
+    view = view_of([record("root", status={**OPEN_STATUS, "conditions": [ready("root")]})])
     result = decisions.SessionResult(
         ready=True, queues=MappingProxyType({"root": figures(CPU2, pods=3, waiting=1)})
     )
@@ -142,6 +154,7 @@ def test_a_resource_that_left_a_figure_is_removed_with_null() -> None:
         "reserved": {"cpu": "0", "memory": "0", "pods": "0"},
         "deserved": {"cpu": "0", "memory": "0"},
         "realCapability": {},
+        "conditions": [ready("root")],
     }
     view = view_of([record("root", status=written)])
     result = decisions.SessionResult(ready=True, queues=MappingProxyType({"root": figures(CPU2)}))
@@ -186,3 +199,95 @@ def test_a_queue_getting_its_first_pod_or_losing_its_last_is_urgent(
 ) -> None:
     write = queue_status.QueueWrite(name="q", status=status)
     assert queue_status.busy_changed(write) is urgent
+
+
+NOW = "2026-02-02T00:00:00Z"
+MISSING = conditions.Fault(conditions.QueueReason.PARENT_NOT_FOUND, "spec.parent 'gone' ...")
+CONDITION_CASES: dict[str, tuple[dict[str, Any], tuple[conditions.Fault, ...], Any]] = {
+    "a queue without a condition gets Ready, now": (
+        OPEN_STATUS,
+        (),
+        [ready("team", NOW)],
+    ),
+    "an unchanged condition is not written again": (
+        {**OPEN_STATUS, "conditions": [ready("team")]},
+        (),
+        None,
+    ),
+    "a fault flips it to False, with the reason and a new transition time": (
+        {**OPEN_STATUS, "conditions": [ready("team")]},
+        (MISSING,),
+        [
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": "ParentNotFound",
+                "message": MISSING.message,
+                "lastTransitionTime": NOW,
+            }
+        ],
+    ),
+    "another reason of the same status keeps the time of the last flip": (
+        {**OPEN_STATUS, "conditions": [ready("team")]},
+        (conditions.Fault(conditions.QueueReason.CAPABILITY_ABOVE_PARENT, "above"),),
+        [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "CapabilityAboveParent",
+                "message": "above",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ],
+    ),
+    "conditions of other types are kept": (
+        {**OPEN_STATUS, "conditions": [{"type": "Audited", "status": "True"}]},
+        (),
+        [{"type": "Audited", "status": "True"}, ready("team", NOW)],
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("status", "faults", "expected"), CONDITION_CASES.values(), ids=CONDITION_CASES.keys()
+)
+def test_the_readiness_condition_is_written_only_when_it_changes(
+    status: dict[str, Any], faults: tuple[conditions.Fault, ...], expected: Any
+) -> None:
+    view = view_of([record("root", status=OPEN_STATUS), record("team", "root", status=status)])
+    result = decisions.SessionResult(ready=True, queue_faults=MappingProxyType({"team": faults}))
+    writes = {w.name: w for w in queue_status.plan_queue_writes(view, result, now=NOW)}
+    team = writes.get("team")
+    written = team.status.get("conditions") if team is not None else None
+    told = team.transition if team is not None else None
+    assert (written, told is not None) == (expected, expected is not None)
+
+
+GROUP_CASES = {
+    "a group whose status nobody wrote gets phase and counts, defaults included": (
+        objects.PodGroup(namespace="ns", name="g"),
+        {"phase": "Pending", "running": 0, "succeeded": 0, "failed": 0},
+    ),
+    "a written group that says what the session decided gets nothing": (
+        objects.PodGroup(namespace="ns", name="g", status_written=True),
+        None,
+    ),
+    "a written group whose phase changed gets the phase only": (
+        objects.PodGroup(namespace="ns", name="g", status_written=True),
+        {"phase": "Inqueue"},
+    ),
+}
+
+
+@pytest.mark.parametrize(("group", "expected"), GROUP_CASES.values(), ids=GROUP_CASES.keys())
+def test_pod_group_status_fills_the_columns_once_then_follows_changes(
+    group: objects.PodGroup, expected: dict[str, Any] | None
+) -> None:
+    phase = objects.PodGroupPhase.INQUEUE if expected == {"phase": "Inqueue"} else None
+    result = decisions.SessionResult(
+        ready=True,
+        pod_groups=MappingProxyType({"ns/g": phase or objects.PodGroupPhase.PENDING}),
+        group_counts=MappingProxyType({"ns/g": objects.NO_COUNTS}),
+    )
+    planned = queue_status.plan_pod_group_status({"ns/g": group}, result)
+    assert planned.get("ns/g") == expected

@@ -237,8 +237,8 @@ def test_unlimited_dimensions_are_not_exported_and_gone_queues_disappear() -> No
     exported.record_queues({"team": figures}, {"team": 3})
     sample = exported.registry.get_sample_value
     assert (
-        sample("queuetree_queue_allocated", {"queue": "team", "resource": "cpu"}),
-        sample("queuetree_queue_capability", {"queue": "team", "resource": "cpu"}),
+        sample("queuetree_queue_allocated_cpu_cores", {"queue": "team"}),
+        sample("queuetree_queue_capability_cpu_cores", {"queue": "team"}),
         sample("queuetree_queue_gated_pods", {"queue": "team"}),
     ) == (2.0, None, 3.0)
     more = resources.Resource.from_resource_list({"cpu": "3"})
@@ -246,12 +246,12 @@ def test_unlimited_dimensions_are_not_exported_and_gone_queues_disappear() -> No
         {"team": dataclasses.replace(figures, allocated=more, deserved=infinite)}, {"team": 1}
     )
     assert (
-        sample("queuetree_queue_allocated", {"queue": "team", "resource": "cpu"}),
-        sample("queuetree_queue_deserved", {"queue": "team", "resource": "cpu"}),
+        sample("queuetree_queue_allocated_cpu_cores", {"queue": "team"}),
+        sample("queuetree_queue_deserved_cpu_cores", {"queue": "team"}),
         sample("queuetree_queue_gated_pods", {"queue": "team"}),
     ) == (3.0, None, 1.0)
     exported.record_queues({}, {})
-    assert sample("queuetree_queue_allocated", {"queue": "team", "resource": "cpu"}) is None
+    assert sample("queuetree_queue_allocated_cpu_cores", {"queue": "team"}) is None
 
 
 def test_protected_pods_are_not_preemptable_and_the_rest_are_untouched() -> None:
@@ -266,3 +266,25 @@ def test_protected_pods_are_not_preemptable_and_the_rest_are_untouched() -> None
         True,
         original,
     )
+
+
+def test_every_unit_has_its_own_gauge_and_the_oldest_gated_age_is_exported() -> None:
+    exported = metrics.create()
+    used = resources.Resource.from_resource_list(
+        {"cpu": "1500m", "memory": "1Gi", "nvidia.com/gpu": "2", "pods": "3"}
+    )
+    figures = decisions.QueueFigures(
+        allocated=used, deserved=used, capability=used, real_capability=used
+    )
+    exported.record_queues({"team": figures}, {"team": 1}, {"team": 42.0})
+    sample = exported.registry.get_sample_value
+    assert (
+        sample("queuetree_queue_allocated_cpu_cores", {"queue": "team"}),
+        sample("queuetree_queue_allocated_memory_bytes", {"queue": "team"}),
+        sample("queuetree_queue_allocated_pods", {"queue": "team"}),
+        sample(
+            "queuetree_queue_allocated_scalar_resources",
+            {"queue": "team", "resource": "nvidia.com/gpu"},
+        ),
+        sample("queuetree_queue_oldest_gated_pod_age_seconds", {"queue": "team"}),
+    ) == (1.5, 2.0**30, 3.0, 2.0, 42.0)

@@ -682,8 +682,8 @@ def test_metrics_are_served_per_queue_and_resource(
                 return str(page.read().decode())
 
         wanted = (
-            'queuetree_queue_allocated{queue="observed",resource="cpu"} 0.5',
-            'queuetree_queue_real_capability{queue="observed",resource="cpu"} 1.0',
+            'queuetree_queue_allocated_cpu_cores{queue="observed"} 0.5',
+            'queuetree_queue_real_capability_cpu_cores{queue="observed"} 1.0',
             "queuetree_ungate_latency_seconds_count 1.0",
             'queuetree_gate_removals_total{outcome="removed"} 1.0',
             "queuetree_leader 1.0",

@@ -1,0 +1,149 @@
+"""Queue status on the wire: the readiness condition, and what tools read back from a status.
+
+The operator writes one condition of type :data:`READY_CONDITION` into ``status.conditions``
+(``core.conditions.Readiness``, in the Kubernetes condition shape: ``type``, ``status``
+``"True"``/``"False"``, ``reason``, ``message``, ``lastTransitionTime``); conditions of other
+types that someone else wrote are kept. Tools (``kubectl queuetree``, the sandbox) read a
+queue's figures and condition back with :func:`read_queue_status`. Only this module knows those
+keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from queuetree.core import conditions, objects, resources
+
+READY_CONDITION = "Ready"
+"""The type of the readiness condition (``kubectl get queues`` shows its reason)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WrittenCondition:
+    """A readiness condition as a status shows it."""
+
+    ready: bool
+    reason: str
+    message: str
+    last_transition: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """What a queue's status says, for a person: state, condition, figures and counts.
+
+    Figures absent from the status are empty vectors, except ``real_capability``, which is
+    None when the operator has not written it (unlimited: nothing to compare with).
+    """
+
+    state: str = ""
+    condition: WrittenCondition | None = None
+    allocated: resources.Resource = resources.EMPTY
+    reserved: resources.Resource = resources.EMPTY
+    deserved: resources.Resource = resources.EMPTY
+    real_capability: resources.Resource | None = None
+    pending: int = 0
+    """Pending pod groups (``status.pending``)."""
+
+
+def read_condition(status: Mapping[str, Any]) -> WrittenCondition | None:
+    """The readiness condition of a raw ``status``, None when there is none."""
+    for item in _conditions(status):
+        if item.get("type") == READY_CONDITION:
+            return WrittenCondition(
+                ready=item.get("status") == "True",
+                reason=str(item.get("reason", "")),
+                message=str(item.get("message", "")),
+                last_transition=str(item.get("lastTransitionTime", "")),
+            )
+    return None
+
+
+def same_condition(written: WrittenCondition | None, wanted: conditions.Readiness) -> bool:
+    """Whether ``written`` already says ``wanted`` (the time of the transition aside)."""
+    return written is not None and (written.ready, written.reason, written.message) == (
+        wanted.ready,
+        str(wanted.reason),
+        wanted.message,
+    )
+
+
+def conditions_value(
+    status: Mapping[str, Any], wanted: conditions.Readiness, *, now: str
+) -> list[dict[str, Any]]:
+    """``status.conditions`` with the readiness condition set to ``wanted``.
+
+    ``lastTransitionTime`` moves to ``now`` only when the condition's status flips (the
+    Kubernetes convention); a new reason or message keeps the time of the last flip. Other
+    condition types are kept as written, before ours.
+    """
+    written = read_condition(status)
+    since = now
+    if written is not None and written.ready == wanted.ready and written.last_transition:
+        since = written.last_transition
+    others = [dict(item) for item in _conditions(status) if item.get("type") != READY_CONDITION]
+    return [
+        *others,
+        {
+            "type": READY_CONDITION,
+            "status": "True" if wanted.ready else "False",
+            "reason": str(wanted.reason),
+            "message": wanted.message,
+            "lastTransitionTime": since,
+        },
+    ]
+
+
+def read_queue_status(manifest: Mapping[str, Any]) -> QueueStatus:
+    """The status of a raw Queue, tolerant of anything missing or malformed (a tool shows
+    what it can: a figure it cannot read counts as absent)."""
+    status = manifest.get("status")
+    if not isinstance(status, Mapping):
+        return QueueStatus()
+    capability = _resource(status.get("realCapability"))
+    pending = status.get("pending")
+    return QueueStatus(
+        state=str(status.get("state") or ""),
+        condition=read_condition(status),
+        allocated=_resource(status.get("allocated")) or resources.EMPTY,
+        reserved=_resource(status.get("reserved")) or resources.EMPTY,
+        deserved=_resource(status.get("deserved")) or resources.EMPTY,
+        real_capability=capability,
+        pending=pending if isinstance(pending, int) and not isinstance(pending, bool) else 0,
+    )
+
+
+def queue_state(manifest: Mapping[str, Any]) -> objects.QueueState:
+    """``status.state`` of a raw Queue: "" reads as Open, anything unrecognised as Unknown."""
+    status = manifest.get("status")
+    raw = str(status.get("state") or "") if isinstance(status, Mapping) else ""
+    if not raw:
+        return objects.QueueState.OPEN
+    try:
+        return objects.QueueState(raw)
+    except ValueError:
+        return objects.QueueState.UNKNOWN
+
+
+def state_patch(state: objects.QueueState) -> dict[str, Any]:
+    """The merge patch of the ``status`` subresource that asks for ``state`` (how a person
+    closes or opens a queue: the operator reads it as a request, docs/operator.md)."""
+    return {"status": {"state": str(state)}}
+
+
+def _conditions(status: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+    found = status.get("conditions")
+    if not isinstance(found, list):
+        return []
+    return [item for item in found if isinstance(item, Mapping)]
+
+
+def _resource(value: Any) -> resources.Resource | None:
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        return resources.Resource.from_resource_list({str(k): v for k, v in value.items()})
+    except (ValueError, TypeError):
+        return None
