@@ -24,7 +24,7 @@ from typing import Any
 import rich.console
 import rich.live
 
-from queuetree.api import listings, manifests, schedconf, statuses
+from queuetree.api import listings, manifest_files, readers, schedconf, statuses
 from queuetree.cli import flags, reading
 from queuetree.core import objects
 from queuetree.operator import offline, settings
@@ -327,10 +327,10 @@ def _read_changes(path: str) -> list[Mapping[str, Any]]:
     try:
         with open(path, encoding="utf-8") as file:
             text = file.read()
-        documents = manifests.load_documents(text, source=path)
+        documents = manifest_files.load_documents(text, source=path)
     except OSError as error:
         raise UsageError(f"-f {path}: {error.strerror}") from None
-    except manifests.ManifestError as error:
+    except readers.ManifestError as error:
         raise UsageError(f"-f {path}: {error}") from None
     return [document.manifest for document in documents]
 

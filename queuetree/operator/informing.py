@@ -31,7 +31,7 @@ from typing import Any
 
 import aiohttp
 
-from queuetree.api import bodies, manifests
+from queuetree.api import bodies, pod_manifests, readers
 from queuetree.core import objects
 from queuetree.operator import state
 
@@ -47,8 +47,8 @@ class Expired(Exception):
 
 def parse(body: dict[str, Any]) -> objects.Pod | None:
     try:
-        return manifests.parse_pod(body)
-    except manifests.ManifestError as error:
+        return pod_manifests.parse_pod(body)
+    except readers.ManifestError as error:
         logger.warning("Pod ignored: %s", error)
         return None
 

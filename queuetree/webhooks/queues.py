@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from queuetree.api import admission, manifests
+from queuetree.api import admission, queue_manifests
 from queuetree.core import objects, problems, validation
 from queuetree.webhooks import settings as settings_
 from queuetree.webhooks import verdicts, views
@@ -48,10 +48,10 @@ def validate(
     if request.object is None:
         return verdicts.Verdict(verdicts.missing_object(request, what="object"))
     # One reading of each object: the rules run on the queues it gives, beside its problems.
-    reading = manifests.read_queue(request.object, name=request.name)
+    reading = queue_manifests.read_queue(request.object, name=request.name)
     previous = None
     if request.operation == "UPDATE" and request.old_object is not None:
-        previous = manifests.read_queue(request.old_object, name=request.name).queue
+        previous = queue_manifests.read_queue(request.old_object, name=request.name).queue
     trouble = [
         *reading.problems,
         *validation.validate_fields(reading.queue, tree=tree, previous=previous),
@@ -59,7 +59,7 @@ def validate(
     if not trouble:
         # What the queue's fields allow but no session could use (an unknown state kept by
         # an UPDATE).
-        trouble += manifests.unusable_queue_problems(reading.queue)
+        trouble += queue_manifests.unusable_queue_problems(reading.queue)
     queue = reading.queue if not trouble else None
     missing: tuple[str, ...] = ()
     if queue is not None:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from queuetree.api import manifests
+from queuetree.api import queue_manifests, readers
 from queuetree.core import errors, objects, quantities, resources, validation
 
 
@@ -55,14 +55,14 @@ class ClusterView:
 def queue_from_manifest(manifest: Mapping[str, Any]) -> objects.Queue | None:
     """A stored Queue as a core object, or None when it has no name.
 
-    Stored queues are read tolerantly: one that ``manifests.parse_queue`` refuses (written before
-    the webhook ran, or with a quantity the scheduler drops) still counts in the tree with its
-    name, parent, state and whatever quota parses, because leaving it out would hide children
+    Stored queues are read tolerantly: one that ``queue_manifests.parse_queue`` refuses (written
+    before the webhook ran, or with a quantity the scheduler drops) still counts in the tree with
+    its name, parent, state and whatever quota parses, because leaving it out would hide children
     and siblings from every rule.
     """
     try:
-        return manifests.parse_queue(manifest)
-    except manifests.ManifestError:
+        return queue_manifests.parse_queue(manifest)
+    except readers.ManifestError:
         pass
     metadata = _mapping(manifest.get("metadata"))
     name = metadata.get("name")
@@ -116,7 +116,7 @@ def pod_group_queue(manifest: Mapping[str, Any]) -> tuple[str, str] | None:
 
     The queue is ``""`` when ``spec.queue`` is absent, empty or not a string: the view records
     what the object says, and the review resolves ``""`` to the configured default queue (the
-    same rule as ``manifests.parse_pod_group`` in the operator). With the shipped CRD the API
+    same rule as ``queue_manifests.parse_pod_group`` in the operator). With the shipped CRD the API
     server has already written ``spec.queue: default`` into a PodGroup created without one.
     """
     metadata = _mapping(manifest.get("metadata"))

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from queuetree.api import manifests
+from queuetree.api import pod_manifests, pod_rules, readers
 from queuetree.core import objects, resources
 
 GPU = "nvidia.com/gpu"
@@ -48,7 +48,7 @@ def container(requests: dict[str, Any] | None = None, **more: Any) -> dict[str, 
 
 
 def test_a_bare_pod_is_a_pending_task_of_its_own_group_with_empty_requests() -> None:
-    assert manifests.parse_pod(pod_manifest()) == objects.Pod(
+    assert pod_manifests.parse_pod(pod_manifest()) == objects.Pod(
         namespace="ns1",
         name="p1",
         group="ns1/p1",
@@ -106,7 +106,7 @@ def test_every_scheduling_field_of_a_pod_is_read() -> None:
         },
     )
     request = resources.Resource(2000, 4 * GI, {GPU: 1000})
-    assert manifests.parse_pod(manifest) == objects.Pod(
+    assert pod_manifests.parse_pod(manifest) == objects.Pod(
         namespace="ml",
         name="trainer-0",
         group="ml/trainer",
@@ -171,8 +171,8 @@ def test_the_task_status_follows_volcanos_get_task_status(
         status={"phase": phase},
         **metadata,
     )
-    assert manifests.task_status(phase, deleting=deleting, node_name=node_name) == expected
-    assert manifests.parse_pod(manifest).status == expected
+    assert pod_rules.task_status(phase, deleting=deleting, node_name=node_name) == expected
+    assert pod_manifests.parse_pod(manifest).status == expected
 
 
 REQUESTS = {
@@ -232,7 +232,7 @@ REQUESTS = {
 def test_requests_are_the_effective_requests_kubernetes_computes(
     spec: dict[str, Any], resreq: resources.Resource, init_resreq: resources.Resource
 ) -> None:
-    pod = manifests.parse_pod(pod_manifest(spec=spec))
+    pod = pod_manifests.parse_pod(pod_manifest(spec=spec))
     assert (pod.resreq, pod.init_resreq) == (resreq, init_resreq)
 
 
@@ -296,7 +296,7 @@ def test_the_task_priority_follows_annotation_spec_class_default(
 ) -> None:
     warnings: list[str] = []
     manifest = pod_manifest(annotations=annotations, spec={"containers": [container()], **spec})
-    pod = manifests.parse_pod(manifest, priority_classes=classes, on_warning=warnings.append)
+    pod = pod_manifests.parse_pod(manifest, priority_classes=classes, on_warning=warnings.append)
     assert (pod.priority, warnings) == (expected, warned)
 
 
@@ -320,7 +320,7 @@ PREEMPTABLE = {
 def test_preemptability_reads_the_annotation_then_the_label(
     annotations: dict[str, str], labels: dict[str, str], expected: bool
 ) -> None:
-    pod = manifests.parse_pod(pod_manifest(annotations=annotations, labels=labels))
+    pod = pod_manifests.parse_pod(pod_manifest(annotations=annotations, labels=labels))
     assert pod.preemptable is expected
 
 
@@ -361,8 +361,8 @@ BAD_PODS = {
 def test_a_bad_pod_is_refused_naming_each_field(
     manifest: dict[str, Any], expected: list[str]
 ) -> None:
-    with pytest.raises(manifests.ManifestError) as caught:
-        manifests.parse_pod(manifest, origin="pods.yaml#1", priority_classes={})
+    with pytest.raises(readers.ManifestError) as caught:
+        pod_manifests.parse_pod(manifest, origin="pods.yaml#1", priority_classes={})
     messages = [str(problem) for problem in caught.value.problems]
     prefix = "pods.yaml#1: Pod ns1/p1: "
     assert [m.startswith(prefix) for m in messages] == [True] * len(expected), messages

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from queuetree.api import manifests
+from queuetree.api import queue_manifests, readers
 from queuetree.core import objects, resources
 
 
@@ -91,7 +91,7 @@ PARSED = {
 def test_a_queue_manifest_becomes_a_queue(
     manifest: dict[str, Any], expected: objects.Queue
 ) -> None:
-    assert manifests.parse_queue(manifest) == expected
+    assert queue_manifests.parse_queue(manifest) == expected
 
 
 PROBLEMS = {
@@ -146,8 +146,8 @@ PROBLEMS = {
 def test_a_bad_queue_manifest_is_refused_with_every_problem(
     manifest: dict[str, Any], expected: list[str]
 ) -> None:
-    with pytest.raises(manifests.ManifestError) as caught:
-        manifests.parse_queue(manifest, origin="q.yaml#0")
+    with pytest.raises(readers.ManifestError) as caught:
+        queue_manifests.parse_queue(manifest, origin="q.yaml#0")
     messages = [str(problem) for problem in caught.value.problems]
     assert len(messages) == len(expected), messages
     for message, start in zip(messages, expected, strict=True):

@@ -9,7 +9,7 @@ import hypothesis
 import hypothesis.strategies
 import pytest
 
-from queuetree.api import manifests
+from queuetree.api import manifest_files, pod_manifests, queue_manifests, readers
 from queuetree.core import objects, resources
 
 GPU = "nvidia.com/gpu"
@@ -30,7 +30,7 @@ def test_a_pod_group_manifest_becomes_a_pod_group() -> None:
         },
         "status": {"phase": "Inqueue"},
     }
-    assert manifests.parse_pod_group(manifest) == objects.PodGroup(
+    assert queue_manifests.parse_pod_group(manifest) == objects.PodGroup(
         namespace="ml",
         name="pg1",
         queue="team-a",
@@ -80,7 +80,7 @@ def test_pod_group_defaults_follow_volcano(
         "metadata": {"name": "pg"},
         **extra,
     }
-    assert manifests.parse_pod_group(manifest) == expected
+    assert queue_manifests.parse_pod_group(manifest) == expected
 
 
 NODES = {
@@ -113,7 +113,7 @@ NODES = {
 
 @pytest.mark.parametrize(("manifest", "expected"), NODES.values(), ids=NODES.keys())
 def test_a_node_manifest_becomes_a_node(manifest: dict[str, Any], expected: objects.Node) -> None:
-    assert manifests.parse_node({"apiVersion": "v1", "kind": "Node", **manifest}) == expected
+    assert pod_manifests.parse_node({"apiVersion": "v1", "kind": "Node", **manifest}) == expected
 
 
 def test_a_priority_class_manifest_becomes_a_priority_class() -> None:
@@ -124,7 +124,7 @@ def test_a_priority_class_manifest_becomes_a_priority_class() -> None:
         "value": 1000,
         "globalDefault": True,
     }
-    assert manifests.parse_priority_class(manifest) == objects.PriorityClass(
+    assert pod_manifests.parse_priority_class(manifest) == objects.PriorityClass(
         name="high", value=1000, global_default=True
     )
 
@@ -191,10 +191,10 @@ items:
 
 
 def test_files_in_any_order_give_one_sorted_snapshot() -> None:
-    documents = manifests.load_documents(WORKLOAD, source="work.yaml")
-    documents += manifests.load_documents(QUEUES, source="queues.yaml")
-    parsed = manifests.build_snapshot(documents)
-    reversed_parsed = manifests.build_snapshot(list(reversed(documents)))
+    documents = manifest_files.load_documents(WORKLOAD, source="work.yaml")
+    documents += manifest_files.load_documents(QUEUES, source="queues.yaml")
+    parsed = manifest_files.build_snapshot(documents)
+    reversed_parsed = manifest_files.build_snapshot(list(reversed(documents)))
     lone_request = resources.Resource(1000, 0, {})
     assert parsed.snapshot == reversed_parsed.snapshot
     assert parsed.warnings == ()
@@ -237,9 +237,9 @@ def test_files_in_any_order_give_one_sorted_snapshot() -> None:
 def problems_of(*texts: str) -> list[str]:
     documents = []
     for index, text in enumerate(texts):
-        documents += manifests.load_documents(textwrap.dedent(text), source=f"f{index}.yaml")
-    with pytest.raises(manifests.ManifestError) as caught:
-        manifests.build_snapshot(documents)
+        documents += manifest_files.load_documents(textwrap.dedent(text), source=f"f{index}.yaml")
+    with pytest.raises(readers.ManifestError) as caught:
+        manifest_files.build_snapshot(documents)
     return [str(problem) for problem in caught.value.problems]
 
 
@@ -296,7 +296,7 @@ def test_every_problem_of_every_file_is_reported_at_once() -> None:
 def test_dangling_references_of_a_live_cluster_are_warnings_not_problems() -> None:
     # A dump of a live cluster (kubectl get ... -o yaml, a List) holds pods whose queue or
     # PodGroup was deleted: the snapshot keeps them, and the session tells why they wait.
-    documents = manifests.load_documents(
+    documents = manifest_files.load_documents(
         textwrap.dedent(
             """\
             apiVersion: v1
@@ -324,7 +324,7 @@ def test_dangling_references_of_a_live_cluster_are_warnings_not_problems() -> No
         ),
         source="dump.yaml",
     )
-    parsed = manifests.build_snapshot(documents)
+    parsed = manifest_files.build_snapshot(documents)
     assert (sorted(parsed.snapshot.pods), parsed.warnings) == (
         ["ns1/p1", "ns1/p2"],
         (
@@ -358,8 +358,8 @@ DOCUMENT_PROBLEMS = {
     ("text", "expected"), DOCUMENT_PROBLEMS.values(), ids=DOCUMENT_PROBLEMS.keys()
 )
 def test_unreadable_files_are_refused_with_their_location(text: str, expected: list[str]) -> None:
-    with pytest.raises(manifests.ManifestError) as caught:
-        manifests.load_documents(text, source="bad.yaml")
+    with pytest.raises(readers.ManifestError) as caught:
+        manifest_files.load_documents(text, source="bad.yaml")
     messages = [str(problem) for problem in caught.value.problems]
     assert len(messages) == len(expected)
     for message, start in zip(messages, expected, strict=True):
@@ -367,18 +367,19 @@ def test_unreadable_files_are_refused_with_their_location(text: str, expected: l
 
 
 def test_empty_documents_are_skipped() -> None:
-    assert manifests.load_documents("---\n---\n", source="empty.yaml") == []
+    assert manifest_files.load_documents("---\n---\n", source="empty.yaml") == []
 
 
 @hypothesis.settings(max_examples=30, deadline=None)
 @hypothesis.given(order=hypothesis.strategies.permutations(range(9)))
 def test_the_snapshot_never_depends_on_the_order_of_the_documents(order: list[int]) -> None:
-    documents = manifests.load_documents(WORKLOAD, source="work.yaml")
-    documents += manifests.load_documents(QUEUES, source="queues.yaml")
+    documents = manifest_files.load_documents(WORKLOAD, source="work.yaml")
+    documents += manifest_files.load_documents(QUEUES, source="queues.yaml")
     assert len(documents) == len(order)
     shuffled = [documents[index] for index in order]
     assert (
-        manifests.build_snapshot(shuffled).snapshot == manifests.build_snapshot(documents).snapshot
+        manifest_files.build_snapshot(shuffled).snapshot
+        == manifest_files.build_snapshot(documents).snapshot
     )
 
 
@@ -418,10 +419,10 @@ def test_a_lone_pod_goes_to_the_queue_its_pod_then_namespace_then_default_names(
         ),
     ]
     documents = [
-        manifests.Document(manifest=manifest, origin=f"c.yaml#{index}")
+        manifest_files.Document(manifest=manifest, origin=f"c.yaml#{index}")
         for index, manifest in enumerate(manifests_of_cluster)
     ]
-    parsed = manifests.build_snapshot(documents, default_queue="q-default")
+    parsed = manifest_files.build_snapshot(documents, default_queue="q-default")
     assert parsed.snapshot.pod_groups["ns1/p1"].queue == expected
 
 
@@ -431,12 +432,12 @@ def test_a_pod_group_without_a_queue_goes_to_the_default_queue_given() -> None:
         "kind": "PodGroup",
         "metadata": {"name": "pg", "namespace": "ns1"},
     }
-    assert manifests.parse_pod_group(manifest, default_queue="batch").queue == "batch"
+    assert queue_manifests.parse_pod_group(manifest, default_queue="batch").queue == "batch"
 
 
 BAD_OBJECTS: dict[str, tuple[Any, dict[str, Any], list[str]]] = {
     "a pod group with a negative minimum and an unknown phase": (
-        manifests.parse_pod_group,
+        queue_manifests.parse_pod_group,
         {
             "apiVersion": "scheduling.volcano.sh/v1beta1",
             "kind": "PodGroup",
@@ -452,7 +453,7 @@ BAD_OBJECTS: dict[str, tuple[Any, dict[str, Any], list[str]]] = {
         ],
     ),
     "a node with a taint Kubernetes would refuse": (
-        manifests.parse_node,
+        pod_manifests.parse_node,
         {
             "apiVersion": "v1",
             "kind": "Node",
@@ -467,12 +468,12 @@ BAD_OBJECTS: dict[str, tuple[Any, dict[str, Any], list[str]]] = {
         ],
     ),
     "a priority class without a value": (
-        manifests.parse_priority_class,
+        pod_manifests.parse_priority_class,
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "p"}},
         ["o#0: PriorityClass p: value: is required"],
     ),
     "a creation time that is not RFC 3339": (
-        manifests.parse_node,
+        pod_manifests.parse_node,
         {"metadata": {"name": "n1", "creationTimestamp": "yesterday"}},
         [
             "o#0: Node n1: metadata.creationTimestamp: must be an RFC 3339 time such as "
@@ -488,6 +489,6 @@ BAD_OBJECTS: dict[str, tuple[Any, dict[str, Any], list[str]]] = {
 def test_bad_objects_of_every_kind_are_refused_naming_each_field(
     parse: Any, manifest: dict[str, Any], expected: list[str]
 ) -> None:
-    with pytest.raises(manifests.ManifestError) as caught:
+    with pytest.raises(readers.ManifestError) as caught:
         parse(manifest, origin="o#0")
     assert [str(problem) for problem in caught.value.problems] == expected
