@@ -10,6 +10,7 @@ client as it is.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Final
 
 from queuetree.core import objects
@@ -51,10 +52,51 @@ def resource_version_of(body: RawBody, default: str = "") -> str:
     return str(metadata.get("resourceVersion") or default)
 
 
-def status_of(body: RawBody) -> dict[str, Any]:
+def status_copy_of(body: RawBody) -> dict[str, Any]:
     """A copy of ``status`` ({} when absent)."""
     status = body.get("status")
     return dict(status) if isinstance(status, Mapping) else {}
+
+
+# -- the sections of an object, read tolerantly -------------------------------------------------
+#
+# Reviews and tools read shapes nobody has validated yet: each section is the object's own
+# mapping when it is one, else an empty mapping (never a copy, never an error), so the caller
+# reads a field with ``.get`` and decides what a missing one means.
+
+_EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
+
+
+def _section(body: object, name: str) -> Mapping[str, Any]:
+    if not isinstance(body, Mapping):
+        return _EMPTY
+    value = body.get(name)
+    return value if isinstance(value, Mapping) else _EMPTY
+
+
+def metadata_of(body: object) -> Mapping[str, Any]:
+    """``metadata`` of a raw object (empty when absent or not an object)."""
+    return _section(body, "metadata")
+
+
+def spec_of(body: object) -> Mapping[str, Any]:
+    """``spec`` of a raw object (empty when absent or not an object)."""
+    return _section(body, "spec")
+
+
+def status_of(body: object) -> Mapping[str, Any]:
+    """``status`` of a raw object (empty when absent or not an object); not a copy."""
+    return _section(body, "status")
+
+
+def annotations_of(body: object) -> Mapping[str, Any]:
+    """``metadata.annotations`` of a raw object, values as written (empty when absent)."""
+    return _section(metadata_of(body), "annotations")
+
+
+def labels_of(body: object) -> Mapping[str, Any]:
+    """``metadata.labels`` of a raw object, values as written (empty when absent)."""
+    return _section(metadata_of(body), "labels")
 
 
 # -- writes -------------------------------------------------------------------------------------
@@ -145,4 +187,61 @@ def event(
         "firstTimestamp": stamp,
         "lastTimestamp": stamp,
         "count": 1,
+    }
+
+
+def tls_secret(
+    name: str,
+    namespace: str,
+    *,
+    data: Mapping[str, str],
+    labels: Mapping[str, str],
+    resource_version: str = "",
+) -> dict[str, Any]:
+    """A ``kubernetes.io/tls`` Secret with ``data`` (base64 values); ``resource_version`` given
+    for a replace (the API server refuses a replace of a newer Secret)."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels)}
+    if resource_version:
+        metadata["resourceVersion"] = resource_version
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": "kubernetes.io/tls",
+        "data": dict(data),
+    }
+
+
+def config_map(
+    name: str, namespace: str, *, data: Mapping[str, str], labels: Mapping[str, str]
+) -> dict[str, Any]:
+    """A ConfigMap with ``data``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "data": dict(data),
+    }
+
+
+def with_metadata(body: RawBody, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A shallow copy of ``body`` with ``metadata`` instead of its own."""
+    return {**body, "metadata": dict(metadata)}
+
+
+def with_status_of(body: RawBody, other: RawBody) -> dict[str, Any]:
+    """A shallow copy of ``body`` with the ``status`` of ``other`` (when ``other`` has one)."""
+    copy = dict(body)
+    if "status" in other:
+        copy["status"] = other["status"]
+    return copy
+
+
+def pod_of_template(template: RawBody, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``v1`` Pod from a pod template (a Job's ``spec.template``), with ``metadata``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": dict(metadata),
+        "spec": dict(spec_of(template)),
     }

@@ -58,6 +58,8 @@ ADMITTED_QUEUE_ANNOTATION = "scheduling.queuetree.io/admitted-queue"
 was admitted to and is charged to until it finishes or is deleted, whatever its queue-name or
 group-name annotations (or its PodGroup's ``spec.queue``) say later. The webhook refuses any
 change to it."""
+ADMISSION_REASON_ANNOTATION = "scheduling.queuetree.io/admission-reason"
+"""Pod annotation in which the operator says why the pod is still held by the queue gate."""
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
 PREEMPTABLE_KEY = "volcano.sh/preemptable"

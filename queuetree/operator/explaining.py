@@ -15,10 +15,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from queuetree.core import decisions
+from queuetree.core import decisions, objects
 from queuetree.operator import state
 
-REASON_ANNOTATION = "scheduling.queuetree.io/admission-reason"
+REASON_ANNOTATION = objects.ADMISSION_REASON_ANNOTATION
 """Pod annotation holding why the pod is still held by the queue gate."""
 EVENT_REASON = "QueueAdmissionPending"
 

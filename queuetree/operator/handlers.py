@@ -49,7 +49,7 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
             logger.warning("Queue ignored: %s", error)
             cluster.delete_queue(bodies.name_of(body))
             return
-        cluster.upsert_queue(state.QueueRecord(queue=queue, status=bodies.status_of(body)))
+        cluster.upsert_queue(state.QueueRecord(queue=queue, status=bodies.status_copy_of(body)))
 
     @kopf.index(*POD_GROUPS, registry=registry)
     async def index_pod_group(body: Any, **_: Any) -> None:

@@ -61,8 +61,8 @@ def _fingerprint(body: dict[str, Any]) -> tuple[Any, ...]:
     such as ``resourceVersion`` and ``managedFields``), so its pod is the previous one with the
     new gates. Dictionary equality on these parts runs in C and is far cheaper than a parse.
     """
-    meta = body.get("metadata") or {}
-    spec = body.get("spec") or {}
+    meta = bodies.metadata_of(body)
+    spec = bodies.spec_of(body)
     return (
         meta.get("uid"),
         meta.get("labels"),
@@ -70,12 +70,12 @@ def _fingerprint(body: dict[str, Any]) -> tuple[Any, ...]:
         meta.get("deletionTimestamp"),
         meta.get("creationTimestamp"),
         {name: value for name, value in spec.items() if name != "schedulingGates"},
-        body.get("status"),
+        bodies.status_of(body),
     )
 
 
 def _gates(body: dict[str, Any]) -> tuple[str, ...]:
-    gates = (body.get("spec") or {}).get("schedulingGates") or []
+    gates = bodies.spec_of(body).get("schedulingGates") or []
     return tuple(str(gate.get("name", "")) for gate in gates)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from queuetree.api import admission
+from queuetree.api import admission, bodies
 from queuetree.core import objects, problems
 from queuetree.webhooks import settings as settings_
 from queuetree.webhooks import verdicts, views
@@ -40,7 +40,7 @@ def validate(
     as every endpoint does."""
     if request.operation not in ("CREATE", "UPDATE"):
         return verdicts.Verdict(verdicts.wrong_operation(request, expected="`CREATE` or `UPDATE`"))
-    metadata = verdicts.mapping(verdicts.mapping(request.object).get("metadata"))
+    metadata = bodies.metadata_of(request.object)
     name = metadata.get("name") if isinstance(metadata.get("name"), str) else request.name
     warnings = opt_in_warnings(
         name=str(name or ""),

@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from queuetree.api import admission
+from queuetree.api import admission, bodies, patches
 from queuetree.core import objects, problems, validation
 from queuetree.webhooks import settings as settings_
 from queuetree.webhooks import verdicts, views
@@ -81,7 +81,7 @@ def _read_opt_in(
     request: admission.Request, pod: Mapping[str, Any], view: views.ClusterView
 ) -> _OptIn:
     """The pod's own opt-in, and its namespace's (which a pod cannot undo)."""
-    metadata = verdicts.mapping(pod.get("metadata"))
+    metadata = bodies.metadata_of(pod)
     annotations = _string_map(metadata.get("annotations"))
     namespace = verdicts.namespace_of(request)
     own = annotations.get(GATE)
@@ -123,8 +123,7 @@ def mutate(
         return verdicts.Verdict(verdicts.missing_object(request, what="pod"))
     pod = request.object
     opt_in = _read_opt_in(request, pod, view)
-    metadata, annotations, namespace, own = (
-        opt_in.metadata,
+    annotations, namespace, own = (
         opt_in.annotations,
         opt_in.namespace,
         opt_in.own,
@@ -146,7 +145,7 @@ def mutate(
             else []
         )
         return verdicts.Verdict(admission.allow(request.uid, warnings=warnings))
-    spec = verdicts.mapping(pod.get("spec"))
+    spec = bodies.spec_of(pod)
     if spec.get("nodeName"):
         # The API server refuses gates together with nodeName; /pods/validate says why.
         return verdicts.Verdict(admission.allow(request.uid))
@@ -156,10 +155,7 @@ def mutate(
     if not (
         isinstance(gates, list) and any(verdicts.mapping(g).get("name") == GATE for g in gates)
     ):
-        if gates is None:
-            patch.append({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]})
-        else:
-            patch.append({"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}})
+        patch += patches.add_scheduling_gate(pod, GATE)
     # "add" sets a member that exists too (RFC 6902): "false" becomes "true".
     added = {GATE: "true"} if own != "true" else {}
     # The operator reads pods only: a pod that names neither a group nor a queue gets its
@@ -172,7 +168,7 @@ def mutate(
     ):
         added[objects.QUEUE_NAME_ANNOTATION] = namespace_queue
     if added:
-        patch += _add_annotations(metadata, added)
+        patch += patches.add_annotations(pod, added)
     return verdicts.Verdict(admission.allow(request.uid, patch=patch, warnings=warnings))
 
 
@@ -268,7 +264,7 @@ def _validate_create(
     )
     name = metadata.get("name") or request.name or metadata.get("generateName") or ""
     trouble: list[problems.Problem] = []
-    spec = verdicts.mapping(request.object.get("spec"))
+    spec = bodies.spec_of(request.object)
     node = spec.get("nodeName")
     if node:
         how = "by its annotation" if opt_in.own == "true" else f"by namespace {namespace}"
@@ -361,8 +357,8 @@ def _validate_update(
         return verdicts.Verdict(admission.allow(request.uid))
     new = request.object
     old_meta, new_meta = (
-        verdicts.mapping(old.get("metadata")),
-        verdicts.mapping(new.get("metadata")),
+        bodies.metadata_of(old),
+        bodies.metadata_of(new),
     )
     before, after = (
         _string_map(old_meta.get("annotations")),
@@ -404,7 +400,7 @@ def _validate_update(
                 value=after.get(record),
             )
         )
-    finished = verdicts.mapping(old.get("status")).get("phase") in _FINISHED
+    finished = bodies.status_of(old).get("phase") in _FINISHED
     if charged and not finished:
         for key in _BINDING_ANNOTATIONS:
             if before.get(key) != after.get(key):
@@ -426,7 +422,7 @@ def _validate_update(
 
 
 def _has_gate(pod: Mapping[str, Any]) -> bool:
-    gates = verdicts.mapping(pod.get("spec")).get("schedulingGates")
+    gates = bodies.spec_of(pod).get("schedulingGates")
     return isinstance(gates, list) and any(verdicts.mapping(g).get("name") == GATE for g in gates)
 
 
@@ -439,17 +435,6 @@ def _misspelt_opt_in(own: str | None) -> list[str]:
     return [
         f'metadata.annotations{problems.key(GATE)}: "{problems.shorten(own)}" is neither "true" '
         'nor "false": the pod is not held for queue admission (write "true" to opt in)'
-    ]
-
-
-def _add_annotations(
-    metadata: Mapping[str, Any], added: Mapping[str, str]
-) -> list[admission.RawPatchOperation]:
-    if not isinstance(metadata.get("annotations"), Mapping):
-        return [{"op": "add", "path": "/metadata/annotations", "value": dict(added)}]
-    return [
-        {"op": "add", "path": "/metadata/annotations/" + verdicts.pointer(key), "value": value}
-        for key, value in added.items()
     ]
 
 

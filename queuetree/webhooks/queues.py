@@ -7,10 +7,7 @@ with the operator). Field paths are prefixed ``requestBody.`` as in Volcano's me
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from queuetree.api import admission, queue_manifests
+from queuetree.api import admission, bodies, patches, queue_manifests
 from queuetree.core import objects, problems, validation
 from queuetree.webhooks import settings as settings_
 from queuetree.webhooks import verdicts, views
@@ -49,9 +46,14 @@ def validate(
         return verdicts.Verdict(verdicts.missing_object(request, what="object"))
     # One reading of each object: the rules run on the queues it gives, beside its problems.
     reading = queue_manifests.read_queue(request.object, name=request.name)
+    old_reading = (
+        None
+        if request.old_object is None
+        else queue_manifests.read_queue(request.old_object, name=request.name)
+    )
     previous = None
-    if request.operation == "UPDATE" and request.old_object is not None:
-        previous = queue_manifests.read_queue(request.old_object, name=request.name).queue
+    if request.operation == "UPDATE" and old_reading is not None:
+        previous = old_reading.queue
     trouble = [
         *reading.problems,
         *validation.validate_fields(reading.queue, tree=tree, previous=previous),
@@ -63,7 +65,7 @@ def validate(
     queue = reading.queue if not trouble else None
     missing: tuple[str, ...] = ()
     if queue is not None:
-        old = _queue_or_none(request.old_object, request.name)
+        old = None if old_reading is None else views.queue_from_reading(old_reading)
         if old is None or queue.parent != old.parent:
             found = validation.validate_parent(queue, tree=tree, max_depth=settings.max_queue_depth)
             missing = tuple(
@@ -101,7 +103,7 @@ def mutate(
         return verdicts.Verdict(verdicts.missing_object(request, what="object"))
     queue = request.object
     patch: list[admission.RawPatchOperation] = []
-    annotations = verdicts.mapping(verdicts.mapping(queue.get("metadata")).get("annotations"))
+    annotations = bodies.annotations_of(queue)
     hierarchy = annotations.get(objects.HIERARCHY_ANNOTATION)
     weights = annotations.get(objects.HIERARCHY_WEIGHTS_ANNOTATION)
     if (
@@ -111,32 +113,22 @@ def mutate(
         and weights
         and not hierarchy.startswith(objects.ROOT_QUEUE)
     ):
-        patch.append(
+        patch += patches.add_annotations(
+            queue,
             {
-                "op": "add",
-                "path": "/metadata/annotations/" + verdicts.pointer(objects.HIERARCHY_ANNOTATION),
-                "value": f"root/{hierarchy}",
-            }
+                objects.HIERARCHY_ANNOTATION: f"root/{hierarchy}",
+                objects.HIERARCHY_WEIGHTS_ANNOTATION: f"1/{weights}",
+            },
         )
-        patch.append(
-            {
-                "op": "add",
-                "path": "/metadata/annotations/"
-                + verdicts.pointer(objects.HIERARCHY_WEIGHTS_ANNOTATION),
-                "value": f"1/{weights}",
-            }
-        )
-    spec = queue.get("spec")
-    if not isinstance(spec, Mapping):
-        patch.append({"op": "add", "path": "/spec", "value": {}})
-        spec = {}
+    patch += patches.add_spec(queue)
+    spec = bodies.spec_of(queue)
     if spec.get("reclaimable") is None:
-        patch.append({"op": "add", "path": "/spec/reclaimable", "value": True})
+        patch.append(patches.add_spec_field("reclaimable", True))
     if spec.get("weight") in (None, 0):
-        patch.append({"op": "add", "path": "/spec/weight", "value": 1})
-    name = verdicts.mapping(queue.get("metadata")).get("name") or request.name
+        patch.append(patches.add_spec_field("weight", 1))
+    name = bodies.metadata_of(queue).get("name") or request.name
     if name != objects.ROOT_QUEUE and not spec.get("parent"):
-        patch.append({"op": "add", "path": "/spec/parent", "value": objects.ROOT_QUEUE})
+        patch.append(patches.add_spec_field("parent", objects.ROOT_QUEUE))
     return verdicts.Verdict(admission.allow(request.uid, patch=patch))
 
 
@@ -159,24 +151,17 @@ def _deletion_problems(
                 f"(--default-queue={name})",
             )
         ]
-    old = _queue_or_none(request.old_object, name)
+    old = (
+        None
+        if request.old_object is None
+        else views.queue_from_manifest(request.old_object, name=name)
+    )
     return validation.validate_deletion(
         name,
         queue=old or view.tree.queues.get(name),
         tree=view.tree,
         check_allocated_pods=settings.enable_queue_allocated_pods_check,
     )
-
-
-def _queue_or_none(manifest: Mapping[str, Any] | None, name: str) -> objects.Queue | None:
-    if manifest is None:
-        return None
-    if not verdicts.mapping(manifest.get("metadata")).get("name") and name:
-        manifest = {
-            **manifest,
-            "metadata": {**verdicts.mapping(manifest.get("metadata")), "name": name},
-        }
-    return views.queue_from_manifest(manifest)
 
 
 def _answer(

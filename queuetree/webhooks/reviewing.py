@@ -273,8 +273,8 @@ def review(
         )
     response = verdict.review["response"]
     if not response["allowed"]:
-        status = response.get("status")
-        outcome = Outcome.REJECTED if status and status["code"] == 400 else Outcome.DENIED
+        rejected = admission.refusal_code(response) == 400
+        outcome = Outcome.REJECTED if rejected else Outcome.DENIED
     else:
         outcome = Outcome.PATCHED if "patch" in response else Outcome.ALLOWED
     return Answer(
