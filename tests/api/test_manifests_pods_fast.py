@@ -16,7 +16,7 @@ import copy
 import datetime
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import hypothesis
 import pytest
@@ -434,9 +434,17 @@ def stored_pod(**spec: Any) -> dict[str, Any]:
 
 
 GI = 2**30
+
+
+class WellFormedCase(NamedTuple):
+    manifest: Any
+    resreq: Any
+    init_resreq: Any
+
+
 WELL_FORMED = {
-    "the operator benchmark's pod": (
-        {
+    "the operator benchmark's pod": WellFormedCase(
+        manifest={
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": "pod-1", "annotations": {GATE: "true"}},
@@ -445,16 +453,16 @@ WELL_FORMED = {
                 "containers": [{"name": "main", "resources": {"requests": {"cpu": "10m"}}}],
             },
         },
-        resources.Resource(10, 0, {}),
-        resources.Resource(10, 0, {}),
+        resreq=resources.Resource(10, 0, {}),
+        init_resreq=resources.Resource(10, 0, {}),
     ),
-    "a stored pod": (
-        stored_pod(),
-        resources.Resource(500, GI, {}),
-        resources.Resource(500, GI, {}),
+    "a stored pod": WellFormedCase(
+        manifest=stored_pod(),
+        resreq=resources.Resource(500, GI, {}),
+        init_resreq=resources.Resource(500, GI, {}),
     ),
-    "a stored pod with a GPU sidecar, an init container, overhead and node affinity": (
-        stored_pod(
+    "a stored pod with a GPU sidecar, an init container, overhead, node affinity": WellFormedCase(
+        manifest=stored_pod(
             containers=[
                 stored_container("main", {"cpu": "4", "memory": "16Gi"}, {"nvidia.com/gpu": "1"}),
             ],
@@ -473,8 +481,8 @@ WELL_FORMED = {
                 }
             },
         ),
-        resources.Resource(4100, 16 * GI + 128 * 2**20, {"nvidia.com/gpu": 1000}),
-        resources.Resource(6000, 16 * GI + 128 * 2**20, {"nvidia.com/gpu": 1000}),
+        resreq=resources.Resource(4100, 16 * GI + 128 * 2**20, {"nvidia.com/gpu": 1000}),
+        init_resreq=resources.Resource(6000, 16 * GI + 128 * 2**20, {"nvidia.com/gpu": 1000}),
     ),
 }
 
@@ -494,11 +502,16 @@ def test_the_fast_path_takes_a_well_formed_pod_and_reads_it_as_the_checked_path(
     )
 
 
+class QuantityOrdersCase(NamedTuple):
+    first: Any
+    second: Any
+
+
 QUANTITY_ORDERS = {
-    "true after 1": ({"cpu": 1}, {"cpu": True}),
-    "1 after true": ({"cpu": True}, {"cpu": 1}),
-    "2**60 after 2.0**60": ({"memory": 2.0**60}, {"memory": 2**60}),
-    "2.0**60 after 2**60": ({"memory": 2**60}, {"memory": 2.0**60}),
+    "true after 1": QuantityOrdersCase(first={"cpu": 1}, second={"cpu": True}),
+    "1 after true": QuantityOrdersCase(first={"cpu": True}, second={"cpu": 1}),
+    "2**60 after 2.0**60": QuantityOrdersCase(first={"memory": 2.0**60}, second={"memory": 2**60}),
+    "2.0**60 after 2**60": QuantityOrdersCase(first={"memory": 2**60}, second={"memory": 2.0**60}),
 }
 
 
@@ -593,22 +606,29 @@ def rich_pod(*, annotations: dict[str, str], spec: dict[str, Any]) -> dict[str, 
     return manifest
 
 
+class RichPodsCase(NamedTuple):
+    manifest: Any
+    taken: Any
+
+
 RICH_PODS = {
-    "a pod with spec.priority": (
-        rich_pod(
+    "a pod with spec.priority": RichPodsCase(
+        manifest=rich_pod(
             annotations={objects.GROUP_NAME_ANNOTATION: "trainer"},
             spec={"priority": 5, "priorityClassName": "high"},
         ),
-        [True, True],
+        taken=[True, True],
     ),
     # Without the classes, a class name alone is a warning: the fast path declines it.
-    "a pod with a class name only": (
-        rich_pod(annotations={}, spec={"priority": None, "priorityClassName": "high"}),
-        [False, True],
+    "a pod with a class name only": RichPodsCase(
+        manifest=rich_pod(annotations={}, spec={"priority": None, "priorityClassName": "high"}),
+        taken=[False, True],
     ),
-    "a pod with the task-priority annotation": (
-        rich_pod(annotations={objects.TASK_PRIORITY_ANNOTATION: "7"}, spec={"priority": 5}),
-        [True, True],
+    "a pod with the task-priority annotation": RichPodsCase(
+        manifest=rich_pod(
+            annotations={objects.TASK_PRIORITY_ANNOTATION: "7"}, spec={"priority": 5}
+        ),
+        taken=[True, True],
     ),
 }
 """Each pod, and whether the fast path takes it without and with the priority classes."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import Any, NamedTuple
 
 import hypothesis
 import hypothesis.strategies
@@ -44,22 +44,27 @@ def test_a_pod_group_manifest_becomes_a_pod_group() -> None:
     )
 
 
+class GroupDefaultsCase(NamedTuple):
+    extra: Any
+    expected: Any
+
+
 GROUP_DEFAULTS = {
-    "a bare group is in the default namespace and queue, with no minimum": (
-        {},
-        objects.PodGroup(
+    "a bare group is in the default namespace and queue, with no minimum": GroupDefaultsCase(
+        extra={},
+        expected=objects.PodGroup(
             namespace="default", name="pg", queue="default", min_member=0, uid="default-pg"
         ),
     ),
-    "an empty queue is the default queue": (
-        {"spec": {"queue": ""}},
-        objects.PodGroup(
+    "an empty queue is the default queue": GroupDefaultsCase(
+        extra={"spec": {"queue": ""}},
+        expected=objects.PodGroup(
             namespace="default", name="pg", queue="default", min_member=0, uid="default-pg"
         ),
     ),
-    "empty minResources is set and empty, not absent": (
-        {"spec": {"minResources": {}}},
-        objects.PodGroup(
+    "empty minResources is set and empty, not absent": GroupDefaultsCase(
+        extra={"spec": {"minResources": {}}},
+        expected=objects.PodGroup(
             namespace="default",
             name="pg",
             min_member=0,
@@ -83,9 +88,14 @@ def test_pod_group_defaults_follow_volcano(
     assert queue_manifests.parse_pod_group(manifest) == expected
 
 
+class NodesCase(NamedTuple):
+    manifest: Any
+    expected: Any
+
+
 NODES = {
-    "allocatable, labels, taints and cordon are read": (
-        {
+    "allocatable, labels, taints and cordon are read": NodesCase(
+        manifest={
             "metadata": {"name": "n1", "labels": {"zone": "a"}},
             "spec": {
                 "unschedulable": True,
@@ -96,7 +106,7 @@ NODES = {
                 "capacity": {"cpu": "17"},
             },
         },
-        objects.Node(
+        expected=objects.Node(
             name="n1",
             allocatable=resources.Resource(16000, 64 * GI, {"pods": 110, GPU: 8000}),
             labels={"zone": "a"},
@@ -104,9 +114,9 @@ NODES = {
             unschedulable=True,
         ),
     ),
-    "capacity stands in for a missing allocatable": (
-        {"metadata": {"name": "n2"}, "status": {"capacity": {"cpu": "4", "pods": 10}}},
-        objects.Node(name="n2", allocatable=resources.Resource(4000, 0, {"pods": 10})),
+    "capacity stands in for a missing allocatable": NodesCase(
+        manifest={"metadata": {"name": "n2"}, "status": {"capacity": {"cpu": "4", "pods": 10}}},
+        expected=objects.Node(name="n2", allocatable=resources.Resource(4000, 0, {"pods": 10})),
     ),
 }
 
@@ -338,18 +348,25 @@ def test_dangling_references_of_a_live_cluster_are_warnings_not_problems() -> No
     )
 
 
+class DocumentProblemsCase(NamedTuple):
+    text: Any
+    expected: Any
+
+
 DOCUMENT_PROBLEMS = {
-    "a YAML syntax error names the line": (
-        "kind: Pod\nmetadata: {name: [}\n",
-        ["bad.yaml: invalid YAML at line 2, column 19: expected the node content, but found '}'"],
+    "a YAML syntax error names the line": DocumentProblemsCase(
+        text="kind: Pod\nmetadata: {name: [}\n",
+        expected=[
+            "bad.yaml: invalid YAML at line 2, column 19: expected the node content, but found '}'"
+        ],
     ),
-    "a document that is not an object": (
-        "- a\n- b\n",
-        ["bad.yaml#0: a document must be an object"],
+    "a document that is not an object": DocumentProblemsCase(
+        text="- a\n- b\n",
+        expected=["bad.yaml#0: a document must be an object"],
     ),
-    "a list whose items are not a list": (
-        "apiVersion: v1\nkind: List\nitems: 3\n",
-        ["bad.yaml#0: items: must be a list (got 3)"],
+    "a list whose items are not a list": DocumentProblemsCase(
+        text="apiVersion: v1\nkind: List\nitems: 3\n",
+        expected=["bad.yaml#0: items: must be a list (got 3)"],
     ),
 }
 
@@ -383,10 +400,24 @@ def test_the_snapshot_never_depends_on_the_order_of_the_documents(order: list[in
     )
 
 
+class LonePodQueuesCase(NamedTuple):
+    annotations: Any
+    namespace_queue: Any
+    expected: Any
+
+
 LONE_POD_QUEUES = {
-    "the pod's annotation wins": ({"scheduling.volcano.sh/queue-name": "q-pod"}, "q-ns", "q-pod"),
-    "else its Namespace's annotation": ({}, "q-ns", "q-ns"),
-    "else the default queue": ({}, "", "q-default"),
+    "the pod's annotation wins": LonePodQueuesCase(
+        annotations={"scheduling.volcano.sh/queue-name": "q-pod"},
+        namespace_queue="q-ns",
+        expected="q-pod",
+    ),
+    "else its Namespace's annotation": LonePodQueuesCase(
+        annotations={}, namespace_queue="q-ns", expected="q-ns"
+    ),
+    "else the default queue": LonePodQueuesCase(
+        annotations={}, namespace_queue="", expected="q-default"
+    ),
 }
 
 
@@ -435,47 +466,57 @@ def test_a_pod_group_without_a_queue_goes_to_the_default_queue_given() -> None:
     assert queue_manifests.parse_pod_group(manifest, default_queue="batch").queue == "batch"
 
 
-BAD_OBJECTS: dict[str, tuple[Any, dict[str, Any], list[str]]] = {
-    "a pod group with a negative minimum and an unknown phase": (
-        queue_manifests.parse_pod_group,
-        {
+class BadObjectsCase(NamedTuple):
+    parse: Any
+    manifest: Any
+    expected: Any
+
+
+BAD_OBJECTS = {
+    "a pod group with a negative minimum and an unknown phase": BadObjectsCase(
+        parse=queue_manifests.parse_pod_group,
+        manifest={
             "apiVersion": "scheduling.volcano.sh/v1beta1",
             "kind": "PodGroup",
             "metadata": {"name": "pg", "namespace": "ns1"},
             "spec": {"minMember": -1, "minTaskMember": {"worker": "two"}},
             "status": {"phase": "Waiting"},
         },
-        [
+        expected=[
             'o#0: PodGroup ns1/pg: spec.minTaskMember["worker"]: must be an integer (got "two")',
             "o#0: PodGroup ns1/pg: spec.minMember: must not be negative (got -1)",
             "o#0: PodGroup ns1/pg: status.phase: must be one of Pending, Running, Unknown, "
             'Inqueue, Completed (got "Waiting")',
         ],
     ),
-    "a node with a taint Kubernetes would refuse": (
-        pod_manifests.parse_node,
-        {
+    "a node with a taint Kubernetes would refuse": BadObjectsCase(
+        parse=pod_manifests.parse_node,
+        manifest={
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": "n1"},
             "spec": {"taints": [{"effect": "NoRun"}], "unschedulable": "yes"},
         },
-        [
+        expected=[
             "o#0: Node n1: spec.taints[0].key: is required",
             "o#0: Node n1: spec.taints[0].effect: must be NoSchedule, PreferNoSchedule or "
             'NoExecute (got "NoRun")',
             'o#0: Node n1: spec.unschedulable: must be true or false (got "yes")',
         ],
     ),
-    "a priority class without a value": (
-        pod_manifests.parse_priority_class,
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "p"}},
-        ["o#0: PriorityClass p: value: is required"],
+    "a priority class without a value": BadObjectsCase(
+        parse=pod_manifests.parse_priority_class,
+        manifest={
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "p"},
+        },
+        expected=["o#0: PriorityClass p: value: is required"],
     ),
-    "a creation time that is not RFC 3339": (
-        pod_manifests.parse_node,
-        {"metadata": {"name": "n1", "creationTimestamp": "yesterday"}},
-        [
+    "a creation time that is not RFC 3339": BadObjectsCase(
+        parse=pod_manifests.parse_node,
+        manifest={"metadata": {"name": "n1", "creationTimestamp": "yesterday"}},
+        expected=[
             "o#0: Node n1: metadata.creationTimestamp: must be an RFC 3339 time such as "
             '2024-05-01T12:00:00Z (got "yesterday")'
         ],

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import pytest
 
 from queuetree.core import problems
 
+
+class PathsCase(NamedTuple):
+    parts: Any
+    expected: Any
+
+
 PATHS = {
-    "names join with dots": (("spec", "parent"), "spec.parent"),
-    "indexes in brackets": (("spec", "containers", 0, "resources"), "spec.containers[0].resources"),
-    "map keys quoted": (
-        ("spec", "capability", problems.key("nvidia.com/gpu")),
-        'spec.capability["nvidia.com/gpu"]',
+    "names join with dots": PathsCase(parts=("spec", "parent"), expected="spec.parent"),
+    "indexes in brackets": PathsCase(
+        parts=("spec", "containers", 0, "resources"), expected="spec.containers[0].resources"
     ),
-    "nothing": ((), ""),
+    "map keys quoted": PathsCase(
+        parts=("spec", "capability", problems.key("nvidia.com/gpu")),
+        expected='spec.capability["nvidia.com/gpu"]',
+    ),
+    "nothing": PathsCase(parts=(), expected=""),
 }
 
 
@@ -24,29 +34,37 @@ def test_field_paths_read_as_kubectl_prints_them(
     assert problems.field_path(*parts) == expected
 
 
+class TextsCase(NamedTuple):
+    problem: Any
+    expected: Any
+
+
 TEXTS = {
-    "everything named": (
-        problems.Problem(
+    "everything named": TextsCase(
+        problem=problems.Problem(
             message="invalid quantity: unknown suffix 'x'",
             document="Queue team-a",
             origin="q.yaml#2",
             path='spec.capability["cpu"]',
             value="2x",
         ),
-        "q.yaml#2: Queue team-a: spec.capability[\"cpu\"]: invalid quantity: unknown suffix 'x' "
-        '(got "2x")',
+        expected=(
+            'q.yaml#2: Queue team-a: spec.capability["cpu"]: '
+            "invalid quantity: unknown suffix 'x' "
+            '(got "2x")'
+        ),
     ),
-    "no value to show": (
-        problems.Problem(message="is required", document="Pod ns/p", path="metadata.name"),
-        "Pod ns/p: metadata.name: is required",
+    "no value to show": TextsCase(
+        problem=problems.Problem(message="is required", document="Pod ns/p", path="metadata.name"),
+        expected="Pod ns/p: metadata.name: is required",
     ),
-    "a null value is shown": (
-        problems.Problem(message="is required", path="actions", value=None),
-        "actions: is required (got null)",
+    "a null value is shown": TextsCase(
+        problem=problems.Problem(message="is required", path="actions", value=None),
+        expected="actions: is required (got null)",
     ),
-    "a long value is cut": (
-        problems.Problem(message="bad", value="x" * 200),
-        "bad (got " + '"' + "x" * 116 + "...)",
+    "a long value is cut": TextsCase(
+        problem=problems.Problem(message="bad", value="x" * 200),
+        expected="bad (got " + '"' + "x" * 116 + "...)",
     ),
 }
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -469,82 +469,89 @@ def moved(key: str, value: str | None) -> str:
     )
 
 
+class UpdatesCase(NamedTuple):
+    old: Any
+    new: Any
+    user: Any
+    expected: Any
+
+
 UPDATES = {
-    "a tenant removes the gate": (
-        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
-        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}),
-        TENANT,
-        denied(GATE_REMOVED),
+    "a tenant removes the gate": UpdatesCase(
+        old=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        new=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}),
+        user=TENANT,
+        expected=denied(GATE_REMOVED),
     ),
-    "a tenant removes the gate and the opt-in together": (
-        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
-        pod(annotations={QUEUE_NAME: "a"}),
-        TENANT,
-        denied(GATE_REMOVED),
+    "a tenant removes the gate and the opt-in together": UpdatesCase(
+        old=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        new=pod(annotations={QUEUE_NAME: "a"}),
+        user=TENANT,
+        expected=denied(GATE_REMOVED),
     ),
-    "the operator removes the gate and writes the record": (
-        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
-        pod(annotations=ADMITTED),
-        OPERATOR,
-        allowed(),
+    "the operator removes the gate and writes the record": UpdatesCase(
+        old=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        new=pod(annotations=ADMITTED),
+        user=OPERATOR,
+        expected=allowed(),
     ),
-    "another controller removes its own gate": (
-        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=["example.com/other", GATE]),
-        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
-        TENANT,
-        allowed(),
+    "another controller removes its own gate": UpdatesCase(
+        old=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=["example.com/other", GATE]),
+        new=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        user=TENANT,
+        expected=allowed(),
     ),
-    "a tenant moves a gated pod to another queue before it is admitted": (
-        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
-        pod(annotations={**OPT_IN, QUEUE_NAME: "b"}, gates=[GATE]),
-        TENANT,
-        allowed(),
+    "a tenant moves a gated pod to another queue before it is admitted": UpdatesCase(
+        old=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        new=pod(annotations={**OPT_IN, QUEUE_NAME: "b"}, gates=[GATE]),
+        user=TENANT,
+        expected=allowed(),
     ),
-    "a tenant moves an admitted pod": (
-        pod(annotations=ADMITTED),
-        pod(annotations={**ADMITTED, QUEUE_NAME: "b"}),
-        TENANT,
-        denied(moved(QUEUE_NAME, "b")),
+    "a tenant moves an admitted pod": UpdatesCase(
+        old=pod(annotations=ADMITTED),
+        new=pod(annotations={**ADMITTED, QUEUE_NAME: "b"}),
+        user=TENANT,
+        expected=denied(moved(QUEUE_NAME, "b")),
     ),
-    "a tenant puts an admitted pod in a group": (
-        pod(annotations=ADMITTED),
-        pod(annotations={**ADMITTED, GROUP_NAME: "pg"}),
-        TENANT,
-        denied(moved(GROUP_NAME, "pg")),
+    "a tenant puts an admitted pod in a group": UpdatesCase(
+        old=pod(annotations=ADMITTED),
+        new=pod(annotations={**ADMITTED, GROUP_NAME: "pg"}),
+        user=TENANT,
+        expected=denied(moved(GROUP_NAME, "pg")),
     ),
-    "a tenant moves a pod admitted before the record existed": (
-        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}),
-        pod(annotations={**OPT_IN, QUEUE_NAME: "ghost"}),
-        TENANT,
-        denied(moved(QUEUE_NAME, "ghost")),
+    "a tenant moves a pod admitted before the record existed": UpdatesCase(
+        old=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}),
+        new=pod(annotations={**OPT_IN, QUEUE_NAME: "ghost"}),
+        user=TENANT,
+        expected=denied(moved(QUEUE_NAME, "ghost")),
     ),
-    "a tenant edits the record": (
-        pod(annotations=ADMITTED),
-        pod(annotations={**ADMITTED, RECORD: "b"}),
-        TENANT,
-        denied(
+    "a tenant edits the record": UpdatesCase(
+        old=pod(annotations=ADMITTED),
+        new=pod(annotations={**ADMITTED, RECORD: "b"}),
+        user=TENANT,
+        expected=denied(
             f'metadata.annotations["{RECORD}"]: Forbidden: "b": the queue pod default/p1 was '
             f"admitted to is written by the queuetree operator ({OPERATOR}) only, when it "
             "removes the pod's gate, and never changes after"
         ),
     ),
-    "a tenant relabels an admitted pod": (
-        pod(annotations=ADMITTED),
-        pod(annotations={**ADMITTED, "team": "b"}),
-        TENANT,
-        allowed(),
+    "a tenant relabels an admitted pod": UpdatesCase(
+        old=pod(annotations=ADMITTED),
+        new=pod(annotations={**ADMITTED, "team": "b"}),
+        user=TENANT,
+        expected=allowed(),
     ),
-    "a finished pod may be re-annotated": (
-        pod(annotations=ADMITTED, phase="Succeeded"),
-        pod(annotations={**ADMITTED, QUEUE_NAME: "b"}, phase="Succeeded"),
-        TENANT,
-        allowed(),
+    "a finished pod may be re-annotated": UpdatesCase(
+        old=pod(annotations=ADMITTED, phase="Succeeded"),
+        new=pod(annotations={**ADMITTED, QUEUE_NAME: "b"}, phase="Succeeded"),
+        user=TENANT,
+        expected=allowed(),
     ),
-    "a pod that never opted in is none of queuetree's business": (
-        pod(annotations={QUEUE_NAME: "a"}),
-        pod(annotations={QUEUE_NAME: "b"}),
-        TENANT,
-        allowed(),
+    "a pod that never opted in is none of queuetree's business": UpdatesCase(
+        old=pod(annotations={QUEUE_NAME: "a"}),
+        new=pod(annotations={QUEUE_NAME: "b"}),
+        user=TENANT,
+        expected=allowed(),
     ),
 }
 
