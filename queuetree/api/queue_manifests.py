@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-from queuetree.api import readers
+from queuetree.api import bodies, readers
 from queuetree.core import objects, problems, quantities, resources
 
 _QUEUE_STATES: Final = {state.value: state for state in objects.QueueState}
@@ -148,6 +148,14 @@ def unusable_queue_problems(queue: objects.Queue, *, origin: str = "") -> list[p
 
 
 # -- PodGroup -----------------------------------------------------------------------------------
+
+
+def named_queue(manifest: object) -> str:
+    """The queue a PodGroup manifest names (``spec.queue``), "" when it names none or the
+    value is not a string: the tolerant reading of reviews and caches, which resolve "" to the
+    configured default queue as :func:`parse_pod_group` does."""
+    named = bodies.spec_of(manifest).get("queue")
+    return named if isinstance(named, str) else ""
 
 
 def parse_pod_group(

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from queuetree.api import admission, bodies, patches
+from queuetree.api import admission, bodies, patches, queue_manifests
 from queuetree.core import objects, problems, validation
 from queuetree.webhooks import pods, verdicts, views
 from queuetree.webhooks import settings as settings_
@@ -131,6 +131,5 @@ def _admitted(group: Mapping[str, Any]) -> bool:
 
 def _queue_of(group: Mapping[str, Any], *, settings: settings_.ReviewSettings) -> str:
     """The queue a PodGroup names; none (or not a string) is the default queue, as the
-    operator reads it (``manifests.parse_pod_group``)."""
-    named = bodies.spec_of(group).get("queue")
-    return named if isinstance(named, str) and named else settings.default_queue
+    operator reads it (``queue_manifests.parse_pod_group``)."""
+    return queue_manifests.named_queue(group) or settings.default_queue

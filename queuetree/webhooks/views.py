@@ -114,8 +114,7 @@ def pod_group_queue(manifest: Mapping[str, Any]) -> tuple[str, str] | None:
     name, namespace = metadata.get("name"), metadata.get("namespace") or "default"
     if not isinstance(name, str) or not name or not isinstance(namespace, str):
         return None
-    queue = bodies.spec_of(manifest).get("queue")
-    return f"{namespace}/{name}", queue if isinstance(queue, str) else ""
+    return f"{namespace}/{name}", queue_manifests.named_queue(manifest)
 
 
 def node_resource_names(manifest: Mapping[str, Any]) -> tuple[str, frozenset[str]] | None:
