@@ -25,7 +25,8 @@ first seen without gates, bound to a node, and explained:
 Prints one JSON object per phase (``--phases`` chooses): pods ungated per second (from the first
 creation, or the release, to the last gate removal), the p50/p99 latency from creation (or the
 release) to gate removal, the creation rate, the raw rates and, for the burst and the release,
-the ratios to them; for the release, how long after its creation each held pod was explained.
+the ratios to them; for the release, how long after its creation each held pod was explained;
+and the operator's CPU time (user plus system, from /proc) per pod of the phase.
 On kubesim the simulated scheduler and kubelet are off, so nothing but the operator writes pods
 while it is measured; on the real backend kube-scheduler binds the admitted pods and kwok runs
 them, as in a cluster. Targets (issues 6 and 16): burst ratio >= 0.7 and at least the bind
@@ -77,6 +78,13 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process ``pid`` so far, from /proc (Linux)."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 of proc(5); the split drops the first two.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_file(path: pathlib.Path, *, deadline: float = 30.0) -> str:
@@ -154,6 +162,7 @@ async def measure(
     workers: int,
     leaves: int,
     paced_rate: float,
+    operator_pid: int,
     phases: frozenset[str] = frozenset({"burst", "paced", "release"}),
 ) -> list[dict[str, Any]]:
     async with aiohttp.ClientSession(
@@ -190,6 +199,7 @@ async def measure(
         for mode, rate in (("burst", None), ("paced", paced_rate)):
             if mode not in phases:
                 continue
+            cpu_before = cpu_seconds(operator_pid)
             created = await create_pods(api, f"{mode}-", pods, names, rate=rate)
             all_created.extend(created)
 
@@ -197,6 +207,7 @@ async def measure(
                 return all(name in ungated for name in created)
 
             await until(all_ungated, deadline=600, what=f"every gate of the {mode} removed")
+            cpu = cpu_seconds(operator_pid) - cpu_before
             first = min(created.values())
             finished = max(ungated[name] for name in created)
             latencies = sorted(ungated[name] - created[name] for name in created)
@@ -210,6 +221,7 @@ async def measure(
                     "latency_p50_seconds": round(statistics.median(latencies), 4),
                     "latency_p99_seconds": round(percentile(latencies, 0.99), 4),
                     "created_per_second": round(pods / (max(created.values()) - first + 1e-9), 1),
+                    "operator_cpu_ms_per_pod": round(1000 * cpu / pods, 3),
                     "backend": target.backend,
                 }
             )
@@ -218,6 +230,7 @@ async def measure(
             explained = [seen.explained[name] - created[name] for name in created]
             all_created.extend(created)
             released = time.monotonic()
+            cpu_before = cpu_seconds(operator_pid)
             status, answer = await api.call(
                 "PATCH",
                 f"{QUEUES}/{RELEASE_PARENT}",
@@ -231,6 +244,7 @@ async def measure(
                 return all(name in ungated for name in created)
 
             await until(all_released, deadline=600, what="every held pod released")
+            cpu = cpu_seconds(operator_pid) - cpu_before
             finished = max(ungated[name] for name in created)
             latencies = sorted(ungated[name] - released for name in created)
             results.append(
@@ -244,6 +258,7 @@ async def measure(
                     "latency_p99_seconds": round(percentile(latencies, 0.99), 4),
                     "explained_p99_seconds": round(percentile(explained, 0.99), 4),
                     "explained_max_seconds": round(max(explained), 4),
+                    "operator_cpu_ms_per_pod": round(1000 * cpu / pods, 3),
                     "backend": target.backend,
                 }
             )
@@ -648,6 +663,7 @@ def main() -> int:
                     workers=args.workers,
                     leaves=args.leaves,
                     paced_rate=args.paced_rate,
+                    operator_pid=operator.pid,
                     phases=frozenset(args.phases.split(",")),
                 )
             )

@@ -129,6 +129,7 @@ def replica_set(name: str, *, namespace: str, queue: str, replicas: int) -> dict
 
 @pytest.mark.backends(
     "real",
+    "existing",
     reason="kubesim serves no ReplicaSets, runs no replicaset controller and deletes pods "
     "without a grace period",
 )

@@ -126,7 +126,7 @@ def test_a_tenant_with_the_viewer_role_explains_its_own_pod(
     assert f"queue       {leaf}" in done.stdout, done.stdout
 
 
-@pytest.mark.backends("real", reason="kubesim authorizes every request: it has no RBAC")
+@pytest.mark.backends("real", "existing", reason="kubesim authorizes every request: it has no RBAC")
 def test_a_tenant_without_the_viewer_role_is_told_which_role_it_needs(
     kube: support.Kube,
 ) -> None:

@@ -18,7 +18,9 @@ from __future__ import annotations
 from queuetree.core import capacity, frameworks, objects, vectors
 
 
-def explain_blocker(blocker: capacity.Blocker, dims: vectors.Dims) -> str:
+def explain_blocker(blocker: capacity.Blocker, dims: vectors.Dims, *, lone: bool = False) -> str:
+    """The rejection in words. ``lone``: the group refused at enqueue is the synthetic group of
+    a lone pod, whose minResources are the pod's requests, so the sentence speaks of the pod."""
     where = f"queue {blocker.queue!r}"
     if blocker.queue != blocker.leaf:
         where += f" (ancestor of leaf queue {blocker.leaf!r})"
@@ -34,8 +36,9 @@ def explain_blocker(blocker: capacity.Blocker, dims: vectors.Dims) -> str:
     used = dims.format_value(i, blocker.allocated + blocker.reserved + blocker.releasing)
     limit = dims.format_value(i, blocker.capability)
     if blocker.kind == "enqueue":
+        what = "the pod's requests" if lone else "the pod group's minResources"
         return (
-            f"{where} cannot take the pod group's minResources on {name}: requested "
+            f"{where} cannot take {what} on {name}: requested "
             f"{requested}, used {used} of capability {limit} (allocated plus inqueue groups)"
         )
     text = (
@@ -108,8 +111,10 @@ def _reason(
         return session.task_messages[task.key]
     pending = job.phase is objects.PodGroupPhase.PENDING
     if pending and job.key in blockers:
-        return f"pod group {job.key} is not admitted: " + explain_blocker(
-            blockers[job.key], session.dims
+        lone = job.group.synthetic
+        subject = f"pod {task.key}" if lone else f"pod group {job.key}"
+        return f"{subject} is not admitted: " + explain_blocker(
+            blockers[job.key], session.dims, lone=lone
         )
     if job.key in session.job_messages:
         return session.job_messages[job.key]
@@ -137,8 +142,9 @@ def _reason(
     return "not admitted in this session: its job did not get a turn or did not become ready"
 
 
-def remedy(blocker: capacity.Blocker, dims: vectors.Dims) -> str:
-    """What would have to change for the pod ``blocker`` refused to be admitted."""
+def remedy(blocker: capacity.Blocker, dims: vectors.Dims, *, lone: bool = False) -> str:
+    """What would have to change for the pod ``blocker`` refused to be admitted (``lone``: as
+    :func:`explain_blocker`)."""
     queue = blocker.queue
     if blocker.kind == "state":
         return f"queue {queue!r} must be Open: kubectl queuetree open {queue}"
@@ -150,7 +156,7 @@ def remedy(blocker: capacity.Blocker, dims: vectors.Dims) -> str:
     name = dims.names[i]
     used = blocker.allocated + blocker.reserved
     short = blocker.requested - (blocker.capability - used)
-    what = "the pod group's minResources" if blocker.kind == "enqueue" else "the pod"
+    what = "the pod group's minResources" if blocker.kind == "enqueue" and not lone else "the pod"
     return (
         f"{dims.format_value(i, short)} more {name} must be free in queue {queue!r} (pods "
         f"charged to it finishing or deleted), or its capability for {name} must be at least "
@@ -185,9 +191,10 @@ def remedies(
         return found, briefs
     for key, reason in reasons.items():
         task = session.tasks[key]
+        lone = task.job.group.synthetic
         for blocker in (plugin.blockers.get(key), plugin.blockers.get(task.job.key)):
-            if blocker is not None and explain_blocker(blocker, session.dims) in reason:
-                found[key] = remedy(blocker, session.dims)
+            if blocker is not None and explain_blocker(blocker, session.dims, lone=lone) in reason:
+                found[key] = remedy(blocker, session.dims, lone=lone)
                 briefs[key] = brief(blocker, session.dims)
                 break
     return found, briefs

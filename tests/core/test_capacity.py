@@ -332,6 +332,36 @@ def test_enqueue_refusal_is_explained_with_the_groups_min_resources() -> None:
     )
 
 
+def test_enqueue_refusal_of_a_lone_pod_speaks_of_the_pod_and_its_requests() -> None:
+    # A lone pod has no PodGroup a tenant could look up: its synthetic group's minResources
+    # are its own requests, and the reason and the remedy say so.
+    lone = b.pod("ns", "lone").requests(cpu="3").gated().opted_in().build()
+    result = sessions.run_session(
+        b.snapshot(
+            b.node("n1").allocatable(cpu="8", memory="8Gi"),
+            b.queue("root"),
+            b.queue("default").capability(cpu="2"),
+            lone,
+            objects.single_pod_group(lone, queue="default"),
+        ),
+        config=b.config(
+            [b.plugin("gang"), b.plugin("capacity", hierarchy=True)],
+            actions=("enqueue", "allocate"),
+        ),
+        feature_gates=b.GATES_ON,
+    )
+    assert (dict(result.reasons), dict(result.remedies)) == (
+        {
+            "ns/lone": "pod ns/lone is not admitted: queue 'default' cannot take the pod's "
+            "requests on cpu: requested 3, used 0 of capability 2 (allocated plus inqueue groups)"
+        },
+        {
+            "ns/lone": "1 more cpu must be free in queue 'default' (pods charged to it finishing "
+            "or deleted), or its capability for cpu must be at least 3, for the pod to fit"
+        },
+    )
+
+
 def test_ancestor_reclaim_level_must_be_a_non_negative_integer() -> None:
     warnings = []
     for level in (-1, "2"):
