@@ -53,8 +53,10 @@ LAST_APPLIED_NOTE = re.compile(
     r"^Warning: resource \S+ is missing the kubectl.kubernetes.io/last-applied-configuration "
     r"annotation"
 )
-UNSERVED_GROUPS = ("cert-manager.io",)
-"""Groups of objects the overlays ship for controllers that may not be installed."""
+UNSERVED_GROUPS = ("cert-manager.io", "monitoring.coreos.com")
+"""Groups of objects the overlays ship for controllers that may not be installed: cert-manager
+(the ``cert-manager`` overlay's Issuer and Certificate) and the Prometheus Operator (the
+``monitoring`` overlay's ServiceMonitor)."""
 
 
 def example_files() -> list[pathlib.Path]:
