@@ -86,6 +86,9 @@ class Component:
     """``-X`` linker flags that stamp the version, given the module's version."""
     extras: Callable[[pathlib.Path, pathlib.Path], None] | None = None
     """Copies data files from the downloaded module (its directory, the output directory)."""
+    extras_inputs: tuple[str, ...] = ()
+    """What :attr:`extras` copies (the module paths it reads and leaves out): part of the cache
+    key, so changing the list rebuilds the component (the function's code is not hashed)."""
     root: pathlib.Path = MODULES
     """Where the wrapper module's directory is (tests build modules of their own)."""
 
@@ -156,6 +159,7 @@ KWOK = Component(
     binaries=(("kwok", "sigs.k8s.io/kwok/cmd/kwok"),),
     version_flags=lambda version: (f"-X sigs.k8s.io/kwok/pkg/consts.Version={version}",),
     extras=_kwok_stages,
+    extras_inputs=(*KWOK_STAGES, *(f"-{name}" for name in sorted(KWOK_STAGES_LEFT_OUT))),
 )
 
 
@@ -196,6 +200,7 @@ KARPENTER = Component(
     binaries=(("karpenter-kwok", "sigs.k8s.io/karpenter/kwok"),),
     version_flags=lambda version: (f"-X sigs.k8s.io/karpenter/pkg/operator.Version={version}",),
     extras=_karpenter_files,
+    extras_inputs=(*KARPENTER_CRDS, *KARPENTER_CHART_RBAC),
 )
 COMPONENTS = (ETCD, KUBERNETES, KWOK, KARPENTER)
 
@@ -302,7 +307,8 @@ def _ldflags(component: Component, version: str) -> str:
 
 
 def cache_key(component: Component, go: str) -> str:
-    """The hash that names a build: go.mod, go.sum, Go version, platform, flags, FORMAT."""
+    """The hash that names a build: go.mod, go.sum, Go version, platform, flags, what the
+    extras copy, FORMAT."""
     digest = hashlib.sha256()
     version = required_version(component)
     parts = {
@@ -314,6 +320,7 @@ def cache_key(component: Component, go: str) -> str:
         "flags": list(BUILD_FLAGS),
         "ldflags": _ldflags(component, version),
         "binaries": [list(b) for b in component.binaries],
+        "extras": list(component.extras_inputs),
         "go.mod": (component.directory / "go.mod").read_text(),
         "go.sum": (component.directory / "go.sum").read_text(),
     }
