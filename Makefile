@@ -50,8 +50,8 @@ define no_go
 		"!!! Install Go >= 1.26.0 to build kube-apiserver, etcd and kwok from their modules (docs/e2e.md)."
 endef
 
-## controlplane: build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd and kwok
-## from their Go modules into ~/.cache/queuetree (a no-op that takes seconds when cached)
+## controlplane: build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok
+## and Karpenter's kwok provider from their Go modules into ~/.cache/queuetree (a no-op that takes seconds when cached)
 controlplane: setup
 	@if command -v go >/dev/null 2>&1; then $(BIN)/python -m controlplane build; else $(no_go); fi
 
@@ -77,10 +77,15 @@ run: setup
 		exit 2; \
 	fi
 
-## bench: benchmarks, one JSON object per line (the operator's also on the real control plane)
+## bench: benchmarks, one JSON object per line (the operator's also on the real control plane;
+## the autoscaler's, with Karpenter, only there)
+REAL_ONLY_BENCHES := benchmarks/bench_autoscaling.py
 bench: controlplane
-	@for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
-	@if command -v go >/dev/null 2>&1; then $(BIN)/python benchmarks/bench_operator.py --backend real; fi
+	@for b in $(filter-out $(REAL_ONLY_BENCHES),$(wildcard benchmarks/bench_*.py)); do $(BIN)/python $$b || exit 1; done
+	@if command -v go >/dev/null 2>&1; then \
+		$(BIN)/python benchmarks/bench_operator.py --backend real && \
+		$(BIN)/python benchmarks/bench_autoscaling.py --backend real; \
+	fi
 
 ## image: build the container image (needs a Docker engine; none runs on the development machines)
 image:

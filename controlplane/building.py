@@ -11,7 +11,12 @@ Three wrapper modules under ``hack/controlplane/`` pin what is built, each its o
   disagrees with it (``python -m controlplane sync`` rewrites it);
 - ``etcd``: the ``go.etcd.io/etcd/server/v3`` main package;
 - ``kwok``: ``sigs.k8s.io/kwok/cmd/kwok``, plus the Stage manifests its module ships (the kwok
-  binary has no built-in stages).
+  binary has no built-in stages);
+- ``karpenter``: Karpenter's kwok cloud provider (``sigs.k8s.io/karpenter/kwok``, the
+  autoscaler of the e2e autoscaling scenarios), plus the CRDs its module ships. Cluster
+  Autoscaler would be the other choice, but the Go module proxy serves no version of
+  ``k8s.io/autoscaler/cluster-autoscaler`` (403 "This module version is not available").
+  Karpenter's go.mod has no replace lines, so its wrapper needs none.
 
 The cache key of a component is a hash of its go.mod and go.sum, the Go version, the target
 platform, the flags and :data:`FORMAT`; its binaries live in
@@ -81,6 +86,9 @@ class Component:
     """``-X`` linker flags that stamp the version, given the module's version."""
     extras: Callable[[pathlib.Path, pathlib.Path], None] | None = None
     """Copies data files from the downloaded module (its directory, the output directory)."""
+    extras_inputs: tuple[str, ...] = ()
+    """What :attr:`extras` copies (the module paths it reads and leaves out): part of the cache
+    key, so changing the list rebuilds the component (the function's code is not hashed)."""
     root: pathlib.Path = MODULES
     """Where the wrapper module's directory is (tests build modules of their own)."""
 
@@ -151,8 +159,50 @@ KWOK = Component(
     binaries=(("kwok", "sigs.k8s.io/kwok/cmd/kwok"),),
     version_flags=lambda version: (f"-X sigs.k8s.io/kwok/pkg/consts.Version={version}",),
     extras=_kwok_stages,
+    extras_inputs=(*KWOK_STAGES, *(f"-{name}" for name in sorted(KWOK_STAGES_LEFT_OUT))),
 )
-COMPONENTS = (ETCD, KUBERNETES, KWOK)
+
+
+KARPENTER_CRDS = (
+    "pkg/apis/crds/karpenter.sh_nodepools.yaml",
+    "pkg/apis/crds/karpenter.sh_nodeclaims.yaml",
+    "pkg/apis/crds/karpenter.sh_nodeoverlays.yaml",
+    "kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml",
+)
+"""The CustomResourceDefinitions Karpenter's kwok provider watches: its NodePools, NodeClaims
+and NodeOverlays, and the provider's KWOKNodeClass. (Its ``autoscaling.x-k8s.io``
+CapacityBuffer CRD is left out: the controller for it is off unless a feature gate is set.)"""
+KARPENTER_CHART_RBAC = (
+    "kwok/charts/templates/clusterrole.yaml",
+    "kwok/charts/templates/clusterrole-kwok.yaml",
+    "kwok/charts/templates/role.yaml",
+)
+"""The Helm chart templates that hold the Roles and ClusterRoles Karpenter's kwok provider
+runs with (:func:`controlplane.karpenter.chart_rules` reads their literal rules)."""
+
+
+def _karpenter_files(module_dir: pathlib.Path, out: pathlib.Path) -> None:
+    """Copy :data:`KARPENTER_CRDS` into ``out/crds`` and :data:`KARPENTER_CHART_RBAC` into
+    ``out/chart`` from the downloaded karpenter module."""
+    for directory, parts in (("crds", KARPENTER_CRDS), ("chart", KARPENTER_CHART_RBAC)):
+        target = out / directory
+        target.mkdir(parents=True, exist_ok=True)
+        for part in parts:
+            source = module_dir / part
+            if not source.is_file():
+                raise BuildError(f"karpenter: no {directory} manifest at {source}")
+            shutil.copyfile(source, target / source.name)
+
+
+KARPENTER = Component(
+    name="karpenter",
+    module="sigs.k8s.io/karpenter",
+    binaries=(("karpenter-kwok", "sigs.k8s.io/karpenter/kwok"),),
+    version_flags=lambda version: (f"-X sigs.k8s.io/karpenter/pkg/operator.Version={version}",),
+    extras=_karpenter_files,
+    extras_inputs=(*KARPENTER_CRDS, *KARPENTER_CHART_RBAC),
+)
+COMPONENTS = (ETCD, KUBERNETES, KWOK, KARPENTER)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -257,7 +307,8 @@ def _ldflags(component: Component, version: str) -> str:
 
 
 def cache_key(component: Component, go: str) -> str:
-    """The hash that names a build: go.mod, go.sum, Go version, platform, flags, FORMAT."""
+    """The hash that names a build: go.mod, go.sum, Go version, platform, flags, what the
+    extras copy, FORMAT."""
     digest = hashlib.sha256()
     version = required_version(component)
     parts = {
@@ -269,6 +320,7 @@ def cache_key(component: Component, go: str) -> str:
         "flags": list(BUILD_FLAGS),
         "ldflags": _ldflags(component, version),
         "binaries": [list(b) for b in component.binaries],
+        "extras": list(component.extras_inputs),
         "go.mod": (component.directory / "go.mod").read_text(),
         "go.sum": (component.directory / "go.sum").read_text(),
     }

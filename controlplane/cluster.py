@@ -14,7 +14,9 @@ kube-scheduler and kwok, started from the cached binaries (:mod:`controlplane.bu
    (kwok's own stages, and the harness's ``stages.yaml``);
 6. the nodes of ``Options.nodes_files``, ready once kwok reports them Ready and the
    node-lifecycle controller has lifted the ``not-ready`` taint;
-7. the ``default`` ServiceAccount of the ``default`` namespace (pods are refused before it).
+7. the ``default`` ServiceAccount of the ``default`` namespace (pods are refused before it);
+8. with ``Options.karpenter``, Karpenter and its kwok cloud provider as the cluster's
+   autoscaler (:mod:`controlplane.karpenter`): nodes it buys are kwok's nodes too.
 
 Each wait names the step; a failure stops what started and quotes the tail of every log.
 :meth:`Cluster.stop` ends the processes newest first (SIGTERM, then SIGKILL); their logs stay
@@ -41,7 +43,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from controlplane import building, pki, processes
+from controlplane import building, karpenter, pki, processes
 from kubesim import simulation
 
 T = TypeVar("T")
@@ -115,6 +117,8 @@ class Options:
     controllers: tuple[str, ...] = CONTROLLERS
     apiserver_flags: tuple[str, ...] = ()
     """More kube-apiserver flags (``--feature-gates=...``), appended last."""
+    karpenter: karpenter.Options | None = None
+    """Start Karpenter with its kwok provider as the autoscaler (None: no autoscaler)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -129,6 +133,8 @@ class Cluster:
     """The administrator's kubeconfig (client certificate, ``system:masters``)."""
     audit_file: pathlib.Path = pathlib.Path()
     processes: Processes = dataclasses.field(default_factory=list)
+    autoscaler: karpenter.Karpenter | None = None
+    """Karpenter, when ``options.karpenter`` asked for it."""
 
     @property
     def kubectl_path(self) -> pathlib.Path:
@@ -305,14 +311,16 @@ class _Starter:
             )
         return found
 
-    def spawn(self, name: str, binary: pathlib.Path, *args: str) -> processes.Process:
+    def spawn(
+        self, name: str, binary: pathlib.Path, *args: str, env: Mapping[str, str] | None = None
+    ) -> processes.Process:
         # SIGKILL if the harness dies: the control plane's data is thrown away anyway, and
         # kube-apiserver's graceful shutdown hangs when etcd goes at the same moment.
         process = processes.spawn(
             name,
             [str(binary), *args],
             workdir=self.options.workdir,
-            env=os.environ,
+            env=os.environ if env is None else env,
             death_signal=signal.SIGKILL,
         )
         self.cluster.processes.append(process)
@@ -490,6 +498,25 @@ class _Starter:
             "the default ServiceAccount exists",
         )
 
+    def karpenter(self, options: karpenter.Options) -> None:
+        cluster = self.cluster
+        try:
+            cluster.autoscaler = karpenter.start(
+                options,
+                built=cluster.binaries[building.KARPENTER.name],
+                workdir=self.options.workdir,
+                kubectl=cluster.kubectl,
+                write_kubeconfig=lambda path, token: cluster.write_kubeconfig(
+                    path,
+                    user=f"system:serviceaccount:{karpenter.NAMESPACE}:karpenter",
+                    credentials={"token": token},
+                ),
+                wait=self.wait,
+                spawn=self.spawn,
+            )
+        except karpenter.KarpenterError as exc:
+            raise StartupError(f"control plane start-up: {exc}") from None
+
 
 def fake_nodes(
     files: Sequence[pathlib.Path], manifests: Sequence[Mapping[str, Any]] = ()
@@ -558,6 +585,8 @@ def start(options: Options, *, log: Callable[[str], None] | None = None) -> Clus
         starter.kwok()
         starter.nodes()
         starter.default_service_account()
+        if options.karpenter is not None:
+            starter.karpenter(options.karpenter)
     except BaseException:
         cluster.stop()
         raise

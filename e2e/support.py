@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,6 +33,7 @@ from typing import Any, TypeVar
 import yaml
 from prometheus_client import parser as prometheus_parser
 
+from controlplane import karpenter
 from queuetree.core import quantities
 from queuetree.sandbox import kubectl, stack
 
@@ -829,3 +831,110 @@ class PodWatch:
         if self._process.stdout is not None:
             self._process.stdout.close()
         return self.events
+
+
+# ---------------------------------------------------------------------- the autoscaler
+
+
+def autoscaler(cluster: Cluster) -> karpenter.Karpenter:
+    """The Karpenter of the sandbox's control plane (the real backend started with
+    ``autoscaler=``)."""
+    control_plane = sandbox(cluster).control_plane
+    assert control_plane is not None, "this test needs the real backend"
+    assert control_plane.autoscaler is not None, "this test needs the autoscaler (Karpenter)"
+    return control_plane.autoscaler
+
+
+def karpenter_metric(cluster: Cluster, name: str, **labels: str) -> float:
+    """The sum of Karpenter's samples of ``name`` whose labels include ``labels``."""
+    wanted = set(labels.items())
+    return sum(
+        float(sample.value)
+        for family in prometheus_parser.text_string_to_metric_families(
+            autoscaler(cluster).metrics()
+        )
+        for sample in family.samples
+        if sample.name == name and wanted <= set(sample.labels.items())
+    )
+
+
+PROVISIONING_SIMULATIONS = "karpenter_scheduler_scheduling_duration_seconds_count"
+"""How many scheduling simulations Karpenter's provisioner ran (one per batch of pods it
+could provision for)."""
+NODECLAIMS_CREATED = "karpenter_nodeclaims_created_total"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeSample:
+    """What the cluster held at one moment: nodes and Karpenter's NodeClaims."""
+
+    at: float
+    """Seconds since the sampler started."""
+    nodes: int
+    nodeclaims: int
+
+
+class NodeSampler:
+    """Samples the node and NodeClaim counts in the background, about once a second, so a
+    test sees every scale-up and scale-down in between its own polls."""
+
+    def __init__(self, cluster: Cluster, *, interval: float = 1.0) -> None:
+        self.cluster = cluster
+        self.samples: list[NodeSample] = []
+        self._interval = interval
+        self._stop = threading.Event()
+        self._started = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="node sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(kubectl.KubectlError, ValueError, subprocess.SubprocessError):
+                self.samples.append(self.sample())
+            self._stop.wait(self._interval)
+
+    def sample(self) -> NodeSample:
+        client = self.cluster.client
+        return NodeSample(
+            at=round(time.monotonic() - self._started, 1),
+            nodes=len(client.items("nodes")),
+            nodeclaims=len(client.items("nodeclaims")),
+        )
+
+    def since(self, at: float) -> list[NodeSample]:
+        return [s for s in self.samples if s.at >= at]
+
+    def now(self) -> float:
+        return round(time.monotonic() - self._started, 1)
+
+    def stop(self) -> list[NodeSample]:
+        self._stop.set()
+        self._thread.join(30)
+        return self.samples
+
+
+def nodeclaims(cluster: Cluster) -> list[dict[str, Any]]:
+    return cluster.client.items("nodeclaims")
+
+
+def instance_types(cluster: Cluster) -> dict[str, int]:
+    """How many of Karpenter's nodes have each instance type."""
+    found: dict[str, int] = {}
+    for node in cluster.client.items("nodes", "-l", karpenter.NODE_POOL_LABEL):
+        kind = node["metadata"]["labels"].get(karpenter.INSTANCE_TYPE_LABEL, "?")
+        found[kind] = found.get(kind, 0) + 1
+    return found
+
+
+def karpenter_events(kube: Kube, *, prefix: str = "") -> list[dict[str, Any]]:
+    """The events Karpenter wrote about this namespace's objects whose names start with
+    ``prefix`` (Nominated, FailedScheduling...)."""
+    return [
+        e
+        for e in kube.client.items("events", "-n", kube.namespace)
+        if (
+            (e.get("source") or {}).get("component") == "karpenter"
+            or e.get("reportingComponent") == "karpenter"
+        )
+        and str((e.get("involvedObject") or {}).get("name", "")).startswith(prefix)
+    ]

@@ -37,6 +37,7 @@ import threading
 import time
 from typing import Any
 
+from controlplane import karpenter
 from queuetree.sandbox import scenarios, stack, view
 
 NAME = "sandbox"
@@ -72,6 +73,13 @@ def add_parser(subparsers: Any) -> None:
         metavar="SCHED.conf",
         help="the operator's scheduler configuration (volcano-scheduler.conf format; "
         "default: the Deployment's, manifests/base/workloads/scheduler.conf)",
+    )
+    parser.add_argument(
+        "--autoscaler",
+        action="store_true",
+        help="with --backend real: run Karpenter with its kwok provider as the cluster's "
+        "autoscaler (nodes bought for Unschedulable pods, consolidated when empty; built by "
+        "make controlplane; docs/sandbox.md)",
     )
     parser.add_argument(
         "--no-demo",
@@ -174,6 +182,8 @@ def _option_problem(args: argparse.Namespace) -> str | None:
         return "--headless and --until-settled exclude each other"
     if args.no_demo and args.until_settled:
         return "--no-demo applies no scenario, so there is nothing to settle (drop --until-settled)"
+    if args.autoscaler and args.backend != "real":
+        return "--autoscaler needs --backend real (Karpenter runs against the real control plane)"
     if not args.config.is_file():
         return f"--config {args.config}: no such file"
     return None
@@ -192,6 +202,7 @@ def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pat
         node_flags=scenario.node_flags,
         scheduler_config=args.config.resolve(),
         backend=args.backend,
+        autoscaler=karpenter.Options() if args.autoscaler else None,
     )
     backend = "kubesim" if args.backend == "kubesim" else "the real control plane"
     print(

@@ -51,7 +51,7 @@ from typing import Any
 
 import yaml
 
-from controlplane import cluster, processes
+from controlplane import cluster, karpenter, processes
 from queuetree.api import bodies
 from queuetree.sandbox import kubectl
 
@@ -131,6 +131,9 @@ class Options:
     operator_flags: tuple[str, ...] = ()
     backend: str = "kubesim"
     """One of :data:`BACKENDS`."""
+    autoscaler: karpenter.Options | None = None
+    """On ``real``: run Karpenter with its kwok provider as the cluster's autoscaler, with
+    these options (:mod:`controlplane.karpenter`); kubesim has no autoscaler."""
 
 
 class StartupError(RuntimeError):
@@ -384,6 +387,8 @@ def start(options: Options) -> Stack:
         raise StartupError(
             f"sandbox start-up: unknown backend {options.backend!r} (one of {', '.join(BACKENDS)})"
         )
+    if options.autoscaler is not None and options.backend != "real":
+        raise StartupError("sandbox start-up: the autoscaler (Karpenter) runs on the real backend")
     try:
         if options.backend == "real":
             _start_control_plane(stack)
@@ -494,6 +499,7 @@ def _start_control_plane(stack: Stack) -> None:
                 nodes_files=tuple(path.resolve() for path in options.nodes_files),
                 node_flags=options.node_flags,
                 startup_timeout=options.startup_timeout,
+                karpenter=options.autoscaler,
             ),
             log=lambda line: print(line, file=sys.stderr, flush=True),
         )

@@ -214,6 +214,13 @@ def test_a_scenario_that_cannot_be_understood_exits_2_before_starting_anything(
     )
 
 
+def test_the_autoscaler_on_kubesim_exits_2_before_starting_anything() -> None:
+    done = run_sandbox("--autoscaler", "--no-demo", timeout=30)
+    assert (done.returncode, "--autoscaler needs --backend real" in done.stderr) == (2, True), (
+        done.stderr
+    )
+
+
 def test_every_example_scenario_is_understood() -> None:
     loaded = {
         path.name: len(scenarios.load(path).steps)

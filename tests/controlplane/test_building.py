@@ -3,6 +3,7 @@ module and the reason."""
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import shutil
 import subprocess
@@ -168,6 +169,15 @@ def test_the_cache_key_follows_go_sum_and_the_go_version(
     )
     other_sum = building.cache_key(component, "go1.26.8")
     assert (first == again, len({first, other_go, other_sum})) == (True, 3)
+
+
+def test_the_cache_key_follows_what_the_extras_copy(tmp_path: pathlib.Path) -> None:
+    # A component whose build copies one more CRD must not be served from the old cache entry.
+    component = _copy(building.KARPENTER, tmp_path)
+    more = dataclasses.replace(
+        component, extras_inputs=(*component.extras_inputs, "pkg/apis/crds/extra.yaml")
+    )
+    assert building.cache_key(component, "go1.26.8") != building.cache_key(more, "go1.26.8")
 
 
 def test_without_go_the_build_command_exits_3_and_says_so(
