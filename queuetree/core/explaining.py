@@ -61,24 +61,86 @@ def explain(session: frameworks.Session, plugin: capacity.CapacityPlugin | None)
     cache: dict[int, str] = {}
     # Snapshot order: deterministic for a given snapshot; callers sort for display.
     for key, task in session.tasks.items():
+        run = task.job.run
+        if run is not None:
+            _explain_run(session, task, run, reasons=reasons, blockers=blockers, cache=cache)
+            continue
         if task.status != objects.TaskStatus.PENDING or key in admitted:
             continue
         pod = task.pod
         if session.admission_only and not pod.scheduling_gates and not pod.unschedulable:
             continue  # admitted (or never gated): kube-scheduler's to place, and it has not failed
-        reason = _reason(session, task, blockers=blockers, cache=cache)
+        reason = _reason(
+            session,
+            task,
+            key=key,
+            job_key=task.job.key,
+            pending=task.job.phase is objects.PodGroupPhase.PENDING,
+            blockers=blockers,
+            cache=cache,
+        )
         if reason:
             reasons[key] = reason
     return reasons
+
+
+def _explain_run(
+    session: frameworks.Session,
+    task: frameworks.Task,
+    run: frameworks.Run,
+    *,
+    reasons: dict[str, str],
+    blockers: dict[str, capacity.Blocker],
+    cache: dict[int, str],
+) -> None:
+    """The reason of every held member of a run (``folding``), each as its own lone pod's: the
+    members a reason does not name share one text (a quota sentence, for example)."""
+    shared: dict[int, str] = {}
+    """id of the member's blocker (or of None) -> the reason of members whose reason names
+    neither the pod nor its group: Inqueue members with no message of their own."""
+    for index in range(run.ungated, len(run)):
+        key = run.pods[index]
+        job_key = run.groups[index]
+        pending = index >= run.inqueue
+        if pending or key in session.task_messages or job_key in session.job_messages:
+            reason = _reason(
+                session,
+                task,
+                key=key,
+                job_key=job_key,
+                pending=pending,
+                blockers=blockers,
+                cache=cache,
+            )
+        else:
+            blocker = id(blockers.get(key))
+            reason = shared.get(blocker, "")
+            if not reason:
+                reason = shared[blocker] = _reason(
+                    session,
+                    task,
+                    key=key,
+                    job_key=job_key,
+                    pending=pending,
+                    blockers=blockers,
+                    cache=cache,
+                )
+        if reason:
+            reasons[key] = reason
 
 
 def _reason(
     session: frameworks.Session,
     task: frameworks.Task,
     *,
+    key: str,
+    job_key: str,
+    pending: bool,
     blockers: dict[str, capacity.Blocker],
     cache: dict[int, str],
 ) -> str:
+    """Why pod ``key`` of pod group ``job_key`` (``task`` and its job, or, for a member of a
+    run, the run's first task and job) was not admitted; ``pending``: its group is Pending."""
     pod = task.pod
     job = task.job
     if pod.sch_gated and not pod.only_queue_gate:
@@ -87,9 +149,9 @@ def _reason(
             f"waiting for other scheduling gates ({', '.join(others)}) to be removed; queue "
             "admission starts once only the queue-allocation gate is left"
         )
-    if job.group.missing and job.key in session.job_messages:
+    if job.group.missing and job_key in session.job_messages:
         # Its queue is a guess (the pod's queue-name annotation): the group decides.
-        return session.job_messages[job.key]
+        return session.job_messages[job_key]
     if job.queue not in session.queues:
         return f"queue {job.queue!r} does not exist: create it or set the pod group's spec.queue"
     if pod.unschedulable and not pod.scheduling_gates:
@@ -97,24 +159,23 @@ def _reason(
             "kube-scheduler found no node for the pod (Unschedulable) although its queue "
             "admitted it"
         )
-        blocker = blockers.get(task.key)
+        blocker = blockers.get(key)
         if blocker is not None and blocker.kind in ("state", "broken", "not-leaf"):
             # The queue itself refused (closed, cut off): say so rather than why reclaim failed.
             text += "; reclaim cannot help: " + explain_blocker(blocker, session.dims)
-        elif task.key in session.task_messages:
-            text += "; reclaim cannot help: " + session.task_messages[task.key]
+        elif key in session.task_messages:
+            text += "; reclaim cannot help: " + session.task_messages[key]
         return text
-    if task.key in session.task_messages:
-        return session.task_messages[task.key]
-    pending = job.phase is objects.PodGroupPhase.PENDING
-    if pending and job.key in blockers:
-        return f"pod group {job.key} is not admitted: " + explain_blocker(
-            blockers[job.key], session.dims
+    if key in session.task_messages:
+        return session.task_messages[key]
+    if pending and job_key in blockers:
+        return f"pod group {job_key} is not admitted: " + explain_blocker(
+            blockers[job_key], session.dims
         )
-    if job.key in session.job_messages:
-        return session.job_messages[job.key]
-    if task.key in blockers:
-        blocker = blockers[task.key]
+    if job_key in session.job_messages:
+        return session.job_messages[job_key]
+    if key in blockers:
+        blocker = blockers[key]
         sentence = cache.get(id(blocker))
         if sentence is None:
             # Pods refused by the same queue at the same figures share one (interned) record,
@@ -122,9 +183,9 @@ def _reason(
             sentence = cache[id(blocker)] = explain_blocker(blocker, session.dims)
         return sentence
     if pending:
-        return f"pod group {job.key} is still Pending (not enqueued in this session)"
-    if task.key in session.fit_errors:
-        return f"no node fits the pod: {session.fit_errors[task.key]}"
+        return f"pod group {job_key} is still Pending (not enqueued in this session)"
+    if key in session.fit_errors:
+        return f"no node fits the pod: {session.fit_errors[key]}"
     if pod.sch_gated and not pod.opted_in:
         return (
             f'the pod lacks the opt-in annotation {objects.QUEUE_ALLOCATION_GATE}: "true"; '
@@ -183,11 +244,26 @@ def remedies(
     briefs: dict[str, str] = {}
     if plugin is None:
         return found, briefs
+    texts: dict[int, tuple[str, str, str]] = {}
+    """id of a blocker -> its sentence, remedy and brief: thousands of held pods share one
+    (interned) blocker, and formatting figures is the costly part."""
+    blockers = plugin.blockers
+    dims = session.dims
     for key, reason in reasons.items():
-        task = session.tasks[key]
-        for blocker in (plugin.blockers.get(key), plugin.blockers.get(task.job.key)):
-            if blocker is not None and explain_blocker(blocker, session.dims) in reason:
-                found[key] = remedy(blocker, session.dims)
-                briefs[key] = brief(blocker, session.dims)
+        task = session.tasks.get(key)
+        job_key = task.job.key if task is not None else session.member_groups[key]
+        for blocker in (blockers.get(key), blockers.get(job_key)):
+            if blocker is None:
+                continue
+            text = texts.get(id(blocker))
+            if text is None:
+                text = texts[id(blocker)] = (
+                    explain_blocker(blocker, dims),
+                    remedy(blocker, dims),
+                    brief(blocker, dims),
+                )
+            if text[0] in reason:
+                found[key] = text[1]
+                briefs[key] = text[2]
                 break
     return found, briefs
