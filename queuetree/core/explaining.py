@@ -15,6 +15,8 @@ capacity rejection, :func:`remedies` says what would have to change for the pod 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from queuetree.core import capacity, frameworks, objects, vectors
 
 
@@ -53,8 +55,20 @@ def explain_blocker(blocker: capacity.Blocker, dims: vectors.Dims) -> str:
     return text
 
 
-def explain(session: frameworks.Session, plugin: capacity.CapacityPlugin | None) -> dict[str, str]:
-    """Pod key -> reason, for every pending pod that this session neither placed nor ungated."""
+Shared = list[tuple[list[str], str]]
+"""Held members of runs that got one reason together: ``(pod keys, reason)``."""
+
+
+def explain(
+    session: frameworks.Session,
+    plugin: capacity.CapacityPlugin | None,
+    *,
+    shared: Shared | None = None,
+) -> dict[str, str]:
+    """Pod key -> reason, for every pending pod that this session neither placed nor ungated.
+
+    ``shared``, when given, receives the held members of runs (``frameworks.Run``) that share
+    one reason and one blocker, so :func:`remedies` can treat each such set once."""
     admitted = set(session.bound) | set(session.pipelined) | set(session.ungated)
     reasons: dict[str, str] = {}
     blockers = plugin.blockers if plugin is not None else {}
@@ -63,7 +77,15 @@ def explain(session: frameworks.Session, plugin: capacity.CapacityPlugin | None)
     for key, task in session.tasks.items():
         run = task.job.run
         if run is not None:
-            _explain_run(session, task, run, reasons=reasons, blockers=blockers, cache=cache)
+            _explain_run(
+                session,
+                task,
+                run,
+                reasons=reasons,
+                blockers=blockers,
+                cache=cache,
+                shared=shared,
+            )
             continue
         if task.status != objects.TaskStatus.PENDING or key in admitted:
             continue
@@ -92,13 +114,32 @@ def _explain_run(
     reasons: dict[str, str],
     blockers: dict[str, capacity.Blocker],
     cache: dict[int, str],
+    shared: Shared | None,
 ) -> None:
     """The reason of every held member of a run (``folding``), each as its own lone pod's: the
     members a reason does not name share one text (a quota sentence, for example)."""
-    shared: dict[int, str] = {}
-    """id of the member's blocker (or of None) -> the reason of members whose reason names
-    neither the pod nor its group: Inqueue members with no message of their own."""
-    for index in range(run.ungated, len(run)):
+    start = run.ungated
+    if start < run.inqueue:
+        key = run.pods[start]
+        if key not in session.task_messages and run.groups[start] not in session.job_messages:
+            # The Inqueue members not admitted share their blocker (or none) and have no
+            # message of their own: one reason for all of them.
+            reason = _reason(
+                session,
+                task,
+                key=key,
+                job_key=run.groups[start],
+                pending=False,
+                blockers=blockers,
+                cache=cache,
+            )
+            if reason:
+                keys = run.pods[start : run.inqueue]
+                reasons.update(dict.fromkeys(keys, reason))
+                if shared is not None:
+                    shared.append((keys, reason))
+            start = run.inqueue
+    for index in range(start, len(run)):
         key = run.pods[index]
         job_key = run.groups[index]
         pending = index >= run.inqueue
@@ -113,18 +154,15 @@ def _explain_run(
                 cache=cache,
             )
         else:
-            blocker = id(blockers.get(key))
-            reason = shared.get(blocker, "")
-            if not reason:
-                reason = shared[blocker] = _reason(
-                    session,
-                    task,
-                    key=key,
-                    job_key=job_key,
-                    pending=pending,
-                    blockers=blockers,
-                    cache=cache,
-                )
+            reason = _reason(
+                session,
+                task,
+                key=key,
+                job_key=job_key,
+                pending=pending,
+                blockers=blockers,
+                cache=cache,
+            )
         if reason:
             reasons[key] = reason
 
@@ -237,9 +275,14 @@ def remedies(
     session: frameworks.Session,
     plugin: capacity.CapacityPlugin | None,
     reasons: dict[str, str],
+    *,
+    shared: Sequence[tuple[list[str], str]] = (),
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Pod key -> :func:`remedy`, and pod key -> :func:`brief`, for every reason of
-    ``reasons`` that a capacity rejection of the pod (or of its pending pod group) gave."""
+    ``reasons`` that a capacity rejection of the pod (or of its pending pod group) gave.
+
+    ``shared`` (from :func:`explain`): sets of pods with one reason and one blocker, each
+    decided once for all its pods."""
     found: dict[str, str] = {}
     briefs: dict[str, str] = {}
     if plugin is None:
@@ -249,9 +292,29 @@ def remedies(
     (interned) blocker, and formatting figures is the costly part."""
     blockers = plugin.blockers
     dims = session.dims
+    covered: set[str] = set()
+    for keys, reason in shared:
+        blocker = blockers.get(keys[0])
+        if blocker is None:
+            continue
+        text = texts.get(id(blocker))
+        if text is None:
+            text = texts[id(blocker)] = (
+                explain_blocker(blocker, dims),
+                remedy(blocker, dims),
+                brief(blocker, dims),
+            )
+        if text[0] in reason:
+            # Otherwise the pods go through the loop below one by one, as any other.
+            covered.update(keys)
+            found.update(dict.fromkeys(keys, text[1]))
+            briefs.update(dict.fromkeys(keys, text[2]))
     for key, reason in reasons.items():
-        task = session.tasks.get(key)
-        job_key = task.job.key if task is not None else session.member_groups[key]
+        if covered and key in covered:
+            continue
+        job_key = session.member_groups.get(key)
+        if job_key is None:
+            job_key = session.tasks[key].job.key
         for blocker in (blockers.get(key), blockers.get(job_key)):
             if blocker is None:
                 continue

@@ -37,10 +37,12 @@ order does not depend on the snapshot's order.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import functools
 import operator
 from collections.abc import Callable, Hashable, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from queuetree.core import configs, objects, plugins, resources
 
@@ -58,13 +60,34 @@ _VOTING_HOOKS = frozenset({"allocatable", "job_enqueueable", "job_enqueued"})
 class Candidate(NamedTuple):
     """A fold candidate (a tuple: one is made per gated pod, so it must be cheap)."""
 
+    order: tuple[datetime.datetime, str, str]
+    """``(created, uid or key, key)`` of the pod group: the job order's own tie-breaks (first,
+    so that a queue's entries sort on it; the jobs that split runs are 1-tuples of it)."""
     key: str
     pod: objects.Pod
     group: objects.PodGroup
     signature: int
     """The same number for interchangeable candidates (:data:`Signature`, interned)."""
-    order: tuple[datetime.datetime, str, str]
-    """``(created, uid or key, key)`` of the pod group: the job order's own tie-breaks."""
+
+
+_new_candidate: Callable[[tuple[Any, ...]], Candidate] = functools.partial(tuple.__new__, Candidate)
+"""``Candidate`` from a tuple of its fields without the Python-level constructor (one is made
+per gated pod)."""
+
+
+@dataclasses.dataclass(slots=True)
+class Candidates:
+    """The fold candidates of a snapshot."""
+
+    groups: dict[str, str]
+    """Their pod groups' keys -> their pod keys. A pod that is not a candidate but names one
+    of these groups (a second pod of a lone pod's group) is for the caller to find: then
+    nothing may fold."""
+    by_queue: dict[str, list[Candidate]]
+    """Queue -> its candidates, in snapshot order."""
+
+    def __len__(self) -> int:
+        return len(self.groups)
 
 
 def supported(config: configs.SchedulerConfiguration) -> bool:
@@ -106,30 +129,28 @@ def find_candidates(
     *,
     leaves: frozenset[str],
     task_priority: Callable[[objects.Pod], int],
-) -> dict[str, Candidate]:
-    """Pod key -> candidate, for every fold candidate of ``snapshot`` (module docstring).
+) -> Candidates:
+    """The fold candidates of ``snapshot`` (module docstring), but for the check that no
+    other pod names a candidate's group (see :attr:`Candidates.groups`).
 
     ``leaves`` are the snapshot's leaf queues; ``task_priority`` is the session's reading of a
     pod's task priority (its annotation, else its priority)."""
-    groups = snapshot.pod_groups
-    found: dict[str, Candidate] = {}
+    pod_groups = snapshot.pod_groups
+    groups: dict[str, str] = {}
+    by_queue: dict[str, list[Candidate]] = {}
     values: dict[int, Hashable] = {}
     by_identity: dict[Hashable, int] = {}
     """The signature with requests by object identity -> its number (pods share request
     objects, so most pods cost one lookup here)."""
     by_value: dict[Signature, int] = {}
-    seen: set[str] = set()
     shared: set[str] = set()
-    """Pod groups that more than one pod names: not lone."""
+    """Groups that two candidates name: not lone."""
     pending = _PENDING_STATUS
     admitted = objects.ADMITTED_QUEUE_ANNOTATION
     gate = objects.QUEUE_ALLOCATION_GATE
+    task_priority_key = objects.TASK_PRIORITY_ANNOTATION
+    new = _new_candidate
     for key, pod in snapshot.pods.items():
-        group_key = pod.group
-        if group_key in seen:
-            shared.add(group_key)
-        else:
-            seen.add(group_key)
         if (
             pod.scheduling_gates != _ONLY_OURS
             or pod.status is not pending
@@ -137,23 +158,30 @@ def find_candidates(
             or pod.count != 1
         ):
             continue
-        group = groups.get(group_key)
-        if group is None or group.min_member > 1 or group.missing or group.queue not in leaves:
+        group_key = pod.group
+        group = pod_groups.get(group_key)
+        if group is None or group.min_member > 1 or group.missing:
             continue
+        queue = group.queue
         phase = group.phase
         annotations = pod.annotations
-        if (phase is not _PENDING and phase is not _INQUEUE) or admitted in annotations:
+        if (
+            queue not in leaves
+            or (phase is not _PENDING and phase is not _INQUEUE)
+            or admitted in annotations
+        ):
             continue
         identity = (
-            group.queue,
+            queue,
             group.min_member,
-            phase,
+            # Not the enum itself: hashing an enum member is a Python-level call.
+            phase is _INQUEUE,
             group.priority_class_name,
             group.synthetic,
             id(group.min_resources),
             id(pod.resreq),
             id(pod.init_resreq),
-            task_priority(pod),
+            pod.priority if task_priority_key not in annotations else task_priority(pod),
             annotations.get(gate) == "true",
             pod.scheduler_name,
         )
@@ -167,48 +195,54 @@ def find_candidates(
                 *identity[8:],
             )
             signature = by_identity[identity] = by_value.setdefault(value, len(by_value))
-        found[key] = Candidate(
-            key, pod, group, signature, (group.created, group.uid or group_key, group_key)
+        if group_key in groups:
+            shared.add(group_key)
+        groups[group_key] = key
+        entries = by_queue.get(queue)
+        if entries is None:
+            entries = by_queue[queue] = []
+        entries.append(
+            new(((group.created, group.uid or group_key, group_key), key, pod, group, signature))
         )
     if shared:
-        return {key: c for key, c in found.items() if c.pod.group not in shared}
-    return found
+        for queue, entries in by_queue.items():
+            by_queue[queue] = [c for c in entries if c.group.key not in shared]
+        for group_key in shared:
+            del groups[group_key]
+    return Candidates(groups=groups, by_queue=by_queue)
 
 
 def form_runs(
-    candidates: Mapping[str, Candidate],
+    candidates: Candidates,
     *,
     others: Mapping[str, list[tuple[datetime.datetime, str, str]]],
 ) -> list[list[Candidate]]:
     """The runs of ``candidates``, each first in order first, every candidate in exactly one
-    (many of length one). ``others`` maps a queue to the ``(created, uid or key, key)`` of the
-    other jobs of that queue that enqueue or allocate may act on: they split runs."""
-    by_queue: dict[str, list[tuple[tuple[datetime.datetime, str, str], Candidate | None]]] = {}
-    for candidate in candidates.values():
-        queue = candidate.group.queue
-        entries = by_queue.get(queue)
-        if entries is None:
-            entries = by_queue[queue] = [(order, None) for order in others.get(queue, ())]
-        entries.append((candidate.order, candidate))
+    (many of length one), queues by name. ``others`` maps a queue to the ``(created, uid or
+    key, key)`` of the other jobs of that queue that enqueue or allocate may act on: they
+    split runs. Consumes ``candidates.by_queue`` (its lists are sorted in place)."""
     runs: list[list[Candidate]] = []
-    for queue in sorted(by_queue):
-        entries = by_queue[queue]
-        # Group keys are unique, so the sort never compares the second elements.
+    for queue in sorted(candidates.by_queue):
+        entries: list[tuple[Any, ...]] = candidates.by_queue[queue]  # type: ignore[assignment]
+        split = others.get(queue)
+        if split:
+            entries.extend((order,) for order in split)
+        # Group keys are unique, so the sort never compares past the first element.
         entries.sort(key=_ORDER)
         run: list[Candidate] = []
-        signature: int | None = None
-        for _, entry in entries:
-            if entry is None:
+        signature = -1
+        for entry in entries:
+            if len(entry) == 1:
                 if run:
                     runs.append(run)
                     run = []
-                signature = None
+                signature = -1
                 continue
-            if entry.signature != signature and run:
+            if entry[4] != signature and run:
                 runs.append(run)
                 run = []
-            run.append(entry)
-            signature = entry.signature
+            run.append(entry)  # type: ignore[arg-type]
+            signature = entry[4]
         if run:
             runs.append(run)
     return runs

@@ -228,9 +228,9 @@ def _build_session(
             task_priority=_task_priority,
         )
         if fold and admission_only and folding.supported(config)
-        else {}
+        else None
     )
-    folded_groups = {candidate.pod.group for candidate in candidates.values()}
+    folded_groups = candidates.groups if candidates is not None else {}
     jobs: dict[str, frameworks.Job] = {}
     job_type = frameworks.Job
     for key, group in snapshot.pod_groups.items():
@@ -270,11 +270,22 @@ def _build_session(
     task_type = frameworks.Task
     pending = objects.TaskStatus.PENDING
     for key, pod in snapshot.pods.items():
-        if candidates and key in candidates:
-            continue
+        if folded_groups and folded_groups.get(pod.group) == key:
+            continue  # a fold candidate: built with its run below
         job = jobs.get(pod.group)
         charged = pod.admitted_queue if pod.annotations else ""
         if job is None or (charged and job.queue != charged):
+            if folded_groups and pod.group in folded_groups:
+                # A second pod of a candidate's group: that group is no lone pod's. Rare;
+                # build again without folding rather than untangle what was built.
+                return _build_session(
+                    snapshot,
+                    dims=dims,
+                    config=config,
+                    feature_gates=feature_gates,
+                    admission_only=admission_only,
+                    fold=False,
+                )
             job = _stand_in_job(
                 pod,
                 key=key,
@@ -319,10 +330,9 @@ def _build_session(
                 in_flight[job.key] = in_flight.get(job.key, 0) + 1
             if pod.unschedulable:
                 unschedulable[job.key] = job
-    members: dict[str, frameworks.Job] = {}
-    member_groups: dict[str, str] = {}
     if candidates:
-        for run in folding.form_runs(candidates, others=_acting_jobs(jobs, candidates)):
+        others = _acting_jobs(jobs, set(candidates.by_queue))
+        for run in folding.form_runs(candidates, others=others):
             first = run[0]
             group = first.group
             minimum = group.min_resources
@@ -350,9 +360,6 @@ def _build_session(
                 )
                 if group.phase is objects.PodGroupPhase.INQUEUE:
                     job.run.inqueue = len(run)
-                for candidate in run[1:]:
-                    members[candidate.key] = job
-                    member_groups[candidate.key] = candidate.pod.group
     session = frameworks.Session(
         config=config,
         dims=dims,
@@ -363,20 +370,17 @@ def _build_session(
         feature_gates=feature_gates,
         admission_only=admission_only,
     )
-    session.members = members
-    session.member_groups = member_groups
     session.in_flight = in_flight
     session.unschedulable_jobs = unschedulable
     return session
 
 
 def _acting_jobs(
-    jobs: Mapping[str, frameworks.Job], candidates: Mapping[str, folding.Candidate]
+    jobs: Mapping[str, frameworks.Job], queues: set[str]
 ) -> dict[str, list[tuple[datetime.datetime, str, str]]]:
     """Queue -> ``(created, uid or key, key)`` of its jobs that enqueue or allocate may act on
-    (Pending, or with a Pending task), for the queues that have fold candidates: they split
+    (Pending, or with a Pending task), for ``queues`` (those with fold candidates): they split
     runs (``folding.form_runs``)."""
-    queues = {candidate.group.queue for candidate in candidates.values()}
     pending_phase = objects.PodGroupPhase.PENDING
     pending = objects.TaskStatus.PENDING
     found: dict[str, list[tuple[datetime.datetime, str, str]]] = {}
@@ -582,8 +586,14 @@ def _result(
             # Single-pod groups and stand-ins have no object to write counts to.
             counts[key] = found
         phases[key] = _phase(session, job, running=found.running, succeeded=found.succeeded)
-    reasons = explaining.explain(session, plugin)
-    remedies, briefs = explaining.remedies(session, plugin, reasons)
+    runs = [job for job in session.jobs.values() if job.run is not None]
+    for job in runs:
+        assert job.run is not None
+        # Pod key -> group key of every member, for the explanations (C-level zip).
+        session.member_groups.update(zip(job.run.pods, job.run.groups, strict=True))
+    shared: explaining.Shared = []
+    reasons = explaining.explain(session, plugin, shared=shared)
+    remedies, briefs = explaining.remedies(session, plugin, reasons, shared=shared)
     pipeline = {} if session.admission_only else dict(sorted(session.pipelined.items()))
     bind = {} if session.admission_only else dict(sorted(session.bound.items()))
     return decisions.SessionResult(
@@ -594,7 +604,7 @@ def _result(
         pipeline=MappingProxyType(pipeline),
         evict=tuple(session.evicted),
         ungate=tuple(session.ungated),
-        admitted_to=MappingProxyType({key: _queue_of(session, key) for key in session.ungated}),
+        admitted_to=MappingProxyType(_admitted_to(session, runs)),
         pod_groups=MappingProxyType(phases),
         group_counts=MappingProxyType(counts),
         queues=MappingProxyType(queues),
@@ -614,9 +624,17 @@ def _result(
     )
 
 
-def _queue_of(session: frameworks.Session, key: str) -> str:
-    task = session.tasks.get(key)
-    return task.job.queue if task is not None else session.members[key].queue
+def _admitted_to(session: frameworks.Session, runs: list[frameworks.Job]) -> dict[str, str]:
+    """Ungated pod key -> the queue it was admitted to (a run's members all at once)."""
+    admitted: dict[str, str] = {}
+    for job in runs:
+        assert job.run is not None
+        admitted.update(dict.fromkeys(job.run.pods[: job.run.ungated], job.queue))
+    tasks = session.tasks
+    for key in session.ungated:
+        if key not in admitted:
+            admitted[key] = tasks[key].job.queue
+    return admitted
 
 
 def count_runs(snapshot: objects.Snapshot, *, config: configs.SchedulerConfiguration) -> int:
@@ -630,7 +648,8 @@ def count_runs(snapshot: objects.Snapshot, *, config: configs.SchedulerConfigura
     candidates = folding.find_candidates(
         compacted, leaves=compaction.leaves(compacted.queues), task_priority=_task_priority
     )
-    return len(folding.form_runs(candidates, others={})) + len(compacted.pods) - len(candidates)
+    count = len(candidates)
+    return len(folding.form_runs(candidates, others={})) + len(compacted.pods) - count
 
 
 def _count_tasks(job: frameworks.Job) -> objects.GroupCounts:

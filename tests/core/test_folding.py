@@ -270,6 +270,32 @@ def test_a_pod_of_another_shape_created_in_between_splits_the_run() -> None:
     assert [len(run) for run in folding.form_runs(candidates, others={})] == [5, 1, 4]
 
 
+SECOND_POD = {
+    "gated too (two candidates name the group)": (GATE,),
+    "admitted already (found while the session is built)": (),
+}
+
+
+@pytest.mark.parametrize("gates", SECOND_POD.values(), ids=SECOND_POD.keys())
+def test_a_second_pod_naming_a_lone_pods_group_keeps_that_group_out_of_runs(
+    gates: tuple[str, ...],
+) -> None:
+    snapshot = _queue_of_identical_pods(6, capability_cpu=3)
+    second = dataclasses.replace(
+        snapshot.pods["ns/p002"],
+        name="extra",
+        annotations=MappingProxyType({**OPT_IN, objects.GROUP_NAME_ANNOTATION: "p002"}),
+        scheduling_gates=gates,
+        uid="uid-extra",
+    )
+    crowded = dataclasses.replace(
+        snapshot, pods=MappingProxyType({**snapshot.pods, second.key: second})
+    )
+    folded = _session(crowded, HIERARCHICAL, fold=True)
+    assert _comparable(folded) == _comparable(_session(crowded, HIERARCHICAL, fold=False))
+    assert folded.ungate  # the queue has room for some of them
+
+
 def test_folding_is_off_when_a_plugin_other_than_capacity_would_vote() -> None:
     assert folding.supported(HIERARCHICAL)
     twice = b.config([b.plugin("capacity")], [b.plugin("capacity", hierarchy=True)])
