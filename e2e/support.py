@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -781,22 +782,33 @@ def reclaim_queues(suffix: str) -> tuple[list[dict[str, Any]], str, str]:
 
 
 class PodWatch:
-    """``kubectl get pods -w`` in the background: every version of the matching pods the API
-    server sends, in order, so a test can check a property at every step of a run instead of
-    at the moments it happened to poll (kwok completes a Job's pods as soon as they run)."""
+    """A watch of the namespace's pods in the background (``selector``: a label selector):
+    every version of the matching pods the API server sends, in order, so a test can check a
+    property at every step of a run instead of at the moments it happened to poll (kwok
+    completes a Job's pods as soon as they run).
 
-    def __init__(self, kube: Kube, *selector: str) -> None:
+    The watch starts from the resourceVersion of a list made before this returns, so nothing
+    written afterwards is missed however late the background ``kubectl`` gets going (with
+    ``kubectl get -w`` the list happens in the background, and under load a pod could be
+    created and ungated before it, its gated version never seen)."""
+
+    def __init__(self, kube: Kube, selector: str = "") -> None:
+        path = f"/api/v1/namespaces/{kube.namespace}/pods"
+        query = {"labelSelector": selector} if selector else {}
+        listed = kube.client.check(
+            "get", "--raw", f"{path}?{urllib.parse.urlencode({**query, 'limit': '1'})}"
+        ).json()
+        watch = {
+            **query,
+            "watch": "true",
+            "resourceVersion": listed["metadata"]["resourceVersion"],
+            "timeoutSeconds": "1800",
+        }
         command = [
             kube.client.executable,
             "get",
-            "pods",
-            "-n",
-            kube.namespace,
-            *selector,
-            "--watch",
-            "--output-watch-events",
-            "-o",
-            "json",
+            "--raw",
+            f"{path}?{urllib.parse.urlencode(watch)}",
         ]
         self.events: list[dict[str, Any]] = []
         self._process = subprocess.Popen(

@@ -79,7 +79,7 @@ def test_an_indexed_job_that_opts_in_is_admitted_through_the_gate_and_completes(
     queue = support.unique("job")
     capability = {"cpu": f"{ROOM * 100}m", "memory": f"{ROOM * 64}Mi"}
     kube.must(kube.apply(support.queue(queue, capability=capability)))
-    watch = support.PodWatch(kube, "-l", "job-name=indexed")
+    watch = support.PodWatch(kube, "job-name=indexed")
     try:
         kube.must(kube.apply(indexed_job("indexed", namespace=kube.namespace, queue=queue)))
         job = support.eventually(

@@ -69,6 +69,8 @@ def enqueue(session: frameworks.Session) -> None:
         if foreign is not None and all(_placed_by_another_scheduler(session, t) for t in job.tasks):
             # Its pods are never ungated (each is told why): admitted, its minResources would
             # hold the queue's room for pods that can never use it.
+            if job.run is not None:
+                _tell_run_members(session, job, job.run.pods)
             continue
         if job.min_resources is None:
             # Admitted without a vote (spec §3.7); such a job moves no figure that another job's
@@ -82,12 +84,45 @@ def enqueue(session: frameworks.Session) -> None:
     for job in free:
         job.phase = inqueue
         session.enqueued.add(job.key)
+        if job.run is not None:
+            job.run.inqueue = len(job.run)
+            session.enqueued.update(job.run.groups)
     for queue in _sorted_queues(session, set(pending)):
-        for job in sorted(pending[queue], key=session.job_key):
-            if session.job_enqueueable(job):
+        for job in sorted(pending[queue], key=lambda j: (session.job_key(j), j.key)):
+            if job.run is not None:
+                _enqueue_run(session, job, job.run)
+            elif session.job_enqueueable(job):
                 session.job_enqueued(job)
                 job.phase = objects.PodGroupPhase.INQUEUE
                 session.enqueued.add(job.key)
+
+
+def _enqueue_run(session: frameworks.Session, job: frameworks.Job, run: frameworks.Run) -> None:
+    """Enqueue for the members of a run, in order (``folding``): the capacity plugin, the
+    only plugin that votes on enqueueing (``folding.supported``), counts how many fit."""
+    votes = session.flat("job_enqueueable")
+    if not votes:
+        enqueued = len(run)
+    else:
+        plugin = getattr(votes[0], "__self__", None)
+        assert len(votes) == 1
+        assert isinstance(plugin, capacity.CapacityPlugin)
+        enqueued = plugin.enqueue_run(job, run.groups)
+    if enqueued:
+        job.phase = objects.PodGroupPhase.INQUEUE
+        run.inqueue = enqueued
+        session.enqueued.update(run.groups[:enqueued])
+
+
+def _tell_run_members(session: frameworks.Session, job: frameworks.Job, keys: list[str]) -> None:
+    """Give every member of ``keys`` the message its run's first task got (with its own key)."""
+    task = job.tasks[0]
+    if task.key not in session.task_messages:
+        return
+    for key in keys:
+        message = _scheduler_message(session, key, task.pod.scheduler_name)
+        if message is not None:
+            session.task_messages[key] = message
 
 
 # -- allocate --------------------------------------------------------------------------------
@@ -149,6 +184,8 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
             if enqueue_configured:
                 continue
             job.phase = objects.PodGroupPhase.INQUEUE
+            if job.run is not None:
+                job.run.inqueue = len(job.run)
         if job.queue not in queues:
             continue
         if len(job.tasks) == 1:
@@ -170,6 +207,10 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
         invalid = job_valid(job)
         if invalid is not None:
             session.job_messages[job.key] = invalid
+            if job.run is not None:
+                session.job_messages.update(
+                    dict.fromkeys(job.run.groups[: job.run.inqueue], invalid)
+                )
             continue
         worksheets[job.key] = tasks
         job_heaps.setdefault(job.queue, []).append((job_key(job), next(counter), job))
@@ -178,7 +219,17 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
         # (hence no job order) changes: the heap walk below reduces to two sorted loops.
         allocatable = session.allocatable_check()
         for queue in _sorted_queues(session, set(job_heaps)):
-            for _, _, job in sorted(job_heaps[queue]):
+            # Ties of the job key (equal creation time and uid) go by the job's own key, so the
+            # order never depends on the snapshot's (``folding`` forms runs in this order).
+            for _, _, job in sorted(job_heaps[queue], key=_by_key_then_name):
+                if job.run is not None:
+                    _admit_run(
+                        session,
+                        job,
+                        job.run,
+                        gate_on=gate_on,
+                    )
+                    continue
                 _admit_job(
                     session,
                     job,
@@ -212,6 +263,42 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
             heap.append(current)
             heapq.heapify(heap)
             current = heapq.heappop(heap)
+
+
+def _by_key_then_name(
+    entry: tuple[frameworks.OrderKey, int, frameworks.Job],
+) -> tuple[frameworks.OrderKey, str]:
+    return entry[0], entry[2].key
+
+
+def _admit_run(
+    session: frameworks.Session, job: frameworks.Job, run: frameworks.Run, *, gate_on: bool
+) -> None:
+    """:func:`_admit_job` for the Inqueue members of a run (``folding``), in one step: the
+    capacity plugin, the only plugin that votes on admission (``folding.supported``), counts
+    how many of them fit; each member gets what the per-pod path would give it."""
+    task = job.tasks[0]
+    keys = run.pods[: run.inqueue]
+    if _placed_by_another_scheduler(session, task):
+        _tell_run_members(session, job, keys)
+        return
+    opted_in = task.pod.opted_in
+    reserve = gate_on and opted_in
+    votes = session.flat("allocatable")
+    if not votes:
+        admitted = len(keys)
+    else:
+        plugin = getattr(votes[0], "__self__", None)
+        assert len(votes) == 1
+        assert isinstance(plugin, capacity.CapacityPlugin)
+        admitted = plugin.admit_run(job.queue, task, keys, reserve=reserve)
+    if reserve:
+        run.ungated = admitted
+        job.ungated += admitted
+        session.ungated.extend(keys[:admitted])
+    elif not opted_in:
+        for key in keys[:admitted]:
+            session.task_messages[key] = _not_opted_in_message(key)
 
 
 def _admit_job(
@@ -253,22 +340,33 @@ def _placed_by_another_scheduler(session: frameworks.Session, task: frameworks.T
     """Whether ``task`` names a scheduler that does not place the pods this session admits;
     if so it stays gated, and says why (an ungated pod nobody places would keep its queue's
     room reserved for ever)."""
-    names = session.scheduler_names
-    scheduler = task.pod.scheduler_name
-    if names is None or scheduler in names:
+    message = _scheduler_message(session, task.key, task.pod.scheduler_name)
+    if message is None:
         return False
-    session.task_messages[task.key] = (
-        f"pod {task.key} has schedulerName {scheduler}, and queuetree admits pods for "
+    session.task_messages[task.key] = message
+    return True
+
+
+def _scheduler_message(session: frameworks.Session, key: str, scheduler: str) -> str | None:
+    """Why pod ``key``, naming ``scheduler``, stays gated; None when its scheduler is fine."""
+    names = session.scheduler_names
+    if names is None or scheduler in names:
+        return None
+    return (
+        f"pod {key} has schedulerName {scheduler}, and queuetree admits pods for "
         f"{', '.join(sorted(names))} only (--scheduler-name): ungated, it would never be placed "
         "and would hold its queue's room for ever; create it again without spec.schedulerName "
         "(or with one of those)"
     )
-    return True
 
 
 def _not_opted_in(task: frameworks.Task) -> str:
+    return _not_opted_in_message(task.key)
+
+
+def _not_opted_in_message(key: str) -> str:
     return (
-        f"pod {task.key} has the scheduling gate {objects.QUEUE_ALLOCATION_GATE} but "
+        f"pod {key} has the scheduling gate {objects.QUEUE_ALLOCATION_GATE} but "
         f'not the opt-in annotation {objects.QUEUE_ALLOCATION_GATE}: "true"; the gate '
         "will not be removed automatically"
     )

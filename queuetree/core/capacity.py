@@ -26,6 +26,8 @@ blocks a pod, on which resource, with the figures.
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Callable
 from typing import Any
 
 from queuetree.core import conditions, configs, decisions, frameworks, objects, vectors
@@ -218,15 +220,17 @@ class CapacityPlugin(frameworks.Plugin):
                 sums = leaves[attr.name] = (dims.zero(), dims.zero(), dims.zero(), dims.zero())
                 pending_requests[attr.name] = {}
             counts = pending_requests[attr.name]
+            # A run's one task stands for every member (``frameworks.Run``).
+            members = 1 if job.run is None else len(job.run)
             if job.min_resources is None and job.ready == 0:
                 # The common pending group: nothing allocated, no inqueue or elastic share.
                 for task in job.tasks:
                     if task.status is pending:
                         entry = counts.get(id(task.resreq))
                         if entry is None:
-                            counts[id(task.resreq)] = [task.resreq, 1]
+                            counts[id(task.resreq)] = [task.resreq, members]
                         else:
-                            entry[1] += 1
+                            entry[1] += members
                     elif task.status is releasing and task.pod.node_name:
                         self._add_releasing(leaf_releasing, attr.name, task)
                 continue
@@ -247,9 +251,9 @@ class CapacityPlugin(frameworks.Plugin):
                     # Counted per distinct request vector (pods share them), added once per leaf.
                     entry = counts.get(id(task.resreq))
                     if entry is None:
-                        counts[id(task.resreq)] = [task.resreq, 1]
+                        counts[id(task.resreq)] = [task.resreq, members]
                     else:
-                        entry[1] += 1
+                        entry[1] += members
                 elif status is releasing and task.pod.node_name:
                     self._add_releasing(leaf_releasing, attr.name, task)
                 if task.pod.held_by_other_gates:
@@ -270,7 +274,12 @@ class CapacityPlugin(frameworks.Plugin):
                     if allocated is not None
                     else minimum
                 )
-                vectors.iadd(leaf_inqueue, self._deduct_gated(rest, gated))
+                rest = self._deduct_gated(rest, gated)
+                if members == 1:
+                    vectors.iadd(leaf_inqueue, rest)
+                else:
+                    for i, value in enumerate(rest):
+                        leaf_inqueue[i] = vectors.repeat_add(leaf_inqueue[i], value, members)
             if allocated is not None:
                 vectors.iadd(
                     leaf_elastic,
@@ -780,6 +789,20 @@ class CapacityPlugin(frameworks.Plugin):
         dim: int,
         held: bool,
     ) -> bool:
+        self.blockers[task.key] = self._quota_blocker(
+            task, target=target, leaf=leaf, dim=dim, held=held
+        )
+        return False
+
+    def _quota_blocker(
+        self,
+        task: frameworks.Task,
+        *,
+        target: QueueAttr,
+        leaf: QueueAttr,
+        dim: int,
+        held: bool,
+    ) -> Blocker:
         req = task.resreq[dim]
         reserved = target.reserved[dim] - (req if held else 0.0)
         releasing = target.releasing[dim] if task.pod.scheduling_gates and not held else 0.0
@@ -799,8 +822,125 @@ class CapacityPlugin(frameworks.Plugin):
                 releasing=releasing,
                 capability=target.real_capability[dim],
             )
-        self.blockers[task.key] = blocker
-        return False
+        return blocker
+
+    def admit_run(
+        self, queue: str, task: frameworks.Task, keys: list[str], *, reserve: bool
+    ) -> int:
+        """:meth:`allocatable` for the members ``keys`` of a run (``frameworks.Run``), each a
+        gated pod like ``task``, in order: how many of the first of them are admitted, each
+        reserving its request when ``reserve`` (as ``session.reserve`` would, one after the
+        other), and the refused ones get the blocker the first refused one gets, which the
+        per-pod path gives every one of them (nothing changes after a refusal).
+
+        The count per chain member and resource is arithmetic (``vectors.repeat_add`` keeps
+        it exactly what repeated additions give), checked against the per-pod comparison at
+        the boundary.
+        """
+        n = len(keys)
+        attr = self.attrs.get(queue)
+        if attr is None or not attr.usable:
+            if self._usable(attr, task.key):
+                return n
+            blocker = self.blockers.get(task.key)
+            if blocker is not None:
+                self.blockers.update(dict.fromkeys(keys, blocker))
+            return 0
+        req = task.resreq
+        dims = task.req_dims
+        admitted = n
+        for allocated, reserved, releasing, limit, _ in attr.figures:
+            for i in dims:
+                if admitted == 0:
+                    break
+                admitted = _prefix(
+                    admitted,
+                    allocated=allocated[i],
+                    reserved=reserved[i],
+                    releasing=releasing[i],
+                    step=req[i] if reserve else 0.0,
+                    req=req[i],
+                    limit=limit[i],
+                )
+        if reserve and admitted:
+            count = task.pod.count * admitted
+            for target in attr.chain:
+                target_reserved = target.reserved
+                for i in task.nonzero:
+                    target_reserved[i] = vectors.repeat_add(target_reserved[i], req[i], admitted)
+                target.reserved_pods += count
+            self.reserved_tasks.update(dict.fromkeys(keys[:admitted], attr))
+        if admitted < n:
+            # The first refused member, at the figures the admissions before it left.
+            for allocated, reserved, releasing, limit, target in attr.figures:
+                for i in dims:
+                    if allocated[i] + reserved[i] + releasing[i] + req[i] > limit[i]:
+                        blocker = self._quota_blocker(
+                            task, target=target, leaf=attr, dim=i, held=False
+                        )
+                        self.blockers.update(dict.fromkeys(keys[admitted:], blocker))
+                        return admitted
+        return admitted
+
+    def enqueue_run(self, job: frameworks.Job, groups: list[str]) -> int:
+        """:meth:`job_enqueueable` then :meth:`job_enqueued` for the member groups ``groups``
+        of a run, each like ``job``, in order: how many of the first of them are enqueued
+        (each adding its minResources to ``inqueue`` before the next is asked), and the
+        refused ones get the blocker and the event the first refused one gets, which the
+        per-pod path gives every one of them."""
+        n = len(groups)
+        attr = self.attrs.get(job.queue)
+        if not self._usable(attr, job.key):
+            blocker = self.blockers.get(job.key)
+            if blocker is not None:
+                self.blockers.update(dict.fromkeys(groups, blocker))
+            return 0
+        assert attr is not None
+        minimum = job.min_resources
+        if minimum is None:
+            return n
+        gated = self.dims.zero()
+        for task in job.tasks:
+            if task.sch_gated and not task.pod.only_queue_gate:
+                vectors.iadd(gated, task.resreq)
+        delta = self._deduct_gated(list(minimum), gated)
+        req_dims = vectors.requested_dims(minimum, self.dims)
+        enqueued = n
+        for target in attr.chain:
+            for i in req_dims:
+                if enqueued == 0:
+                    break
+                # minimum + allocated + inqueue - elastic > realCapability refuses.
+                enqueued = _enqueue_prefix(
+                    enqueued,
+                    minimum=minimum[i],
+                    allocated=target.allocated[i],
+                    inqueue=target.inqueue[i],
+                    elastic=target.elastic[i],
+                    step=delta[i],
+                    limit=target.real_capability[i],
+                )
+        if enqueued:
+            for target in attr.chain:
+                inqueue = target.inqueue
+                for i, value in enumerate(delta):
+                    inqueue[i] = vectors.repeat_add(inqueue[i], value, enqueued)
+        if enqueued < n:
+            refused = groups[enqueued:]
+            before = self.blockers.get(job.key)
+            events = len(self.session.events)
+            if self.job_enqueueable(job) != frameworks.REJECT:  # pragma: no cover - invariant
+                raise AssertionError("enqueue_run: the first refused member was admitted")
+            blocker = self.blockers[job.key]
+            event = self.session.events[events]
+            del self.session.events[events:]
+            if before is None:
+                del self.blockers[job.key]
+            else:
+                self.blockers[job.key] = before
+            self.blockers.update(dict.fromkeys(refused, blocker))
+            self.session.events.extend(dataclasses.replace(event, key=key) for key in refused)
+        return enqueued
 
     def job_enqueueable(self, job: frameworks.Job) -> int:
         attr = self.attrs.get(job.queue)
@@ -952,6 +1092,80 @@ class CapacityPlugin(frameworks.Plugin):
                 vectors.isub(a, ee.resreq)
             victims.append(ee)
         return victims, frameworks.PERMIT
+
+
+def _prefix(
+    n: int,
+    *,
+    allocated: float,
+    reserved: float,
+    releasing: float,
+    step: float,
+    req: float,
+    limit: float,
+) -> int:
+    """How many of ``n`` identical gated pods pass ``allocated + reserved + releasing + req >
+    limit`` (the refusal of :meth:`CapacityPlugin.allocatable`) one after the other, each
+    admitted one adding ``step`` to ``reserved``: a prefix, since the left side only grows."""
+
+    def passes(j: int) -> bool:
+        return not (allocated + vectors.repeat_add(reserved, step, j) + releasing + req > limit)
+
+    return _count_prefix(
+        n, passes, slack=limit - (allocated + reserved + releasing + req), step=step
+    )
+
+
+def _enqueue_prefix(
+    n: int,
+    *,
+    minimum: float,
+    allocated: float,
+    inqueue: float,
+    elastic: float,
+    step: float,
+    limit: float,
+) -> int:
+    """As :func:`_prefix`, for :meth:`CapacityPlugin.job_enqueueable`'s refusal ``minimum +
+    allocated + inqueue - elastic > limit``, each enqueued group adding ``step`` to
+    ``inqueue``."""
+
+    def passes(j: int) -> bool:
+        future = minimum + allocated + vectors.repeat_add(inqueue, step, j) - elastic
+        return not future > limit
+
+    return _count_prefix(
+        n, passes, slack=limit - (minimum + allocated + inqueue - elastic), step=step
+    )
+
+
+def _count_prefix(n: int, passes: Callable[[int], bool], *, slack: float, step: float) -> int:
+    """The number of leading ``j`` in ``range(n)`` with ``passes(j)`` (a monotone predicate:
+    true then false), guessed from ``slack / step`` and settled by ``passes`` itself at the
+    boundary, so rounding in the guess never changes the answer."""
+    if not passes(0):
+        return 0
+    if step <= 0 or slack == math.inf:
+        return n if step <= 0 or passes(n - 1) else _bisect(n, passes)
+    guess = min(n, int(slack // step) + 1) if slack == slack else 1
+    guess = max(guess, 1)
+    while guess > 1 and not passes(guess - 1):
+        guess -= 1
+    while guess < n and passes(guess):
+        guess += 1
+    return guess
+
+
+def _bisect(n: int, passes: Callable[[int], bool]) -> int:
+    """The prefix length by bisection (``passes(0)`` holds, ``passes(n - 1)`` does not)."""
+    low, high = 1, n - 1
+    while low < high:
+        middle = (low + high) // 2
+        if passes(middle):
+            low = middle + 1
+        else:
+            high = middle
+    return low
 
 
 def _compare_share(left: QueueAttr, right: QueueAttr) -> int:

@@ -15,6 +15,8 @@ capacity rejection, :func:`remedies` says what would have to change for the pod 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from queuetree.core import capacity, frameworks, objects, vectors
 
 
@@ -56,32 +58,118 @@ def explain_blocker(blocker: capacity.Blocker, dims: vectors.Dims, *, lone: bool
     return text
 
 
-def explain(session: frameworks.Session, plugin: capacity.CapacityPlugin | None) -> dict[str, str]:
-    """Pod key -> reason, for every pending pod that this session neither placed nor ungated."""
+Shared = list[tuple[list[str], str]]
+"""Held members of runs that got one reason together: ``(pod keys, reason)``."""
+
+
+def explain(
+    session: frameworks.Session,
+    plugin: capacity.CapacityPlugin | None,
+    *,
+    shared: Shared | None = None,
+) -> dict[str, str]:
+    """Pod key -> reason, for every pending pod that this session neither placed nor ungated.
+
+    ``shared``, when given, receives the held members of runs (``frameworks.Run``) that share
+    one reason and one blocker, so :func:`remedies` can treat each such set once."""
     admitted = set(session.bound) | set(session.pipelined) | set(session.ungated)
     reasons: dict[str, str] = {}
     blockers = plugin.blockers if plugin is not None else {}
     cache: dict[int, str] = {}
     # Snapshot order: deterministic for a given snapshot; callers sort for display.
     for key, task in session.tasks.items():
+        run = task.job.run
+        if run is not None:
+            _explain_run(
+                session,
+                task,
+                run,
+                reasons=reasons,
+                blockers=blockers,
+                cache=cache,
+                shared=shared,
+            )
+            continue
         if task.status != objects.TaskStatus.PENDING or key in admitted:
             continue
         pod = task.pod
         if session.admission_only and not pod.scheduling_gates and not pod.unschedulable:
             continue  # admitted (or never gated): kube-scheduler's to place, and it has not failed
-        reason = _reason(session, task, blockers=blockers, cache=cache)
+        reason = _reason(
+            session,
+            task,
+            key=key,
+            job_key=task.job.key,
+            pending=task.job.phase is objects.PodGroupPhase.PENDING,
+            blockers=blockers,
+            cache=cache,
+        )
         if reason:
             reasons[key] = reason
     return reasons
+
+
+def _explain_run(
+    session: frameworks.Session,
+    task: frameworks.Task,
+    run: frameworks.Run,
+    *,
+    reasons: dict[str, str],
+    blockers: dict[str, capacity.Blocker],
+    cache: dict[int, str],
+    shared: Shared | None,
+) -> None:
+    """The reason of every held member of a run (``folding``), each as its own lone pod's: the
+    members a reason does not name share one text (a quota sentence, for example)."""
+    start = run.ungated
+    if start < run.inqueue:
+        key = run.pods[start]
+        if key not in session.task_messages and run.groups[start] not in session.job_messages:
+            # The Inqueue members not admitted share their blocker (or none) and have no
+            # message of their own: one reason for all of them.
+            reason = _reason(
+                session,
+                task,
+                key=key,
+                job_key=run.groups[start],
+                pending=False,
+                blockers=blockers,
+                cache=cache,
+            )
+            if reason:
+                keys = run.pods[start : run.inqueue]
+                reasons.update(dict.fromkeys(keys, reason))
+                if shared is not None:
+                    shared.append((keys, reason))
+            start = run.inqueue
+    for index in range(start, len(run)):
+        key = run.pods[index]
+        job_key = run.groups[index]
+        reason = _reason(
+            session,
+            task,
+            key=key,
+            job_key=job_key,
+            pending=index >= run.inqueue,
+            blockers=blockers,
+            cache=cache,
+        )
+        if reason:
+            reasons[key] = reason
 
 
 def _reason(
     session: frameworks.Session,
     task: frameworks.Task,
     *,
+    key: str,
+    job_key: str,
+    pending: bool,
     blockers: dict[str, capacity.Blocker],
     cache: dict[int, str],
 ) -> str:
+    """Why pod ``key`` of pod group ``job_key`` (``task`` and its job, or, for a member of a
+    run, the run's first task and job) was not admitted; ``pending``: its group is Pending."""
     pod = task.pod
     job = task.job
     if pod.held_by_other_gates:
@@ -90,9 +178,9 @@ def _reason(
             f"waiting for other scheduling gates ({', '.join(others)}) to be removed; queue "
             "admission starts once only the queue-allocation gate is left"
         )
-    if job.group.missing and job.key in session.job_messages:
+    if job.group.missing and job_key in session.job_messages:
         # Its queue is a guess (the pod's queue-name annotation): the group decides.
-        return session.job_messages[job.key]
+        return session.job_messages[job_key]
     if job.queue not in session.queues:
         return f"queue {job.queue!r} does not exist: create it or set the pod group's spec.queue"
     if pod.unschedulable and not pod.scheduling_gates:
@@ -100,26 +188,25 @@ def _reason(
             "kube-scheduler found no node for the pod (Unschedulable) although its queue "
             "admitted it"
         )
-        blocker = blockers.get(task.key)
+        blocker = blockers.get(key)
         if blocker is not None and blocker.kind in ("state", "broken", "not-leaf"):
             # The queue itself refused (closed, cut off): say so rather than why reclaim failed.
             text += "; reclaim cannot help: " + explain_blocker(blocker, session.dims)
-        elif task.key in session.task_messages:
-            text += "; reclaim cannot help: " + session.task_messages[task.key]
+        elif key in session.task_messages:
+            text += "; reclaim cannot help: " + session.task_messages[key]
         return text
-    if task.key in session.task_messages:
-        return session.task_messages[task.key]
-    pending = job.phase is objects.PodGroupPhase.PENDING
-    if pending and job.key in blockers:
+    if key in session.task_messages:
+        return session.task_messages[key]
+    if pending and job_key in blockers:
         lone = job.group.synthetic
-        subject = f"pod {task.key}" if lone else f"pod group {job.key}"
+        subject = f"pod {key}" if lone else f"pod group {job_key}"
         return f"{subject} is not admitted: " + explain_blocker(
-            blockers[job.key], session.dims, lone=lone
+            blockers[job_key], session.dims, lone=lone
         )
-    if job.key in session.job_messages:
-        return session.job_messages[job.key]
-    if task.key in blockers:
-        blocker = blockers[task.key]
+    if job_key in session.job_messages:
+        return session.job_messages[job_key]
+    if key in blockers:
+        blocker = blockers[key]
         sentence = cache.get(id(blocker))
         if sentence is None:
             # Pods refused by the same queue at the same figures share one (interned) record,
@@ -127,9 +214,9 @@ def _reason(
             sentence = cache[id(blocker)] = explain_blocker(blocker, session.dims)
         return sentence
     if pending:
-        return f"pod group {job.key} is still Pending (not enqueued in this session)"
-    if task.key in session.fit_errors:
-        return f"no node fits the pod: {session.fit_errors[task.key]}"
+        return f"pod group {job_key} is still Pending (not enqueued in this session)"
+    if key in session.fit_errors:
+        return f"no node fits the pod: {session.fit_errors[key]}"
     if pod.sch_gated and not pod.opted_in:
         return (
             f'the pod lacks the opt-in annotation {objects.QUEUE_ALLOCATION_GATE}: "true"; '
@@ -182,19 +269,62 @@ def remedies(
     session: frameworks.Session,
     plugin: capacity.CapacityPlugin | None,
     reasons: dict[str, str],
+    *,
+    shared: Sequence[tuple[list[str], str]] = (),
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Pod key -> :func:`remedy`, and pod key -> :func:`brief`, for every reason of
-    ``reasons`` that a capacity rejection of the pod (or of its pending pod group) gave."""
+    ``reasons`` that a capacity rejection of the pod (or of its pending pod group) gave.
+
+    ``shared`` (from :func:`explain`): sets of pods with one reason and one blocker, each
+    decided once for all its pods."""
     found: dict[str, str] = {}
     briefs: dict[str, str] = {}
     if plugin is None:
         return found, briefs
+    texts: dict[tuple[int, bool], tuple[str, str, str]] = {}
+    """(id of a blocker, lone) -> its sentence, remedy and brief: thousands of held pods share
+    one (interned) blocker, and formatting figures is the costly part."""
+    blockers = plugin.blockers
+    dims = session.dims
+
+    def matching(blocker: capacity.Blocker, reason: str) -> tuple[str, str, str] | None:
+        # The reason was worded for a pod group or for a lone pod (explain_blocker's ``lone``):
+        # the variant the reason contains is the one whose remedy applies.
+        for lone in (False, True):
+            text = texts.get((id(blocker), lone))
+            if text is None:
+                text = texts[id(blocker), lone] = (
+                    explain_blocker(blocker, dims, lone=lone),
+                    remedy(blocker, dims, lone=lone),
+                    brief(blocker, dims),
+                )
+            if text[0] in reason:
+                return text
+        return None
+
+    covered: set[str] = set()
+    for keys, reason in shared:
+        blocker = blockers.get(keys[0])
+        if blocker is None:
+            continue
+        text = matching(blocker, reason)
+        if text is not None:
+            # Otherwise the pods go through the loop below one by one, as any other.
+            covered.update(keys)
+            found.update(dict.fromkeys(keys, text[1]))
+            briefs.update(dict.fromkeys(keys, text[2]))
     for key, reason in reasons.items():
-        task = session.tasks[key]
-        lone = task.job.group.synthetic
-        for blocker in (plugin.blockers.get(key), plugin.blockers.get(task.job.key)):
-            if blocker is not None and explain_blocker(blocker, session.dims, lone=lone) in reason:
-                found[key] = remedy(blocker, session.dims, lone=lone)
-                briefs[key] = brief(blocker, session.dims)
+        if covered and key in covered:
+            continue
+        job_key = session.member_groups.get(key)
+        if job_key is None:
+            job_key = session.tasks[key].job.key
+        for blocker in (blockers.get(key), blockers.get(job_key)):
+            if blocker is None:
+                continue
+            text = matching(blocker, reason)
+            if text is not None:
+                found[key] = text[1]
+                briefs[key] = text[2]
                 break
     return found, briefs

@@ -103,6 +103,9 @@ class Job:
     order_key: tuple[Any, ...] | None = None
     """The session's job-order key, cached until a task of the job changes status (the only
     input of a job-order plugin that can change within a session: gang readiness)."""
+    run: Run | None = None
+    """Admission mode: the run of interchangeable gated lone pods this job and its one task
+    stand for (``folding``), the job's own group and pod first; None for every other job."""
 
     @property
     def is_pending(self) -> bool:
@@ -144,6 +147,27 @@ class Job:
         task.status = status
         self._count(task, status, 1)
         self.order_key = None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class Run:
+    """Interchangeable gated lone pods of one queue, consecutive in admission order
+    (``folding``), decided in one step.
+
+    The session holds one job and one task for the run, those of its first pod; ``pods`` and
+    ``groups`` list every member, first in order first. Members ``[0, inqueue)`` are Inqueue
+    (the others keep their group's phase, Pending), members ``[0, ungated)`` were admitted:
+    both are prefixes, since a member that does not fit leaves every figure as it was for
+    the identical members after it.
+    """
+
+    pods: list[str]
+    groups: list[str]
+    inqueue: int = 0
+    ungated: int = 0
+
+    def __len__(self) -> int:
+        return len(self.pods)
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -411,6 +435,9 @@ class Session:
         """Job key -> pending, ungated, opted-in tasks (admitted earlier, not yet placed)."""
         self.unschedulable_jobs: dict[str, Job] = {}
         """Jobs with a pending, ungated pod that kube-scheduler marked Unschedulable."""
+        self.member_groups: dict[str, str] = {}
+        """Pod key -> its pod group's key, for every member of a run (``Run``), filled when
+        the result is written."""
         self.scheduler_names: frozenset[str] | None = None
         """Admission mode: the ``spec.schedulerName`` values whose pods may be ungated (the
         schedulers that will place them); None admits pods whatever scheduler they name."""

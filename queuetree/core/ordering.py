@@ -31,7 +31,11 @@ def admission_order(session: frameworks.Session) -> dict[str, tuple[str, ...]]:
     order: dict[str, tuple[str, ...]] = {}
     for queue in sorted(jobs):
         keys: list[str] = []
-        for job in sorted(jobs[queue], key=session.job_key):
+        for job in sorted(jobs[queue], key=lambda j: (session.job_key(j), j.key)):
+            if job.run is not None:
+                # A run's one task stands for all its members, in order (``folding``).
+                keys.extend(job.run.pods)
+                continue
             keys.extend(task.key for task in sorted(waiting[job.key], key=session.task_key))
         order[queue] = tuple(keys)
     return order

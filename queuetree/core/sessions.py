@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import gc
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -25,6 +26,7 @@ from queuetree.core import (
     decisions,
     explaining,
     features,
+    folding,
     frameworks,
     objects,
     ordering,
@@ -46,6 +48,7 @@ def run_session(
     feature_gates: Mapping[str, bool],
     admission_only: bool = False,
     compact: bool = True,
+    fold: bool = True,
     scheduler_names: frozenset[str] | None = None,
 ) -> decisions.SessionResult:
     """Run one session over ``snapshot`` and return its decisions; never raises on bad trees.
@@ -58,6 +61,10 @@ def run_session(
     and state (``compaction.compact``), which leaves the result unchanged and makes the session
     cost follow the pods it decides about rather than the cluster; ``compact=False`` walks
     every pod (the reference the tests compare against).
+
+    In admission mode, runs of interchangeable gated lone pods (``folding``) are also decided
+    in one step each, with the same result as pod by pod; ``fold=False`` decides pod by pod
+    (the reference of tests/core/test_folding.py, and a fallback).
 
     Structural faults of the queue tree (cycles, missing parents, pods in non-leaf queues) are
     reported in ``errors`` and block only the queues and pod groups involved; ``ready`` is False
@@ -78,6 +85,7 @@ def run_session(
                 config=config,
                 feature_gates=feature_gates,
                 admission_only=admission_only,
+                fold=fold,
                 scheduler_names=scheduler_names,
             )
         compacted = compaction.compact(snapshot)
@@ -86,6 +94,7 @@ def run_session(
             config=config,
             feature_gates=feature_gates,
             admission_only=admission_only,
+            fold=fold,
             scheduler_names=scheduler_names,
         )
         return dataclasses.replace(result, pod_groups=compacted.restore_phases(result.pod_groups))
@@ -100,6 +109,7 @@ def _run(
     config: configs.SchedulerConfiguration,
     feature_gates: Mapping[str, bool],
     admission_only: bool,
+    fold: bool,
     scheduler_names: frozenset[str] | None,
 ) -> decisions.SessionResult:
     # 0. feature gates: a gate the caller leaves out takes queuetree's default
@@ -113,6 +123,7 @@ def _run(
         config=config,
         feature_gates=feature_gates,
         admission_only=admission_only,
+        fold=fold,
     )
     session.scheduler_names = scheduler_names
     # 3. plugins
@@ -203,6 +214,7 @@ def _build_session(
     config: configs.SchedulerConfiguration,
     feature_gates: Mapping[str, bool],
     admission_only: bool,
+    fold: bool = False,
 ) -> frameworks.Session:
     priority_classes = snapshot.priority_classes
     default_priority = next(
@@ -213,9 +225,22 @@ def _build_session(
         ),
         0,
     )
+    # Fold candidates (admission mode): decided per run, built after the loops below.
+    candidates = (
+        folding.find_candidates(
+            snapshot,
+            leaves=compaction.leaves(snapshot.queues),
+            task_priority=_task_priority,
+        )
+        if fold and admission_only and folding.supported(config)
+        else None
+    )
+    folded_groups = candidates.groups if candidates is not None else {}
     jobs: dict[str, frameworks.Job] = {}
     job_type = frameworks.Job
     for key, group in snapshot.pod_groups.items():
+        if folded_groups and key in folded_groups:
+            continue
         # Inlined _new_job, positional: this runs once per pod group.
         priority_class = (
             priority_classes.get(group.priority_class_name) if priority_classes else None
@@ -250,9 +275,22 @@ def _build_session(
     task_type = frameworks.Task
     pending = objects.TaskStatus.PENDING
     for key, pod in snapshot.pods.items():
+        if folded_groups and folded_groups.get(pod.group) == key:
+            continue  # a fold candidate: built with its run below
         job = jobs.get(pod.group)
         charged = pod.admitted_queue if pod.annotations else ""
         if job is None or (charged and job.queue != charged):
+            if folded_groups and pod.group in folded_groups:
+                # A second pod of a candidate's group: that group is no lone pod's. Rare;
+                # build again without folding rather than untangle what was built.
+                return _build_session(
+                    snapshot,
+                    dims=dims,
+                    config=config,
+                    feature_gates=feature_gates,
+                    admission_only=admission_only,
+                    fold=False,
+                )
             job = _stand_in_job(
                 pod,
                 key=key,
@@ -297,6 +335,36 @@ def _build_session(
                 in_flight[job.key] = in_flight.get(job.key, 0) + 1
             if pod.unschedulable:
                 unschedulable[job.key] = job
+    if candidates:
+        others = _acting_jobs(jobs, set(candidates.by_queue))
+        for run in folding.form_runs(candidates, others=others):
+            first = run[0]
+            group = first.group
+            minimum = group.min_resources
+            priority_class = (
+                priority_classes.get(group.priority_class_name) if priority_classes else None
+            )
+            job = job_type(
+                group,
+                group.key,
+                group.queue,
+                priority_class.value if priority_class else default_priority,
+                group.min_member,
+                dims.vec(minimum) if minimum is not None else None,
+                group.phase,
+                (group.created, group.uid or group.key),
+            )
+            jobs[job.key] = job
+            task = _new_task(first.pod, key=first.key, job=job, dims=dims, cache=cache)
+            job.add_task(task)
+            tasks[first.key] = task
+            if len(run) > 1:
+                job.run = frameworks.Run(
+                    pods=[candidate.key for candidate in run],
+                    groups=[candidate.pod.group for candidate in run],
+                )
+                if group.phase is objects.PodGroupPhase.INQUEUE:
+                    job.run.inqueue = len(run)
     session = frameworks.Session(
         config=config,
         dims=dims,
@@ -310,6 +378,53 @@ def _build_session(
     session.in_flight = in_flight
     session.unschedulable_jobs = unschedulable
     return session
+
+
+def _acting_jobs(
+    jobs: Mapping[str, frameworks.Job], queues: set[str]
+) -> dict[str, list[tuple[datetime.datetime, str, str]]]:
+    """Queue -> ``(created, uid or key, key)`` of its jobs that enqueue or allocate may act on
+    (Pending, or with a Pending task), for ``queues`` (those with fold candidates): they split
+    runs (``folding.form_runs``)."""
+    pending_phase = objects.PodGroupPhase.PENDING
+    pending = objects.TaskStatus.PENDING
+    found: dict[str, list[tuple[datetime.datetime, str, str]]] = {}
+    for job in jobs.values():
+        if job.queue not in queues:
+            continue
+        if job.phase is pending_phase or any(task.status is pending for task in job.tasks):
+            found.setdefault(job.queue, []).append((*job.default_order, job.key))
+    return found
+
+
+def _new_task(
+    pod: objects.Pod,
+    *,
+    key: str,
+    job: frameworks.Job,
+    dims: vectors.Dims,
+    cache: dict[int, tuple[vectors.Vec, tuple[int, ...], tuple[int, ...]]],
+) -> frameworks.Task:
+    """The task of ``pod`` in ``job``, as the loop of :func:`_build_session` makes it."""
+    resreq, req_dims, nonzero = _cached_vec(cache, pod.resreq, dims)
+    init_resreq = resreq
+    if pod.init_resreq is not pod.resreq:
+        init = _cached_vec(cache, pod.init_resreq, dims)[0]
+        if any(x > y for x, y in zip(init, resreq, strict=True)):
+            init_resreq = [max(x, y) for x, y in zip(init, resreq, strict=True)]
+    return frameworks.Task(
+        pod,
+        key,
+        job,
+        resreq,
+        init_resreq,
+        req_dims,
+        nonzero,
+        pod.status,
+        pod.node_name,
+        _task_priority(pod),
+        (pod.created, pod.uid or key),
+    )
 
 
 def _stand_in_job(
@@ -457,15 +572,33 @@ def _result(
             )
     phases: dict[str, objects.PodGroupPhase] = {}
     counts: dict[str, objects.GroupCounts] = {}
+    inqueue = objects.PodGroupPhase.INQUEUE
+    pending = objects.PodGroupPhase.PENDING
     for key in sorted(session.jobs):
         job = session.jobs[key]
+        run = job.run
+        if run is not None:
+            # Every member as its own lone pending pod's group would be (``_phase``): no
+            # task holds resources, so Inqueue once enqueued, else Pending. Members follow
+            # their run's first group rather than their key's sorted place.
+            if not job.group.synthetic:
+                counts.update(dict.fromkeys(run.groups, objects.NO_COUNTS))
+            phases.update(dict.fromkeys(run.groups[: run.inqueue], inqueue))
+            phases.update(dict.fromkeys(run.groups[run.inqueue :], pending))
+            continue
         found = _count_tasks(job)
         if not job.group.synthetic:
             # Single-pod groups and stand-ins have no object to write counts to.
             counts[key] = found
         phases[key] = _phase(session, job, running=found.running, succeeded=found.succeeded)
-    reasons = explaining.explain(session, plugin)
-    remedies, briefs = explaining.remedies(session, plugin, reasons)
+    runs = [job for job in session.jobs.values() if job.run is not None]
+    for job in runs:
+        assert job.run is not None
+        # Pod key -> group key of every member, for the explanations (C-level zip).
+        session.member_groups.update(zip(job.run.pods, job.run.groups, strict=True))
+    shared: explaining.Shared = []
+    reasons = explaining.explain(session, plugin, shared=shared)
+    remedies, briefs = explaining.remedies(session, plugin, reasons, shared=shared)
     pipeline = {} if session.admission_only else dict(sorted(session.pipelined.items()))
     bind = {} if session.admission_only else dict(sorted(session.bound.items()))
     return decisions.SessionResult(
@@ -476,9 +609,7 @@ def _result(
         pipeline=MappingProxyType(pipeline),
         evict=tuple(session.evicted),
         ungate=tuple(session.ungated),
-        admitted_to=MappingProxyType(
-            {key: session.tasks[key].job.queue for key in session.ungated}
-        ),
+        admitted_to=MappingProxyType(_admitted_to(session, runs)),
         pod_groups=MappingProxyType(phases),
         group_counts=MappingProxyType(counts),
         queues=MappingProxyType(queues),
@@ -496,6 +627,34 @@ def _result(
         remedies=MappingProxyType(remedies),
         briefs=MappingProxyType(briefs),
     )
+
+
+def _admitted_to(session: frameworks.Session, runs: list[frameworks.Job]) -> dict[str, str]:
+    """Ungated pod key -> the queue it was admitted to (a run's members all at once)."""
+    admitted: dict[str, str] = {}
+    for job in runs:
+        assert job.run is not None
+        admitted.update(dict.fromkeys(job.run.pods[: job.run.ungated], job.queue))
+    tasks = session.tasks
+    for key in session.ungated:
+        if key not in admitted:
+            admitted[key] = tasks[key].job.queue
+    return admitted
+
+
+def count_runs(snapshot: objects.Snapshot, *, config: configs.SchedulerConfiguration) -> int:
+    """How many jobs an admission session over ``snapshot`` decides its fold candidates in
+    (``folding``) plus its other pods: the runs, each of one or more pods, for reports of the
+    fold ratio. Jobs that split runs are not looked at: exact when no other job of a queue
+    with candidates is Pending or has a Pending pod, else a lower bound."""
+    if not folding.supported(config):
+        return 0
+    compacted = compaction.compact(snapshot).snapshot
+    candidates = folding.find_candidates(
+        compacted, leaves=compaction.leaves(compacted.queues), task_priority=_task_priority
+    )
+    count = len(candidates)
+    return len(folding.form_runs(candidates, others={})) + len(compacted.pods) - count
 
 
 def _count_tasks(job: frameworks.Job) -> objects.GroupCounts:

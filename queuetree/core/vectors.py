@@ -155,6 +155,24 @@ def exceeded(a: Vec, b: Vec) -> Vec:
     return [x - y if x > y else 0.0 for x, y in zip(a, b, strict=True)]
 
 
+EXACT = 2.0**53
+"""Below this, integral floats add exactly (every partial sum is a representable integer)."""
+
+
+def repeat_add(base: float, step: float, times: int) -> float:
+    """``base`` with ``step`` added ``times`` times, exactly as that many ``+=`` compute it: in
+    one multiplication when every partial sum is an exactly representable integer (requests
+    are integers: milli-CPU, bytes, counts), else by the additions themselves (a figure past
+    2**53, or an infinite one)."""
+    if times <= 0:
+        return base
+    if base % 1 == 0 and step % 1 == 0 and abs(base) + abs(step) * times < EXACT:
+        return base + step * times
+    for _ in range(times):
+        base += step
+    return base
+
+
 def requested_dims(req: Vec, dims: Dims) -> tuple[int, ...]:
     """The dimensions a request needs: value > 0, never ``pods`` (spec §7.11)."""
     return tuple(i for i, value in enumerate(req) if value > 0 and i != dims.pods)
