@@ -100,7 +100,7 @@ def enqueue(session: frameworks.Session) -> None:
 def _enqueue_run(session: frameworks.Session, job: frameworks.Job, run: frameworks.Run) -> None:
     """Enqueue for the members of a run, in order (``folding``): the capacity plugin, the
     only plugin that votes on enqueueing (``folding.supported``), counts how many fit."""
-    votes = session.flat("job_enqueueable")
+    votes = session.flat(frameworks.Hook.JOB_ENQUEUEABLE)
     if not votes:
         enqueued = len(run)
     else:
@@ -284,7 +284,7 @@ def _admit_run(
         return
     opted_in = task.pod.opted_in
     reserve = gate_on and opted_in
-    votes = session.flat("allocatable")
+    votes = session.flat(frameworks.Hook.ALLOCATABLE)
     if not votes:
         admitted = len(keys)
     else:
