@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from queuetree.api import manifests
+from queuetree.api import pod_manifests
 
 GATE = "scheduling.volcano.sh/queue-allocation-gate"
 
@@ -195,7 +195,7 @@ def measure(
 ) -> None:
     """Parse ``manifest`` ``repeat`` times per round; print the best round's µs per parse."""
     parse: Callable[[dict[str, Any]], object] = (
-        manifests._parse_pod_checked if checked else manifests.parse_pod
+        pod_manifests.parse_pod_checked if checked else pod_manifests.parse_pod
     )
     parse(manifest)  # fill the quantity caches: a burst repeats a few request shapes
     best = float("inf")

@@ -33,6 +33,7 @@ from typing import Any
 
 import aiohttp
 
+from queuetree.api import queue_manifests
 from queuetree.core import objects
 from queuetree.webhooks import certificates, listening, server, settings, views
 
@@ -42,7 +43,6 @@ GATE = objects.QUEUE_ALLOCATION_GATE
 
 def tree(count: int) -> views.ClusterView:
     """``count`` queues: 10 departments under root, the rest leaves spread under them."""
-    from queuetree.api import manifests
 
     documents = []
     for d in range(10):
@@ -67,7 +67,7 @@ def tree(count: int) -> views.ClusterView:
                 },
             }
         )
-    return views.ClusterView.of(queues=[manifests.parse_queue(d) for d in documents])
+    return views.ClusterView.of(queues=[queue_manifests.parse_queue(d) for d in documents])
 
 
 def request_body(path: str, index: int) -> bytes:

@@ -118,7 +118,7 @@ def test_a_resource_name_the_scheduler_ignores_is_allowed_with_a_warning(
 ) -> None:
     name = support.unique("qt-warn")
     result = kube.apply(support.queue(name, capability={"gpu": "1"}))
-    says = 'Warning: spec.capability.gpu: the scheduler ignores the resource name "gpu"'
+    says = 'Warning: spec.capability["gpu"]: the scheduler ignores the resource name "gpu"'
     assert (result.ok, says in result.stderr) == (True, True), result.describe()
 
 

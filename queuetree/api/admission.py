@@ -314,6 +314,18 @@ def status(code: int, message: str, *, reason: str) -> bytes:
     )
 
 
+def refusal_code(response: RawResponse) -> int | None:
+    """The HTTP code of a refused response's status (None when it carries no status)."""
+    status = response.get("status")
+    return status["code"] if status else None
+
+
+def refusal_message(response: RawResponse, default: str = "") -> str:
+    """The message of a refused response's status (``default`` when it carries none)."""
+    status = response.get("status")
+    return str(status.get("message", default)) if status else default
+
+
 def decode_patch(response: RawResponse) -> list[RawPatchOperation]:
     """The patch operations of a response ([] when it has none); for tests and the CLI."""
     encoded = response.get("patch")

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from queuetree.api import manifests, statuses
+from queuetree.api import pod_manifests, queue_manifests, readers, statuses
 from queuetree.core import objects
 
 KINDS = ("Queue", "PodGroup", "Pod", "Node", "Namespace")
@@ -61,20 +61,20 @@ def read_listing(items: Iterable[Mapping[str, Any]]) -> Listing:
         kept.append(item)
         try:
             if kind == "Queue":
-                queue = manifests.parse_queue(item)
+                queue = queue_manifests.parse_queue(item)
                 queues[queue.name] = queue
                 queue_statuses[queue.name] = statuses.read_queue_status(item)
             elif kind == "PodGroup":
-                group = manifests.parse_pod_group(item)
+                group = queue_manifests.parse_pod_group(item)
                 groups[group.key] = group
             elif kind == "Pod":
-                pod = manifests.parse_pod(item)
+                pod = pod_manifests.parse_pod(item)
                 pods[pod.key] = pod
             elif kind == "Node":
-                node = manifests.parse_node(item)
+                node = pod_manifests.parse_node(item)
                 nodes[node.name] = node
             else:
-                name, _ = manifests.parse_namespace_queue(item)
+                name, _ = pod_manifests.parse_namespace_queue(item)
                 meta = item.get("metadata")
                 found = meta.get("annotations") if isinstance(meta, Mapping) else None
                 namespaces[name] = MappingProxyType(
@@ -82,7 +82,7 @@ def read_listing(items: Iterable[Mapping[str, Any]]) -> Listing:
                     if isinstance(found, Mapping)
                     else {}
                 )
-        except manifests.ManifestError as error:
+        except readers.ManifestError as error:
             warnings.append(f"{kind} left out: {error}")
     return Listing(
         queues=MappingProxyType(dict(sorted(queues.items()))),
@@ -109,6 +109,6 @@ def queue_of(pod: objects.Pod, listing: Listing, *, default_queue: str) -> str:
     namespace_queue = listing.namespaces.get(pod.namespace, {}).get(
         objects.QUEUE_NAME_ANNOTATION, ""
     )
-    return manifests.pod_group_for_lone_pod(
+    return objects.pod_group_for_lone_pod(
         pod, namespace_queue=namespace_queue, default_queue=default_queue
     ).queue

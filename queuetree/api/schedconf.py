@@ -35,8 +35,7 @@ from typing import Final
 
 import yaml
 
-from queuetree.api import problems
-from queuetree.core import configs
+from queuetree.core import configs, problems, sessions
 
 CONFIGMAP_KEY: Final = "volcano-scheduler.conf"
 """The data key of Volcano's scheduler ConfigMap."""
@@ -110,7 +109,7 @@ def parse_configuration(text: str, *, source: str = "") -> ParsedConfiguration:
                     problems.Problem(
                         message="a ConfigMap must hold the configuration as a string",
                         origin=source,
-                        field=f"data{problems.key(CONFIGMAP_KEY)}",
+                        path=f"data{problems.key(CONFIGMAP_KEY)}",
                         value=inner,
                     )
                 ]
@@ -137,7 +136,7 @@ class _ConfigReader:
 
     def fail(self, path: str, message: str, *, value: object = problems.NO_VALUE) -> None:
         self.found.append(
-            problems.Problem(message=message, origin=self.source, field=path, value=value)
+            problems.Problem(message=message, origin=self.source, path=path, value=value)
         )
 
     def warn(self, path: str, message: str) -> None:
@@ -177,7 +176,7 @@ class _ConfigReader:
             actions=actions,
             tiers=tuple(
                 configs.Tier(
-                    plugins=tuple(o for o in tier.plugins if o.name in configs.KNOWN_PLUGINS)
+                    plugins=tuple(o for o in tier.plugins if o.name in sessions.KNOWN_PLUGINS)
                 )
                 for tier in tiers
             ),
@@ -192,12 +191,12 @@ class _ConfigReader:
         if not actions:
             self.fail("actions", "must name at least one action", value=raw)
         for action in actions:
-            if action not in configs.KNOWN_ACTIONS:
-                known = ", ".join(configs.KNOWN_ACTIONS)
+            if action not in sessions.KNOWN_ACTIONS:
+                known = ", ".join(sessions.KNOWN_ACTIONS)
                 self.fail(
                     "actions",
                     f"unknown action {action!r} (known: {known})"
-                    f"{_suggest(action, configs.KNOWN_ACTIONS)}",
+                    f"{_suggest(action, sessions.KNOWN_ACTIONS)}",
                     value=raw,
                 )
         return actions
@@ -230,12 +229,12 @@ class _ConfigReader:
         if not isinstance(name, str) or not name:
             self.fail(problems.field_path(path, "name"), "is required", value=name)
             return None
-        if name not in configs.KNOWN_PLUGINS:
+        if name not in sessions.KNOWN_PLUGINS:
             self.dropped.add(name)
             self.warn(
                 path,
                 f"plugin {name!r} is not implemented by queuetree, ignored"
-                f"{_suggest(name, configs.KNOWN_PLUGINS)}",
+                f"{_suggest(name, sessions.KNOWN_PLUGINS)}",
             )
         flags: dict[str, bool] = {}
         spelled: dict[str, str] = {}

@@ -25,6 +25,10 @@ SWITCH_INTERVAL = 0.001
 
 
 def add_parser(subparsers: Any) -> None:
+    # The defaults are the settings' own (one place for each), shown in --help.
+    from queuetree.operator import settings
+
+    defaults = settings.DEFAULTS
     parser: argparse.ArgumentParser = subparsers.add_parser(
         NAME,
         help="run the operator (queue controller, admission cycle, gate removal, reclaim)",
@@ -42,46 +46,72 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--gate-removal-worker-num",
         type=int,
-        default=5,
+        default=defaults.gate_workers,
         metavar="N",
-        help="gate-removal workers; values below 1 mean 5 (default 5)",
+        help=f"gate-removal workers; values below 1 mean {defaults.gate_workers} "
+        f"(default {defaults.gate_workers})",
     )
     parser.add_argument(
-        "--kube-api-qps", type=float, default=50.0, metavar="QPS", help="API writes per second"
+        "--kube-api-qps",
+        type=float,
+        default=defaults.qps,
+        metavar="QPS",
+        help="API writes per second",
     )
     parser.add_argument(
-        "--kube-api-burst", type=int, default=100, metavar="N", help="API write burst"
+        "--kube-api-burst", type=int, default=defaults.burst, metavar="N", help="API write burst"
     )
     parser.add_argument(
         "--schedule-period",
         type=float,
-        default=1.0,
+        default=defaults.cycle_period,
         metavar="SECONDS",
-        help="fallback period of the admission cycle (default 1)",
+        help=f"fallback period of the admission cycle (default {defaults.cycle_period:g})",
     )
     parser.add_argument(
-        "--metrics-port", type=int, default=8080, metavar="PORT", help="0 disables /metrics"
+        "--metrics-port",
+        type=int,
+        default=defaults.metrics_port,
+        metavar="PORT",
+        help="0 disables /metrics",
     )
-    flags.add_bool_flag(parser, "--leader-elect", default=True, help="take a Lease before acting")
-    parser.add_argument("--lock-object-name", default="queuetree-operator", metavar="NAME")
+    flags.add_bool_flag(
+        parser, "--leader-elect", default=defaults.leader_elect, help="take a Lease before acting"
+    )
+    parser.add_argument("--lock-object-name", default=defaults.lease_name, metavar="NAME")
     parser.add_argument(
         "--lock-object-namespace",
         "--leader-election-namespace",
         dest="lock_object_namespace",
-        default="kube-system",
+        default=defaults.lease_namespace,
         metavar="NAMESPACE",
     )
     parser.add_argument(
-        "--health-port", type=int, default=0, metavar="PORT", help="kopf's /healthz; 0: none"
+        "--health-port",
+        type=int,
+        default=defaults.health_port,
+        metavar="PORT",
+        help="kopf's /healthz; 0: none",
     )
     parser.add_argument(
-        "--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS"
+        "--leader-elect-lease-duration",
+        type=float,
+        default=defaults.lease_duration,
+        metavar="SECONDS",
     )
     parser.add_argument(
-        "--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS"
+        "--leader-elect-renew-deadline",
+        type=float,
+        default=defaults.renew_deadline,
+        metavar="SECONDS",
     )
-    parser.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS")
-    parser.add_argument("--default-queue", default="default", metavar="NAME")
+    parser.add_argument(
+        "--leader-elect-retry-period",
+        type=float,
+        default=defaults.retry_period,
+        metavar="SECONDS",
+    )
+    parser.add_argument("--default-queue", default=defaults.default_queue, metavar="NAME")
     flags.add_scheduler_name_flag(
         parser,
         help="schedulers that place admitted pods: a gated pod that names another stays gated "
@@ -108,10 +138,13 @@ def load_config(path: str) -> configs.SchedulerConfiguration:
 def build_settings(
     args: argparse.Namespace, scheduler_config: configs.SchedulerConfiguration
 ) -> settings.OperatorSettings:
-    """The operator's settings from parsed flags (``--gate-removal-worker-num`` below 1 is 5)."""
+    """The operator's settings from parsed flags (``--gate-removal-worker-num`` below 1 is the
+    default)."""
     from queuetree.operator import settings
 
-    workers = args.gate_removal_worker_num if args.gate_removal_worker_num >= 1 else 5
+    workers = args.gate_removal_worker_num
+    if workers < 1:
+        workers = settings.DEFAULTS.gate_workers
     options: dict[str, Any] = {}
     if args.identity:
         options["identity"] = args.identity

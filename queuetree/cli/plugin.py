@@ -24,7 +24,7 @@ from typing import Any
 import rich.console
 import rich.live
 
-from queuetree.api import listings, manifests, schedconf, statuses
+from queuetree.api import bodies, listings, manifest_files, readers, schedconf, statuses
 from queuetree.cli import flags, reading
 from queuetree.core import objects
 from queuetree.operator import offline, settings
@@ -327,10 +327,10 @@ def _read_changes(path: str) -> list[Mapping[str, Any]]:
     try:
         with open(path, encoding="utf-8") as file:
             text = file.read()
-        documents = manifests.load_documents(text, source=path)
+        documents = manifest_files.load_documents(text, source=path)
     except OSError as error:
         raise UsageError(f"-f {path}: {error.strerror}") from None
-    except manifests.ManifestError as error:
+    except readers.ManifestError as error:
         raise UsageError(f"-f {path}: {error}") from None
     return [document.manifest for document in documents]
 
@@ -363,14 +363,14 @@ def apply_changes(
     refused: dict[str, str] = {}
     for change in _expand_jobs(changes):
         kind = str(change.get("kind", ""))
-        meta = dict(change.get("metadata") or {})
+        meta = dict(bodies.metadata_of(change))
         if kind in ("Pod", "PodGroup"):
             meta.setdefault("namespace", namespace)
         meta.setdefault(
             "uid", f"whatif-{kind.lower()}-{meta.get('namespace', '')}-{meta.get('name', '')}"
         )
         meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        item: dict[str, Any] = {**change, "metadata": meta}
+        item = bodies.with_metadata(change, meta)
         where = f"{meta.get('namespace', '')}/" if kind != "Queue" else ""
         name = f"{kind} {where}{meta.get('name', '')}"
         old = items.get(_identity(item))
@@ -381,8 +381,8 @@ def apply_changes(
             if message is not None:
                 refused[name] = message
                 continue
-            if old is not None and "status" in old:
-                item["status"] = old["status"]
+            if old is not None:
+                item = bodies.with_status_of(item, old)
         elif kind == "Pod":
             mutated = trying.try_object(
                 "/pods/mutate", item, old=None, view=view, settings=review_settings
@@ -400,7 +400,7 @@ def apply_changes(
 
 
 def _identity(item: Mapping[str, Any]) -> tuple[str, str, str]:
-    meta = item.get("metadata") or {}
+    meta = bodies.metadata_of(item)
     return str(item.get("kind", "")), str(meta.get("namespace", "")), str(meta.get("name", ""))
 
 
@@ -412,14 +412,14 @@ def _expand_jobs(changes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
         ):
             expanded.append(change)
             continue
-        meta = change.get("metadata") or {}
-        spec = change.get("spec") or {}
+        meta = bodies.metadata_of(change)
+        spec = bodies.spec_of(change)
         template = spec.get("template") or {}
         count = spec.get("parallelism", 1)
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise UsageError(f"Job {meta.get('name')}: spec.parallelism must be a count")
         for index in range(count):
-            pod_meta = dict(template.get("metadata") or {})
+            pod_meta = dict(bodies.metadata_of(template))
             pod_meta["name"] = f"{meta.get('name')}-{index}"
             if "namespace" in meta:
                 pod_meta["namespace"] = meta["namespace"]
@@ -427,12 +427,5 @@ def _expand_jobs(changes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
                 **(pod_meta.get("labels") or {}),
                 "job-name": str(meta.get("name")),
             }
-            expanded.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": pod_meta,
-                    "spec": template.get("spec") or {},
-                }
-            )
+            expanded.append(bodies.pod_of_template(template, pod_meta))
     return expanded

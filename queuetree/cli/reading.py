@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from queuetree.api import listings, schedconf
+from queuetree.api import bodies, listings, schedconf
 
 KUBECTL = os.environ.get("QUEUETREE_KUBECTL", "kubectl")
 LISTED = "queues.scheduling.volcano.sh,podgroups.scheduling.volcano.sh,pods,nodes,namespaces"
@@ -81,7 +81,7 @@ class Cluster:
             for item in listings.items_of(json.loads(done.stdout)):
                 data = item.get("data")
                 if isinstance(data, Mapping) and isinstance(data.get(CONFIG_KEY), str):
-                    name = str((item.get("metadata") or {}).get("name", ""))
+                    name = str(bodies.metadata_of(item).get("name", ""))
                     try:
                         parsed = schedconf.parse_configuration(data[CONFIG_KEY], source=name)
                     except schedconf.ConfigurationError as error:

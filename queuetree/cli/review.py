@@ -20,7 +20,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from queuetree.api import manifests
+from queuetree.api import manifest_files, readers
 from queuetree.cli import inputs, webhook
 from queuetree.core import objects
 from queuetree.webhooks import reviewing, views
@@ -138,7 +138,7 @@ def _documents(path: str, *, limit: int) -> list[tuple[str, Mapping[str, Any]]]:
     except UnicodeDecodeError as exc:
         raise _InputError(f"{path}: not UTF-8: {exc.reason}") from exc
     try:
-        documents = manifests.load_documents(text, source=path)
-    except manifests.ManifestError as exc:
+        documents = manifest_files.load_documents(text, source=path)
+    except readers.ManifestError as exc:
         raise _InputError("; ".join(str(p) for p in exc.problems)) from exc
     return [(d.origin, d.manifest) for d in documents]

@@ -15,9 +15,9 @@ import pathlib
 import sys
 from typing import Any, TextIO
 
-from queuetree.api import manifests, problems, results, schedconf
+from queuetree.api import manifest_files, readers, results, schedconf
 from queuetree.cli import flags, inputs
-from queuetree.core import objects, sessions
+from queuetree.core import objects, problems, sessions
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 """Files read from a directory given to ``-f``, in name order (as kubectl does)."""
@@ -141,11 +141,11 @@ def read_inputs(
     recursive: bool = False,
     stdin: TextIO,
     max_file_bytes: int = inputs.MAX_FILE_BYTES,
-) -> tuple[manifests.ParsedSnapshot, schedconf.ParsedConfiguration]:
+) -> tuple[manifest_files.ParsedSnapshot, schedconf.ParsedConfiguration]:
     """Read and parse every file (each at most ``max_file_bytes``), collecting the problems of
     all of them before raising :class:`problems.InputError`."""
     found: list[problems.Problem] = []
-    documents: list[manifests.Document] = []
+    documents: list[manifest_files.Document] = []
     if [*filenames, config].count("-") > 1:
         raise problems.InputError(
             [problems.Problem(message="standard input (-) can be given only once", origin="-")]
@@ -154,8 +154,8 @@ def read_inputs(
         filenames, recursive=recursive, stdin=stdin, found=found, limit=max_file_bytes
     ):
         try:
-            documents.extend(manifests.load_documents(text, source=source))
-        except manifests.ManifestError as error:
+            documents.extend(manifest_files.load_documents(text, source=source))
+        except readers.ManifestError as error:
             found.extend(error.problems)
     configuration: schedconf.ParsedConfiguration | None = None
     if config is None:
@@ -168,10 +168,10 @@ def read_inputs(
                 configuration = schedconf.parse_configuration(text, source=source)
             except schedconf.ConfigurationError as error:
                 found.extend(error.problems)
-    snapshot: manifests.ParsedSnapshot | None = None
+    snapshot: manifest_files.ParsedSnapshot | None = None
     try:
-        snapshot = manifests.build_snapshot(documents, default_queue=default_queue)
-    except manifests.ManifestError as error:
+        snapshot = manifest_files.build_snapshot(documents, default_queue=default_queue)
+    except readers.ManifestError as error:
         found.extend(error.problems)
     if found or snapshot is None or configuration is None:
         raise problems.InputError(found)

@@ -100,7 +100,7 @@ def enqueue(session: frameworks.Session) -> None:
 def _enqueue_run(session: frameworks.Session, job: frameworks.Job, run: frameworks.Run) -> None:
     """Enqueue for the members of a run, in order (``folding``): the capacity plugin, the
     only plugin that votes on enqueueing (``folding.supported``), counts how many fit."""
-    votes = session.flat("job_enqueueable")
+    votes = session.flat(frameworks.Hook.JOB_ENQUEUEABLE)
     if not votes:
         enqueued = len(run)
     else:
@@ -141,7 +141,7 @@ def _worksheet(
             # nothing ever removes its gate).
             continue
         if gates:
-            if gates != _ONLY_OURS:
+            if not objects.only_queue_gate(gates):
                 continue  # an external gate: not ours to judge until it is the only one left
         elif gated_only:
             continue  # admission mode: kube-scheduler places ungated pods
@@ -150,9 +150,6 @@ def _worksheet(
     if len(tasks) > 1:
         tasks.sort(key=session.task_key, reverse=True)
     return tasks
-
-
-_ONLY_OURS = (objects.QUEUE_ALLOCATION_GATE,)
 
 
 def allocate(session: frameworks.Session, *, admission_only: bool = False) -> None:
@@ -198,7 +195,7 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
             if (
                 task.status is not task_pending
                 or not (task.req_dims or gates)
-                or (gates and gates != _ONLY_OURS)
+                or (gates and not objects.only_queue_gate(gates))
                 or (admission_only and not gates)
             ):
                 continue
@@ -287,7 +284,7 @@ def _admit_run(
         return
     opted_in = task.pod.opted_in
     reserve = gate_on and opted_in
-    votes = session.flat("allocatable")
+    votes = session.flat(frameworks.Hook.ALLOCATABLE)
     if not votes:
         admitted = len(keys)
     else:
@@ -902,3 +899,5 @@ ACTIONS: dict[str, Callable[[frameworks.Session], None]] = {
     "reclaim": reclaim,
     "preempt": preempt,
 }
+"""The actions queuetree implements, by the name a configuration gives them, in the order
+messages list them."""

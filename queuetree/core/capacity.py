@@ -110,17 +110,6 @@ class Blocker:
 
 class CapacityPlugin(frameworks.Plugin):
     name = NAME
-    hooks = frozenset(
-        {
-            "queue_order",
-            "victim_queue_order",
-            "reclaimable",
-            "preemptive",
-            "allocatable",
-            "job_enqueueable",
-            "job_enqueued",
-        }
-    )
 
     def __init__(self, option: configs.PluginOption) -> None:
         super().__init__(option)
@@ -267,7 +256,7 @@ class CapacityPlugin(frameworks.Plugin):
                         entry[1] += members
                 elif status is releasing and task.pod.node_name:
                     self._add_releasing(leaf_releasing, attr.name, task)
-                if task.pod.scheduling_gates and not task.pod.only_queue_gate:
+                if task.pod.held_by_other_gates:
                     if gated is None:
                         gated = dims.zero()
                     vectors.iadd(gated, task.resreq)
@@ -994,7 +983,7 @@ class CapacityPlugin(frameworks.Plugin):
             return
         gated = self.dims.zero()
         for task in job.tasks:
-            if task.sch_gated and not task.pod.only_queue_gate:
+            if task.pod.held_by_other_gates:
                 vectors.iadd(gated, task.resreq)
         delta = self._deduct_gated(list(job.min_resources), gated)
         for target in attr.chain:

@@ -48,9 +48,6 @@ FLAG_ALIASES = {
 """The regular spelling of the three irregular flags, accepted as an alias."""
 OFF_UNLESS_SET = frozenset({"enableHierarchy"})
 
-KNOWN_ACTIONS = ("enqueue", "allocate", "backfill", "reclaim", "preempt")
-KNOWN_PLUGINS = ("priority", "gang", "conformance", "predicates", "capacity", "nodeorder")
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PluginOption:

@@ -172,7 +172,7 @@ def _reason(
     run, the run's first task and job) was not admitted; ``pending``: its group is Pending."""
     pod = task.pod
     job = task.job
-    if pod.sch_gated and not pod.only_queue_gate:
+    if pod.held_by_other_gates:
         others = [g for g in pod.scheduling_gates if g != objects.QUEUE_ALLOCATION_GATE]
         return (
             f"waiting for other scheduling gates ({', '.join(others)}) to be removed; queue "

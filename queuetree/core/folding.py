@@ -44,7 +44,7 @@ import operator
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, NamedTuple
 
-from queuetree.core import configs, objects, plugins, resources
+from queuetree.core import configs, frameworks, objects, plugins, resources
 
 _PENDING_STATUS = objects.TaskStatus.PENDING
 _PENDING = objects.PodGroupPhase.PENDING
@@ -54,7 +54,13 @@ _ONLY_OURS = (objects.QUEUE_ALLOCATION_GATE,)
 Signature = tuple[Hashable, ...]
 """What two interchangeable candidates share (see the module docstring)."""
 
-_VOTING_HOOKS = frozenset({"allocatable", "job_enqueueable", "job_enqueued"})
+_VOTING_HOOKS = frozenset(
+    {
+        frameworks.Hook.ALLOCATABLE,
+        frameworks.Hook.JOB_ENQUEUEABLE,
+        frameworks.Hook.JOB_ENQUEUED,
+    }
+)
 
 
 class Candidate(NamedTuple):

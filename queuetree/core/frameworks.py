@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import enum
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from queuetree.core import configs, decisions, objects, vectors
 
@@ -214,8 +215,34 @@ class NodeState:
 Victims = list[Task]
 
 
+class Hook(enum.StrEnum):
+    """The hooks a plugin may implement; each value is the name of a :class:`Plugin` method.
+
+    A plugin implements a hook by overriding that method: :attr:`Plugin.hooks` is derived from
+    the overrides, so a hook cannot be declared without being written, nor written and dropped
+    by a misspelt declaration.
+    """
+
+    JOB_ORDER_KEY = "job_order_key"
+    TASK_ORDER_KEY = "task_order_key"
+    QUEUE_ORDER = "queue_order"
+    VICTIM_QUEUE_ORDER = "victim_queue_order"
+    RECLAIMABLE = "reclaimable"
+    PREEMPTABLE = "preemptable"
+    JOB_READY = "job_ready"
+    JOB_PIPELINED = "job_pipelined"
+    JOB_STARVING = "job_starving"
+    JOB_VALID = "job_valid"
+    JOB_ENQUEUEABLE = "job_enqueueable"
+    JOB_ENQUEUED = "job_enqueued"
+    PREDICATE = "predicate"
+    NODE_ORDER = "node_order"
+    PREEMPTIVE = "preemptive"
+    ALLOCATABLE = "allocatable"
+
+
 class Plugin:
-    """Base of every policy. A plugin implements the hooks it lists in :attr:`hooks`.
+    """Base of every policy. A plugin implements a hook by overriding its method.
 
     Hooks and the tier flag that enables each (spec §3.11; a flag the configuration leaves out
     is on, ``configs.PluginOption.enabled``):
@@ -242,7 +269,14 @@ class Plugin:
     """
 
     name = ""
-    hooks: frozenset[str] = frozenset()
+    hooks: ClassVar[frozenset[Hook]] = frozenset()
+    """The hooks this class overrides (set for each subclass when it is defined)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.hooks = frozenset(
+            hook for hook in Hook if getattr(cls, hook.value) is not getattr(Plugin, hook.value)
+        )
 
     def __init__(self, option: configs.PluginOption) -> None:
         self.option = option
@@ -263,7 +297,7 @@ class Plugin:
     def on_unreserve(self, task: Task) -> None:
         """A gated task's admission was rolled back (gang of the group did not fit)."""
 
-    # Hooks (only called when listed in ``hooks``).
+    # Hooks (only an override is called: see :attr:`hooks`).
     def job_order_key(self, job: Job) -> Any:
         raise NotImplementedError
 
@@ -313,24 +347,27 @@ class Plugin:
         raise NotImplementedError
 
 
-HOOK_FLAGS: Mapping[str, str | None] = {
-    "job_order_key": "enableJobOrder",
-    "task_order_key": "enableTaskOrder",
-    "queue_order": "enableQueueOrder",
-    "victim_queue_order": None,
-    "reclaimable": "enableReclaimable",
-    "preemptable": "enablePreemptable",
-    "job_ready": "enableJobReady",
-    "job_pipelined": "enableJobPipelined",
-    "job_starving": "enableJobStarving",
-    "job_valid": None,
-    "job_enqueueable": "enableJobEnqueued",
-    "job_enqueued": "enableJobEnqueued",
-    "predicate": "enablePredicate",
-    "node_order": "enableNodeOrder",
-    "preemptive": "enablePreemptive",
-    "allocatable": "enabledAllocatable",
+HOOK_FLAGS: Mapping[Hook, str | None] = {
+    Hook.JOB_ORDER_KEY: "enableJobOrder",
+    Hook.TASK_ORDER_KEY: "enableTaskOrder",
+    Hook.QUEUE_ORDER: "enableQueueOrder",
+    Hook.VICTIM_QUEUE_ORDER: None,
+    Hook.RECLAIMABLE: "enableReclaimable",
+    Hook.PREEMPTABLE: "enablePreemptable",
+    Hook.JOB_READY: "enableJobReady",
+    Hook.JOB_PIPELINED: "enableJobPipelined",
+    Hook.JOB_STARVING: "enableJobStarving",
+    Hook.JOB_VALID: None,
+    Hook.JOB_ENQUEUEABLE: "enableJobEnqueued",
+    Hook.JOB_ENQUEUED: "enableJobEnqueued",
+    Hook.PREDICATE: "enablePredicate",
+    Hook.NODE_ORDER: "enableNodeOrder",
+    Hook.PREEMPTIVE: "enablePreemptive",
+    Hook.ALLOCATABLE: "enabledAllocatable",
 }
+"""The tier flag that enables each hook (None: always on).
+
+Every hook has an entry (a test holds the table to :class:`Hook`)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -404,7 +441,7 @@ class Session:
         self.scheduler_names: frozenset[str] | None = None
         """Admission mode: the ``spec.schedulerName`` values whose pods may be ungated (the
         schedulers that will place them); None admits pods whatever scheduler they name."""
-        self._fns: dict[str, list[list[Callable[..., Any]]]] = {}
+        self._fns: dict[Hook, list[list[Callable[..., Any]]]] = {}
 
     # -- set-up -----------------------------------------------------------------------------
 
@@ -414,7 +451,7 @@ class Session:
         self.plugins = [plugin for tier in tiers for plugin in tier]
         for plugin in self.plugins:
             plugin.on_session_open(self)
-        self._names: dict[str, list[list[str]]] = {}
+        self._names: dict[Hook, list[list[str]]] = {}
         for hook, flag in HOOK_FLAGS.items():
             per_tier: list[list[Callable[..., Any]]] = []
             names: list[list[str]] = []
@@ -424,29 +461,29 @@ class Session:
                     for plugin in tier
                     if hook in plugin.hooks and (flag is None or plugin.option.enabled(flag))
                 ]
-                per_tier.append([getattr(plugin, hook) for plugin in enabled])
+                per_tier.append([getattr(plugin, hook.value) for plugin in enabled])
                 names.append([plugin.name for plugin in enabled])
             self._fns[hook] = per_tier
             self._names[hook] = names
         self._flat = {
             hook: [fn for tier in per_tier for fn in tier] for hook, per_tier in self._fns.items()
         }
-        job_keys = [fn for tier in self._fns["job_order_key"] for fn in tier]
-        task_keys = [fn for tier in self._fns["task_order_key"] for fn in tier]
+        job_keys = [fn for tier in self._fns[Hook.JOB_ORDER_KEY] for fn in tier]
+        task_keys = [fn for tier in self._fns[Hook.TASK_ORDER_KEY] for fn in tier]
         self._job_keys = job_keys
         self._task_keys = task_keys
         self._make_job_key: Callable[[Job], OrderKey] = _key_maker(job_keys)
         self._make_task_key: Callable[[Task], OrderKey] = _key_maker(task_keys)
-        self._allocatable = [fn for tier in self._fns["allocatable"] for fn in tier]
-        self._predicates = [fn for tier in self._fns["predicate"] for fn in tier]
-        self._node_orders = [fn for tier in self._fns["node_order"] for fn in tier]
+        self._allocatable = [fn for tier in self._fns[Hook.ALLOCATABLE] for fn in tier]
+        self._predicates = [fn for tier in self._fns[Hook.PREDICATE] for fn in tier]
+        self._node_orders = [fn for tier in self._fns[Hook.NODE_ORDER] for fn in tier]
         # Event handlers: only the plugins that override them (most do not).
         self._on_allocate = _overriding(self.plugins, "on_allocate")
         self._on_deallocate = _overriding(self.plugins, "on_deallocate")
         self._on_reserve = _overriding(self.plugins, "on_reserve")
         self._on_unreserve = _overriding(self.plugins, "on_unreserve")
 
-    def flat(self, hook: str) -> list[Callable[..., Any]]:
+    def flat(self, hook: Hook) -> list[Callable[..., Any]]:
         """The enabled implementations of ``hook`` in tier order (computed at registration)."""
         return self._flat[hook]
 
@@ -468,7 +505,7 @@ class Session:
 
     def queue_order(self, left: str, right: str) -> int:
         """Negative when ``left`` goes first (Volcano's ``QueueOrderFn`` as a comparator)."""
-        for fn in self.flat("queue_order"):
+        for fn in self.flat(Hook.QUEUE_ORDER):
             verdict: int = fn(left, right)
             if verdict:
                 return verdict
@@ -480,7 +517,7 @@ class Session:
 
     def victim_queue_order(self, left: str, right: str, preemptor: str) -> int:
         """Negative when ``left``'s tasks are evicted first."""
-        for fn in self.flat("victim_queue_order"):
+        for fn in self.flat(Hook.VICTIM_QUEUE_ORDER):
             verdict: int = fn(left, right, preemptor)
             if verdict:
                 return verdict
@@ -509,7 +546,7 @@ class Session:
 
     # -- votes ------------------------------------------------------------------------------
 
-    def _evictable(self, hook: str, task: Task, candidates: list[Task]) -> Victims:
+    def _evictable(self, hook: Hook, task: Task, candidates: list[Task]) -> Victims:
         """The tier-wise intersection of the plugins' victims; records in
         :attr:`victim_voters` the plugins whose answers made the returned victims."""
         victims: Victims | None = None
@@ -539,15 +576,15 @@ class Session:
         return victims or []
 
     def reclaimable(self, reclaimer: Task, reclaimees: list[Task]) -> Victims:
-        return self._evictable("reclaimable", reclaimer, reclaimees)
+        return self._evictable(Hook.RECLAIMABLE, reclaimer, reclaimees)
 
     def preemptable(self, preemptor: Task, preemptees: list[Task]) -> Victims:
-        return self._evictable("preemptable", preemptor, preemptees)
+        return self._evictable(Hook.PREEMPTABLE, preemptor, preemptees)
 
     def job_ready(self, job: Job) -> bool:
-        return all(fn(job) for fn in self.flat("job_ready"))
+        return all(fn(job) for fn in self.flat(Hook.JOB_READY))
 
-    def _tier_vote(self, hook: str, job: Job) -> bool:
+    def _tier_vote(self, hook: Hook, job: Job) -> bool:
         for tier in self._fns[hook]:
             found = False
             for fn in tier:
@@ -561,23 +598,23 @@ class Session:
         return True
 
     def job_pipelined(self, job: Job) -> bool:
-        return self._tier_vote("job_pipelined", job)
+        return self._tier_vote(Hook.JOB_PIPELINED, job)
 
     def job_enqueueable(self, job: Job) -> bool:
-        return self._tier_vote("job_enqueueable", job)
+        return self._tier_vote(Hook.JOB_ENQUEUEABLE, job)
 
     def job_enqueued(self, job: Job) -> None:
-        for fn in self.flat("job_enqueued"):
+        for fn in self.flat(Hook.JOB_ENQUEUED):
             fn(job)
 
     def job_starving(self, job: Job) -> bool:
-        for tier in self._fns["job_starving"]:
+        for tier in self._fns[Hook.JOB_STARVING]:
             if tier:
                 return all(fn(job) for fn in tier)
         return False
 
     def job_valid(self, job: Job) -> str | None:
-        for fn in self.flat("job_valid"):
+        for fn in self.flat(Hook.JOB_VALID):
             message: str | None = fn(job)
             if message is not None:
                 return message
@@ -594,7 +631,7 @@ class Session:
         return float(sum(fn(task, node) for fn in self._node_orders))
 
     def preemptive(self, queue: str, tasks: list[Task]) -> bool:
-        return all(fn(queue, tasks) for fn in self.flat("preemptive"))
+        return all(fn(queue, tasks) for fn in self.flat(Hook.PREEMPTIVE))
 
     def allocatable_check(self) -> Callable[[str, Task], bool]:
         """The allocatable dispatcher, or the one plugin function itself when only one plugin

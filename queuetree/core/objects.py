@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NewType
 
-from queuetree.core import resources
+from queuetree.core import quantities, resources
 
 
 def _empty_mapping() -> Mapping[str, Any]:
@@ -58,6 +58,8 @@ ADMITTED_QUEUE_ANNOTATION = "scheduling.queuetree.io/admitted-queue"
 was admitted to and is charged to until it finishes or is deleted, whatever its queue-name or
 group-name annotations (or its PodGroup's ``spec.queue``) say later. The webhook refuses any
 change to it."""
+ADMISSION_REASON_ANNOTATION = "scheduling.queuetree.io/admission-reason"
+"""Pod annotation in which the operator says why the pod is still held by the queue gate."""
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
@@ -72,6 +74,7 @@ EPOCH = datetime.datetime(1, 1, 1, tzinfo=datetime.UTC)
 """The creation time of an object that has none (Go's zero time)."""
 
 NO_LABELS: Mapping[str, str] = MappingProxyType({})
+NO_QUANTITIES: Mapping[str, quantities.Quantity] = MappingProxyType({})
 
 
 class QueueState(enum.StrEnum):
@@ -111,6 +114,30 @@ ALLOCATED_STATUSES = frozenset(
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class QueueAsWritten:
+    """What the queue webhook's rules read beyond the parsed fields: the quota maps and the
+    state exactly as written.
+
+    Volcano's webhook checks a Queue as decoded, with exact quantities and every resource name
+    written; the vectors of :class:`Queue` keep only the names the scheduler reads, in its
+    units (``gpu`` without a domain is dropped, CPU is rounded to milli-units). So the reader
+    keeps the written quota here, once parsed: every entry that parsed, by name.
+    """
+
+    capability: Mapping[str, quantities.Quantity] = dataclasses.field(
+        default_factory=_empty_mapping
+    )
+    deserved: Mapping[str, quantities.Quantity] = dataclasses.field(default_factory=_empty_mapping)
+    guarantee: Mapping[str, quantities.Quantity] = dataclasses.field(default_factory=_empty_mapping)
+    """``spec.guarantee.resource``."""
+    state: str = ""
+    """``status.state`` as written ("" when absent or not a string), known state or not."""
+
+
+NOT_WRITTEN = QueueAsWritten()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Queue:
     """A ``scheduling.volcano.sh/v1beta1`` Queue, parsed.
 
@@ -140,6 +167,10 @@ class Queue:
     annotations: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
     created: datetime.datetime = EPOCH
     uid: str = ""
+    as_written: QueueAsWritten = dataclasses.field(default=NOT_WRITTEN, compare=False, repr=False)
+    """The quota and state as written, for the webhook's rules (no session reads it); not
+    part of equality: two spellings of the same quota (``1`` and ``1000m``) are the same
+    queue to everything that compares queues."""
 
     @property
     def parent_name(self) -> str:
@@ -297,13 +328,36 @@ class Pod:
 
     @property
     def only_queue_gate(self) -> bool:
-        """Exactly one gate, ours (``HasOnlyVolcanoSchedulingGate``)."""
-        return self.scheduling_gates == (QUEUE_ALLOCATION_GATE,)
+        """Exactly one gate, ours (:func:`only_queue_gate`)."""
+        return only_queue_gate(self.scheduling_gates)
+
+    @property
+    def queue_gated(self) -> bool:
+        """Our gate is among the pod's gates (the pod waits for queue admission, or for
+        another controller's gates to go first)."""
+        return QUEUE_ALLOCATION_GATE in self.scheduling_gates
+
+    @property
+    def held_by_other_gates(self) -> bool:
+        """The pod has a gate that is not ours: another controller holds it, and queuetree
+        neither admits it nor removes its own gate until that controller is done."""
+        gates = self.scheduling_gates
+        return bool(gates) and not only_queue_gate(gates)
 
     @property
     def opted_in(self) -> bool:
         """The pod carries the opt-in annotation with the exact value ``"true"``."""
         return self.annotations.get(QUEUE_ALLOCATION_GATE) == "true"
+
+
+_ONLY_OURS: tuple[str, ...] = (QUEUE_ALLOCATION_GATE,)
+
+
+def only_queue_gate(gates: tuple[str, ...]) -> bool:
+    """The gate rule: queuetree judges a gated pod, and removes its gate, only while its gate
+    is the last one left (Volcano's ``HasOnlyVolcanoSchedulingGate``): another controller's
+    gate means that controller is not done with the pod."""
+    return gates == _ONLY_OURS
 
 
 def single_pod_group(
@@ -337,6 +391,48 @@ def single_pod_group(
         synthetic=True,
         created=pod.created,
         uid=pod.uid,
+    )
+
+
+def pod_group_for_lone_pod(
+    pod: Pod,
+    *,
+    namespace_queue: str = "",
+    default_queue: str = DEFAULT_QUEUE,
+    admitted: bool = False,
+) -> PodGroup:
+    """The single-pod group of a pod without the ``scheduling.k8s.io/group-name`` annotation
+    (:func:`single_pod_group`; its key is the pod's key).
+
+    Its queue is the one the pod was admitted to (``scheduling.queuetree.io/admitted-queue``:
+    admission is bound, whatever the pod says now), else the pod's
+    ``scheduling.volcano.sh/queue-name`` annotation, else ``namespace_queue`` (the same
+    annotation on the pod's Namespace), else ``default_queue``. ``admitted`` makes a Pending
+    pod's group Inqueue (see :func:`single_pod_group`).
+    """
+    queue = (
+        pod.admitted_queue
+        or pod.annotations.get(QUEUE_NAME_ANNOTATION)
+        or namespace_queue
+        or default_queue
+    )
+    return single_pod_group(pod, queue=queue, admitted=admitted)
+
+
+def admission_lone_pod_group(pod: Pod, *, default_queue: str = DEFAULT_QUEUE) -> PodGroup:
+    """The single-pod group of a lone pod of a live cluster, as admission sees it.
+
+    As :func:`pod_group_for_lone_pod`, with a Pending pod that carries no scheduling gate
+    counted as admitted (Inqueue): it was admitted (by this operator, or it never waited for
+    queue admission) and kube-scheduler will place it whatever the queue's room, so its
+    request is held in the queue's ``inqueue`` as Volcano holds an admitted group's until it
+    runs. Built from the pod every cycle, the group would otherwise be Pending again and go
+    through enqueue anew each cycle, where a full queue could leave it out of the figures and
+    let a gated pod take room this pod is about to use. (An Inqueue lone group is also what
+    lets ``compaction`` fold such pods.)
+    """
+    return pod_group_for_lone_pod(
+        pod, default_queue=default_queue, admitted=not pod.scheduling_gates
     )
 
 

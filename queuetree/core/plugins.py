@@ -7,7 +7,8 @@ plugin instances, reporting unknown plugin names as warnings (Volcano ignores th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from queuetree.core import capacity, configs, frameworks, objects, vectors
 
@@ -19,7 +20,6 @@ class PriorityPlugin(frameworks.Plugin):
     """Higher job and task priority first; preemption only of lower priority (same queue)."""
 
     name = "priority"
-    hooks = frozenset({"job_order_key", "task_order_key", "preemptable", "job_starving"})
 
     def job_order_key(self, job: frameworks.Job) -> int:
         return -job.priority
@@ -47,17 +47,6 @@ class GangPlugin(frameworks.Plugin):
     """All-or-nothing: a job runs only when ``minMember`` of its tasks can."""
 
     name = "gang"
-    hooks = frozenset(
-        {
-            "job_valid",
-            "reclaimable",
-            "preemptable",
-            "job_order_key",
-            "job_ready",
-            "job_pipelined",
-            "job_starving",
-        }
-    )
 
     def job_valid(self, job: frameworks.Job) -> str | None:
         if job.valid < job.min_member:
@@ -108,7 +97,6 @@ class ConformancePlugin(frameworks.Plugin):
     """Never evict system-critical pods or pods of ``kube-system``."""
 
     name = "conformance"
-    hooks = frozenset({"reclaimable", "preemptable"})
 
     def _evictable(
         self, _: frameworks.Task, candidates: list[frameworks.Task]
@@ -139,7 +127,6 @@ class PredicatesPlugin(frameworks.Plugin):
     tolerations, and the node's pod count. Resource fit is the action's own first check."""
 
     name = "predicates"
-    hooks = frozenset({"predicate"})
 
     def predicate(
         self, task: frameworks.Task, node: frameworks.NodeState, *, for_preemption: bool
@@ -224,7 +211,6 @@ class NodeOrderPlugin(frameworks.Plugin):
     the task (0..100 per dimension, averaged, times ``leastrequested.weight``, default 1)."""
 
     name = "nodeorder"
-    hooks = frozenset({"node_order"})
 
     def on_session_open(self, session: frameworks.Session) -> None:
         raw = self.option.arguments.get("leastrequested.weight", 1)
@@ -241,14 +227,21 @@ class NodeOrderPlugin(frameworks.Plugin):
         return self.weight * total / 2.0
 
 
-PLUGIN_TYPES: dict[str, Callable[[configs.PluginOption], frameworks.Plugin]] = {
-    "priority": PriorityPlugin,
-    "gang": GangPlugin,
-    "conformance": ConformancePlugin,
-    "predicates": PredicatesPlugin,
-    "capacity": capacity.CapacityPlugin,
-    "nodeorder": NodeOrderPlugin,
-}
+PLUGIN_TYPES: Mapping[str, type[frameworks.Plugin]] = MappingProxyType(
+    {
+        plugin.name: plugin
+        for plugin in (
+            PriorityPlugin,
+            GangPlugin,
+            ConformancePlugin,
+            PredicatesPlugin,
+            capacity.CapacityPlugin,
+            NodeOrderPlugin,
+        )
+    }
+)
+"""The plugins queuetree implements, by the name a configuration gives them (each class's
+``name``), in the order messages list them."""
 
 
 def build_tiers(

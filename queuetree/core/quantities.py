@@ -29,6 +29,7 @@ import dataclasses
 import decimal
 import enum
 import re
+import reprlib
 from typing import Final
 
 from queuetree.core import errors
@@ -170,6 +171,21 @@ def _explain_mismatch(text: str) -> str:
         f"unknown suffix {rest!r} (expected one of n u m k M G T P E, Ki Mi Gi Ti Pi Ei, "
         "or an exponent such as e3)"
     )
+
+
+_REPR: Final = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 40, 40
+
+
+def text_of(raw: object) -> str:
+    """A quantity as written in a manifest (a string, or a YAML/JSON number) as the text
+    :func:`parse` reads; any other value as a person would write it, bounded (a nested or huge
+    value must not become a huge message), for :func:`parse` to explain."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        return repr(raw)
+    return _REPR.repr(raw)
 
 
 def format_quantity(quantity: Quantity) -> str:

@@ -35,6 +35,11 @@ from queuetree.core import (
     vectors,
 )
 
+KNOWN_ACTIONS: tuple[str, ...] = tuple(actions.ACTIONS)
+"""The action names a configuration may list (derived from the actions' table)."""
+KNOWN_PLUGINS: tuple[str, ...] = tuple(plugins.PLUGIN_TYPES)
+"""The plugin names a configuration may list (derived from the plugins' table)."""
+
 
 def run_session(
     snapshot: objects.Snapshot,
@@ -691,3 +696,22 @@ def _phase(
     if job.phase is objects.PodGroupPhase.INQUEUE:
         return job.phase
     return objects.PodGroupPhase.PENDING
+
+
+def open_session(
+    snapshot: objects.Snapshot,
+    *,
+    config: configs.SchedulerConfiguration,
+    feature_gates: Mapping[str, bool],
+    admission_only: bool = False,
+) -> frameworks.Session:
+    """A session over ``snapshot`` as :func:`run_session` opens it (dimensions, jobs, queues,
+    nodes), with no plugin registered and no action run: for tests and tools that register
+    their own plugins (``session.register(tiers)``) and look inside. Nothing is compacted."""
+    return _build_session(
+        snapshot,
+        dims=vectors.Dims.of(_scalar_names(snapshot)),
+        config=config,
+        feature_gates=feature_gates,
+        admission_only=admission_only,
+    )

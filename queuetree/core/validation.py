@@ -1,16 +1,18 @@
 """Queue-tree validation: every rule of Volcano's queue webhook, as pure functions.
 
-Each function returns a list of :class:`FieldError` and never stops at the first problem, so a
+Each function returns a list of ``problems.Problem`` and never stops at the first problem, so a
 person sees everything to fix in one answer. The admission webhook joins them into one denial
 message; the operator reports them on queues (the same rules, one implementation).
 
-Paths are relative to the Queue object (``spec.deserved.cpu``); the webhook prefixes them with
-``requestBody.`` as Volcano does. Quantities in messages are canonical Kubernetes strings and sums
-use :func:`resources.format_human` (``cpu 9, memory 18Gi``), never raw milli-units or bytes.
+Paths are relative to the Queue object, in the one syntax of ``problems.FieldPath``
+(``spec.deserved["cpu"]``); the webhook prefixes them with ``requestBody.`` as Volcano does.
+Quantities in messages are canonical Kubernetes strings and sums use
+:func:`resources.format_human` (``cpu 9, memory 18Gi``), never raw milli-units or bytes.
 
 The rules (spec-volcano-semantics.md §4.1), in the order the webhook applies them:
 
-1. :func:`validate_fields`: quantities (valid, >= 0, whole numbers for integer resources),
+1. :func:`validate_fields`: quantities (>= 0, whole numbers for integer resources; the reader
+   reports the ones that do not parse),
    ``guarantee <= deserved <= capability`` per resource, the state, the legacy hierarchy
    annotations.
 2. :func:`validate_parent`: self-parenting, the depth limit, a parent that already runs pods
@@ -38,52 +40,11 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
-import enum
 import re
-import reprlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
 
-from queuetree.core import errors, objects, quantities, resources
-
-
-class ErrorType(enum.StrEnum):
-    """The kind of a field error, spelled as Kubernetes' ``field.ErrorType`` prints it."""
-
-    INVALID = "Invalid value"
-    FORBIDDEN = "Forbidden"
-    NOT_FOUND = "Not found"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class FieldError:
-    """One problem: where (``path``), what kind, the offending value (if any) and why.
-
-    Renders as Kubernetes' ``field.Error`` does: ``spec.deserved.cpu: Invalid value: "-1": must
-    be greater than or equal to 0``; without a value: ``spec: Forbidden: <detail>``.
-    """
-
-    path: str
-    type: ErrorType
-    detail: str
-    value: str | None = None
-
-    def render(self, prefix: str = "") -> str:
-        """The error as text, its path prefixed by ``prefix`` (``requestBody.``); a value
-        longer than 64 characters is shortened (an object may carry megabytes)."""
-        if self.value is None:
-            return f"{prefix}{self.path}: {self.type}: {self.detail}"
-        return f'{prefix}{self.path}: {self.type}: "{shorten(self.value)}": {self.detail}'
-
-    def __str__(self) -> str:
-        return self.render()
-
-
-def shorten(text: str, limit: int = 64) -> str:
-    """``text`` cut to ``limit`` characters (ending in ``...`` when cut), for messages."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
+from queuetree.core import objects, problems, quantities, resources
 
 MAX_LISTED = 20
 """Most problems one message lists; the rest are counted (a map with thousands of bad entries
@@ -196,30 +157,6 @@ EMPTY_TREE = QueueTree.of(())
 # -- 1. fields of one queue --------------------------------------------------------------------
 
 
-_NO_VALUES: Mapping[str, Any] = MappingProxyType({})
-
-
-def _no_values() -> Mapping[str, Any]:
-    """The shared empty read-only mapping (Python 3.11 refuses a mappingproxy as a default)."""
-    return _NO_VALUES
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class QueueFields:
-    """A queue's fields as written (quantities still strings), for :func:`validate_fields`.
-
-    ``capability``, ``deserved`` and ``guarantee`` are the raw maps of ``spec.capability``,
-    ``spec.deserved`` and ``spec.guarantee.resource``; values may be strings or JSON numbers.
-    """
-
-    name: str
-    capability: Mapping[str, object] = dataclasses.field(default_factory=_no_values)
-    deserved: Mapping[str, object] = dataclasses.field(default_factory=_no_values)
-    guarantee: Mapping[str, object] = dataclasses.field(default_factory=_no_values)
-    state: str = ""
-    annotations: Mapping[str, str] = dataclasses.field(default_factory=_no_values)
-
-
 ALLOWED_STATES = (objects.QueueState.OPEN, objects.QueueState.CLOSED)
 """States a user may write (the controller alone moves a queue to Closing or Unknown)."""
 
@@ -244,58 +181,37 @@ def is_integer_resource_name(name: str) -> bool:
     return name in _INTEGER_RESOURCES or resources.is_extended_resource_name(name)
 
 
-def parse_resource_list(
-    values: Mapping[str, object], *, path: str
-) -> tuple[dict[str, quantities.Quantity], list[FieldError]]:
-    """Parse every quantity of a resource map; collect an error for each one that is malformed,
-    negative, or fractional where the resource is counted in whole units.
-
-    Returns the quantities that parsed (negative and fractional ones included, so relations can
-    still be checked) and the errors.
-    """
-    parsed: dict[str, quantities.Quantity] = {}
-    problems: list[FieldError] = []
-    for name, raw in values.items():
-        where = f"{path}.{shorten(name)}"
-        try:
-            quantity = quantities.parse(_quantity_text(raw), field=where)
-        except errors.QuantityError as exc:
-            problems.append(
-                FieldError(where, ErrorType.INVALID, shorten(exc.reason, 160), value=exc.text)
-            )
-            continue
-        parsed[name] = quantity
+def check_quantities(
+    quota: Mapping[str, quantities.Quantity], *, path: str
+) -> list[problems.Problem]:
+    """A problem for each quantity of a quota map (as written) that is negative, or fractional
+    where the resource is counted in whole units. (Quantities that do not parse are the
+    reader's problems: ``quota`` holds the ones that did.)"""
+    trouble: list[problems.Problem] = []
+    for name, quantity in quota.items():
+        where = f"{path}{problems.key(problems.shorten(name))}"
         text = quantities.format_quantity(quantity)
         if quantity.value < 0:
-            problems.append(
-                FieldError(where, ErrorType.INVALID, "must be greater than or equal to 0", text)
+            trouble.append(
+                problems.Problem(
+                    where, problems.ErrorType.INVALID, "must be greater than or equal to 0", text
+                )
             )
         if is_integer_resource_name(name) and quantity.value != quantity.value.to_integral_value():
-            problems.append(FieldError(where, ErrorType.INVALID, "must be an integer", text))
-    return parsed, problems
-
-
-_REPR = reprlib.Repr()
-_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 40, 40
-
-
-def _quantity_text(raw: object) -> str:
-    if isinstance(raw, str):
-        return raw
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        return repr(raw)
-    # Let the parser explain it, with the value as a person would write it (bounded: a
-    # nested or huge value must not become a huge message).
-    return _REPR.repr(raw)
+            trouble.append(
+                problems.Problem(where, problems.ErrorType.INVALID, "must be an integer", text)
+            )
+    return trouble
 
 
 def validate_fields(
-    fields: QueueFields,
+    queue: objects.Queue,
     *,
     tree: QueueTree = EMPTY_TREE,
-    previous: QueueFields | None = None,
-) -> list[FieldError]:
-    """Rules that need only the queue itself (and, for the legacy annotations, the others).
+    previous: objects.Queue | None = None,
+) -> list[problems.Problem]:
+    """Rules that need only the queue itself (and, for the legacy annotations, the others),
+    on the quota and state as written (``queue.as_written``: exact, every name).
 
     ``previous`` is the stored queue on an UPDATE: a state the queue already has is accepted
     even when a user could not write it (the controller sets Closing and Unknown; the reference
@@ -305,29 +221,30 @@ def validate_fields(
     ``deserved >= guarantee`` per guaranteed resource (a guarantee without a deserved of the same
     name is an error), ``deserved <= capability`` per resource both set (a resource missing from
     capability is unlimited), the state, the legacy ``volcano.sh/hierarchy`` annotations.
+    Quantities that do not parse are not here: the reader reports them.
     """
-    capability, problems = parse_resource_list(fields.capability, path="spec.capability")
-    deserved, more = parse_resource_list(fields.deserved, path="spec.deserved")
-    problems += more
-    guarantee, more = parse_resource_list(fields.guarantee, path="spec.guarantee.resource")
-    problems += more
+    written = queue.as_written
+    capability, deserved, guarantee = written.capability, written.deserved, written.guarantee
+    trouble = check_quantities(capability, path="spec.capability")
+    trouble += check_quantities(deserved, path="spec.deserved")
+    trouble += check_quantities(guarantee, path="spec.guarantee.resource")
     for name, minimum in guarantee.items():
         shown_minimum = quantities.format_quantity(minimum)
-        if name not in fields.deserved:
-            problems.append(
-                FieldError(
-                    f"spec.deserved.{name}",
-                    ErrorType.INVALID,
+        if name not in deserved:
+            trouble.append(
+                problems.Problem(
+                    f"spec.deserved{problems.key(name)}",
+                    problems.ErrorType.INVALID,
                     f"deserved[{name}] must be >= guarantee[{name}]={shown_minimum}",
                     value="<nil>",
                 )
             )
-        elif name in deserved and deserved[name].value < minimum.value:
+        elif deserved[name].value < minimum.value:
             shown = quantities.format_quantity(deserved[name])
-            problems.append(
-                FieldError(
-                    f"spec.deserved.{name}",
-                    ErrorType.INVALID,
+            trouble.append(
+                problems.Problem(
+                    f"spec.deserved{problems.key(name)}",
+                    problems.ErrorType.INVALID,
                     f"deserved[{name}]={shown} must be >= guarantee[{name}]={shown_minimum}",
                     value=shown,
                 )
@@ -336,95 +253,98 @@ def validate_fields(
         limit = capability.get(name)
         if limit is not None and share.value > limit.value:
             shown = quantities.format_quantity(share)
-            problems.append(
-                FieldError(
-                    f"spec.deserved.{name}",
-                    ErrorType.INVALID,
+            trouble.append(
+                problems.Problem(
+                    f"spec.deserved{problems.key(name)}",
+                    problems.ErrorType.INVALID,
                     f"deserved[{name}]={shown} must be <= "
                     f"capability[{name}]={quantities.format_quantity(limit)}",
                     value=shown,
                 )
             )
-    unchanged_state = previous is not None and previous.state == fields.state
-    if fields.state and fields.state not in ALLOWED_STATES and not unchanged_state:
-        problems.append(
-            FieldError(
+    state = written.state
+    unchanged_state = previous is not None and previous.as_written.state == state
+    if state and state not in ALLOWED_STATES and not unchanged_state:
+        trouble.append(
+            problems.Problem(
                 "spec.state",
-                ErrorType.INVALID,
+                problems.ErrorType.INVALID,
                 "queue state must be in [Open Closed]",
-                value=fields.state,
+                value=state,
             )
         )
-    problems += _validate_legacy_hierarchy(fields, tree)
-    return problems
+    trouble += _validate_legacy_hierarchy(queue, tree)
+    return trouble
 
 
 _GO_FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(?i:inf|infinity|nan)")
 
 
-def _validate_legacy_hierarchy(fields: QueueFields, tree: QueueTree) -> list[FieldError]:
-    full_hierarchy = fields.annotations.get(objects.HIERARCHY_ANNOTATION, "")
-    full_weights = fields.annotations.get(objects.HIERARCHY_WEIGHTS_ANNOTATION, "")
+def _validate_legacy_hierarchy(queue: objects.Queue, tree: QueueTree) -> list[problems.Problem]:
+    full_hierarchy = queue.annotations.get(objects.HIERARCHY_ANNOTATION, "")
+    full_weights = queue.annotations.get(objects.HIERARCHY_WEIGHTS_ANNOTATION, "")
     if not full_hierarchy and not full_weights:
         return []
     # Texts in messages are shortened: annotations may hold up to 256 KiB.
-    hierarchy, weights = shorten(full_hierarchy), shorten(full_weights)
+    hierarchy, weights = problems.shorten(full_hierarchy), problems.shorten(full_weights)
     # Each problem names the annotation it is about (Volcano's path stops at
     # metadata.annotations, which leaves a reader guessing which of the two is wrong).
-    hierarchy_path = f"metadata.annotations[{objects.HIERARCHY_ANNOTATION}]"
-    weights_path = f"metadata.annotations[{objects.HIERARCHY_WEIGHTS_ANNOTATION}]"
-    problems: list[FieldError] = []
+    hierarchy_path = f"metadata.annotations{problems.key(objects.HIERARCHY_ANNOTATION)}"
+    weights_path = f"metadata.annotations{problems.key(objects.HIERARCHY_WEIGHTS_ANNOTATION)}"
+    trouble: list[problems.Problem] = []
     parts, weight_parts = full_hierarchy.split("/"), full_weights.split("/")
     if len(parts) != len(weight_parts):
-        problems.append(
-            FieldError(
+        trouble.append(
+            problems.Problem(
                 hierarchy_path,
-                ErrorType.INVALID,
+                problems.ErrorType.INVALID,
                 f"{objects.HIERARCHY_ANNOTATION} must have the same length with "
                 f"{objects.HIERARCHY_WEIGHTS_ANNOTATION}",
                 value=hierarchy,
             )
         )
     for full_weight in weight_parts:
-        weight = shorten(full_weight, 20)
+        weight = problems.shorten(full_weight, 20)
         if not _GO_FLOAT.fullmatch(full_weight):
-            problems.append(
-                FieldError(
+            trouble.append(
+                problems.Problem(
                     weights_path,
-                    ErrorType.INVALID,
+                    problems.ErrorType.INVALID,
                     f"{weight} in the {weights} is invalid number: "
                     f'strconv.ParseFloat: parsing "{weight}": invalid syntax',
                     value=weights,
                 )
             )
         elif not float(full_weight) > 0:
-            problems.append(
-                FieldError(
+            trouble.append(
+                problems.Problem(
                     weights_path,
-                    ErrorType.INVALID,
+                    problems.ErrorType.INVALID,
                     f"{weight} in the {weights} must be larger than 0",
                     value=weights,
                 )
             )
     for other in tree.queues.values():
         theirs = other.annotations.get(objects.HIERARCHY_ANNOTATION, "")
-        if other.name != fields.name and theirs.startswith(full_hierarchy + "/"):
-            problems.append(
-                FieldError(
+        if other.name != queue.name and theirs.startswith(full_hierarchy + "/"):
+            trouble.append(
+                problems.Problem(
                     hierarchy_path,
-                    ErrorType.INVALID,
-                    f"{hierarchy} is not allowed to be in the sub path of {shorten(theirs)} "
-                    f"of queue {other.name}",
+                    problems.ErrorType.INVALID,
+                    f"{hierarchy} is not allowed to be in the sub path of "
+                    f"{problems.shorten(theirs)} of queue {other.name}",
                     value=hierarchy,
                 )
             )
-    return problems
+    return trouble
 
 
 # -- 2. the parent -----------------------------------------------------------------------------
 
 
-def validate_parent(queue: objects.Queue, *, tree: QueueTree, max_depth: int) -> list[FieldError]:
+def validate_parent(
+    queue: objects.Queue, *, tree: QueueTree, max_depth: int
+) -> list[problems.Problem]:
     """Check ``queue``'s parent, for a CREATE or an UPDATE that changes ``spec.parent``.
 
     - a parent "" or ``root`` is always valid (root is implicit);
@@ -444,9 +364,9 @@ def validate_parent(queue: objects.Queue, *, tree: QueueTree, max_depth: int) ->
     path = "spec.parent"
     if parent == queue.name:
         return [
-            FieldError(
+            problems.Problem(
                 path,
-                ErrorType.INVALID,
+                problems.ErrorType.INVALID,
                 f"queue {queue.name} cannot use itself as parent",
                 value=parent,
             )
@@ -456,9 +376,9 @@ def validate_parent(queue: objects.Queue, *, tree: QueueTree, max_depth: int) ->
     chain = list(tree.iter_ancestors(parent, start=queue.name, limit=max_depth))
     if len(chain) >= max_depth:
         return [
-            FieldError(
+            problems.Problem(
                 path,
-                ErrorType.INVALID,
+                problems.ErrorType.INVALID,
                 f"queue {queue.name} exceeds the maximum allowed depth of {max_depth}",
                 value=parent,
             )
@@ -466,9 +386,9 @@ def validate_parent(queue: objects.Queue, *, tree: QueueTree, max_depth: int) ->
     if chain[-1] in chain[:-1]:
         loop = " -> ".join(chain[chain.index(chain[-1]) :])
         return [
-            FieldError(
+            problems.Problem(
                 path,
-                ErrorType.INVALID,
+                problems.ErrorType.INVALID,
                 f"the ancestors of queue {queue.name} form the cycle {loop}",
                 value=parent,
             )
@@ -476,9 +396,9 @@ def validate_parent(queue: objects.Queue, *, tree: QueueTree, max_depth: int) ->
     if chain[-1] == queue.name:
         loop = " -> ".join([queue.name, *chain])
         return [
-            FieldError(
+            problems.Problem(
                 path,
-                ErrorType.INVALID,
+                problems.ErrorType.INVALID,
                 f"queue {queue.name} cannot have parent {parent}: "
                 f"that would create the cycle {loop}",
                 value=parent,
@@ -491,32 +411,32 @@ def validate_parent(queue: objects.Queue, *, tree: QueueTree, max_depth: int) ->
             if missing == parent
             else f"ancestor queue {missing} of queue {queue.name} does not exist"
         )
-        return [FieldError(path, ErrorType.NOT_FOUND, detail, value=parent)]
+        return [problems.Problem(path, problems.ErrorType.NOT_FOUND, detail, value=parent)]
     depth = 1 + len(chain)  # at most max_depth: a longer chain was refused above
-    problems = _validate_subtree_depth(queue, depth=depth, tree=tree, max_depth=max_depth)
+    trouble = _validate_subtree_depth(queue, depth=depth, tree=tree, max_depth=max_depth)
     pods = tree.queues[parent].allocated.get(resources.PODS)
     if not tree.children_of(parent) and pods:
-        problems.append(
-            FieldError(
+        trouble.append(
+            problems.Problem(
                 path,
-                ErrorType.FORBIDDEN,
+                problems.ErrorType.FORBIDDEN,
                 f"queue {parent} cannot be the parent queue of queue {queue.name} "
                 f"because it has allocated Pods: {_count(pods)}",
             )
         )
-    return problems
+    return trouble
 
 
 def _validate_subtree_depth(
     queue: objects.Queue, *, depth: int, tree: QueueTree, max_depth: int
-) -> list[FieldError]:
+) -> list[problems.Problem]:
     height, deepest = _subtree_height(queue.name, tree)
     if height == 0 or depth + height <= max_depth:
         return []
     return [
-        FieldError(
+        problems.Problem(
             "spec.parent",
-            ErrorType.INVALID,
+            problems.ErrorType.INVALID,
             f"moving queue {queue.name} to level {depth} puts its descendant {deepest} at level "
             f"{depth + height}, beyond the maximum allowed depth of {max_depth}",
             value=queue.parent,
@@ -542,7 +462,7 @@ def _subtree_height(name: str, tree: QueueTree) -> tuple[int, str]:
 # -- 3. root protection ------------------------------------------------------------------------
 
 
-def validate_root_update(new: QueueFields, old: QueueFields) -> list[FieldError]:
+def validate_root_update(new: objects.Queue, old: objects.Queue) -> list[problems.Problem]:
     """Root's capability, deserved and guarantee cannot change (quantities compared by value,
     so ``1`` and ``1000m`` are the same, and an absent map equals an empty one)."""
     if new.name != objects.ROOT_QUEUE:
@@ -550,33 +470,27 @@ def validate_root_update(new: QueueFields, old: QueueFields) -> list[FieldError]
     changed = [
         field
         for field, before, after in (
-            ("capability", old.capability, new.capability),
-            ("deserved", old.deserved, new.deserved),
-            ("guarantee", old.guarantee, new.guarantee),
+            ("capability", old.as_written.capability, new.as_written.capability),
+            ("deserved", old.as_written.deserved, new.as_written.deserved),
+            ("guarantee", old.as_written.guarantee, new.as_written.guarantee),
         )
         if _values(before) != _values(after)
     ]
     if not changed:
         return []
     return [
-        FieldError(
+        problems.Problem(
             "spec",
-            ErrorType.FORBIDDEN,
+            problems.ErrorType.FORBIDDEN,
             "root queue's resource attributes (capability, deserved, guarantee) cannot be "
             f"modified (changed: {', '.join(changed)})",
         )
     ]
 
 
-def _values(values: Mapping[str, object]) -> dict[str, decimal.Decimal | str]:
-    """Quantities by name, by value; an unparsable one compares by its text."""
-    result: dict[str, decimal.Decimal | str] = {}
-    for name, raw in values.items():
-        try:
-            result[name] = quantities.parse(_quantity_text(raw)).value
-        except errors.QuantityError:
-            result[name] = _REPR.repr(raw)
-    return result
+def _values(quota: Mapping[str, quantities.Quantity]) -> dict[str, decimal.Decimal]:
+    """Quantities by name, by value."""
+    return {name: quantity.value for name, quantity in quota.items()}
 
 
 def quota_changed(new: objects.Queue, old: objects.Queue) -> bool:
@@ -593,7 +507,7 @@ def quota_changed(new: objects.Queue, old: objects.Queue) -> bool:
 # -- 4. quota in the tree ----------------------------------------------------------------------
 
 
-def validate_quota_in_tree(queue: objects.Queue, *, tree: QueueTree) -> list[FieldError]:
+def validate_quota_in_tree(queue: objects.Queue, *, tree: QueueTree) -> list[problems.Problem]:
     """Check ``queue``'s quota against its ancestors, its siblings and its subtree.
 
     Nothing is checked for root (its figures are the scheduler's). For a queue below a non-root
@@ -606,10 +520,10 @@ def validate_quota_in_tree(queue: objects.Queue, *, tree: QueueTree) -> list[Fie
     """
     if queue.name == objects.ROOT_QUEUE:
         return []
-    problems: list[FieldError] = []
+    trouble: list[problems.Problem] = []
     parent = queue.parent_name
     if parent != objects.ROOT_QUEUE and parent in tree.queues:
-        problems += _validate_against_ancestors(queue, tree)
+        trouble += _validate_against_ancestors(queue, tree)
         siblings = [tree.queues[name] for name in tree.children_of(parent) if name != queue.name]
         totals = None
         if len(siblings) == len(tree.children_of(parent)):
@@ -617,20 +531,20 @@ def validate_quota_in_tree(queue: objects.Queue, *, tree: QueueTree) -> list[Fie
             # every such review of this tree, so they are computed once.
             guarantee, deserved = tree.children_sums(parent)
             totals = (guarantee + queue.guarantee, deserved + queue.deserved)
-        problems += _validate_sums(
+        trouble += _validate_sums(
             tree.queues[parent], [*siblings, queue], child=True, totals=totals
         )
     children = [tree.queues[name] for name in tree.children_of(queue.name) if name in tree.queues]
     if children:
-        problems += _validate_subtree_capability(queue, children, tree=tree)
-        problems += _validate_sums(queue, children, child=False)
-    return problems
+        trouble += _validate_subtree_capability(queue, children, tree=tree)
+        trouble += _validate_sums(queue, children, child=False)
+    return trouble
 
 
-def _validate_against_ancestors(queue: objects.Queue, tree: QueueTree) -> list[FieldError]:
+def _validate_against_ancestors(queue: objects.Queue, tree: QueueTree) -> list[problems.Problem]:
     if queue.capability is None:
         return []
-    problems = []
+    trouble = []
     for name in queue.capability.resource_names():
         value = queue.capability.get(name)
         for ancestor in tree.iter_ancestors(queue.parent_name, start=queue.name):
@@ -641,10 +555,10 @@ def _validate_against_ancestors(queue: objects.Queue, tree: QueueTree) -> list[F
             if limit > 0:
                 if value > limit:
                     shown = format_amount(name, value)
-                    problems.append(
-                        FieldError(
-                            f"spec.capability.{name}",
-                            ErrorType.INVALID,
+                    trouble.append(
+                        problems.Problem(
+                            f"spec.capability{problems.key(name)}",
+                            problems.ErrorType.INVALID,
                             f"queue {queue.name} capability[{name}]={shown} exceeds its "
                             f"ancestor's capability={format_amount(name, limit)} "
                             f"(queue {ancestor})",
@@ -652,7 +566,7 @@ def _validate_against_ancestors(queue: objects.Queue, tree: QueueTree) -> list[F
                         )
                     )
                 break
-    return problems
+    return trouble
 
 
 def _validate_sums(
@@ -661,7 +575,7 @@ def _validate_sums(
     *,
     child: bool,
     totals: tuple[resources.Resource, resources.Resource] | None = None,
-) -> list[FieldError]:
+) -> list[problems.Problem]:
     """The children's guarantee and deserved sums against ``parent``'s.
 
     ``child`` says whose request is under review: a child's (the error is on the child's
@@ -672,31 +586,31 @@ def _validate_sums(
         resources.sum_all(c.guarantee for c in children),
         resources.sum_all(c.deserved for c in children),
     )
-    problems = []
+    trouble = []
     for field, path, limit, total in (
         ("guarantee", "spec.guarantee.resource", parent.guarantee, guarantee_total),
         ("deserved", "spec.deserved", parent.deserved, deserved_total),
     ):
         if limit.less_partly(total, resources.ZERO):
             subject = "parent queue" if child else "queue"
-            problems.append(
-                FieldError(
+            trouble.append(
+                problems.Problem(
                     path,
-                    ErrorType.FORBIDDEN,
+                    problems.ErrorType.FORBIDDEN,
                     f"{subject} {parent.name} validation failed: sum of children's {field} "
                     f"({resources.format_human(total)}) exceeds parent's {field} limit "
                     f"({resources.format_human(limit)}) (children: {_names(children)})",
                 )
             )
-    return problems
+    return trouble
 
 
 def _validate_subtree_capability(
     queue: objects.Queue, children: list[objects.Queue], *, tree: QueueTree
-) -> list[FieldError]:
+) -> list[problems.Problem]:
     if queue.capability is None:
         return []
-    problems = []
+    trouble = []
     for name in queue.capability.resource_names():
         value = queue.capability.get(name)
         widest: resources.Amount = 0
@@ -707,17 +621,17 @@ def _validate_subtree_capability(
                 widest, holder = found, who
         if value < widest:
             shown = format_amount(name, value)
-            problems.append(
-                FieldError(
-                    f"spec.capability.{name}",
-                    ErrorType.INVALID,
+            trouble.append(
+                problems.Problem(
+                    f"spec.capability{problems.key(name)}",
+                    problems.ErrorType.INVALID,
                     f"queue {queue.name} capability[{name}]={shown} is smaller than its "
                     f"descendants' max capability={format_amount(name, widest)} "
                     f"(queue {holder})",
                     value=shown,
                 )
             )
-    return problems
+    return trouble
 
 
 def _subtree_max_capability(
@@ -751,7 +665,7 @@ def _subtree_max_capability(
 # -- the whole tree (for the operator) ---------------------------------------------------------
 
 
-def validate_tree(tree: QueueTree, *, max_depth: int) -> dict[str, list[FieldError]]:
+def validate_tree(tree: QueueTree, *, max_depth: int) -> dict[str, list[problems.Problem]]:
     """Every problem of an existing tree, by queue name (queues without problems are absent).
 
     For the operator, which reports them on the queues: what the webhook would have refused
@@ -760,14 +674,15 @@ def validate_tree(tree: QueueTree, *, max_depth: int) -> dict[str, list[FieldErr
     parent whose children's guarantee or deserved sum exceeds its own or whose capability is
     below a descendant's (reported once, on the parent).
     """
-    problems: dict[str, list[FieldError]] = {}
+    trouble: dict[str, list[problems.Problem]] = {}
     for name in sorted(tree.queues):
         queue = tree.queues[name]
         found = [
             p
             for p in validate_parent(queue, tree=tree, max_depth=max_depth)
-            if p.type is not ErrorType.FORBIDDEN  # "cannot get its first child": admission only
-            and not p.detail.startswith("moving queue")  # the deepest queue reports depth itself
+            if p.type
+            is not problems.ErrorType.FORBIDDEN  # "cannot get its first child": admission only
+            and not p.message.startswith("moving queue")  # the deepest queue reports depth itself
         ]
         parent = queue.parent_name
         if not found and parent not in ("", objects.ROOT_QUEUE) and parent in tree.queues:
@@ -777,8 +692,8 @@ def validate_tree(tree: QueueTree, *, max_depth: int) -> dict[str, list[FieldErr
             found += _validate_subtree_capability(queue, children, tree=tree)
             found += _validate_sums(queue, children, child=False)
         if found:
-            problems[name] = found
-    return problems
+            trouble[name] = found
+    return trouble
 
 
 # -- 5. deletion -------------------------------------------------------------------------------
@@ -790,7 +705,7 @@ def validate_deletion(
     queue: objects.Queue | None,
     tree: QueueTree,
     check_allocated_pods: bool,
-) -> list[FieldError]:
+) -> list[problems.Problem]:
     """Whether the queue ``name`` may be deleted.
 
     ``default`` and ``root`` never; with ``check_allocated_pods``, not while ``status.allocated``
@@ -802,51 +717,57 @@ def validate_deletion(
     """
     path = "metadata.name"
     if name == objects.DEFAULT_QUEUE:
-        return [FieldError(path, ErrorType.FORBIDDEN, "`default` queue can not be deleted")]
+        return [
+            problems.Problem(
+                path, problems.ErrorType.FORBIDDEN, "`default` queue can not be deleted"
+            )
+        ]
     if name == objects.ROOT_QUEUE:
-        return [FieldError(path, ErrorType.FORBIDDEN, "`root` queue can not be deleted")]
-    problems = []
+        return [
+            problems.Problem(path, problems.ErrorType.FORBIDDEN, "`root` queue can not be deleted")
+        ]
+    trouble = []
     pods = queue.allocated.get(resources.PODS) if queue is not None else 0
     waiting = queue.reserved.get(resources.PODS) if queue is not None else 0
     if check_allocated_pods and pods:
-        problems.append(
-            FieldError(
+        trouble.append(
+            problems.Problem(
                 path,
-                ErrorType.FORBIDDEN,
+                problems.ErrorType.FORBIDDEN,
                 f"queue {name} cannot be deleted because it has allocated Pods: {_count(pods)}",
             )
         )
     if check_allocated_pods and waiting:
-        problems.append(
-            FieldError(
+        trouble.append(
+            problems.Problem(
                 path,
-                ErrorType.FORBIDDEN,
+                problems.ErrorType.FORBIDDEN,
                 f"queue {name} cannot be deleted because it has admitted Pods not placed yet: "
                 f"{_count(waiting)}",
             )
         )
     children = tree.children_of(name)
     if children:
-        problems.append(
-            FieldError(
+        trouble.append(
+            problems.Problem(
                 path,
-                ErrorType.FORBIDDEN,
+                problems.ErrorType.FORBIDDEN,
                 f"queue {name} can not be deleted because it has {len(children)} child queues: "
                 f"{list_names(children)}",
             )
         )
-    return problems
+    return trouble
 
 
 # -- soft problems -----------------------------------------------------------------------------
 
 
 def soft_problems(
-    fields: QueueFields,
-    queue: objects.Queue | None,
+    queue: objects.Queue,
     *,
     tree: QueueTree,
     node_resources: frozenset[str] = frozenset(),
+    sound: bool = True,
 ) -> list[str]:
     """What is allowed but almost certainly not meant, as sentences (webhook warnings).
 
@@ -857,20 +778,24 @@ def soft_problems(
       (``node_resources``) or that some queue of the tree names: every request for it is
       refused, since children inherit no key for it (spec §7 item 7);
     - a new child of a Closed or Closing parent: the queue controller closes it at once.
+
+    With ``sound`` False (the queue has problems, so its place in the tree means little), only
+    the first.
     """
     warnings = []
+    written = queue.as_written
     for field, values in (
-        ("spec.capability", fields.capability),
-        ("spec.deserved", fields.deserved),
-        ("spec.guarantee.resource", fields.guarantee),
+        ("spec.capability", written.capability),
+        ("spec.deserved", written.deserved),
+        ("spec.guarantee.resource", written.guarantee),
     ):
         for name in values:
             if not _scheduler_reads(name):
                 warnings.append(
-                    f'{field}.{name}: the scheduler ignores the resource name "{name}": extended '
-                    "resources need a domain prefix such as nvidia.com/gpu"
+                    f"{field}{problems.key(name)}: the scheduler ignores the resource name "
+                    f'"{name}": extended resources need a domain prefix such as nvidia.com/gpu'
                 )
-    if queue is None:
+    if not sound:
         return warnings
     root = queue if queue.name == objects.ROOT_QUEUE else tree.queues.get(objects.ROOT_QUEUE)
     if root is not None and root.capability is not None:

@@ -14,6 +14,15 @@ present indices next to the vector (see :class:`Presence`).
 Units are those of ``resources``: milli-CPU, bytes, milli-units for scalars, a plain count for
 ``pods``. Vectors are mutable on purpose and never leave the session: results are converted back
 with :meth:`Dims.to_resource`.
+
+Why two types for one thing. :class:`resources.Resource` is the contract (immutable, exact integers,
+a scalar key either present or absent, the nine comparisons of spec §1.4); a :data:`Vec` is its
+session-local, dense, mutable float form, which only the capacity policy's inner loops use, where a
+new immutable vector per operation would cost more than the work itself
+(``benchmarks/bench_session.py`` measures it). Two types, then, but their facts are shared: the
+tolerance, the infinity and the resource names are ``resources``' own (:data:`EPS`, :data:`MAXF`,
+:data:`MAXI` and :data:`PODS` below are those values), and :data:`CPU` and :data:`MEMORY` here are
+the *indices* of ``resources.CPU`` and ``resources.MEMORY`` in every :class:`Dims`.
 """
 
 from __future__ import annotations
@@ -27,16 +36,18 @@ from queuetree.core import quantities, resources
 Vec = list[float]
 """A dense vector over a session's :class:`Dims`; index 0 is milli-CPU, 1 is bytes of memory."""
 
-EPS = 0.1
-"""Volcano's ``minResource``: the tolerance of the tolerant comparisons."""
-MAXF = math.inf
-"""Volcano's infinite CPU and memory (float64 max); one infinity, as in ``resources``."""
-MAXI = math.inf
+EPS = resources.EPS
+"""Volcano's ``minResource``: the tolerance of the tolerant comparisons (``resources.EPS``)."""
+MAXF = resources.UNLIMITED
+"""Volcano's infinite CPU and memory (float64 max): ``resources.UNLIMITED``, the one infinity."""
+MAXI = resources.UNLIMITED
 """Volcano's infinite scalar (int64 max); the same infinity."""
 
 CPU = 0
+"""The index of ``resources.CPU`` (milli-CPU) in every vector."""
 MEMORY = 1
-PODS = "pods"
+"""The index of ``resources.MEMORY`` (bytes) in every vector."""
+PODS = resources.PODS
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -50,7 +61,8 @@ class Dims:
 
     @classmethod
     def of(cls, scalar_names: Iterable[str]) -> Dims:
-        names = ("cpu", "memory", *sorted(set(scalar_names) - {"cpu", "memory"}))
+        dense = (resources.CPU, resources.MEMORY)
+        names = (*dense, *sorted(set(scalar_names) - set(dense)))
         index = {name: position for position, name in enumerate(names)}
         return cls(names=names, index=index, pods=index.get(PODS, -1))
 

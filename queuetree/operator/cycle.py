@@ -18,7 +18,7 @@ Each cycle (:meth:`AdmissionCycle.run_once`):
    never delay the next admission; while that writer is busy, later cycles skip these writes
    and recompute them afresh (they are level-triggered: a diff against what the watches show).
    Writes that only refresh a queue's figures go out at most every ``figures_interval``
-   (five times less often while the gate workers have a backlog);
+   (``busy_figures_factor`` times less often while the gate workers have a backlog);
 5. records metrics.
 """
 
@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from queuetree.api import bodies
 from queuetree.core import conditions, decisions, objects
 from queuetree.operator import (
     explaining,
@@ -49,11 +50,10 @@ logger = logging.getLogger(__name__)
 SessionFn = Callable[[objects.Snapshot], decisions.SessionResult]
 """The pure core bound to its configuration: one snapshot in, decisions out."""
 
-BUSY_FIGURES_FACTOR = 5
-"""How much longer figure-only status writes wait while the gate workers have a backlog."""
-
 EVENT_NAMESPACE = "default"
 """Where events about cluster-scoped queues go (as kube-controller-manager does)."""
+EVENT_COMPONENT = "queuetree-operator"
+"""The ``source.component`` and ``reportingComponent`` of the operator's events."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -79,12 +79,13 @@ class AdmissionCycle:
         session: SessionFn,
         reclaim: bool = False,
         metrics_: metrics.Metrics | None = None,
-        period: float = 1.0,
-        debounce: float = 0.02,
-        explanation_budget: int = 200,
-        figures_interval: float = 2.0,
-        eviction_retry: float = settings.EVICTION_RETRY,
-        pace: float = 1.0,
+        period: float = settings.DEFAULTS.cycle_period,
+        debounce: float = settings.DEFAULTS.debounce,
+        explanation_budget: int = settings.DEFAULTS.explanation_budget,
+        figures_interval: float = settings.DEFAULTS.figures_interval,
+        busy_figures_factor: float = settings.DEFAULTS.busy_figures_factor,
+        eviction_retry: float = settings.DEFAULTS.eviction_retry,
+        pace: float = settings.DEFAULTS.pace,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -98,6 +99,7 @@ class AdmissionCycle:
         self._debounce = debounce
         self._explanation_budget = explanation_budget
         self._figures_interval = figures_interval
+        self._busy_figures_factor = busy_figures_factor
         self._eviction_retry = eviction_retry
         self._refused: dict[str, float] = {}
         """Victim key -> monotonic time until which reclaim may not choose it (a 429)."""
@@ -129,10 +131,7 @@ class AdmissionCycle:
             while True:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wakeup.wait(), timeout=self._period)
-                # Debounce, and pace: after a cycle that took D seconds, wait at least
-                # pace * D, so that under a constant stream of changes the (CPU-bound) session
-                # takes at most 1 / (1 + pace) of the process and watch events and gate
-                # removals keep flowing.
+                # Debounce, and pace (see settings.OperatorSettings.pace).
                 pause = max(self._debounce, self._pace * self._last_duration)
                 if self._wakeup.is_set() and pause > 0:
                     await asyncio.sleep(pause)
@@ -221,14 +220,14 @@ class AdmissionCycle:
         ``figures_interval`` ago: during a burst every cycle changes ``reserved`` and
         ``allocated``, and a status write per queue per cycle would cost more than the
         admissions themselves (kueue #8095). While the gate workers have a backlog, the
-        interval is ``BUSY_FIGURES_FACTOR`` times longer: the API server's time goes to
+        interval is ``busy_figures_factor`` times longer: the API server's time goes to
         admissions first, and the figures catch up once the backlog is gone. States, marks,
         warnings, and a queue's first or last pod (the count the webhook's deletion check reads)
         are never delayed."""
         now = self._clock()
         interval = self._figures_interval
         if self._remover.backlogged:
-            interval *= BUSY_FIGURES_FACTOR
+            interval *= self._busy_figures_factor
         kept = []
         for write in writes:
             urgent = bool(
@@ -267,7 +266,7 @@ class AdmissionCycle:
         for key, status in groups.items():
             namespace, _, name = key.partition("/")
             try:
-                await self._api.patch_pod_group_status(namespace, name, {"status": dict(status)})
+                await self._api.patch_pod_group_status(namespace, name, bodies.status_patch(status))
             except kube.ApiError as error:
                 # 404: the group is gone; otherwise the next cycle plans the write again.
                 if error.status != 404:
@@ -282,7 +281,7 @@ class AdmissionCycle:
             if write.meta:
                 await self._api.patch_queue(write.name, write.meta)
             if write.status:
-                await self._api.patch_queue_status(write.name, {"status": dict(write.status)})
+                await self._api.patch_queue_status(write.name, bodies.status_patch(write.status))
             if write.warning:
                 await self._queue_event(write, "Warning", "QueueStateRefused", write.warning)
             if write.transition is not None and self._told.get(write.name) != write.transition:
@@ -439,31 +438,20 @@ class AdmissionCycle:
         message: str,
         uid: str = "",
     ) -> dict[str, Any]:
-        """A ``v1`` Event about one object, as ``kubectl describe`` shows it.
-
-        ``kubectl describe`` lists events with a field selector on the involved object's name,
-        namespace *and* uid, so an event without the uid is invisible there.
-        """
-        stamp = self._timestamp()
-        involved: dict[str, Any] = {"kind": kind, "apiVersion": api_version, "name": name}
-        if namespace:
-            involved["namespace"] = namespace
-        if uid:
-            involved["uid"] = uid
-        return {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{name}.", "namespace": namespace or EVENT_NAMESPACE},
-            "involvedObject": involved,
-            "type": event_type,
-            "reason": reason,
-            "message": message[:1024],
-            "source": {"component": "queuetree-operator"},
-            "reportingComponent": "queuetree-operator",
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
+        """A ``v1`` Event about one object, stamped now (``bodies.event``)."""
+        return bodies.event(
+            kind=kind,
+            api_version=api_version,
+            namespace=namespace,
+            name=name,
+            event_type=event_type,
+            reason=reason,
+            message=message,
+            stamp=self._timestamp(),
+            event_namespace=EVENT_NAMESPACE,
+            component=EVENT_COMPONENT,
+            uid=uid,
+        )
 
 
 def count_gated(

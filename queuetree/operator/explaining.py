@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from queuetree.core import decisions, objects
 from queuetree.operator import state
 
-REASON_ANNOTATION = "scheduling.queuetree.io/admission-reason"
+REASON_ANNOTATION = objects.ADMISSION_REASON_ANNOTATION
 """Pod annotation holding why the pod is still held by the queue gate."""
 EVENT_REASON = "QueueAdmissionPending"
 
@@ -57,7 +57,7 @@ def plan_explanations(
         pod = pods.get(key)
         if pod is None:
             continue
-        held = objects.QUEUE_ALLOCATION_GATE in pod.scheduling_gates and key not in view.assumed
+        held = pod.queue_gated and key not in view.assumed
         previous = explained.get(key, "")
         if held:
             reason = result.reasons.get(key, "")

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from queuetree.api import patches
 from queuetree.core import objects
 from queuetree.operator import explaining, kube, state
 
@@ -79,40 +80,15 @@ def build_gate_removal_patch(pod: objects.Pod, *, queue: str) -> list[dict[str, 
     """
     if not pod.only_queue_gate:
         return None
-    patch: list[dict[str, Any]] = []
-    if pod.uid:
-        patch.append({"op": "test", "path": "/metadata/uid", "value": pod.uid})
-    patch.append(
-        {
-            "op": "test",
-            "path": "/spec/schedulingGates",
-            "value": [{"name": objects.QUEUE_ALLOCATION_GATE}],
-        }
+    return patches.gate_removal(
+        pod,
+        gate=objects.QUEUE_ALLOCATION_GATE,
+        record={objects.ADMITTED_QUEUE_ANNOTATION: queue},
+        forget=(explaining.REASON_ANNOTATION,),
     )
-    patch.append({"op": "remove", "path": "/spec/schedulingGates"})
-    if pod.annotations:
-        # "add" sets the member whether or not it is there (RFC 6902).
-        patch.append({"op": "add", "path": _RECORD_PATH, "value": queue})
-    else:
-        patch.append(
-            {
-                "op": "add",
-                "path": "/metadata/annotations",
-                "value": {objects.ADMITTED_QUEUE_ANNOTATION: queue},
-            }
-        )
-    if explaining.REASON_ANNOTATION in pod.annotations:
-        patch.append({"op": "remove", "path": _REASON_PATH})
-    return patch
 
 
-def _pointer(key: str) -> str:
-    """An annotation as a JSON pointer (RFC 6901 escapes ``~`` and ``/``)."""
-    return "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
-
-
-_RECORD_PATH = _pointer(objects.ADMITTED_QUEUE_ANNOTATION)
-_REASON_PATH = _pointer(explaining.REASON_ANNOTATION)
+_REASON_PATH = patches.annotation_path(explaining.REASON_ANNOTATION)
 
 
 class GateRemover:

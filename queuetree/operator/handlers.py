@@ -1,9 +1,8 @@
 """Kopf handlers: watch events into the cluster state, nothing else.
 
 Queues, pod groups, nodes and PriorityClasses (and pods, when ``informing.PodInformer`` is not
-used). Each handler
-parses the object with ``queuetree.api.manifests`` and updates ``queuetree.operator.state``
-(which wakes the cycle). No handler writes to the API, and only
+used). Each handler parses the object with the ``queuetree.api`` reader of its kind and
+updates ``queuetree.operator.state`` (which wakes the cycle). No handler writes to the API, and only
 index and event handlers are registered, so kopf never adds a finalizer or a
 ``last-handled-configuration`` annotation to anything (no finalizers on pods).
 
@@ -20,19 +19,14 @@ from typing import Any
 
 import kopf
 
-from queuetree.api import manifests
+from queuetree.api import bodies, pod_manifests, queue_manifests, readers
 from queuetree.operator import state
 
 logger = logging.getLogger(__name__)
 
-QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
-POD_GROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
+QUEUES = (bodies.VOLCANO_GROUP, bodies.VOLCANO_VERSION, "queues")
+POD_GROUPS = (bodies.VOLCANO_GROUP, bodies.VOLCANO_VERSION, "podgroups")
 PRIORITY_CLASSES = ("scheduling.k8s.io", "v1", "priorityclasses")
-
-
-def _key(body: Any) -> str:
-    meta = body.get("metadata", {})
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.OperatorRegistry:
@@ -50,79 +44,79 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
     @kopf.index(*QUEUES, registry=registry)
     async def index_queue(body: Any, **_: Any) -> None:
         try:
-            queue = manifests.parse_queue(body)
-        except manifests.ManifestError as error:
+            queue = queue_manifests.parse_queue(body)
+        except readers.ManifestError as error:
             logger.warning("Queue ignored: %s", error)
-            cluster.delete_queue(str(body.get("metadata", {}).get("name", "")))
+            cluster.delete_queue(bodies.name_of(body))
             return
-        cluster.upsert_queue(state.QueueRecord(queue=queue, status=dict(body.get("status") or {})))
+        cluster.upsert_queue(state.QueueRecord(queue=queue, status=bodies.status_copy_of(body)))
 
     @kopf.index(*POD_GROUPS, registry=registry)
     async def index_pod_group(body: Any, **_: Any) -> None:
         try:
             cluster.upsert_pod_group(
-                manifests.parse_pod_group(body, default_queue=cluster.default_queue)
+                queue_manifests.parse_pod_group(body, default_queue=cluster.default_queue)
             )
-        except manifests.ManifestError as error:
+        except readers.ManifestError as error:
             logger.warning("PodGroup ignored: %s", error)
-            cluster.delete_pod_group(_key(body))
+            cluster.delete_pod_group(bodies.key_of(body))
 
     if pods:
 
         @kopf.index("pods", registry=registry)
         async def index_pod(body: Any, **_: Any) -> None:
             try:
-                pod = manifests.parse_pod(body)
-            except manifests.ManifestError as error:
+                pod = pod_manifests.parse_pod(body)
+            except readers.ManifestError as error:
                 logger.warning("Pod ignored: %s", error)
-                cluster.delete_pod(_key(body))
+                cluster.delete_pod(bodies.key_of(body))
                 return
             cluster.upsert_pod(pod)
 
         @kopf.on.event("pods", registry=registry)
         async def pod_event(type: str | None, body: Any, **_: Any) -> None:
             if type == "DELETED":
-                cluster.delete_pod(_key(body))
+                cluster.delete_pod(bodies.key_of(body))
             cluster.mark_synced()
 
     @kopf.index("nodes", registry=registry)
     async def index_node(body: Any, **_: Any) -> None:
         try:
-            cluster.upsert_node(manifests.parse_node(body))
-        except manifests.ManifestError as error:
+            cluster.upsert_node(pod_manifests.parse_node(body))
+        except readers.ManifestError as error:
             logger.warning("Node ignored: %s", error)
-            cluster.delete_node(str(body.get("metadata", {}).get("name", "")))
+            cluster.delete_node(bodies.name_of(body))
 
     @kopf.index(*PRIORITY_CLASSES, registry=registry)
     async def index_priority_class(body: Any, **_: Any) -> None:
         try:
-            cluster.upsert_priority_class(manifests.parse_priority_class(body))
-        except manifests.ManifestError as error:
+            cluster.upsert_priority_class(pod_manifests.parse_priority_class(body))
+        except readers.ManifestError as error:
             logger.warning("PriorityClass ignored: %s", error)
-            cluster.delete_priority_class(str(body.get("metadata", {}).get("name", "")))
+            cluster.delete_priority_class(bodies.name_of(body))
 
     @kopf.on.event(*QUEUES, registry=registry)
     async def queue_event(type: str | None, body: Any, **_: Any) -> None:
         if type == "DELETED":
-            cluster.delete_queue(str(body.get("metadata", {}).get("name", "")))
+            cluster.delete_queue(bodies.name_of(body))
         cluster.mark_synced()
 
     @kopf.on.event(*POD_GROUPS, registry=registry)
     async def pod_group_event(type: str | None, body: Any, **_: Any) -> None:
         if type == "DELETED":
-            cluster.delete_pod_group(_key(body))
+            cluster.delete_pod_group(bodies.key_of(body))
         cluster.mark_synced()
 
     @kopf.on.event("nodes", registry=registry)
     async def node_event(type: str | None, body: Any, **_: Any) -> None:
         if type == "DELETED":
-            cluster.delete_node(str(body.get("metadata", {}).get("name", "")))
+            cluster.delete_node(bodies.name_of(body))
         cluster.mark_synced()
 
     @kopf.on.event(*PRIORITY_CLASSES, registry=registry)
     async def priority_class_event(type: str | None, body: Any, **_: Any) -> None:
         if type == "DELETED":
-            cluster.delete_priority_class(str(body.get("metadata", {}).get("name", "")))
+            cluster.delete_priority_class(bodies.name_of(body))
         cluster.mark_synced()
 
     return registry

@@ -31,7 +31,7 @@ from typing import Any
 
 import aiohttp
 
-from queuetree.api import manifests
+from queuetree.api import bodies, pod_manifests, readers
 from queuetree.core import objects
 from queuetree.operator import state
 
@@ -47,15 +47,10 @@ class Expired(Exception):
 
 def parse(body: dict[str, Any]) -> objects.Pod | None:
     try:
-        return manifests.parse_pod(body)
-    except manifests.ManifestError as error:
+        return pod_manifests.parse_pod(body)
+    except readers.ManifestError as error:
         logger.warning("Pod ignored: %s", error)
         return None
-
-
-def _key(body: dict[str, Any]) -> str:
-    meta = body.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def _fingerprint(body: dict[str, Any]) -> tuple[Any, ...]:
@@ -66,8 +61,8 @@ def _fingerprint(body: dict[str, Any]) -> tuple[Any, ...]:
     such as ``resourceVersion`` and ``managedFields``), so its pod is the previous one with the
     new gates. Dictionary equality on these parts runs in C and is far cheaper than a parse.
     """
-    meta = body.get("metadata") or {}
-    spec = body.get("spec") or {}
+    meta = bodies.metadata_of(body)
+    spec = bodies.spec_of(body)
     return (
         meta.get("uid"),
         meta.get("labels"),
@@ -75,12 +70,12 @@ def _fingerprint(body: dict[str, Any]) -> tuple[Any, ...]:
         meta.get("deletionTimestamp"),
         meta.get("creationTimestamp"),
         {name: value for name, value in spec.items() if name != "schedulingGates"},
-        body.get("status"),
+        bodies.status_of(body),
     )
 
 
 def _gates(body: dict[str, Any]) -> tuple[str, ...]:
-    gates = (body.get("spec") or {}).get("schedulingGates") or []
+    gates = bodies.spec_of(body).get("schedulingGates") or []
     return tuple(str(gate.get("name", "")) for gate in gates)
 
 
@@ -92,7 +87,7 @@ class PodEvents:
         self._known: dict[str, tuple[tuple[Any, ...], objects.Pod]] = {}
 
     def _pod(self, body: dict[str, Any]) -> objects.Pod | None:
-        key = _key(body)
+        key = bodies.key_of(body)
         fingerprint = _fingerprint(body)
         known = self._known.get(key)
         if known is not None and known[0] == fingerprint:
@@ -111,7 +106,7 @@ class PodEvents:
 
     def replace(self, items: list[dict[str, Any]]) -> None:
         """A fresh listing: exactly these pods exist."""
-        keys = {_key(item) for item in items}
+        keys = {bodies.key_of(item) for item in items}
         for key in [key for key in self._known if key not in keys]:
             del self._known[key]
         pods = [pod for pod in (self._pod(item) for item in items) if pod is not None]
@@ -128,8 +123,8 @@ class PodEvents:
             if body.get("code") == 410:
                 raise Expired()
             raise ValueError(f"watch pods: {body.get('message', body)}")
-        new_version = str((body.get("metadata") or {}).get("resourceVersion") or version)
-        key = _key(body)
+        new_version = bodies.resource_version_of(body, version)
+        key = bodies.key_of(body)
         if kind == "DELETED":
             self._known.pop(key, None)
             self._cluster.delete_pod(key)
@@ -182,7 +177,7 @@ class PodInformer:
             raise ValueError(f"list pods: HTTP {status}")
         listing = json.loads(body)
         self._events.replace(listing.get("items") or [])
-        return str(listing.get("metadata", {}).get("resourceVersion", ""))
+        return bodies.resource_version_of(listing)
 
     async def _watch(self, version: str) -> str:
         response = await self._core.list_pod_for_all_namespaces(

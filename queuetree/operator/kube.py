@@ -24,8 +24,10 @@ from typing import Any, Protocol
 
 import aiohttp
 
-GROUP = "scheduling.volcano.sh"
-VERSION = "v1beta1"
+from queuetree.api import bodies
+
+GROUP = bodies.VOLCANO_GROUP
+VERSION = bodies.VOLCANO_VERSION
 QUEUES = "queues"
 POD_GROUPS = "podgroups"
 
@@ -180,18 +182,14 @@ class AsyncKube:
             self._core.patch_namespaced_pod(
                 name,
                 namespace,
-                {"metadata": {"annotations": dict(annotations)}},
+                bodies.annotations_patch(annotations),
                 _content_type="application/merge-patch+json",
                 _preload_content=False,
             ),
         )
 
     async def evict_pod(self, namespace: str, name: str) -> None:
-        body = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": name, "namespace": namespace},
-        }
+        body = bodies.eviction(namespace, name)
         await self._call(
             "create",
             f"pods/{namespace}/{name}/eviction",
@@ -201,7 +199,7 @@ class AsyncKube:
         )
 
     async def create_queue(self, body: Mapping[str, Any]) -> None:
-        name = str(body.get("metadata", {}).get("name", ""))
+        name = bodies.name_of(body)
         await self._call(
             "create",
             f"queues/{name}",

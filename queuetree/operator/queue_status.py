@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from queuetree.api import statuses
+from queuetree.api import bodies, statuses
 from queuetree.core import conditions, decisions, objects, resources
 from queuetree.operator import queue_states, state
 
@@ -208,15 +208,15 @@ def plan_queue_writes(
                     record.status, ready, now=now
                 )
                 transition = ready
-        meta: dict[str, Any] = {}
         marked = record.queue.annotations.get(objects.CLOSED_BY_PARENT_ANNOTATION)
         wanted_mark = "true" if verdict.closed_by_parent else "false"
+        mark = None
         if (marked == "true") != verdict.closed_by_parent and (
             marked is not None or verdict.closed_by_parent
         ):
-            meta["metadata"] = {"annotations": {objects.CLOSED_BY_PARENT_ANNOTATION: wanted_mark}}
-        if name != objects.ROOT_QUEUE and not record.queue.parent:
-            meta["spec"] = {"parent": objects.ROOT_QUEUE}
+            mark = {objects.CLOSED_BY_PARENT_ANNOTATION: wanted_mark}
+        orphan = name != objects.ROOT_QUEUE and not record.queue.parent
+        meta = bodies.queue_patch(annotations=mark, parent=objects.ROOT_QUEUE if orphan else None)
         if status_patch or meta or verdict.message:
             writes.append(
                 QueueWrite(

@@ -21,6 +21,7 @@ from typing import Any
 
 import kopf
 
+from queuetree.api import bodies
 from queuetree.core import decisions, objects, sessions
 from queuetree.operator import (
     cycle,
@@ -43,7 +44,13 @@ CONNECTIONS_BESIDES_WORKERS = 4
 
 
 def make_session(config: settings.OperatorSettings, *, admission_only: bool) -> cycle.SessionFn:
-    """The core session bound to the configuration (``queuetree.core.sessions.run_session``)."""
+    """The core session bound to the configuration (``queuetree.core.sessions.run_session``).
+
+    The cycle hands it the state's view for the session (``StateView.for_session``), whose
+    settled lone pods the state's compaction index has folded already; the session does not
+    fold them again (a second pass over the folded pods would find nothing to fold: each
+    bucket is one pod, and a view with an unschedulable pod is not folded by either).
+    """
 
     def run_session(snapshot: objects.Snapshot) -> decisions.SessionResult:
         return sessions.run_session(
@@ -51,22 +58,11 @@ def make_session(config: settings.OperatorSettings, *, admission_only: bool) -> 
             config=config.scheduler_config,
             feature_gates=config.feature_gates,
             admission_only=admission_only,
+            compact=False,
             scheduler_names=config.scheduler_names if admission_only else None,
         )
 
     return run_session
-
-
-def queue_manifest(name: str, *, reclaimable: bool) -> dict[str, Any]:
-    spec: dict[str, Any] = {"weight": 1, "reclaimable": reclaimable}
-    if name != objects.ROOT_QUEUE:
-        spec["parent"] = objects.ROOT_QUEUE
-    return {
-        "apiVersion": f"{kube.GROUP}/{kube.VERSION}",
-        "kind": "Queue",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
 
 
 async def ensure_queues(api: kube.KubeApi, *, default_queue: str) -> None:
@@ -78,7 +74,7 @@ async def ensure_queues(api: kube.KubeApi, *, default_queue: str) -> None:
     for name, reclaimable in ((objects.ROOT_QUEUE, False), (default_queue, True)):
         for _attempt in range(60):
             try:
-                await api.create_queue(queue_manifest(name, reclaimable=reclaimable))
+                await api.create_queue(bodies.queue_manifest(name, reclaimable=reclaimable))
             except kube.ApiError as error:
                 if error.status == 409:
                     break
@@ -115,6 +111,10 @@ def build_cycle(
         metrics_=metrics_,
         period=config.cycle_period,
         debounce=config.debounce,
+        pace=config.pace,
+        explanation_budget=config.explanation_budget,
+        figures_interval=config.figures_interval,
+        busy_figures_factor=config.busy_figures_factor,
         eviction_retry=config.eviction_retry,
     )
     return admission, remover

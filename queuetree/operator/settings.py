@@ -1,4 +1,7 @@
-"""The operator's settings, one record built from the command line (``queuetree operator``)."""
+"""The operator's settings, one record built from the command line (``queuetree operator``).
+
+Each default is written here once: ``queuetree operator``'s flags and the admission cycle read
+their defaults from :data:`DEFAULTS`."""
 
 from __future__ import annotations
 
@@ -38,6 +41,20 @@ class OperatorSettings:
     """Seconds between cycles when nothing wakes them (``--schedule-period``)."""
     debounce: float = 0.02
     """Seconds a wake-up waits so a burst of watch events becomes one cycle."""
+    pace: float = 1.0
+    """After a cycle that took D seconds, the next waits at least ``pace * D``: under a constant
+    stream of changes the (CPU-bound) session takes at most 1 / (1 + pace) of the process, and
+    watch events and gate removals keep flowing."""
+    explanation_budget: int = 200
+    """Most pod explanations (events and conditions of held pods) one cycle plans: with
+    thousands of held pods, the rest follow in later cycles instead of one long write."""
+    figures_interval: float = 2.0
+    """Seconds between writes that only refresh a queue's figures (``allocated``,
+    ``reserved``...): during a burst every cycle changes them, and a status write per queue per
+    cycle would cost more than the admissions themselves (kueue #8095)."""
+    busy_figures_factor: float = 5.0
+    """How many times longer ``figures_interval`` is while the gate workers have a backlog: the
+    API server's time goes to admissions first."""
     eviction_retry: float = EVICTION_RETRY
     """Seconds a victim whose eviction got a 429 without ``retryAfterSeconds`` is left alone."""
     metrics_port: int = 8080
@@ -55,9 +72,14 @@ class OperatorSettings:
     retry_period: float = 2.0
     """Seconds between attempts to take or renew the lease (at least 1)."""
     identity: str = dataclasses.field(default_factory=default_identity)
-    default_queue: str = "default"
+    default_queue: str = objects.DEFAULT_QUEUE
     """Name of the default queue created at start-up when absent."""
     scheduler_names: frozenset[str] = frozenset({objects.DEFAULT_SCHEDULER})
     """``--scheduler-name``: the schedulers that place the pods it ungates; a gated pod that
     names another is never ungated (nothing would place it, and it would hold its queue's
     room for ever), and is told why."""
+
+
+DEFAULTS = OperatorSettings(identity="")
+"""Every default, for the flags of ``queuetree operator`` and the cycle's own parameters (the
+identity, computed per process, is left empty here)."""

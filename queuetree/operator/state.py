@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from queuetree.api import manifests
-from queuetree.core import compaction, objects, resources
+from queuetree.core import objects, resources
+from queuetree.operator import compacting
 
 WakeFn = Callable[[], None]
 
@@ -97,12 +97,8 @@ class ClusterState:
         self._assumed_groups: dict[str, objects.PodGroup] = {}
         """The single-pod groups of assumed lone pods, as snapshots show them (admitted)."""
         self._explained: dict[str, str] = {}
-        # Settled lone pods by compaction bucket, kept current pod by pod (see _classify).
-        self._bucket_of: dict[str, compaction.Bucket] = {}
-        self._buckets: dict[compaction.Bucket, dict[str, objects.Pod]] = {}
-        self._folds: dict[compaction.Bucket, tuple[objects.Pod, objects.PodGroup]] = {}
-        self._unsettled: set[str] = set()
-        self._unschedulable: set[str] = set()
+        self._compaction = compacting.CompactionIndex()
+        """The settled lone pods by compaction bucket, fed pod by pod (see _classify)."""
         self._gated: set[str] = set()
         self._version = 0
         self._synced = False
@@ -176,7 +172,7 @@ class ClusterState:
     def _store_pod_unclassified(self, pod: objects.Pod) -> bool:
         key = pod.key
         before = self._assumed_view.get(key) or self._pods.get(key)
-        if objects.QUEUE_ALLOCATION_GATE not in pod.scheduling_gates:
+        if not pod.queue_gated:
             self._unassume(key)
         if self._pods.get(key) == pod:
             return False
@@ -184,7 +180,9 @@ class ClusterState:
         if pod.names_group:
             self._lone_groups.pop(key, None)
         else:
-            self._lone_groups[key] = lone_group(pod, default_queue=self.default_queue)
+            self._lone_groups[key] = objects.admission_lone_pod_group(
+                pod, default_queue=self.default_queue
+            )
         if key in self._assumed:
             self._assume_view(key, pod)
         if (self._assumed_view.get(key) or pod) == before:
@@ -195,7 +193,9 @@ class ClusterState:
     def _assume_view(self, key: str, pod: objects.Pod) -> None:
         shown = self._assumed_view[key] = _without_queue_gate(pod)
         if key in self._lone_groups:
-            self._assumed_groups[key] = lone_group(shown, default_queue=self.default_queue)
+            self._assumed_groups[key] = objects.admission_lone_pod_group(
+                shown, default_queue=self.default_queue
+            )
 
     def _unassume(self, key: str) -> bool:
         """Forget the assumption about ``key``; True when there was one."""
@@ -215,33 +215,15 @@ class ClusterState:
         return True
 
     def _classify(self, key: str) -> None:
-        """Put pod ``key`` (as snapshots show it) in its compaction bucket, or among the
-        unsettled pods, or nowhere when it is gone. Called after every change to a pod, its
-        assumption or the PodGroup of the same key."""
-        old = self._bucket_of.pop(key, None)
-        if old is not None:
-            members = self._buckets[old]
-            del members[key]
-            self._folds.pop(old, None)
-            if not members:
-                del self._buckets[old]
-        self._unsettled.discard(key)
-        self._unschedulable.discard(key)
-        self._gated.discard(key)
+        """Tell the compaction index and the gated set about pod ``key`` as snapshots show it
+        (gone, when it is). Called after every change to a pod, its assumption or the PodGroup
+        of the same key."""
         pod = self._assumed_view.get(key) or self._pods.get(key)
-        if pod is None:
-            return
-        if pod.unschedulable:
-            self._unschedulable.add(key)
-        if objects.QUEUE_ALLOCATION_GATE in pod.scheduling_gates:
+        if pod is not None and pod.queue_gated:
             self._gated.add(key)
-        bucket = compaction.settled_bucket(key, pod, self._group_of(pod))
-        if bucket is None:
-            self._unsettled.add(key)
-            return
-        self._bucket_of[key] = bucket
-        self._buckets.setdefault(bucket, {})[key] = pod
-        self._folds.pop(bucket, None)
+        else:
+            self._gated.discard(key)
+        self._compaction.update(key, pod, self._group_of(pod) if pod is not None else None)
 
     def _group_of(self, pod: objects.Pod) -> objects.PodGroup | None:
         """The group snapshots show for ``pod`` (a real PodGroup shadows a lone pod's own)."""
@@ -354,7 +336,9 @@ class ClusterState:
             )
             return StateView(
                 snapshot=snapshot,
-                session_snapshot=self._session_snapshot(snapshot),
+                session_snapshot=self._compaction.folded(
+                    snapshot, pod_groups=self._pod_groups, group_of=self._group_of
+                ),
                 gated=frozenset(self._gated),
                 queue_records=MappingProxyType(dict(self._queues)),
                 pod_groups=pod_groups,
@@ -362,44 +346,6 @@ class ClusterState:
                 version=self._version,
                 synced=self._synced,
             )
-
-    def _session_snapshot(self, snapshot: objects.Snapshot) -> objects.Snapshot | None:
-        """``snapshot`` with the settled lone pods folded per bucket, from the buckets kept
-        current pod by pod (a fold is recomputed only when its bucket changed). None (the
-        session reads ``snapshot``) when any pod is unschedulable: reclaim needs every pod."""
-        if self._unschedulable:
-            return None
-        leaf_queues = compaction.leaves(snapshot.queues)
-        pods: dict[str, objects.Pod] = {}
-        groups: dict[str, objects.PodGroup] = dict(self._pod_groups)
-        shown = snapshot.pods
-        for key in self._unsettled:
-            pod = shown[key]
-            pods[key] = pod
-            if pod.group not in groups:
-                group = self._group_of(pod)
-                if group is not None:
-                    groups[pod.group] = group
-        for bucket, members in self._buckets.items():
-            if len(members) > 1 and bucket[0] in leaf_queues:
-                folded = self._folds.get(bucket)
-                if folded is None:
-                    folded = self._folds[bucket] = compaction.fold(bucket, members.values())
-                pods[folded[0].key] = folded[0]
-                groups[folded[1].key] = folded[1]
-                continue
-            for key, pod in members.items():
-                pods[key] = pod
-                group = self._group_of(pod)
-                if group is not None:
-                    groups[pod.group] = group
-        return objects.Snapshot(
-            queues=snapshot.queues,
-            pod_groups=MappingProxyType(groups),
-            pods=MappingProxyType(pods),
-            nodes=snapshot.nodes,
-            priority_classes=snapshot.priority_classes,
-        )
 
     def get_pod(self, key: str) -> objects.Pod | None:
         with self._lock:
@@ -472,23 +418,6 @@ def _decisive(record: QueueRecord) -> tuple[objects.Queue, object]:
     return (
         dataclasses.replace(record.queue, allocated=resources.EMPTY),
         record.status.get("state"),
-    )
-
-
-def lone_group(pod: objects.Pod, *, default_queue: str = objects.DEFAULT_QUEUE) -> objects.PodGroup:
-    """The single-pod group of a pod without a group annotation, as admission sees it.
-
-    As ``manifests.pod_group_for_lone_pod``, with a Pending pod that carries no scheduling gate
-    counted as admitted (Inqueue): it was admitted (by this operator, or it never waited for
-    queue admission) and kube-scheduler will place it whatever the queue's room, so its
-    request is held in the queue's ``inqueue`` as Volcano holds an admitted group's until it
-    runs. Built from the pod every cycle, the group would otherwise be Pending again and go
-    through enqueue anew each cycle, where a full queue could leave it out of the figures and
-    let a gated pod take room this pod is about to use. (An Inqueue lone group is also what
-    lets ``core.compaction`` fold such pods.)
-    """
-    return manifests.pod_group_for_lone_pod(
-        pod, default_queue=default_queue, admitted=not pod.scheduling_gates
     )
 
 

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from queuetree.api import bodies
 from queuetree.core import objects, quantities
 from queuetree.sandbox import kubectl
 
@@ -39,7 +40,7 @@ class Observation:
 
 def observe(client: kubectl.Kubectl) -> Observation:
     """Read the cluster once; raises :class:`kubectl.KubectlError` if a list fails."""
-    queues = {q["metadata"]["name"]: q for q in client.items("queues")}
+    queues = {bodies.name_of(q): q for q in client.items("queues")}
     pods = {_key(p): p for p in client.items("pods", "--all-namespaces")}
     groups = {_key(g): g for g in client.items("podgroups", "--all-namespaces")}
     evicted = {}
@@ -55,7 +56,7 @@ def observe(client: kubectl.Kubectl) -> Observation:
 
 
 def _key(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
+    meta = bodies.metadata_of(obj)
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
@@ -67,19 +68,19 @@ def evicted_from(message: str) -> str:
 
 
 def gates_of(pod: Mapping[str, Any]) -> list[str]:
-    return [str(g.get("name")) for g in (pod.get("spec") or {}).get("schedulingGates") or []]
+    return [str(g.get("name")) for g in bodies.spec_of(pod).get("schedulingGates") or []]
 
 
 def stage_of(pod: Mapping[str, Any]) -> str:
     """One of :data:`STAGES` except ``evicted`` (a pod object still exists)."""
-    phase = (pod.get("status") or {}).get("phase", "Pending")
+    phase = bodies.status_of(pod).get("phase", "Pending")
     if phase == "Succeeded":
         return "succeeded"
     if phase == "Failed":
         return "failed"
     if objects.QUEUE_ALLOCATION_GATE in gates_of(pod):
         return "gated"
-    if (pod.get("spec") or {}).get("nodeName"):
+    if bodies.spec_of(pod).get("nodeName"):
         return "running"
     return "admitted"
 
@@ -87,7 +88,7 @@ def stage_of(pod: Mapping[str, Any]) -> str:
 def queue_of(pod: Mapping[str, Any], pod_groups: Mapping[str, Mapping[str, Any]]) -> str:
     """The pod's queue: the one it was admitted to (the operator's record), else its
     PodGroup's, else its queue-name annotation, else ``default``."""
-    meta = pod.get("metadata") or {}
+    meta = bodies.metadata_of(pod)
     annotations = meta.get("annotations") or {}
     admitted = annotations.get(objects.ADMITTED_QUEUE_ANNOTATION)
     if admitted:
@@ -95,8 +96,8 @@ def queue_of(pod: Mapping[str, Any], pod_groups: Mapping[str, Mapping[str, Any]]
     group = annotations.get(objects.GROUP_NAME_ANNOTATION)
     if group:
         found = pod_groups.get(f"{meta.get('namespace', '')}/{group}")
-        if found is not None and (found.get("spec") or {}).get("queue"):
-            return str(found["spec"]["queue"])
+        if found is not None and bodies.spec_of(found).get("queue"):
+            return str(bodies.spec_of(found)["queue"])
     return str(annotations.get(objects.QUEUE_NAME_ANNOTATION) or objects.DEFAULT_QUEUE)
 
 
@@ -110,7 +111,7 @@ def stage_counts(
     selected = observation.pods if pods is None else pods
     counts = dict.fromkeys(STAGES, 0)
     for key, pod in selected.items():
-        if key in observation.evicted and (pod.get("metadata") or {}).get("deletionTimestamp"):
+        if key in observation.evicted and bodies.metadata_of(pod).get("deletionTimestamp"):
             counts["evicted"] += 1
             continue
         counts[stage_of(pod)] += 1
@@ -136,13 +137,13 @@ def fingerprint(observation: Observation) -> tuple[Any, ...]:
     gates, each queue's state and figures, the evictions."""
     pods = tuple(
         sorted(
-            (key, stage_of(pod), (pod.get("spec") or {}).get("nodeName", ""), tuple(gates_of(pod)))
+            (key, stage_of(pod), bodies.spec_of(pod).get("nodeName", ""), tuple(gates_of(pod)))
             for key, pod in observation.pods.items()
         )
     )
     queues = tuple(
         sorted(
-            (name, repr(sorted((queue.get("status") or {}).items())))
+            (name, repr(sorted(bodies.status_of(queue).items())))
             for name, queue in observation.queues.items()
         )
     )

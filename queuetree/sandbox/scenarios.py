@@ -53,11 +53,12 @@ from typing import Any
 
 import yaml
 
+from queuetree.api import bodies
+from queuetree.core import objects
 from queuetree.sandbox import kubectl, observing
 
-REASON_ANNOTATION = "scheduling.queuetree.io/admission-reason"
-"""The operator's explanation annotation (queuetree.operator.explaining; not imported, so the
-sandbox does not load the operator and kopf)."""
+REASON_ANNOTATION = objects.ADMISSION_REASON_ANNOTATION
+"""The operator's explanation annotation (``queuetree.operator.explaining``)."""
 STEP_KINDS = ("apply", "delete", "patch", "wait", "expect")
 POD_KEYS = {"pod", "namespace", "exists", "stage", "gates", "phase", "explained"}
 PODS_KEYS = {"pods", "namespace", "counts", "explained"}
@@ -253,17 +254,17 @@ def _check_pod(condition: Mapping[str, Any], observation: observing.Observation)
         return f"pod {key} still exists"
     problems = []
     stage = observing.stage_of(pod)
-    if key in observation.evicted and (pod.get("metadata") or {}).get("deletionTimestamp"):
+    if key in observation.evicted and bodies.metadata_of(pod).get("deletionTimestamp"):
         stage = "evicted"
     if "stage" in condition and stage != condition["stage"]:
         problems.append(f"stage is {stage}, expected {condition['stage']}")
     if "gates" in condition and observing.gates_of(pod) != list(condition["gates"]):
         problems.append(f"gates are {observing.gates_of(pod)}, expected {condition['gates']}")
-    phase = (pod.get("status") or {}).get("phase")
+    phase = bodies.status_of(pod).get("phase")
     if "phase" in condition and phase != condition["phase"]:
         problems.append(f"phase is {phase}, expected {condition['phase']}")
     if "explained" in condition:
-        reason = ((pod.get("metadata") or {}).get("annotations") or {}).get(REASON_ANNOTATION, "")
+        reason = (bodies.metadata_of(pod).get("annotations") or {}).get(REASON_ANNOTATION, "")
         if str(condition["explained"]) not in reason:
             problems.append(
                 f"explanation is {reason!r}, expected it to say {condition['explained']!r}"
@@ -279,7 +280,7 @@ def _check_pods(condition: Mapping[str, Any], observation: observing.Observation
         for key, pod in observation.pods.items()
         if (namespace is None or key.startswith(f"{namespace}/"))
         and all(
-            ((pod.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in labels.items()
+            (bodies.metadata_of(pod).get("labels") or {}).get(k) == v for k, v in labels.items()
         )
     }
     counts = observing.stage_counts(observation, pods=selected)
@@ -294,7 +295,7 @@ def _check_pods(condition: Mapping[str, Any], observation: observing.Observation
             for key, pod in selected.items()
             if observing.stage_of(pod) == "gated"
             and words
-            not in ((pod.get("metadata") or {}).get("annotations") or {}).get(REASON_ANNOTATION, "")
+            not in (bodies.metadata_of(pod).get("annotations") or {}).get(REASON_ANNOTATION, "")
         )
         if unexplained:
             return f"pods {labels}: gated without an explanation saying {words!r}: {unexplained}"
@@ -308,7 +309,7 @@ def _check_queue(condition: Mapping[str, Any], observation: observing.Observatio
         return "" if condition.get("exists") is False else f"queue {name} does not exist"
     if condition.get("exists") is False:
         return f"queue {name} still exists"
-    status = queue.get("status") or {}
+    status = bodies.status_of(queue)
     problems = []
     if "state" in condition and status.get("state") != condition["state"]:
         problems.append(f"state is {status.get('state')}, expected {condition['state']}")

@@ -52,6 +52,7 @@ from typing import Any
 import yaml
 
 from controlplane import cluster, karpenter, processes
+from queuetree.api import bodies
 from queuetree.sandbox import kubectl
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -533,7 +534,7 @@ def url_patches(documents: Sequence[dict[str, Any]], *, port: int) -> list[dict[
         if operations:
             patches.append(
                 {
-                    "target": {"kind": kind, "name": document["metadata"]["name"]},
+                    "target": {"kind": kind, "name": bodies.name_of(document)},
                     "patch": yaml.safe_dump(operations, sort_keys=False),
                 }
             )
@@ -627,16 +628,12 @@ def _start_webhook(stack: Stack) -> None:
 def _start_operator(stack: Stack) -> None:
     # The scheduler configuration as a cluster holds it (the Deployment's ConfigMap), so that
     # `kubectl queuetree` decides with the operator's configuration here too.
-    configmap = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": "queuetree-scheduler-config",
-            "namespace": NAMESPACE,
-            "labels": {"app.kubernetes.io/part-of": "queuetree"},
-        },
-        "data": {"scheduler.conf": stack.options.scheduler_config.read_text()},
-    }
+    configmap = bodies.config_map(
+        "queuetree-scheduler-config",
+        NAMESPACE,
+        data={"scheduler.conf": stack.options.scheduler_config.read_text()},
+        labels={"app.kubernetes.io/part-of": "queuetree"},
+    )
     applied = stack.kubectl.apply([configmap])
     if not applied.ok:
         raise StartupError(f"sandbox start-up: {applied.describe()}")

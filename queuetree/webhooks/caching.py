@@ -23,6 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from queuetree.api import bodies
 from queuetree.core import objects
 from queuetree.webhooks import views
 
@@ -115,7 +116,7 @@ class Informer:
                 raise RuntimeError(f"list: HTTP {response.status}: {body[:200]!r}")
             data = json.loads(body)
         items = data.get("items") or []
-        self.resource_version = (data.get("metadata") or {}).get("resourceVersion", "")
+        self.resource_version = bodies.metadata_of(data).get("resourceVersion", "")
         self._on_reset([item for item in items if isinstance(item, dict)])
         self.synced.set()
 
@@ -146,7 +147,7 @@ class Informer:
             if obj.get("code") == 410:
                 raise Expired()
             raise RuntimeError(f"watch error: {obj.get('message') or obj}")
-        version = (obj.get("metadata") or {}).get("resourceVersion")
+        version = bodies.metadata_of(obj).get("resourceVersion")
         if version:
             self.resource_version = version
         if kind in ("ADDED", "MODIFIED", "DELETED"):
@@ -213,7 +214,7 @@ class ClusterCache:
 
     def queue_event(self, kind: str, obj: Mapping[str, Any]) -> None:
         if kind == "DELETED":
-            name = (obj.get("metadata") or {}).get("name")
+            name = bodies.metadata_of(obj).get("name")
             self._queues.pop(str(name), None)
         else:
             self._put_queue(obj)

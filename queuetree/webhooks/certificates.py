@@ -42,6 +42,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509 import oid
 
+from queuetree.api import bodies
+
 logger = logging.getLogger(__name__)
 
 CA_VALIDITY = datetime.timedelta(days=3650)
@@ -515,26 +517,21 @@ class SecretSource:
         def b64(data: bytes) -> str:
             return base64.b64encode(data).decode("ascii")
 
-        body: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": self.secret_name,
-                "namespace": self.namespace,
-                "labels": {"app.kubernetes.io/managed-by": "queuetree-webhook"},
-            },
-            "type": "kubernetes.io/tls",
-            "data": {
+        body = bodies.tls_secret(
+            self.secret_name,
+            self.namespace,
+            data={
                 TLS_CERT_KEY: b64(bundle.serving.cert_pem),
                 TLS_KEY_KEY: b64(bundle.serving.key_pem),
                 CA_CERT_KEY: b64(bundle.ca.cert_pem),
                 CA_KEY_KEY: b64(bundle.ca.key_pem),
             },
-        }
+            labels={"app.kubernetes.io/managed-by": "queuetree-webhook"},
+            resource_version="" if existing is None else bodies.resource_version_of(existing),
+        )
         if existing is None:
             call = core.create_namespaced_secret(self.namespace, body, _preload_content=False)
         else:
-            body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
             call = core.replace_namespaced_secret(
                 self.secret_name, self.namespace, body, _preload_content=False
             )
@@ -612,7 +609,7 @@ def _decoded(secret: dict[str, Any], key: str) -> bytes:
     data = secret.get("data") or {}
     value = data.get(key)
     if not isinstance(value, str):
-        name = (secret.get("metadata") or {}).get("name", "?")
+        name = bodies.name_of(secret) or "?"
         raise CertificateError(f"Secret {name}: no {key}")
     return base64.b64decode(value)
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from queuetree.api import admission
-from queuetree.core import objects
+from queuetree.api import admission, bodies
+from queuetree.core import objects, problems
 from queuetree.webhooks import settings as settings_
 from queuetree.webhooks import verdicts, views
 
@@ -40,7 +40,7 @@ def validate(
     as every endpoint does."""
     if request.operation not in ("CREATE", "UPDATE"):
         return verdicts.Verdict(verdicts.wrong_operation(request, expected="`CREATE` or `UPDATE`"))
-    metadata = verdicts.mapping(verdicts.mapping(request.object).get("metadata"))
+    metadata = bodies.metadata_of(request.object)
     name = metadata.get("name") if isinstance(metadata.get("name"), str) else request.name
     warnings = opt_in_warnings(
         name=str(name or ""),
@@ -66,12 +66,12 @@ def opt_in_warnings(
                 f"themselves; to opt the namespace in: kubectl label namespace {name} {GATE}=true"
             )
         warnings.append(
-            f"metadata.annotations[{GATE}]: a namespace opts in to queue admission by label, "
-            f"not by annotation, so the annotation is ignored: {consequence}"
+            f"metadata.annotations{problems.key(GATE)}: a namespace opts in to queue admission by "
+            f"label, not by annotation, so the annotation is ignored: {consequence}"
         )
     if label is not None and label not in ("true", "false"):
         warnings.append(
-            f'metadata.labels[{GATE}]: "{label}" is neither "true" nor "false": the namespace '
-            'does not opt in to queue admission (write "true" to opt in)'
+            f'metadata.labels{problems.key(GATE)}: "{label}" is neither "true" nor "false": the '
+            'namespace does not opt in to queue admission (write "true" to opt in)'
         )
     return warnings

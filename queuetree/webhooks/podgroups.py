@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from queuetree.api import admission
-from queuetree.core import objects, validation
+from queuetree.api import admission, bodies, patches, queue_manifests
+from queuetree.core import objects, problems, validation
 from queuetree.webhooks import pods, verdicts, views
 from queuetree.webhooks import settings as settings_
 
@@ -53,17 +53,12 @@ def mutate(
     if request.object is None:
         return verdicts.Verdict(verdicts.missing_object(request, what="pod group"))
     namespace = verdicts.namespace_of(request)
-    spec = request.object.get("spec")
-    named = verdicts.mapping(spec).get("queue")
+    named = bodies.spec_of(request.object).get("queue")
     namespace_queue = view.namespace_annotations(namespace).get(objects.QUEUE_NAME_ANNOTATION)
     lagging = (namespace,) if namespace not in view.namespaces else ()
     if not namespace_queue or named not in (None, "", objects.DEFAULT_QUEUE):
         return verdicts.Verdict(admission.allow(request.uid), missing_namespaces=lagging)
-    patch: list[admission.RawPatchOperation] = (
-        [{"op": "add", "path": "/spec/queue", "value": namespace_queue}]
-        if isinstance(spec, Mapping)
-        else [{"op": "add", "path": "/spec", "value": {"queue": namespace_queue}}]
-    )
+    patch = patches.set_spec_field(request.object, "queue", namespace_queue)
     return verdicts.Verdict(admission.allow(request.uid, patch=patch))
 
 
@@ -79,63 +74,62 @@ def validate(
     if request.object is None:
         return verdicts.Verdict(verdicts.missing_object(request, what="pod group"))
     namespace = verdicts.namespace_of(request)
-    name = verdicts.mapping(request.object.get("metadata")).get("name") or request.name
+    name = bodies.metadata_of(request.object).get("name") or request.name
     subject = f"pod group {namespace}/{name}"
     queue = _queue_of(request.object, settings=settings)
-    problems: list[validation.FieldError] = []
+    trouble: list[problems.Problem] = []
     missing: tuple[str, ...] = ()
     if request.old_object is not None:
         before = _queue_of(request.old_object, settings=settings)
         if before == queue:
             return verdicts.Verdict(admission.allow(request.uid))
-        status = verdicts.mapping(request.old_object.get("status"))
+        status = bodies.status_of(request.old_object)
         phase = status.get("phase")
         if _admitted(request.old_object):
-            problems.append(
-                validation.FieldError(
+            trouble.append(
+                problems.Problem(
                     "spec.queue",
-                    validation.ErrorType.FORBIDDEN,
+                    problems.ErrorType.FORBIDDEN,
                     f"{subject} was admitted to queue {before} (phase {phase}) and its pods are "
                     "charged there until they finish, so it cannot move to queue "
-                    f"{validation.shorten(queue)}; delete the group and its pods and create "
+                    f"{problems.shorten(queue)}; delete the group and its pods and create "
                     "them again to run in another queue",
                     value=queue,
                 )
             )
-    if not problems:
+    if not trouble:
         reasons, missing = pods.queue_reasons(queue, view=view, noun="pod groups")
         if reasons:
-            problems.append(
-                validation.FieldError(
+            trouble.append(
+                problems.Problem(
                     "spec.queue",
-                    validation.ErrorType.NOT_FOUND if missing else validation.ErrorType.INVALID,
-                    f"{subject} names queue {validation.shorten(queue)}: {'; '.join(reasons)}",
+                    problems.ErrorType.NOT_FOUND if missing else problems.ErrorType.INVALID,
+                    f"{subject} names queue {problems.shorten(queue)}: {'; '.join(reasons)}",
                     value=queue,
                 )
             )
-    if not problems:
+    if not trouble:
         return verdicts.Verdict(admission.allow(request.uid))
     return verdicts.Verdict(
-        admission.deny(request.uid, validation.aggregate([p.render() for p in problems])),
+        admission.deny(request.uid, validation.aggregate([p.render() for p in trouble])),
         missing=missing,
     )
 
 
 def _admitted(group: Mapping[str, Any]) -> bool:
     """Whether the queue holds something for ``group`` (see the module docstring)."""
-    status = verdicts.mapping(group.get("status"))
+    status = bodies.status_of(group)
     phase = status.get("phase")
     if phase in RAN_PHASES or any(
         isinstance(status.get(count), int) and status[count] > 0 for count in _COUNTS
     ):
         return True
     return phase == objects.PodGroupPhase.INQUEUE and bool(
-        verdicts.mapping(group.get("spec")).get("minResources")
+        bodies.spec_of(group).get("minResources")
     )
 
 
 def _queue_of(group: Mapping[str, Any], *, settings: settings_.ReviewSettings) -> str:
     """The queue a PodGroup names; none (or not a string) is the default queue, as the
-    operator reads it (``manifests.parse_pod_group``)."""
-    named = verdicts.mapping(group.get("spec")).get("queue")
-    return named if isinstance(named, str) and named else settings.default_queue
+    operator reads it (``queue_manifests.parse_pod_group``)."""
+    return queue_manifests.named_queue(group) or settings.default_queue

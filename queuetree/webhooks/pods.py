@@ -46,8 +46,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from queuetree.api import admission
-from queuetree.core import objects, validation
+from queuetree.api import admission, bodies, patches
+from queuetree.core import objects, problems, validation
 from queuetree.webhooks import settings as settings_
 from queuetree.webhooks import verdicts, views
 
@@ -81,7 +81,7 @@ def _read_opt_in(
     request: admission.Request, pod: Mapping[str, Any], view: views.ClusterView
 ) -> _OptIn:
     """The pod's own opt-in, and its namespace's (which a pod cannot undo)."""
-    metadata = verdicts.mapping(pod.get("metadata"))
+    metadata = bodies.metadata_of(pod)
     annotations = _string_map(metadata.get("annotations"))
     namespace = verdicts.namespace_of(request)
     own = annotations.get(GATE)
@@ -90,10 +90,11 @@ def _read_opt_in(
 
 
 def _overruled_warning(opt_in: _OptIn) -> str:
+    own = problems.shorten(opt_in.own or "")
     return (
-        f'metadata.annotations[{GATE}]: "{validation.shorten(opt_in.own or "")}" cannot opt the '
-        f"pod out of namespace {opt_in.namespace}, which opts in every pod it creates: the pod "
-        "is held for queue admission (an administrator can take the namespace out)"
+        f'metadata.annotations{problems.key(GATE)}: "{own}" cannot opt the pod out of namespace '
+        f"{opt_in.namespace}, which opts in every pod it creates: the pod is held for queue "
+        "admission (an administrator can take the namespace out)"
     )
 
 
@@ -122,8 +123,7 @@ def mutate(
         return verdicts.Verdict(verdicts.missing_object(request, what="pod"))
     pod = request.object
     opt_in = _read_opt_in(request, pod, view)
-    metadata, annotations, namespace, own = (
-        opt_in.metadata,
+    annotations, namespace, own = (
         opt_in.annotations,
         opt_in.namespace,
         opt_in.own,
@@ -138,14 +138,14 @@ def mutate(
     if not settings.gates_pods:
         warnings = (
             [
-                f"metadata.annotations[{GATE}]: the feature gate "
+                f"metadata.annotations{problems.key(GATE)}: the feature gate "
                 "SchedulingGatesQueueAdmission is off: the pod is not held for queue admission"
             ]
             if own == "true"
             else []
         )
         return verdicts.Verdict(admission.allow(request.uid, warnings=warnings))
-    spec = verdicts.mapping(pod.get("spec"))
+    spec = bodies.spec_of(pod)
     if spec.get("nodeName"):
         # The API server refuses gates together with nodeName; /pods/validate says why.
         return verdicts.Verdict(admission.allow(request.uid))
@@ -155,10 +155,7 @@ def mutate(
     if not (
         isinstance(gates, list) and any(verdicts.mapping(g).get("name") == GATE for g in gates)
     ):
-        if gates is None:
-            patch.append({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]})
-        else:
-            patch.append({"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}})
+        patch += patches.add_scheduling_gate(pod, GATE)
     # "add" sets a member that exists too (RFC 6902): "false" becomes "true".
     added = {GATE: "true"} if own != "true" else {}
     # The operator reads pods only: a pod that names neither a group nor a queue gets its
@@ -171,7 +168,7 @@ def mutate(
     ):
         added[objects.QUEUE_NAME_ANNOTATION] = namespace_queue
     if added:
-        patch += _add_annotations(metadata, added)
+        patch += patches.add_annotations(pod, added)
     return verdicts.Verdict(admission.allow(request.uid, patch=patch, warnings=warnings))
 
 
@@ -202,22 +199,24 @@ def resolve_queue(
             named or default_queue,
             f"PodGroup {namespace}/{group}"
             + ("" if named else f", which names no queue: the default queue {default_queue}"),
-            f"metadata.annotations[{objects.GROUP_NAME_ANNOTATION}]",
+            f"metadata.annotations{problems.key(objects.GROUP_NAME_ANNOTATION)}",
         )
     key = objects.QUEUE_NAME_ANNOTATION
     if annotations.get(key):
-        return QueueChoice(annotations[key], f"annotation {key}", f"metadata.annotations[{key}]")
+        return QueueChoice(
+            annotations[key], f"annotation {key}", f"metadata.annotations{problems.key(key)}"
+        )
     from_namespace = view.namespace_annotations(namespace).get(key)
     if from_namespace:
         return QueueChoice(
             from_namespace,
             f"annotation {key} of namespace {namespace}",
-            f"metadata.annotations[{key}]",
+            f"metadata.annotations{problems.key(key)}",
         )
     return QueueChoice(
         default_queue,
         f"the default queue {default_queue}: no PodGroup, no queue-name annotation",
-        f"metadata.annotations[{key}]",
+        f"metadata.annotations{problems.key(key)}",
     )
 
 
@@ -264,17 +263,17 @@ def _validate_create(
         default_queue=settings.default_queue,
     )
     name = metadata.get("name") or request.name or metadata.get("generateName") or ""
-    problems: list[validation.FieldError] = []
-    spec = verdicts.mapping(request.object.get("spec"))
+    trouble: list[problems.Problem] = []
+    spec = bodies.spec_of(request.object)
     node = spec.get("nodeName")
     if node:
         how = "by its annotation" if opt_in.own == "true" else f"by namespace {namespace}"
-        problems.append(
-            validation.FieldError(
+        trouble.append(
+            problems.Problem(
                 "spec.nodeName",
-                validation.ErrorType.FORBIDDEN,
+                problems.ErrorType.FORBIDDEN,
                 f"pod {namespace}/{name} is opted in to queue admission ({how}) and cannot be "
-                f"created bound to node {validation.shorten(str(node))}: queuetree admits a pod "
+                f"created bound to node {problems.shorten(str(node))}: queuetree admits a pod "
                 "by removing its scheduling gate, and a bound pod cannot carry one, so it would "
                 "run outside its queue's limits; remove spec.nodeName (to choose the node, set "
                 "a nodeSelector on kubernetes.io/hostname)",
@@ -282,12 +281,12 @@ def _validate_create(
         )
     reasons, missing = queue_reasons(choice.name, view=view, noun="pods")
     if reasons:
-        problems.append(
-            validation.FieldError(
+        trouble.append(
+            problems.Problem(
                 choice.path,
-                validation.ErrorType.NOT_FOUND if missing else validation.ErrorType.INVALID,
-                f"pod {namespace}/{name} names queue {validation.shorten(choice.name)} "
-                f"(from {validation.shorten(choice.source, 120)}): {'; '.join(reasons)}",
+                problems.ErrorType.NOT_FOUND if missing else problems.ErrorType.INVALID,
+                f"pod {namespace}/{name} names queue {problems.shorten(choice.name)} "
+                f"(from {problems.shorten(choice.source, 120)}): {'; '.join(reasons)}",
                 value=choice.name,
             )
         )
@@ -295,19 +294,19 @@ def _validate_create(
     scheduler = spec.get("schedulerName") or objects.DEFAULT_SCHEDULER
     if isinstance(scheduler, str) and scheduler not in settings.scheduler_names:
         warnings.append(
-            f"spec.schedulerName: {validation.shorten(scheduler)}: queuetree admits pods for "
+            f"spec.schedulerName: {problems.shorten(scheduler)}: queuetree admits pods for "
             f"{', '.join(sorted(settings.scheduler_names))} only (--scheduler-name), so this "
             "pod stays gated (holding no room in its queue) and is told why; create it without "
             "spec.schedulerName, or with one of those (Volcano's schedulerName: volcano is "
             "kube-scheduler's work here: see docs/compatibility.md)"
         )
-    if not problems:
+    if not trouble:
         return verdicts.Verdict(
             admission.allow(request.uid, warnings=warnings), missing_namespaces=lagging
         )
     return verdicts.Verdict(
         admission.deny(
-            request.uid, validation.aggregate([p.render() for p in problems]), warnings=warnings
+            request.uid, validation.aggregate([p.render() for p in trouble]), warnings=warnings
         ),
         missing=missing,
         missing_namespaces=lagging,
@@ -358,8 +357,8 @@ def _validate_update(
         return verdicts.Verdict(admission.allow(request.uid))
     new = request.object
     old_meta, new_meta = (
-        verdicts.mapping(old.get("metadata")),
-        verdicts.mapping(new.get("metadata")),
+        bodies.metadata_of(old),
+        bodies.metadata_of(new),
     )
     before, after = (
         _string_map(old_meta.get("annotations")),
@@ -378,13 +377,13 @@ def _validate_update(
     charged = before.get(objects.ADMITTED_QUEUE_ANNOTATION) or (
         queue if before.get(GATE) == "true" and not gated_before else ""
     )
-    problems: list[validation.FieldError] = []
+    trouble: list[problems.Problem] = []
     if gated_before and not gated_after:
         who = request.username or "an unknown user"
-        problems.append(
-            validation.FieldError(
+        trouble.append(
+            problems.Problem(
                 "spec.schedulingGates",
-                validation.ErrorType.FORBIDDEN,
+                problems.ErrorType.FORBIDDEN,
                 f"only {operator} may remove the scheduling gate {GATE} from {subject}, and it "
                 f"does so once queue {queue} has room for the pod; {who} cannot (kubectl "
                 "describe pod tells why it waits)",
@@ -392,38 +391,38 @@ def _validate_update(
         )
     record = objects.ADMITTED_QUEUE_ANNOTATION
     if before.get(record) != after.get(record):
-        problems.append(
-            validation.FieldError(
-                f"metadata.annotations[{record}]",
-                validation.ErrorType.FORBIDDEN,
+        trouble.append(
+            problems.Problem(
+                f"metadata.annotations{problems.key(record)}",
+                problems.ErrorType.FORBIDDEN,
                 f"the queue {subject} was admitted to is written by {operator} only, when it "
                 "removes the pod's gate, and never changes after",
                 value=after.get(record),
             )
         )
-    finished = verdicts.mapping(old.get("status")).get("phase") in _FINISHED
+    finished = bodies.status_of(old).get("phase") in _FINISHED
     if charged and not finished:
         for key in _BINDING_ANNOTATIONS:
             if before.get(key) != after.get(key):
-                problems.append(
-                    validation.FieldError(
-                        f"metadata.annotations[{key}]",
-                        validation.ErrorType.FORBIDDEN,
+                trouble.append(
+                    problems.Problem(
+                        f"metadata.annotations{problems.key(key)}",
+                        problems.ErrorType.FORBIDDEN,
                         f"{subject} was admitted to queue {charged} and stays charged to it "
                         "until it finishes or is deleted, so its queue cannot change; delete "
                         "the pod and create it again to run it in another queue",
                         value=after.get(key),
                     )
                 )
-    if not problems:
+    if not trouble:
         return verdicts.Verdict(admission.allow(request.uid))
     return verdicts.Verdict(
-        admission.deny(request.uid, validation.aggregate([p.render() for p in problems]))
+        admission.deny(request.uid, validation.aggregate([p.render() for p in trouble]))
     )
 
 
 def _has_gate(pod: Mapping[str, Any]) -> bool:
-    gates = verdicts.mapping(pod.get("spec")).get("schedulingGates")
+    gates = bodies.spec_of(pod).get("schedulingGates")
     return isinstance(gates, list) and any(verdicts.mapping(g).get("name") == GATE for g in gates)
 
 
@@ -434,19 +433,8 @@ def _misspelt_opt_in(own: str | None) -> list[str]:
     if own is None or own == "false":
         return []
     return [
-        f'metadata.annotations[{GATE}]: "{validation.shorten(own)}" is neither "true" nor '
-        '"false": the pod is not held for queue admission (write "true" to opt in)'
-    ]
-
-
-def _add_annotations(
-    metadata: Mapping[str, Any], added: Mapping[str, str]
-) -> list[admission.RawPatchOperation]:
-    if not isinstance(metadata.get("annotations"), Mapping):
-        return [{"op": "add", "path": "/metadata/annotations", "value": dict(added)}]
-    return [
-        {"op": "add", "path": "/metadata/annotations/" + verdicts.pointer(key), "value": value}
-        for key, value in added.items()
+        f'metadata.annotations{problems.key(GATE)}: "{problems.shorten(own)}" is neither "true" '
+        'nor "false": the pod is not held for queue admission (write "true" to opt in)'
     ]
 
 

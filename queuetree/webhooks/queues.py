@@ -7,12 +7,8 @@ with the operator). Field paths are prefixed ``requestBody.`` as in Volcano's me
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
-from typing import Any
-
-from queuetree.api import admission, manifests
-from queuetree.core import objects, validation
+from queuetree.api import admission, bodies, patches, queue_manifests
+from queuetree.core import objects, problems, validation
 from queuetree.webhooks import settings as settings_
 from queuetree.webhooks import verdicts, views
 
@@ -48,33 +44,42 @@ def validate(
         )
     if request.object is None:
         return verdicts.Verdict(verdicts.missing_object(request, what="object"))
-    fields, problems = read_fields(request.object, name=request.name)
+    # One reading of each object: the rules run on the queues it gives, beside its problems.
+    reading = queue_manifests.read_queue(request.object, name=request.name)
+    old_reading = (
+        None
+        if request.old_object is None
+        else queue_manifests.read_queue(request.old_object, name=request.name)
+    )
     previous = None
-    if request.operation == "UPDATE" and request.old_object is not None:
-        previous, _ = read_fields(request.old_object, name=request.name)
-    problems += validation.validate_fields(fields, tree=tree, previous=previous)
-    queue = None
-    if not problems:
-        queue, more = _parse(request.object, name=fields.name)
-        problems += more
-    warnings: list[str] = []
+    if request.operation == "UPDATE" and old_reading is not None:
+        previous = old_reading.queue
+    trouble = [
+        *reading.problems,
+        *validation.validate_fields(reading.queue, tree=tree, previous=previous),
+    ]
+    if not trouble:
+        # What the queue's fields allow but no session could use (an unknown state kept by
+        # an UPDATE).
+        trouble += queue_manifests.unusable_queue_problems(reading.queue)
+    queue = reading.queue if not trouble else None
     missing: tuple[str, ...] = ()
     if queue is not None:
-        old = _queue_or_none(request.old_object, request.name)
+        old = None if old_reading is None else views.queue_from_reading(old_reading)
         if old is None or queue.parent != old.parent:
             found = validation.validate_parent(queue, tree=tree, max_depth=settings.max_queue_depth)
             missing = tuple(
-                e.value or "" for e in found if e.type is validation.ErrorType.NOT_FOUND
+                str(e.value) for e in found if e.type is problems.ErrorType.NOT_FOUND and e.value
             )
-            problems += found
+            trouble += found
         if settings.enable_root_queue_protection and previous is not None:
-            problems += validation.validate_root_update(fields, previous)
+            trouble += validation.validate_root_update(queue, previous)
         if old is None or validation.quota_changed(queue, old):
-            problems += validation.validate_quota_in_tree(queue, tree=tree)
+            trouble += validation.validate_quota_in_tree(queue, tree=tree)
     warnings = validation.soft_problems(
-        fields, queue, tree=tree, node_resources=view.node_resources
+        reading.queue, tree=tree, node_resources=view.node_resources, sound=queue is not None
     )
-    return verdicts.Verdict(_answer(request.uid, problems, warnings=warnings), missing=missing)
+    return verdicts.Verdict(_answer(request.uid, trouble, warnings=warnings), missing=missing)
 
 
 def mutate(
@@ -98,7 +103,7 @@ def mutate(
         return verdicts.Verdict(verdicts.missing_object(request, what="object"))
     queue = request.object
     patch: list[admission.RawPatchOperation] = []
-    annotations = verdicts.mapping(verdicts.mapping(queue.get("metadata")).get("annotations"))
+    annotations = bodies.annotations_of(queue)
     hierarchy = annotations.get(objects.HIERARCHY_ANNOTATION)
     weights = annotations.get(objects.HIERARCHY_WEIGHTS_ANNOTATION)
     if (
@@ -108,32 +113,22 @@ def mutate(
         and weights
         and not hierarchy.startswith(objects.ROOT_QUEUE)
     ):
-        patch.append(
+        patch += patches.add_annotations(
+            queue,
             {
-                "op": "add",
-                "path": "/metadata/annotations/" + verdicts.pointer(objects.HIERARCHY_ANNOTATION),
-                "value": f"root/{hierarchy}",
-            }
+                objects.HIERARCHY_ANNOTATION: f"root/{hierarchy}",
+                objects.HIERARCHY_WEIGHTS_ANNOTATION: f"1/{weights}",
+            },
         )
-        patch.append(
-            {
-                "op": "add",
-                "path": "/metadata/annotations/"
-                + verdicts.pointer(objects.HIERARCHY_WEIGHTS_ANNOTATION),
-                "value": f"1/{weights}",
-            }
-        )
-    spec = queue.get("spec")
-    if not isinstance(spec, Mapping):
-        patch.append({"op": "add", "path": "/spec", "value": {}})
-        spec = {}
+    patch += patches.add_spec(queue)
+    spec = bodies.spec_of(queue)
     if spec.get("reclaimable") is None:
-        patch.append({"op": "add", "path": "/spec/reclaimable", "value": True})
+        patch.append(patches.add_spec_field("reclaimable", True))
     if spec.get("weight") in (None, 0):
-        patch.append({"op": "add", "path": "/spec/weight", "value": 1})
-    name = verdicts.mapping(queue.get("metadata")).get("name") or request.name
+        patch.append(patches.add_spec_field("weight", 1))
+    name = bodies.metadata_of(queue).get("name") or request.name
     if name != objects.ROOT_QUEUE and not spec.get("parent"):
-        patch.append({"op": "add", "path": "/spec/parent", "value": objects.ROOT_QUEUE})
+        patch.append(patches.add_spec_field("parent", objects.ROOT_QUEUE))
     return verdicts.Verdict(admission.allow(request.uid, patch=patch))
 
 
@@ -142,21 +137,25 @@ def _deletion_problems(
     *,
     view: views.ClusterView,
     settings: settings_.ReviewSettings,
-) -> list[validation.FieldError]:
+) -> list[problems.Problem]:
     """The core's deletion rules, plus the configured default queue's protection (the core
     protects the name ``default`` only)."""
     name = request.name
     if name == settings.default_queue and name not in (objects.DEFAULT_QUEUE, objects.ROOT_QUEUE):
         # Pods that name no queue are admitted through it: deleting it would strand them.
         return [
-            validation.FieldError(
+            problems.Problem(
                 "metadata.name",
-                validation.ErrorType.FORBIDDEN,
+                problems.ErrorType.FORBIDDEN,
                 f"`{name}` queue can not be deleted: it is the default queue "
                 f"(--default-queue={name})",
             )
         ]
-    old = _queue_or_none(request.old_object, name)
+    old = (
+        None
+        if request.old_object is None
+        else views.queue_from_manifest(request.old_object, name=name)
+    )
     return validation.validate_deletion(
         name,
         queue=old or view.tree.queues.get(name),
@@ -165,96 +164,10 @@ def _deletion_problems(
     )
 
 
-# -- reading the object ------------------------------------------------------------------------
-
-
-def read_fields(
-    queue: Mapping[str, Any], *, name: str = ""
-) -> tuple[validation.QueueFields, list[validation.FieldError]]:
-    """The raw fields :func:`validation.validate_fields` checks, and type errors on the way
-    (a map that is not an object, a state that is not a string)."""
-    problems: list[validation.FieldError] = []
-    metadata = verdicts.mapping(queue.get("metadata"))
-    spec = verdicts.mapping(queue.get("spec"))
-    guarantee = _object_at(
-        verdicts.mapping(spec.get("guarantee")),
-        "resource",
-        path="spec.guarantee",
-        problems=problems,
-    )
-    state = verdicts.mapping(queue.get("status")).get("state", "")
-    if not isinstance(state, str):
-        problems.append(
-            validation.FieldError(
-                "spec.state", validation.ErrorType.INVALID, "must be a string", value=repr(state)
-            )
-        )
-        state = ""
-    annotations = _object_at(metadata, "annotations", path="metadata", problems=problems)
-    written_name = metadata.get("name")
-    fields = validation.QueueFields(
-        name=written_name if isinstance(written_name, str) and written_name else name,
-        capability=_object_at(spec, "capability", path="spec", problems=problems),
-        deserved=_object_at(spec, "deserved", path="spec", problems=problems),
-        guarantee=guarantee,
-        state=state,
-        annotations=MappingProxyType({k: v for k, v in annotations.items() if isinstance(v, str)}),
-    )
-    return fields, problems
-
-
-def _object_at(
-    parent: Mapping[str, Any], key: str, *, path: str, problems: list[validation.FieldError]
-) -> Mapping[str, Any]:
-    value = parent.get(key)
-    if value is None:
-        return MappingProxyType({})
-    if not isinstance(value, Mapping):
-        problems.append(
-            validation.FieldError(
-                f"{path}.{key}",
-                validation.ErrorType.INVALID,
-                "must be an object",
-                value=type(value).__name__,
-            )
-        )
-        return MappingProxyType({})
-    return value
-
-
-def _parse(
-    manifest: Mapping[str, Any], *, name: str
-) -> tuple[objects.Queue | None, list[validation.FieldError]]:
-    """The core Queue of a manifest whose fields already passed, or the parser's problems."""
-    if not verdicts.mapping(manifest.get("metadata")).get("name"):
-        manifest = {
-            **manifest,
-            "metadata": {**verdicts.mapping(manifest.get("metadata")), "name": name},
-        }
-    try:
-        return manifests.parse_queue(manifest), []
-    except manifests.ManifestError as exc:
-        return None, [
-            validation.FieldError(p.field or "object", validation.ErrorType.INVALID, p.message)
-            for p in exc.problems
-        ]
-
-
-def _queue_or_none(manifest: Mapping[str, Any] | None, name: str) -> objects.Queue | None:
-    if manifest is None:
-        return None
-    if not verdicts.mapping(manifest.get("metadata")).get("name") and name:
-        manifest = {
-            **manifest,
-            "metadata": {**verdicts.mapping(manifest.get("metadata")), "name": name},
-        }
-    return views.queue_from_manifest(manifest)
-
-
 def _answer(
-    uid: str, problems: list[validation.FieldError], *, warnings: list[str]
+    uid: str, trouble: list[problems.Problem], *, warnings: list[str]
 ) -> admission.RawReview:
-    if not problems:
+    if not trouble:
         return admission.allow(uid, warnings=warnings)
-    message = validation.aggregate([p.render(PATH_PREFIX) for p in problems])
+    message = validation.aggregate([p.render(PATH_PREFIX) for p in trouble])
     return admission.deny(uid, message, warnings=warnings)

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Final, Protocol
 
-from queuetree.api import admission, problems
+from queuetree.api import admission
+from queuetree.core import problems
 from queuetree.webhooks import namespaces, podgroups, pods, queues, verdicts, views
 from queuetree.webhooks import settings as settings_
 
@@ -272,8 +273,8 @@ def review(
         )
     response = verdict.review["response"]
     if not response["allowed"]:
-        status = response.get("status")
-        outcome = Outcome.REJECTED if status and status["code"] == 400 else Outcome.DENIED
+        rejected = admission.refusal_code(response) == 400
+        outcome = Outcome.REJECTED if rejected else Outcome.DENIED
     else:
         outcome = Outcome.PATCHED if "patch" in response else Outcome.ALLOWED
     return Answer(

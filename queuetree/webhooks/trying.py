@@ -48,7 +48,7 @@ def try_object(
     answer = reviewing.review(path, json.dumps(review).encode(), view=view, settings=settings)
     response = json.loads(answer.body)["response"]
     if not response["allowed"]:
-        return Tried(object=obj, message=str(response.get("status", {}).get("message", "denied")))
+        return Tried(object=obj, message=admission.refusal_message(response, "denied"))
     operations = admission.decode_patch(response)
     if not operations:
         return Tried(object=obj, message=None)

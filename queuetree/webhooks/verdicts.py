@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from queuetree.api import admission
+from queuetree.api import admission, bodies
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -22,11 +22,6 @@ class Verdict:
     review: admission.RawReview
     missing: tuple[str, ...] = ()
     missing_namespaces: tuple[str, ...] = ()
-
-
-def pointer(key: str) -> str:
-    """A map key as one JSON-pointer segment (RFC 6901: ``~`` -> ``~0``, ``/`` -> ``~1``)."""
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 def wrong_operation(request: admission.Request, *, expected: str) -> admission.RawReview:
@@ -53,7 +48,7 @@ def missing_object(request: admission.Request, *, what: str) -> admission.RawRev
 def namespace_of(request: admission.Request) -> str:
     """The namespace of the object under review: its own, else the request's (Volcano does the
     same)."""
-    written = mapping(mapping(request.object).get("metadata")).get("namespace")
+    written = bodies.metadata_of(request.object).get("namespace")
     return written if isinstance(written, str) and written else request.namespace
 
 

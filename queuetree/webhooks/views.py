@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from queuetree.api import manifests
+from queuetree.api import bodies, queue_manifests
 from queuetree.core import errors, objects, quantities, resources, validation
 
 
@@ -52,36 +52,27 @@ class ClusterView:
         return self.namespaces.get(namespace, objects.NO_LABELS)
 
 
-def queue_from_manifest(manifest: Mapping[str, Any]) -> objects.Queue | None:
-    """A stored Queue as a core object, or None when it has no name.
+def queue_from_manifest(manifest: Mapping[str, Any], *, name: str = "") -> objects.Queue | None:
+    """A stored Queue as a core object, or None when it has no name (``name`` stands in for a
+    missing ``metadata.name``: an admission request names its object)."""
+    return queue_from_reading(queue_manifests.read_queue(manifest, name=name))
 
-    Stored queues are read tolerantly: one that ``manifests.parse_queue`` refuses (written before
-    the webhook ran, or with a quantity the scheduler drops) still counts in the tree with its
-    name, parent, state and whatever quota parses, because leaving it out would hide children
-    and siblings from every rule.
+
+def queue_from_reading(reading: queue_manifests.QueueReading) -> objects.Queue | None:
+    """The queue of a reading as the tree counts it, or None when it has no name.
+
+    Stored queues are read tolerantly: one that ``queue_manifests.parse_queue`` refuses (written
+    before the webhook ran, or with a quantity the scheduler drops) still counts in the tree with
+    its name, parent, state and annotations (and no quota), because leaving it out would hide
+    children and siblings from every rule.
     """
-    try:
-        return manifests.parse_queue(manifest)
-    except manifests.ManifestError:
-        pass
-    metadata = _mapping(manifest.get("metadata"))
-    name = metadata.get("name")
-    if not isinstance(name, str) or not name:
+    queue = reading.queue
+    if not queue.name:
         return None
-    spec = _mapping(manifest.get("spec"))
-    parent = spec.get("parent")
-    state = _mapping(manifest.get("status")).get("state")
-    states = {s.value: s for s in objects.QueueState}
-    annotations = {
-        k: v for k, v in _mapping(metadata.get("annotations")).items() if isinstance(v, str)
-    }
+    if not reading.problems and not queue_manifests.unusable_queue_problems(queue):
+        return queue
     return objects.Queue(
-        name=name,
-        parent=parent if isinstance(parent, str) else "",
-        state=states.get(state, objects.QueueState.OPEN)
-        if isinstance(state, str)
-        else (objects.QueueState.OPEN),
-        annotations=MappingProxyType(annotations),
+        name=queue.name, parent=queue.parent, state=queue.state, annotations=queue.annotations
     )
 
 
@@ -96,7 +87,7 @@ def namespace_annotations(manifest: Mapping[str, Any]) -> tuple[str, Mapping[str
     a configuration without matchConditions): the view takes the label, and the namespace
     webhook (``namespaces.validate``) warns whoever writes the annotation.
     """
-    metadata = _mapping(manifest.get("metadata"))
+    metadata = bodies.metadata_of(manifest)
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
         return None
@@ -116,25 +107,24 @@ def pod_group_queue(manifest: Mapping[str, Any]) -> tuple[str, str] | None:
 
     The queue is ``""`` when ``spec.queue`` is absent, empty or not a string: the view records
     what the object says, and the review resolves ``""`` to the configured default queue (the
-    same rule as ``manifests.parse_pod_group`` in the operator). With the shipped CRD the API
+    same rule as ``queue_manifests.parse_pod_group`` in the operator). With the shipped CRD the API
     server has already written ``spec.queue: default`` into a PodGroup created without one.
     """
-    metadata = _mapping(manifest.get("metadata"))
+    metadata = bodies.metadata_of(manifest)
     name, namespace = metadata.get("name"), metadata.get("namespace") or "default"
     if not isinstance(name, str) or not name or not isinstance(namespace, str):
         return None
-    queue = _mapping(manifest.get("spec")).get("queue")
-    return f"{namespace}/{name}", queue if isinstance(queue, str) else ""
+    return f"{namespace}/{name}", queue_manifests.named_queue(manifest)
 
 
 def node_resource_names(manifest: Mapping[str, Any]) -> tuple[str, frozenset[str]] | None:
     """``(name, scalar resources)`` of a Node manifest: the scalar names (extended resources,
     ``hugepages-*``, ``ephemeral-storage``...) its ``status.allocatable`` (else ``capacity``)
     offers in a non-zero amount. None without a name. Unparsable amounts are skipped."""
-    name = _mapping(manifest.get("metadata")).get("name")
+    name = bodies.metadata_of(manifest).get("name")
     if not isinstance(name, str) or not name:
         return None
-    status = _mapping(manifest.get("status"))
+    status = bodies.status_of(manifest)
     offered = _mapping(status.get("allocatable")) or _mapping(status.get("capacity"))
     names = set()
     for resource, amount in offered.items():

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 import yaml
 
-from queuetree.api import manifests
+from queuetree.api import manifest_files, queue_manifests
 from queuetree.core import validation
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ CRDS = {
 def custom_resources() -> list[tuple[str, dict[str, Any]]]:
     found = []
     for path in EXAMPLE_FILES:
-        for document in manifests.load_documents(path.read_text(), source=path.name):
+        for document in manifest_files.load_documents(path.read_text(), source=path.name):
             if document.manifest["kind"] in CRDS:
                 found.append((document.origin, dict(document.manifest)))
     return found
@@ -51,10 +51,10 @@ def test_every_example_queue_and_pod_group_passes_its_crd_schema(
 
 
 def test_the_example_queue_tree_obeys_every_rule_of_the_queue_webhook() -> None:
-    documents = manifests.load_documents(
+    documents = manifest_files.load_documents(
         (ROOT / "examples" / "queues" / "hierarchy.yaml").read_text(), source="hierarchy.yaml"
     )
-    queues = [manifests.parse_queue(d.manifest, origin=d.origin) for d in documents]
+    queues = [queue_manifests.parse_queue(d.manifest, origin=d.origin) for d in documents]
     tree = validation.QueueTree.of(queues)
     assert validation.validate_tree(tree, max_depth=5) == {}
 
@@ -66,7 +66,9 @@ def test_each_example_file_defines_a_priority_class_before_the_pods_that_name_it
     """kubectl applies a file in order, and kube-apiserver's Priority admission refuses a pod
     naming a PriorityClass that does not exist yet (a server dry run cannot show this: it
     creates nothing, so the e2e suite creates the classes first)."""
-    documents = [d.manifest for d in manifests.load_documents(path.read_text(), source=path.name)]
+    documents = [
+        d.manifest for d in manifest_files.load_documents(path.read_text(), source=path.name)
+    ]
     in_file = {d["metadata"]["name"] for d in documents if d["kind"] == "PriorityClass"}
     defined: set[str] = set()
     too_early = []

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
-from queuetree.api import manifests
+from queuetree.api import pod_manifests, pod_rules, readers
 from queuetree.core import objects, resources
 
 GPU = "nvidia.com/gpu"
@@ -48,7 +48,7 @@ def container(requests: dict[str, Any] | None = None, **more: Any) -> dict[str, 
 
 
 def test_a_bare_pod_is_a_pending_task_of_its_own_group_with_empty_requests() -> None:
-    assert manifests.parse_pod(pod_manifest()) == objects.Pod(
+    assert pod_manifests.parse_pod(pod_manifest()) == objects.Pod(
         namespace="ns1",
         name="p1",
         group="ns1/p1",
@@ -106,7 +106,7 @@ def test_every_scheduling_field_of_a_pod_is_read() -> None:
         },
     )
     request = resources.Resource(2000, 4 * GI, {GPU: 1000})
-    assert manifests.parse_pod(manifest) == objects.Pod(
+    assert pod_manifests.parse_pod(manifest) == objects.Pod(
         namespace="ml",
         name="trainer-0",
         group="ml/trainer",
@@ -146,16 +146,41 @@ def test_every_scheduling_field_of_a_pod_is_read() -> None:
     )
 
 
+class StatusesCase(NamedTuple):
+    phase: Any
+    deleting: Any
+    node_name: Any
+    expected: Any
+
+
 STATUSES = {
-    "running": ("Running", False, "n1", objects.TaskStatus.RUNNING),
-    "running and being deleted": ("Running", True, "n1", objects.TaskStatus.RELEASING),
-    "pending without a node": ("Pending", False, "", objects.TaskStatus.PENDING),
-    "pending with a node": ("Pending", False, "n1", objects.TaskStatus.BOUND),
-    "pending and being deleted": ("Pending", True, "n1", objects.TaskStatus.RELEASING),
-    "succeeded": ("Succeeded", False, "n1", objects.TaskStatus.SUCCEEDED),
-    "failed": ("Failed", True, "n1", objects.TaskStatus.FAILED),
-    "unknown phase": ("Unknown", False, "n1", objects.TaskStatus.UNKNOWN),
-    "a phase Kubernetes does not have": ("Evicted", False, "", objects.TaskStatus.UNKNOWN),
+    "running": StatusesCase(
+        phase="Running", deleting=False, node_name="n1", expected=objects.TaskStatus.RUNNING
+    ),
+    "running and being deleted": StatusesCase(
+        phase="Running", deleting=True, node_name="n1", expected=objects.TaskStatus.RELEASING
+    ),
+    "pending without a node": StatusesCase(
+        phase="Pending", deleting=False, node_name="", expected=objects.TaskStatus.PENDING
+    ),
+    "pending with a node": StatusesCase(
+        phase="Pending", deleting=False, node_name="n1", expected=objects.TaskStatus.BOUND
+    ),
+    "pending and being deleted": StatusesCase(
+        phase="Pending", deleting=True, node_name="n1", expected=objects.TaskStatus.RELEASING
+    ),
+    "succeeded": StatusesCase(
+        phase="Succeeded", deleting=False, node_name="n1", expected=objects.TaskStatus.SUCCEEDED
+    ),
+    "failed": StatusesCase(
+        phase="Failed", deleting=True, node_name="n1", expected=objects.TaskStatus.FAILED
+    ),
+    "unknown phase": StatusesCase(
+        phase="Unknown", deleting=False, node_name="n1", expected=objects.TaskStatus.UNKNOWN
+    ),
+    "a phase Kubernetes does not have": StatusesCase(
+        phase="Evicted", deleting=False, node_name="", expected=objects.TaskStatus.UNKNOWN
+    ),
 }
 
 
@@ -171,18 +196,24 @@ def test_the_task_status_follows_volcanos_get_task_status(
         status={"phase": phase},
         **metadata,
     )
-    assert manifests.task_status(phase, deleting=deleting, node_name=node_name) == expected
-    assert manifests.parse_pod(manifest).status == expected
+    assert pod_rules.task_status(phase, deleting=deleting, node_name=node_name) == expected
+    assert pod_manifests.parse_pod(manifest).status == expected
+
+
+class RequestsCase(NamedTuple):
+    spec: Any
+    resreq: Any
+    init_resreq: Any
 
 
 REQUESTS = {
-    "containers are summed": (
-        {"containers": [container({"cpu": "1", "memory": "1Gi"}), container({"cpu": "500m"})]},
-        resources.Resource(1500, GI, {}),
-        resources.Resource(1500, GI, {}),
+    "containers are summed": RequestsCase(
+        spec={"containers": [container({"cpu": "1", "memory": "1Gi"}), container({"cpu": "500m"})]},
+        resreq=resources.Resource(1500, GI, {}),
+        init_resreq=resources.Resource(1500, GI, {}),
     ),
-    "limits stand in for missing requests, per resource": (
-        {
+    "limits stand in for missing requests, per resource": RequestsCase(
+        spec={
             "containers": [
                 {
                     "name": "c",
@@ -193,19 +224,19 @@ REQUESTS = {
                 }
             ]
         },
-        resources.Resource(1000, 2 * GI, {GPU: 1000}),
-        resources.Resource(1000, 2 * GI, {GPU: 1000}),
+        resreq=resources.Resource(1000, 2 * GI, {GPU: 1000}),
+        init_resreq=resources.Resource(1000, 2 * GI, {GPU: 1000}),
     ),
-    "a large init container raises only the init request": (
-        {
+    "a large init container raises only the init request": RequestsCase(
+        spec={
             "initContainers": [container({"cpu": "4"}), container({"memory": "1Gi"})],
             "containers": [container({"cpu": "1", "memory": "2Gi"})],
         },
-        resources.Resource(1000, 2 * GI, {}),
-        resources.Resource(4000, 2 * GI, {}),
+        resreq=resources.Resource(1000, 2 * GI, {}),
+        init_resreq=resources.Resource(4000, 2 * GI, {}),
     ),
-    "a sidecar adds to the pod and to the init containers after it": (
-        {
+    "a sidecar adds to the pod and to the init containers after it": RequestsCase(
+        spec={
             "initContainers": [
                 container({"cpu": "1"}),
                 container({"cpu": "500m"}, restartPolicy="Always"),
@@ -213,17 +244,17 @@ REQUESTS = {
             ],
             "containers": [container({"cpu": "1"})],
         },
-        resources.Resource(1500, 0, {}),
-        resources.Resource(3500, 0, {}),
+        resreq=resources.Resource(1500, 0, {}),
+        init_resreq=resources.Resource(3500, 0, {}),
     ),
-    "the overhead is added to both": (
-        {
+    "the overhead is added to both": RequestsCase(
+        spec={
             "initContainers": [container({"cpu": "2"})],
             "containers": [container({"cpu": "1"})],
             "overhead": {"cpu": "250m", "memory": "120Mi"},
         },
-        resources.Resource(1250, 120 * 2**20, {}),
-        resources.Resource(2250, 120 * 2**20, {}),
+        resreq=resources.Resource(1250, 120 * 2**20, {}),
+        init_resreq=resources.Resource(2250, 120 * 2**20, {}),
     ),
 }
 
@@ -232,7 +263,7 @@ REQUESTS = {
 def test_requests_are_the_effective_requests_kubernetes_computes(
     spec: dict[str, Any], resreq: resources.Resource, init_resreq: resources.Resource
 ) -> None:
-    pod = manifests.parse_pod(pod_manifest(spec=spec))
+    pod = pod_manifests.parse_pod(pod_manifest(spec=spec))
     assert (pod.resreq, pod.init_resreq) == (resreq, init_resreq)
 
 
@@ -241,40 +272,60 @@ CLASSES = {
     "everyday": objects.PriorityClass(name="everyday", value=10, global_default=True),
     "also-default": objects.PriorityClass(name="also-default", value=20, global_default=True),
 }
-PRIORITIES: dict[str, tuple[dict[str, str], dict[str, Any], Any, int, list[str]]] = {
-    "the task-priority annotation wins over everything": (
-        {"volcano.sh/task-priority": "42"},
-        {"priority": 7, "priorityClassName": "high"},
-        CLASSES,
-        42,
-        [],
+
+
+class PrioritiesCase(NamedTuple):
+    annotations: Any
+    spec: Any
+    classes: Any
+    expected: Any
+    warned: Any
+
+
+PRIORITIES = {
+    "the task-priority annotation wins over everything": PrioritiesCase(
+        annotations={"volcano.sh/task-priority": "42"},
+        spec={"priority": 7, "priorityClassName": "high"},
+        classes=CLASSES,
+        expected=42,
+        warned=[],
     ),
-    "spec.priority wins over the class name": (
-        {},
-        {"priority": 7, "priorityClassName": "high"},
-        CLASSES,
-        7,
-        [],
+    "spec.priority wins over the class name": PrioritiesCase(
+        annotations={},
+        spec={"priority": 7, "priorityClassName": "high"},
+        classes=CLASSES,
+        expected=7,
+        warned=[],
     ),
-    "the class name is looked up": ({}, {"priorityClassName": "high"}, CLASSES, 1000, []),
-    "the lowest global default applies when nothing is set": ({}, {}, CLASSES, 10, []),
-    "without classes the task priority is 1": ({}, {}, {}, 1, []),
-    "an unparsable annotation is ignored": (
-        {"volcano.sh/task-priority": "high"},
-        {"priority": 7},
-        {},
-        7,
-        [
+    "the class name is looked up": PrioritiesCase(
+        annotations={},
+        spec={"priorityClassName": "high"},
+        classes=CLASSES,
+        expected=1000,
+        warned=[],
+    ),
+    "the lowest global default applies when nothing is set": PrioritiesCase(
+        annotations={}, spec={}, classes=CLASSES, expected=10, warned=[]
+    ),
+    "without classes the task priority is 1": PrioritiesCase(
+        annotations={}, spec={}, classes={}, expected=1, warned=[]
+    ),
+    "an unparsable annotation is ignored": PrioritiesCase(
+        annotations={"volcano.sh/task-priority": "high"},
+        spec={"priority": 7},
+        classes={},
+        expected=7,
+        warned=[
             'Pod ns1/p1: metadata.annotations["volcano.sh/task-priority"]: not a 32-bit '
             'integer, ignored (got "high")'
         ],
     ),
-    "a class name that cannot be resolved (classes unknown, as in a cluster) gives 1": (
-        {},
-        {"priorityClassName": "high"},
-        None,
-        1,
-        [
+    "an unresolvable class name (classes unknown, as in a cluster) gives 1": PrioritiesCase(
+        annotations={},
+        spec={"priorityClassName": "high"},
+        classes=None,
+        expected=1,
+        warned=[
             "Pod ns1/p1: spec.priorityClassName: 'high' cannot be resolved here and "
             "spec.priority is not set; using priority 1"
         ],
@@ -296,21 +347,35 @@ def test_the_task_priority_follows_annotation_spec_class_default(
 ) -> None:
     warnings: list[str] = []
     manifest = pod_manifest(annotations=annotations, spec={"containers": [container()], **spec})
-    pod = manifests.parse_pod(manifest, priority_classes=classes, on_warning=warnings.append)
+    pod = pod_manifests.parse_pod(manifest, priority_classes=classes, on_warning=warnings.append)
     assert (pod.priority, warnings) == (expected, warned)
 
 
+class PreemptableCase(NamedTuple):
+    annotations: Any
+    labels: Any
+    expected: Any
+
+
 PREEMPTABLE = {
-    "absent is preemptable": ({}, {}, True),
-    "the annotation false": ({"volcano.sh/preemptable": "false"}, {}, False),
-    "the label false": ({}, {"volcano.sh/preemptable": "false"}, False),
-    "the annotation wins over the label": (
-        {"volcano.sh/preemptable": "true"},
-        {"volcano.sh/preemptable": "false"},
-        True,
+    "absent is preemptable": PreemptableCase(annotations={}, labels={}, expected=True),
+    "the annotation false": PreemptableCase(
+        annotations={"volcano.sh/preemptable": "false"}, labels={}, expected=False
     ),
-    "Go's spellings of true": ({"volcano.sh/preemptable": "T"}, {}, True),
-    "an invalid value is not preemptable": ({"volcano.sh/preemptable": "yes"}, {}, False),
+    "the label false": PreemptableCase(
+        annotations={}, labels={"volcano.sh/preemptable": "false"}, expected=False
+    ),
+    "the annotation wins over the label": PreemptableCase(
+        annotations={"volcano.sh/preemptable": "true"},
+        labels={"volcano.sh/preemptable": "false"},
+        expected=True,
+    ),
+    "Go's spellings of true": PreemptableCase(
+        annotations={"volcano.sh/preemptable": "T"}, labels={}, expected=True
+    ),
+    "an invalid value is not preemptable": PreemptableCase(
+        annotations={"volcano.sh/preemptable": "yes"}, labels={}, expected=False
+    ),
 }
 
 
@@ -320,13 +385,18 @@ PREEMPTABLE = {
 def test_preemptability_reads_the_annotation_then_the_label(
     annotations: dict[str, str], labels: dict[str, str], expected: bool
 ) -> None:
-    pod = manifests.parse_pod(pod_manifest(annotations=annotations, labels=labels))
+    pod = pod_manifests.parse_pod(pod_manifest(annotations=annotations, labels=labels))
     assert pod.preemptable is expected
 
 
+class BadPodsCase(NamedTuple):
+    manifest: Any
+    expected: Any
+
+
 BAD_PODS = {
-    "every malformed request is named": (
-        pod_manifest(
+    "every malformed request is named": BadPodsCase(
+        manifest=pod_manifest(
             spec={
                 "containers": [
                     container({"cpu": "one"}),
@@ -334,25 +404,27 @@ BAD_PODS = {
                 ]
             }
         ),
-        [
+        expected=[
             'spec.containers[0].resources.requests["cpu"]: invalid quantity',
             'spec.containers[1].resources.limits["memory"]: invalid quantity',
         ],
     ),
-    "an annotation must be a string (as the API server requires)": (
-        pod_manifest(annotations={"scheduling.volcano.sh/queue-allocation-gate": True}),  # type: ignore[dict-item]
-        [
+    "an annotation must be a string (as the API server requires)": BadPodsCase(
+        manifest=pod_manifest(annotations={"scheduling.volcano.sh/queue-allocation-gate": True}),  # type: ignore[dict-item]
+        expected=[
             'metadata.annotations["scheduling.volcano.sh/queue-allocation-gate"]: '
             "must be a string (got true)"
         ],
     ),
-    "a priority class that is not given": (
-        pod_manifest(spec={"containers": [container()], "priorityClassName": "urgent"}),
-        ['spec.priorityClassName: no PriorityClass with this name was given (got "urgent")'],
+    "a priority class that is not given": BadPodsCase(
+        manifest=pod_manifest(spec={"containers": [container()], "priorityClassName": "urgent"}),
+        expected=[
+            'spec.priorityClassName: no PriorityClass with this name was given (got "urgent")'
+        ],
     ),
-    "containers must be a list": (
-        pod_manifest(spec={"containers": {"name": "c"}}),
-        ['spec.containers: must be a list (got {"name": "c"})'],
+    "containers must be a list": BadPodsCase(
+        manifest=pod_manifest(spec={"containers": {"name": "c"}}),
+        expected=['spec.containers: must be a list (got {"name": "c"})'],
     ),
 }
 
@@ -361,8 +433,8 @@ BAD_PODS = {
 def test_a_bad_pod_is_refused_naming_each_field(
     manifest: dict[str, Any], expected: list[str]
 ) -> None:
-    with pytest.raises(manifests.ManifestError) as caught:
-        manifests.parse_pod(manifest, origin="pods.yaml#1", priority_classes={})
+    with pytest.raises(readers.ManifestError) as caught:
+        pod_manifests.parse_pod(manifest, origin="pods.yaml#1", priority_classes={})
     messages = [str(problem) for problem in caught.value.problems]
     prefix = "pods.yaml#1: Pod ns1/p1: "
     assert [m.startswith(prefix) for m in messages] == [True] * len(expected), messages

@@ -16,13 +16,13 @@ import copy
 import datetime
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import hypothesis
 import pytest
 from hypothesis import strategies as st
 
-from queuetree.api import manifests
+from queuetree.api import pod_fast_path, pod_manifests, readers
 from queuetree.core import objects, resources
 
 GATE = "scheduling.volcano.sh/queue-allocation-gate"
@@ -227,7 +227,7 @@ ANNOTATION_VALUES = ["true", "false", "T", "yes", "42", "-2147483649", " 7", "1_
 
 
 @st.composite
-def pod_manifests(draw: st.DrawFn, *, odd: bool) -> dict[str, Any]:
+def pod_shapes(draw: st.DrawFn, *, odd: bool) -> dict[str, Any]:
     times = st.sampled_from(TIMES + (ODD_TIMES if odd else []))
     metadata = {
         "name": st.sampled_from(["p1", "trainer-0", ""] if odd else ["p1", "trainer-0"]),
@@ -280,7 +280,7 @@ def pod_manifests(draw: st.DrawFn, *, odd: bool) -> dict[str, Any]:
 def mutated_pod_manifests(draw: st.DrawFn) -> dict[str, Any]:
     """A well-formed pod with one value, anywhere in it, replaced by an odd one or removed:
     the inputs closest to the line between what the fast path takes and what it declines."""
-    manifest = copy.deepcopy(draw(pod_manifests(odd=False)))
+    manifest = copy.deepcopy(draw(pod_shapes(odd=False)))
     places: list[tuple[Any, Any]] = []
 
     def collect(value: Any) -> None:
@@ -325,7 +325,7 @@ def outcome(
         pod = parse(
             manifest, origin="pods.yaml#0", priority_classes=classes, on_warning=warnings.append
         )
-    except manifests.ManifestError as error:
+    except readers.ManifestError as error:
         return ("error", str(error), error.problems, warnings)
     except Exception as error:  # the same unexpected failure is an equal outcome too
         return ("raised", type(error), str(error), warnings)
@@ -334,25 +334,25 @@ def outcome(
 
 def fast(manifest: Any, classes: Mapping[str, objects.PriorityClass] | None) -> objects.Pod | None:
     try:
-        return manifests._parse_pod_fast(manifest, priority_classes=classes)
-    except manifests._Unusual:
+        return pod_fast_path.parse_pod_fast(manifest, priority_classes=classes)
+    except pod_fast_path.Unusual:
         return None
 
 
 def check_equivalence(manifest: Any, classes: Mapping[str, objects.PriorityClass] | None) -> bool:
     """Assert the properties of the module docstring; True when the fast path took the pod."""
     before = repr(manifest)
-    reference = outcome(manifests._parse_pod_checked, manifest, classes)
+    reference = outcome(pod_manifests.parse_pod_checked, manifest, classes)
     taken = fast(manifest, classes)
     if taken is not None:
         assert reference == ("pod", taken, [])
-    assert outcome(manifests.parse_pod, manifest, classes) == reference
+    assert outcome(pod_manifests.parse_pod, manifest, classes) == reference
     assert repr(manifest) == before
     return taken is not None
 
 
 @hypothesis.settings(max_examples=200, deadline=None)
-@hypothesis.given(manifest=pod_manifests(odd=False), classes=priority_class_sets)
+@hypothesis.given(manifest=pod_shapes(odd=False), classes=priority_class_sets)
 def test_a_well_formed_pod_parses_the_same_by_both_paths(
     manifest: dict[str, Any], classes: Mapping[str, objects.PriorityClass] | None
 ) -> None:
@@ -370,7 +370,7 @@ def test_a_pod_with_one_odd_value_ends_as_the_checked_path_ends(
 
 
 @hypothesis.settings(max_examples=150, deadline=None)
-@hypothesis.given(manifest=pod_manifests(odd=True), classes=priority_class_sets)
+@hypothesis.given(manifest=pod_shapes(odd=True), classes=priority_class_sets)
 def test_a_malformed_pod_ends_as_the_checked_path_ends(
     manifest: dict[str, Any], classes: Mapping[str, objects.PriorityClass] | None
 ) -> None:
@@ -379,7 +379,7 @@ def test_a_malformed_pod_ends_as_the_checked_path_ends(
 
 
 @hypothesis.settings(max_examples=60, deadline=None)
-@hypothesis.given(manifest=ODD_VALUES | pod_manifests(odd=True).map(MappingProxyType))
+@hypothesis.given(manifest=ODD_VALUES | pod_shapes(odd=True).map(MappingProxyType))
 def test_a_manifest_that_is_not_a_dict_ends_as_the_checked_path_ends(manifest: Any) -> None:
     check_equivalence(manifest, None)
 
@@ -434,9 +434,17 @@ def stored_pod(**spec: Any) -> dict[str, Any]:
 
 
 GI = 2**30
+
+
+class WellFormedCase(NamedTuple):
+    manifest: Any
+    resreq: Any
+    init_resreq: Any
+
+
 WELL_FORMED = {
-    "the operator benchmark's pod": (
-        {
+    "the operator benchmark's pod": WellFormedCase(
+        manifest={
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": "pod-1", "annotations": {GATE: "true"}},
@@ -445,16 +453,16 @@ WELL_FORMED = {
                 "containers": [{"name": "main", "resources": {"requests": {"cpu": "10m"}}}],
             },
         },
-        resources.Resource(10, 0, {}),
-        resources.Resource(10, 0, {}),
+        resreq=resources.Resource(10, 0, {}),
+        init_resreq=resources.Resource(10, 0, {}),
     ),
-    "a stored pod": (
-        stored_pod(),
-        resources.Resource(500, GI, {}),
-        resources.Resource(500, GI, {}),
+    "a stored pod": WellFormedCase(
+        manifest=stored_pod(),
+        resreq=resources.Resource(500, GI, {}),
+        init_resreq=resources.Resource(500, GI, {}),
     ),
-    "a stored pod with a GPU sidecar, an init container, overhead and node affinity": (
-        stored_pod(
+    "a stored pod with a GPU sidecar, an init container, overhead, node affinity": WellFormedCase(
+        manifest=stored_pod(
             containers=[
                 stored_container("main", {"cpu": "4", "memory": "16Gi"}, {"nvidia.com/gpu": "1"}),
             ],
@@ -473,8 +481,8 @@ WELL_FORMED = {
                 }
             },
         ),
-        resources.Resource(4100, 16 * GI + 128 * 2**20, {"nvidia.com/gpu": 1000}),
-        resources.Resource(6000, 16 * GI + 128 * 2**20, {"nvidia.com/gpu": 1000}),
+        resreq=resources.Resource(4100, 16 * GI + 128 * 2**20, {"nvidia.com/gpu": 1000}),
+        init_resreq=resources.Resource(6000, 16 * GI + 128 * 2**20, {"nvidia.com/gpu": 1000}),
     ),
 }
 
@@ -488,17 +496,22 @@ def test_the_fast_path_takes_a_well_formed_pod_and_reads_it_as_the_checked_path(
     taken = fast(manifest, None)
     assert taken is not None
     assert (taken, taken.resreq, taken.init_resreq) == (
-        manifests._parse_pod_checked(manifest),
+        pod_manifests.parse_pod_checked(manifest),
         resreq,
         init_resreq,
     )
 
 
+class QuantityOrdersCase(NamedTuple):
+    first: Any
+    second: Any
+
+
 QUANTITY_ORDERS = {
-    "true after 1": ({"cpu": 1}, {"cpu": True}),
-    "1 after true": ({"cpu": True}, {"cpu": 1}),
-    "2**60 after 2.0**60": ({"memory": 2.0**60}, {"memory": 2**60}),
-    "2.0**60 after 2**60": ({"memory": 2**60}, {"memory": 2.0**60}),
+    "true after 1": QuantityOrdersCase(first={"cpu": 1}, second={"cpu": True}),
+    "1 after true": QuantityOrdersCase(first={"cpu": True}, second={"cpu": 1}),
+    "2**60 after 2.0**60": QuantityOrdersCase(first={"memory": 2.0**60}, second={"memory": 2**60}),
+    "2.0**60 after 2**60": QuantityOrdersCase(first={"memory": 2**60}, second={"memory": 2.0**60}),
 }
 
 
@@ -508,11 +521,11 @@ def test_a_quantity_reads_the_same_whatever_equal_number_was_read_before(
 ) -> None:
     def parse(requests: dict[str, Any]) -> Outcome:
         manifest = stored_pod(containers=[{"name": "c", "resources": {"requests": requests}}])
-        return outcome(manifests.parse_pod, manifest, None)
+        return outcome(pod_manifests.parse_pod, manifest, None)
 
     alone = parse(second)
-    manifests._resource_from_items.cache_clear()
-    manifests._well_formed_resource.cache_clear()
+    readers._resource_from_items.cache_clear()
+    pod_fast_path._well_formed_resource.cache_clear()
     parse(first)
     assert parse(second) == alone
 
@@ -593,22 +606,29 @@ def rich_pod(*, annotations: dict[str, str], spec: dict[str, Any]) -> dict[str, 
     return manifest
 
 
+class RichPodsCase(NamedTuple):
+    manifest: Any
+    taken: Any
+
+
 RICH_PODS = {
-    "a pod with spec.priority": (
-        rich_pod(
+    "a pod with spec.priority": RichPodsCase(
+        manifest=rich_pod(
             annotations={objects.GROUP_NAME_ANNOTATION: "trainer"},
             spec={"priority": 5, "priorityClassName": "high"},
         ),
-        [True, True],
+        taken=[True, True],
     ),
     # Without the classes, a class name alone is a warning: the fast path declines it.
-    "a pod with a class name only": (
-        rich_pod(annotations={}, spec={"priority": None, "priorityClassName": "high"}),
-        [False, True],
+    "a pod with a class name only": RichPodsCase(
+        manifest=rich_pod(annotations={}, spec={"priority": None, "priorityClassName": "high"}),
+        taken=[False, True],
     ),
-    "a pod with the task-priority annotation": (
-        rich_pod(annotations={objects.TASK_PRIORITY_ANNOTATION: "7"}, spec={"priority": 5}),
-        [True, True],
+    "a pod with the task-priority annotation": RichPodsCase(
+        manifest=rich_pod(
+            annotations={objects.TASK_PRIORITY_ANNOTATION: "7"}, spec={"priority": 5}
+        ),
+        taken=[True, True],
     ),
 }
 """Each pod, and whether the fast path takes it without and with the priority classes."""

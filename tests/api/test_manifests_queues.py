@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
-from queuetree.api import manifests
+from queuetree.api import queue_manifests, readers
 from queuetree.core import objects, resources
 
 
@@ -25,13 +25,19 @@ def queue_manifest(name: str, *, spec: dict[str, Any] | None = None, **rest: Any
 
 GPU = "nvidia.com/gpu"
 
+
+class ParsedCase(NamedTuple):
+    manifest: Any
+    expected: Any
+
+
 PARSED = {
-    "a bare queue takes the CRD defaults and its name as uid": (
-        queue_manifest("q1"),
-        objects.Queue(name="q1", uid="q1"),
+    "a bare queue takes the CRD defaults and its name as uid": ParsedCase(
+        manifest=queue_manifest("q1"),
+        expected=objects.Queue(name="q1", uid="q1"),
     ),
-    "every field is read in the spec's units": (
-        queue_manifest(
+    "every field is read in the spec's units": ParsedCase(
+        manifest=queue_manifest(
             "team-a",
             spec={
                 "parent": "org",
@@ -52,7 +58,7 @@ PARSED = {
                 "annotations": {"volcano.sh/closed-by-parent": "true"},
             }
         },
-        objects.Queue(
+        expected=objects.Queue(
             name="team-a",
             parent="org",
             weight=3,
@@ -68,21 +74,21 @@ PARSED = {
             uid="6f0c",
         ),
     ),
-    "an empty capability map is no capability": (
-        queue_manifest("q1", spec={"capability": {}}),
-        objects.Queue(name="q1", uid="q1", capability=None),
+    "an empty capability map is no capability": ParsedCase(
+        manifest=queue_manifest("q1", spec={"capability": {}}),
+        expected=objects.Queue(name="q1", uid="q1", capability=None),
     ),
-    "a capability of dropped names only is a set, empty capability (as in Volcano)": (
-        queue_manifest("q1", spec={"capability": {"rdma": 1000}}),
-        objects.Queue(name="q1", uid="q1", capability=resources.EMPTY),
+    "a capability of dropped names only is a set, empty capability (as in Volcano)": ParsedCase(
+        manifest=queue_manifest("q1", spec={"capability": {"rdma": 1000}}),
+        expected=objects.Queue(name="q1", uid="q1", capability=resources.EMPTY),
     ),
-    "an empty state reads as Open": (
-        queue_manifest("q1", status={"state": ""}),
-        objects.Queue(name="q1", uid="q1", state=objects.QueueState.OPEN),
+    "an empty state reads as Open": ParsedCase(
+        manifest=queue_manifest("q1", status={"state": ""}),
+        expected=objects.Queue(name="q1", uid="q1", state=objects.QueueState.OPEN),
     ),
-    "a parent is kept as written, root included": (
-        queue_manifest("q1", spec={"parent": "root"}),
-        objects.Queue(name="q1", uid="q1", parent="root"),
+    "a parent is kept as written, root included": ParsedCase(
+        manifest=queue_manifest("q1", spec={"parent": "root"}),
+        expected=objects.Queue(name="q1", uid="q1", parent="root"),
     ),
 }
 
@@ -91,49 +97,55 @@ PARSED = {
 def test_a_queue_manifest_becomes_a_queue(
     manifest: dict[str, Any], expected: objects.Queue
 ) -> None:
-    assert manifests.parse_queue(manifest) == expected
+    assert queue_manifests.parse_queue(manifest) == expected
+
+
+class ProblemsCase(NamedTuple):
+    manifest: Any
+    expected: Any
 
 
 PROBLEMS = {
-    "every malformed quantity is named by its own path": (
-        queue_manifest(
+    "every malformed quantity is named by its own path": ProblemsCase(
+        manifest=queue_manifest(
             "q1", spec={"capability": {"cpu": "2x", GPU: "1 Gi"}, "deserved": {"memory": "1Qi"}}
         ),
-        [
+        expected=[
             'q.yaml#0: Queue q1: spec.capability["cpu"]: invalid quantity: unknown suffix',
             'q.yaml#0: Queue q1: spec.capability["nvidia.com/gpu"]: invalid quantity:',
             'q.yaml#0: Queue q1: spec.deserved["memory"]: invalid quantity: unknown suffix',
         ],
     ),
-    "wrong types are named with the value": (
-        queue_manifest("q1", spec={"weight": "3", "reclaimable": "yes", "guarantee": [1]}),
-        [
+    "wrong types are named with the value": ProblemsCase(
+        manifest=queue_manifest("q1", spec={"weight": "3", "reclaimable": "yes", "guarantee": [1]}),
+        expected=[
             'q.yaml#0: Queue q1: spec.weight: must be an integer (got "3")',
             "q.yaml#0: Queue q1: spec.guarantee: must be an object (got [1])",
             'q.yaml#0: Queue q1: spec.reclaimable: must be true or false (got "yes")',
         ],
     ),
-    "negative quantities are refused, as the API server does": (
-        queue_manifest("q1", spec={"deserved": {"cpu": "-1", GPU: "-2"}}),
-        [
+    "negative quantities are refused, as the API server does": ProblemsCase(
+        manifest=queue_manifest("q1", spec={"deserved": {"cpu": "-1", GPU: "-2"}}),
+        expected=[
             'q.yaml#0: Queue q1: spec.deserved["cpu"]: must not be negative (got "-1")',
             'q.yaml#0: Queue q1: spec.deserved["nvidia.com/gpu"]: must not be negative (got "-2")',
         ],
     ),
-    "an unknown state is refused": (
-        queue_manifest("q1", status={"state": "Draining"}),
-        [
+    "an unknown state is refused": ProblemsCase(
+        manifest=queue_manifest("q1", status={"state": "Draining"}),
+        expected=[
             "q.yaml#0: Queue q1: status.state: must be one of Open, Closed, Closing, Unknown"
             ' (got "Draining")'
         ],
     ),
-    "a queue needs a name": (
-        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {}},
-        ["q.yaml#0: Queue: metadata.name: is required"],
+    "a queue needs a name": ProblemsCase(
+        manifest={"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {}},
+        expected=["q.yaml#0: Queue: metadata.name: is required"],
     ),
-    "another kind or version is refused": (
-        queue_manifest("q1") | {"apiVersion": "scheduling.volcano.sh/v1alpha1", "kind": "Job"},
-        [
+    "another kind or version is refused": ProblemsCase(
+        manifest=queue_manifest("q1")
+        | {"apiVersion": "scheduling.volcano.sh/v1alpha1", "kind": "Job"},
+        expected=[
             'q.yaml#0: Queue q1: kind: expected Queue (got "Job")',
             "q.yaml#0: Queue q1: apiVersion: Queue must have apiVersion "
             'scheduling.volcano.sh/v1beta1 (got "scheduling.volcano.sh/v1alpha1")',
@@ -146,8 +158,8 @@ PROBLEMS = {
 def test_a_bad_queue_manifest_is_refused_with_every_problem(
     manifest: dict[str, Any], expected: list[str]
 ) -> None:
-    with pytest.raises(manifests.ManifestError) as caught:
-        manifests.parse_queue(manifest, origin="q.yaml#0")
+    with pytest.raises(readers.ManifestError) as caught:
+        queue_manifests.parse_queue(manifest, origin="q.yaml#0")
     messages = [str(problem) for problem in caught.value.problems]
     assert len(messages) == len(expected), messages
     for message, start in zip(messages, expected, strict=True):

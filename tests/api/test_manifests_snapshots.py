@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import Any, NamedTuple
 
 import hypothesis
 import hypothesis.strategies
 import pytest
 
-from queuetree.api import manifests
+from queuetree.api import manifest_files, pod_manifests, queue_manifests, readers
 from queuetree.core import objects, resources
 
 GPU = "nvidia.com/gpu"
@@ -30,7 +30,7 @@ def test_a_pod_group_manifest_becomes_a_pod_group() -> None:
         },
         "status": {"phase": "Inqueue"},
     }
-    assert manifests.parse_pod_group(manifest) == objects.PodGroup(
+    assert queue_manifests.parse_pod_group(manifest) == objects.PodGroup(
         namespace="ml",
         name="pg1",
         queue="team-a",
@@ -44,22 +44,27 @@ def test_a_pod_group_manifest_becomes_a_pod_group() -> None:
     )
 
 
+class GroupDefaultsCase(NamedTuple):
+    extra: Any
+    expected: Any
+
+
 GROUP_DEFAULTS = {
-    "a bare group is in the default namespace and queue, with no minimum": (
-        {},
-        objects.PodGroup(
+    "a bare group is in the default namespace and queue, with no minimum": GroupDefaultsCase(
+        extra={},
+        expected=objects.PodGroup(
             namespace="default", name="pg", queue="default", min_member=0, uid="default-pg"
         ),
     ),
-    "an empty queue is the default queue": (
-        {"spec": {"queue": ""}},
-        objects.PodGroup(
+    "an empty queue is the default queue": GroupDefaultsCase(
+        extra={"spec": {"queue": ""}},
+        expected=objects.PodGroup(
             namespace="default", name="pg", queue="default", min_member=0, uid="default-pg"
         ),
     ),
-    "empty minResources is set and empty, not absent": (
-        {"spec": {"minResources": {}}},
-        objects.PodGroup(
+    "empty minResources is set and empty, not absent": GroupDefaultsCase(
+        extra={"spec": {"minResources": {}}},
+        expected=objects.PodGroup(
             namespace="default",
             name="pg",
             min_member=0,
@@ -80,12 +85,17 @@ def test_pod_group_defaults_follow_volcano(
         "metadata": {"name": "pg"},
         **extra,
     }
-    assert manifests.parse_pod_group(manifest) == expected
+    assert queue_manifests.parse_pod_group(manifest) == expected
+
+
+class NodesCase(NamedTuple):
+    manifest: Any
+    expected: Any
 
 
 NODES = {
-    "allocatable, labels, taints and cordon are read": (
-        {
+    "allocatable, labels, taints and cordon are read": NodesCase(
+        manifest={
             "metadata": {"name": "n1", "labels": {"zone": "a"}},
             "spec": {
                 "unschedulable": True,
@@ -96,7 +106,7 @@ NODES = {
                 "capacity": {"cpu": "17"},
             },
         },
-        objects.Node(
+        expected=objects.Node(
             name="n1",
             allocatable=resources.Resource(16000, 64 * GI, {"pods": 110, GPU: 8000}),
             labels={"zone": "a"},
@@ -104,16 +114,16 @@ NODES = {
             unschedulable=True,
         ),
     ),
-    "capacity stands in for a missing allocatable": (
-        {"metadata": {"name": "n2"}, "status": {"capacity": {"cpu": "4", "pods": 10}}},
-        objects.Node(name="n2", allocatable=resources.Resource(4000, 0, {"pods": 10})),
+    "capacity stands in for a missing allocatable": NodesCase(
+        manifest={"metadata": {"name": "n2"}, "status": {"capacity": {"cpu": "4", "pods": 10}}},
+        expected=objects.Node(name="n2", allocatable=resources.Resource(4000, 0, {"pods": 10})),
     ),
 }
 
 
 @pytest.mark.parametrize(("manifest", "expected"), NODES.values(), ids=NODES.keys())
 def test_a_node_manifest_becomes_a_node(manifest: dict[str, Any], expected: objects.Node) -> None:
-    assert manifests.parse_node({"apiVersion": "v1", "kind": "Node", **manifest}) == expected
+    assert pod_manifests.parse_node({"apiVersion": "v1", "kind": "Node", **manifest}) == expected
 
 
 def test_a_priority_class_manifest_becomes_a_priority_class() -> None:
@@ -124,7 +134,7 @@ def test_a_priority_class_manifest_becomes_a_priority_class() -> None:
         "value": 1000,
         "globalDefault": True,
     }
-    assert manifests.parse_priority_class(manifest) == objects.PriorityClass(
+    assert pod_manifests.parse_priority_class(manifest) == objects.PriorityClass(
         name="high", value=1000, global_default=True
     )
 
@@ -191,10 +201,10 @@ items:
 
 
 def test_files_in_any_order_give_one_sorted_snapshot() -> None:
-    documents = manifests.load_documents(WORKLOAD, source="work.yaml")
-    documents += manifests.load_documents(QUEUES, source="queues.yaml")
-    parsed = manifests.build_snapshot(documents)
-    reversed_parsed = manifests.build_snapshot(list(reversed(documents)))
+    documents = manifest_files.load_documents(WORKLOAD, source="work.yaml")
+    documents += manifest_files.load_documents(QUEUES, source="queues.yaml")
+    parsed = manifest_files.build_snapshot(documents)
+    reversed_parsed = manifest_files.build_snapshot(list(reversed(documents)))
     lone_request = resources.Resource(1000, 0, {})
     assert parsed.snapshot == reversed_parsed.snapshot
     assert parsed.warnings == ()
@@ -237,9 +247,9 @@ def test_files_in_any_order_give_one_sorted_snapshot() -> None:
 def problems_of(*texts: str) -> list[str]:
     documents = []
     for index, text in enumerate(texts):
-        documents += manifests.load_documents(textwrap.dedent(text), source=f"f{index}.yaml")
-    with pytest.raises(manifests.ManifestError) as caught:
-        manifests.build_snapshot(documents)
+        documents += manifest_files.load_documents(textwrap.dedent(text), source=f"f{index}.yaml")
+    with pytest.raises(readers.ManifestError) as caught:
+        manifest_files.build_snapshot(documents)
     return [str(problem) for problem in caught.value.problems]
 
 
@@ -296,7 +306,7 @@ def test_every_problem_of_every_file_is_reported_at_once() -> None:
 def test_dangling_references_of_a_live_cluster_are_warnings_not_problems() -> None:
     # A dump of a live cluster (kubectl get ... -o yaml, a List) holds pods whose queue or
     # PodGroup was deleted: the snapshot keeps them, and the session tells why they wait.
-    documents = manifests.load_documents(
+    documents = manifest_files.load_documents(
         textwrap.dedent(
             """\
             apiVersion: v1
@@ -324,7 +334,7 @@ def test_dangling_references_of_a_live_cluster_are_warnings_not_problems() -> No
         ),
         source="dump.yaml",
     )
-    parsed = manifests.build_snapshot(documents)
+    parsed = manifest_files.build_snapshot(documents)
     assert (sorted(parsed.snapshot.pods), parsed.warnings) == (
         ["ns1/p1", "ns1/p2"],
         (
@@ -338,18 +348,25 @@ def test_dangling_references_of_a_live_cluster_are_warnings_not_problems() -> No
     )
 
 
+class DocumentProblemsCase(NamedTuple):
+    text: Any
+    expected: Any
+
+
 DOCUMENT_PROBLEMS = {
-    "a YAML syntax error names the line": (
-        "kind: Pod\nmetadata: {name: [}\n",
-        ["bad.yaml: invalid YAML at line 2, column 19: expected the node content, but found '}'"],
+    "a YAML syntax error names the line": DocumentProblemsCase(
+        text="kind: Pod\nmetadata: {name: [}\n",
+        expected=[
+            "bad.yaml: invalid YAML at line 2, column 19: expected the node content, but found '}'"
+        ],
     ),
-    "a document that is not an object": (
-        "- a\n- b\n",
-        ["bad.yaml#0: a document must be an object"],
+    "a document that is not an object": DocumentProblemsCase(
+        text="- a\n- b\n",
+        expected=["bad.yaml#0: a document must be an object"],
     ),
-    "a list whose items are not a list": (
-        "apiVersion: v1\nkind: List\nitems: 3\n",
-        ["bad.yaml#0: items: must be a list (got 3)"],
+    "a list whose items are not a list": DocumentProblemsCase(
+        text="apiVersion: v1\nkind: List\nitems: 3\n",
+        expected=["bad.yaml#0: items: must be a list (got 3)"],
     ),
 }
 
@@ -358,8 +375,8 @@ DOCUMENT_PROBLEMS = {
     ("text", "expected"), DOCUMENT_PROBLEMS.values(), ids=DOCUMENT_PROBLEMS.keys()
 )
 def test_unreadable_files_are_refused_with_their_location(text: str, expected: list[str]) -> None:
-    with pytest.raises(manifests.ManifestError) as caught:
-        manifests.load_documents(text, source="bad.yaml")
+    with pytest.raises(readers.ManifestError) as caught:
+        manifest_files.load_documents(text, source="bad.yaml")
     messages = [str(problem) for problem in caught.value.problems]
     assert len(messages) == len(expected)
     for message, start in zip(messages, expected, strict=True):
@@ -367,25 +384,40 @@ def test_unreadable_files_are_refused_with_their_location(text: str, expected: l
 
 
 def test_empty_documents_are_skipped() -> None:
-    assert manifests.load_documents("---\n---\n", source="empty.yaml") == []
+    assert manifest_files.load_documents("---\n---\n", source="empty.yaml") == []
 
 
 @hypothesis.settings(max_examples=30, deadline=None)
 @hypothesis.given(order=hypothesis.strategies.permutations(range(9)))
 def test_the_snapshot_never_depends_on_the_order_of_the_documents(order: list[int]) -> None:
-    documents = manifests.load_documents(WORKLOAD, source="work.yaml")
-    documents += manifests.load_documents(QUEUES, source="queues.yaml")
+    documents = manifest_files.load_documents(WORKLOAD, source="work.yaml")
+    documents += manifest_files.load_documents(QUEUES, source="queues.yaml")
     assert len(documents) == len(order)
     shuffled = [documents[index] for index in order]
     assert (
-        manifests.build_snapshot(shuffled).snapshot == manifests.build_snapshot(documents).snapshot
+        manifest_files.build_snapshot(shuffled).snapshot
+        == manifest_files.build_snapshot(documents).snapshot
     )
 
 
+class LonePodQueuesCase(NamedTuple):
+    annotations: Any
+    namespace_queue: Any
+    expected: Any
+
+
 LONE_POD_QUEUES = {
-    "the pod's annotation wins": ({"scheduling.volcano.sh/queue-name": "q-pod"}, "q-ns", "q-pod"),
-    "else its Namespace's annotation": ({}, "q-ns", "q-ns"),
-    "else the default queue": ({}, "", "q-default"),
+    "the pod's annotation wins": LonePodQueuesCase(
+        annotations={"scheduling.volcano.sh/queue-name": "q-pod"},
+        namespace_queue="q-ns",
+        expected="q-pod",
+    ),
+    "else its Namespace's annotation": LonePodQueuesCase(
+        annotations={}, namespace_queue="q-ns", expected="q-ns"
+    ),
+    "else the default queue": LonePodQueuesCase(
+        annotations={}, namespace_queue="", expected="q-default"
+    ),
 }
 
 
@@ -418,10 +450,10 @@ def test_a_lone_pod_goes_to_the_queue_its_pod_then_namespace_then_default_names(
         ),
     ]
     documents = [
-        manifests.Document(manifest=manifest, origin=f"c.yaml#{index}")
+        manifest_files.Document(manifest=manifest, origin=f"c.yaml#{index}")
         for index, manifest in enumerate(manifests_of_cluster)
     ]
-    parsed = manifests.build_snapshot(documents, default_queue="q-default")
+    parsed = manifest_files.build_snapshot(documents, default_queue="q-default")
     assert parsed.snapshot.pod_groups["ns1/p1"].queue == expected
 
 
@@ -431,50 +463,60 @@ def test_a_pod_group_without_a_queue_goes_to_the_default_queue_given() -> None:
         "kind": "PodGroup",
         "metadata": {"name": "pg", "namespace": "ns1"},
     }
-    assert manifests.parse_pod_group(manifest, default_queue="batch").queue == "batch"
+    assert queue_manifests.parse_pod_group(manifest, default_queue="batch").queue == "batch"
 
 
-BAD_OBJECTS: dict[str, tuple[Any, dict[str, Any], list[str]]] = {
-    "a pod group with a negative minimum and an unknown phase": (
-        manifests.parse_pod_group,
-        {
+class BadObjectsCase(NamedTuple):
+    parse: Any
+    manifest: Any
+    expected: Any
+
+
+BAD_OBJECTS = {
+    "a pod group with a negative minimum and an unknown phase": BadObjectsCase(
+        parse=queue_manifests.parse_pod_group,
+        manifest={
             "apiVersion": "scheduling.volcano.sh/v1beta1",
             "kind": "PodGroup",
             "metadata": {"name": "pg", "namespace": "ns1"},
             "spec": {"minMember": -1, "minTaskMember": {"worker": "two"}},
             "status": {"phase": "Waiting"},
         },
-        [
+        expected=[
             'o#0: PodGroup ns1/pg: spec.minTaskMember["worker"]: must be an integer (got "two")',
             "o#0: PodGroup ns1/pg: spec.minMember: must not be negative (got -1)",
             "o#0: PodGroup ns1/pg: status.phase: must be one of Pending, Running, Unknown, "
             'Inqueue, Completed (got "Waiting")',
         ],
     ),
-    "a node with a taint Kubernetes would refuse": (
-        manifests.parse_node,
-        {
+    "a node with a taint Kubernetes would refuse": BadObjectsCase(
+        parse=pod_manifests.parse_node,
+        manifest={
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": "n1"},
             "spec": {"taints": [{"effect": "NoRun"}], "unschedulable": "yes"},
         },
-        [
+        expected=[
             "o#0: Node n1: spec.taints[0].key: is required",
             "o#0: Node n1: spec.taints[0].effect: must be NoSchedule, PreferNoSchedule or "
             'NoExecute (got "NoRun")',
             'o#0: Node n1: spec.unschedulable: must be true or false (got "yes")',
         ],
     ),
-    "a priority class without a value": (
-        manifests.parse_priority_class,
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "p"}},
-        ["o#0: PriorityClass p: value: is required"],
+    "a priority class without a value": BadObjectsCase(
+        parse=pod_manifests.parse_priority_class,
+        manifest={
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "p"},
+        },
+        expected=["o#0: PriorityClass p: value: is required"],
     ),
-    "a creation time that is not RFC 3339": (
-        manifests.parse_node,
-        {"metadata": {"name": "n1", "creationTimestamp": "yesterday"}},
-        [
+    "a creation time that is not RFC 3339": BadObjectsCase(
+        parse=pod_manifests.parse_node,
+        manifest={"metadata": {"name": "n1", "creationTimestamp": "yesterday"}},
+        expected=[
             "o#0: Node n1: metadata.creationTimestamp: must be an RFC 3339 time such as "
             '2024-05-01T12:00:00Z (got "yesterday")'
         ],
@@ -488,6 +530,6 @@ BAD_OBJECTS: dict[str, tuple[Any, dict[str, Any], list[str]]] = {
 def test_bad_objects_of_every_kind_are_refused_naming_each_field(
     parse: Any, manifest: dict[str, Any], expected: list[str]
 ) -> None:
-    with pytest.raises(manifests.ManifestError) as caught:
+    with pytest.raises(readers.ManifestError) as caught:
         parse(manifest, origin="o#0")
     assert [str(problem) for problem in caught.value.problems] == expected

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pathlib
 import textwrap
 from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import pytest
 import yaml
@@ -91,9 +92,14 @@ def test_a_configmap_holding_the_file_is_read_like_the_file() -> None:
     assert parse(yaml.safe_dump(configmap)).configuration == parse(inner).configuration
 
 
+class FlagsCase(NamedTuple):
+    text: Any
+    expected: Any
+
+
 FLAGS = {
-    "flags are kept in their canonical spelling": (
-        """\
+    "flags are kept in their canonical spelling": FlagsCase(
+        text="""\
         actions: "enqueue, allocate"
         tiers:
         - plugins:
@@ -102,10 +108,12 @@ FLAGS = {
             enableReclaimable: false
             enabledOverused: false
         """,
-        plugin("capacity", enableHierarchy=True, enableReclaimable=False, enabledOverused=False),
+        expected=plugin(
+            "capacity", enableHierarchy=True, enableReclaimable=False, enabledOverused=False
+        ),
     ),
-    "the regular spelling of an irregular flag is an alias": (
-        """\
+    "the regular spelling of an irregular flag is an alias": FlagsCase(
+        text="""\
         actions: allocate
         tiers:
         - plugins:
@@ -113,10 +121,10 @@ FLAGS = {
             enableAllocatable: false
             enableVictim: true
         """,
-        plugin("capacity", enabledAllocatable=False, enabledVictim=True),
+        expected=plugin("capacity", enabledAllocatable=False, enabledVictim=True),
     ),
-    "both spellings agreeing is fine": (
-        """\
+    "both spellings agreeing is fine": FlagsCase(
+        text="""\
         actions: allocate
         tiers:
         - plugins:
@@ -124,27 +132,27 @@ FLAGS = {
             enableOverused: false
             enabledOverused: false
         """,
-        plugin("capacity", enabledOverused=False),
+        expected=plugin("capacity", enabledOverused=False),
     ),
-    "a flag with no value is unset, as a nil pointer in Volcano": (
-        """\
+    "a flag with no value is unset, as a nil pointer in Volcano": FlagsCase(
+        text="""\
         actions: allocate
         tiers:
         - plugins:
           - name: capacity
             enableHierarchy:
         """,
-        plugin("capacity"),
+        expected=plugin("capacity"),
     ),
-    "arguments are kept as written": (
-        """\
+    "arguments are kept as written": FlagsCase(
+        text="""\
         actions: reclaim
         tiers:
         - plugins:
           - name: capacity
             arguments: {ancestorReclaimLevel: 2, other: [1, 2]}
         """,
-        plugin("capacity", {"ancestorReclaimLevel": 2, "other": [1, 2]}),
+        expected=plugin("capacity", {"ancestorReclaimLevel": 2, "other": [1, 2]}),
     ),
 }
 
@@ -167,53 +175,61 @@ def test_a_flag_left_out_is_enabled_except_hierarchy() -> None:
     }
 
 
+class WarningsCase(NamedTuple):
+    text: Any
+    tiers: Any
+    warnings: Any
+
+
 WARNINGS = {
-    "an unknown plugin is dropped": (
-        """\
+    "an unknown plugin is dropped": WarningsCase(
+        text="""\
         actions: allocate
         tiers:
         - plugins:
           - name: drf
           - name: gang
         """,
-        (configs.Tier(plugins=(plugin("gang"),)),),
-        ["s.conf: tiers[0].plugins[0]: plugin 'drf' is not implemented by queuetree, ignored"],
+        tiers=(configs.Tier(plugins=(plugin("gang"),)),),
+        warnings=[
+            "s.conf: tiers[0].plugins[0]: plugin 'drf' is not implemented by queuetree, ignored"
+        ],
     ),
-    "a misspelt flag is named with the closest known spelling": (
-        """\
+    "a misspelt flag is named with the closest known spelling": WarningsCase(
+        text="""\
         actions: allocate
         tiers:
         - plugins:
           - name: capacity
             enableHierachy: true
         """,
-        (configs.Tier(plugins=(plugin("capacity"),)),),
-        [
+        tiers=(configs.Tier(plugins=(plugin("capacity"),)),),
+        warnings=[
             "s.conf: tiers[0].plugins[0].enableHierachy: unknown option, ignored "
             "(did you mean enableHierarchy?)"
         ],
     ),
-    "a Volcano flag queuetree does not use": (
-        """\
+    "a Volcano flag queuetree does not use": WarningsCase(
+        text="""\
         actions: allocate
         tiers:
         - plugins:
           - name: gang
             enableTargetJob: false
         """,
-        (configs.Tier(plugins=(plugin("gang"),)),),
-        ["s.conf: tiers[0].plugins[0].enableTargetJob: not used by queuetree, ignored"],
+        tiers=(configs.Tier(plugins=(plugin("gang"),)),),
+        warnings=["s.conf: tiers[0].plugins[0].enableTargetJob: not used by queuetree, ignored"],
     ),
-    "action configurations are not used": (
-        """\
+    "action configurations are not used": WarningsCase(
+        text="""\
         actions: enqueue
         tiers: []
         configurations:
         - name: enqueue
           arguments: {overcommit-factor: 1.2}
         """,
-        (),
-        ["s.conf: configurations: not used by queuetree, ignored"],
+        tiers=(),
+        warnings=["s.conf: configurations: not used by queuetree, ignored"],
     ),
 }
 
@@ -226,9 +242,14 @@ def test_what_queuetree_does_not_use_is_ignored_with_a_warning(
     assert (parsed.configuration.tiers, list(parsed.warnings)) == (tiers, warnings)
 
 
+class ErrorsCase(NamedTuple):
+    text: Any
+    expected: Any
+
+
 ERRORS = {
-    "proportion with capacity": (
-        """\
+    "proportion with capacity": ErrorsCase(
+        text="""\
         actions: allocate
         tiers:
         - plugins:
@@ -236,26 +257,26 @@ ERRORS = {
         - plugins:
           - name: capacity
         """,
-        [
+        expected=[
             "s.conf: tiers: proportion and capacity cannot be enabled together: both manage "
             "queue shares; remove proportion (queuetree implements capacity)"
         ],
     ),
-    "an unknown action": (
-        "actions: enqueue, shuffle, alocate\n",
-        [
+    "an unknown action": ErrorsCase(
+        text="actions: enqueue, shuffle, alocate\n",
+        expected=[
             "s.conf: actions: unknown action 'shuffle' (known: enqueue, allocate, backfill, "
             'reclaim, preempt) (got "enqueue, shuffle, alocate")',
             "s.conf: actions: unknown action 'alocate' (known: enqueue, allocate, backfill, "
             'reclaim, preempt) (did you mean allocate?) (got "enqueue, shuffle, alocate")',
         ],
     ),
-    "no actions": (
-        "tiers: []\n",
-        ['s.conf: actions: is required, such as "enqueue, allocate, backfill" (got null)'],
+    "no actions": ErrorsCase(
+        text="tiers: []\n",
+        expected=['s.conf: actions: is required, such as "enqueue, allocate, backfill" (got null)'],
     ),
-    "wrong types everywhere": (
-        """\
+    "wrong types everywhere": ErrorsCase(
+        text="""\
         actions: allocate
         tiers:
         - plugins:
@@ -265,7 +286,7 @@ ERRORS = {
           - enablePredicate: true
         - plugins: {name: gang}
         """,
-        [
+        expected=[
             's.conf: tiers[0].plugins[0].enableHierarchy: must be true or false (got "true")',
             "s.conf: tiers[0].plugins[0].arguments: must be an object of named arguments "
             '(got ["ancestorReclaimLevel"])',
@@ -273,8 +294,8 @@ ERRORS = {
             's.conf: tiers[1].plugins: must be a list of plugins (got {"name": "gang"})',
         ],
     ),
-    "two spellings of one flag that disagree": (
-        """\
+    "two spellings of one flag that disagree": ErrorsCase(
+        text="""\
         actions: allocate
         tiers:
         - plugins:
@@ -282,28 +303,30 @@ ERRORS = {
             enabledVictim: true
             enableVictim: false
         """,
-        [
+        expected=[
             "s.conf: tiers[0].plugins[0].enableVictim: contradicts enabledVictim (the same flag "
             "in another spelling) (got false)"
         ],
     ),
-    "a list instead of an object": (
-        "- actions: allocate\n",
-        [
+    "a list instead of an object": ErrorsCase(
+        text="- actions: allocate\n",
+        expected=[
             "s.conf: the configuration must be an object with actions and tiers "
             '(got [{"actions": "allocate"}])'
         ],
     ),
-    "a ConfigMap without the configuration": (
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {other.conf: x}\n",
-        [
+    "a ConfigMap without the configuration": ErrorsCase(
+        text="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {other.conf: x}\n",
+        expected=[
             's.conf: data["volcano-scheduler.conf"]: a ConfigMap must hold the configuration '
             "as a string (got null)"
         ],
     ),
-    "YAML that does not parse": (
-        "actions: [allocate\n",
-        ["s.conf: invalid YAML at line 2, column 1: expected ',' or ']', but got '<stream end>'"],
+    "YAML that does not parse": ErrorsCase(
+        text="actions: [allocate\n",
+        expected=[
+            "s.conf: invalid YAML at line 2, column 1: expected ',' or ']', but got '<stream end>'"
+        ],
     ),
 }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import pathlib
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -38,53 +39,64 @@ def nested_map(levels: int) -> str:
 
 
 Files = dict[str, str]
-CASES: dict[str, tuple[Files, Callable[[pathlib.Path], list[str]], list[str]]] = {
-    "session: YAML nested 5,000 levels deep": (
-        {"deep.yaml": nested_yaml(5000)},
-        lambda d: ["session", "-f", str(d / "deep.yaml")],
-        [
+
+
+class CasesCase(NamedTuple):
+    files: Any
+    argv: Any
+    expected: Any
+
+
+CASES = {
+    "session: YAML nested 5,000 levels deep": CasesCase(
+        files={"deep.yaml": nested_yaml(5000)},
+        argv=lambda d: ["session", "-f", str(d / "deep.yaml")],
+        expected=[
             "deep.yaml: nested deeper than 100 levels at line 6, column 104",
             "input not understood (1 problem)",
         ],
     ),
-    "session: a map nested 5,000 levels deep": (
-        {"deep.yaml": nested_map(5000)},
-        lambda d: ["session", "-f", str(d / "deep.yaml")],
-        [
+    "session: a map nested 5,000 levels deep": CasesCase(
+        files={"deep.yaml": nested_map(5000)},
+        argv=lambda d: ["session", "-f", str(d / "deep.yaml")],
+        expected=[
             "deep.yaml: nested deeper than 100 levels at line 105, column 201",
             "input not understood (1 problem)",
         ],
     ),
-    "session: nested 150 levels, within the reader but past the limit": (
-        {"deep.yaml": nested_yaml(150)},
-        lambda d: ["session", "-f", str(d / "deep.yaml")],
-        [
+    "session: nested 150 levels, within the reader but past the limit": CasesCase(
+        files={"deep.yaml": nested_yaml(150)},
+        argv=lambda d: ["session", "-f", str(d / "deep.yaml")],
+        expected=[
             "deep.yaml#0: Queue deep: spec.x[0][0]...: nested deeper than 100 levels",
             "input not understood (1 problem)",
         ],
     ),
-    "session: a queue chain 1,000 deep": (
-        {"chain.yaml": chain(1000)},
-        lambda d: ["session", "-f", str(d / "chain.yaml")],
-        [
+    "session: a queue chain 1,000 deep": CasesCase(
+        files={"chain.yaml": chain(1000)},
+        argv=lambda d: ["session", "-f", str(d / "chain.yaml")],
+        expected=[
             "chain.yaml#100: Queue q100: spec.parent: the queue is level 101 below root, deeper "
             "than the 100 levels queuetree accepts (and the webhook allows --max-queue-depth, 5 "
             'by default): attach it higher up (got "q99")',
             "input not understood (1 problem)",
         ],
     ),
-    "session: a file above --max-file-bytes": (
-        {"big.yaml": chain(20)},
-        lambda d: ["session", "--max-file-bytes=1000", "-f", str(d / "big.yaml")],
-        [
+    "session: a file above --max-file-bytes": CasesCase(
+        files={"big.yaml": chain(20)},
+        argv=lambda d: ["session", "--max-file-bytes=1000", "-f", str(d / "big.yaml")],
+        expected=[
             "big.yaml: 1977 bytes, more than the limit of 1000 (--max-file-bytes): split the file "
             "or raise the limit",
             "input not understood (1 problem)",
         ],
     ),
-    "review: --queues nested 5,000 levels deep": (
-        {"review.json": json.dumps(review("CREATE", queue("a"))), "deep.yaml": nested_yaml(5000)},
-        lambda d: [
+    "review: --queues nested 5,000 levels deep": CasesCase(
+        files={
+            "review.json": json.dumps(review("CREATE", queue("a"))),
+            "deep.yaml": nested_yaml(5000),
+        },
+        argv=lambda d: [
             "review",
             "--path=/queues/validate",
             "-f",
@@ -92,32 +104,32 @@ CASES: dict[str, tuple[Files, Callable[[pathlib.Path], list[str]], list[str]]] =
             "--queues",
             str(d / "deep.yaml"),
         ],
-        ["deep.yaml: nested deeper than 100 levels at line 6, column 104"],
+        expected=["deep.yaml: nested deeper than 100 levels at line 6, column 104"],
     ),
-    "review: a review file above --max-file-bytes": (
-        {"review.json": json.dumps(review("CREATE", queue("a", "x" * 2000)))},
-        lambda d: [
+    "review: a review file above --max-file-bytes": CasesCase(
+        files={"review.json": json.dumps(review("CREATE", queue("a", "x" * 2000)))},
+        argv=lambda d: [
             "review",
             "--path=/queues/validate",
             "--max-file-bytes=1000",
             "-f",
             str(d / "review.json"),
         ],
-        [
+        expected=[
             "review.json: 2575 bytes, more than the limit of 1000 (--max-file-bytes): split the "
             "file or raise the limit"
         ],
     ),
-    "review: a review nested deeper than --max-json-depth": (
-        {"review.json": json.dumps({**review("CREATE", queue("a")), "x": [[[[[[]]]]]]})},
-        lambda d: [
+    "review: a review nested deeper than --max-json-depth": CasesCase(
+        files={"review.json": json.dumps({**review("CREATE", queue("a")), "x": [[[[[[]]]]]]})},
+        argv=lambda d: [
             "review",
             "--path=/queues/validate",
             "--max-json-depth=4",
             "-f",
             str(d / "review.json"),
         ],
-        [
+        expected=[
             'review.json: {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
             '"message":"the request body is nested deeper than 4 levels, the limit '
             '(--max-json-depth)","reason":"BadRequest","code":400}'

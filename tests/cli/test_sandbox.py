@@ -17,7 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -73,14 +73,21 @@ def observation(
     )
 
 
+class StagesCase(NamedTuple):
+    manifest: Any
+    stage: Any
+
+
 STAGES = {
-    "our gate": (pod("p", gates=(GATE,)), "gated"),
-    "our gate and another": (pod("p", gates=("example.com/x", GATE)), "gated"),
-    "no gate, no node": (pod("p"), "admitted"),
-    "on a node": (pod("p", node="n1", phase="Running"), "running"),
-    "bound, still Pending": (pod("p", node="n1"), "running"),
-    "finished": (pod("p", node="n1", phase="Succeeded"), "succeeded"),
-    "failed": (pod("p", node="n1", phase="Failed"), "failed"),
+    "our gate": StagesCase(manifest=pod("p", gates=(GATE,)), stage="gated"),
+    "our gate and another": StagesCase(
+        manifest=pod("p", gates=("example.com/x", GATE)), stage="gated"
+    ),
+    "no gate, no node": StagesCase(manifest=pod("p"), stage="admitted"),
+    "on a node": StagesCase(manifest=pod("p", node="n1", phase="Running"), stage="running"),
+    "bound, still Pending": StagesCase(manifest=pod("p", node="n1"), stage="running"),
+    "finished": StagesCase(manifest=pod("p", node="n1", phase="Succeeded"), stage="succeeded"),
+    "failed": StagesCase(manifest=pod("p", node="n1", phase="Failed"), stage="failed"),
 }
 
 
@@ -90,39 +97,64 @@ def test_each_pod_is_in_exactly_one_stage(manifest: dict[str, Any], stage: str) 
 
 
 TEAM = queue("team", state="Open", allocated={"cpu": "1500m", "memory": "1Gi"})
+
+
+class ConditionsCase(NamedTuple):
+    condition: Any
+    problem: Any
+
+
 CONDITIONS = {
-    "a pod in the stage named": ({"pod": "a", "namespace": "ns", "stage": "gated"}, ""),
-    "a pod in another stage": (
-        {"pod": "b", "namespace": "ns", "stage": "gated"},
-        "pod ns/b: stage is running, expected gated",
+    "a pod in the stage named": ConditionsCase(
+        condition={"pod": "a", "namespace": "ns", "stage": "gated"}, problem=""
     ),
-    "a missing pod expected gone": ({"pod": "zz", "namespace": "ns", "exists": False}, ""),
-    "a missing pod": ({"pod": "zz", "namespace": "ns"}, "pod ns/zz does not exist"),
-    "exact gates": ({"pod": "a", "namespace": "ns", "gates": [GATE]}, ""),
-    "an explanation saying": ({"pod": "a", "namespace": "ns", "explained": "no room"}, ""),
-    "counts by label": ({"pods": {"app": "x"}, "counts": {"gated": 1, "running": 1}}, ""),
-    "every gated pod explained": ({"pods": {"app": "x"}, "explained": "no room"}, ""),
-    "a gated pod explained otherwise": (
-        {"pods": {"app": "x"}, "explained": "closed"},
-        "pods {'app': 'x'}: gated without an explanation saying 'closed': ['ns/a']",
+    "a pod in another stage": ConditionsCase(
+        condition={"pod": "b", "namespace": "ns", "stage": "gated"},
+        problem="pod ns/b: stage is running, expected gated",
     ),
-    "wrong counts": (
-        {"pods": {"app": "x"}, "counts": {"gated": 2}},
-        "pods {'app': 'x'}: counts {'gated': 1}, expected {'gated': 2} "
+    "a missing pod expected gone": ConditionsCase(
+        condition={"pod": "zz", "namespace": "ns", "exists": False}, problem=""
+    ),
+    "a missing pod": ConditionsCase(
+        condition={"pod": "zz", "namespace": "ns"}, problem="pod ns/zz does not exist"
+    ),
+    "exact gates": ConditionsCase(
+        condition={"pod": "a", "namespace": "ns", "gates": [GATE]}, problem=""
+    ),
+    "an explanation saying": ConditionsCase(
+        condition={"pod": "a", "namespace": "ns", "explained": "no room"}, problem=""
+    ),
+    "counts by label": ConditionsCase(
+        condition={"pods": {"app": "x"}, "counts": {"gated": 1, "running": 1}}, problem=""
+    ),
+    "every gated pod explained": ConditionsCase(
+        condition={"pods": {"app": "x"}, "explained": "no room"}, problem=""
+    ),
+    "a gated pod explained otherwise": ConditionsCase(
+        condition={"pods": {"app": "x"}, "explained": "closed"},
+        problem="pods {'app': 'x'}: gated without an explanation saying 'closed': ['ns/a']",
+    ),
+    "wrong counts": ConditionsCase(
+        condition={"pods": {"app": "x"}, "counts": {"gated": 2}},
+        problem="pods {'app': 'x'}: counts {'gated': 1}, expected {'gated': 2} "
         "(all: {'gated': 1, 'admitted': 0, 'running': 1, 'succeeded': 0, 'failed': 0, "
         "'evicted': 0})",
     ),
-    "queue figures compared by value": (
-        {"queue": "team", "state": "Open", "allocated": {"cpu": "1.5", "memory": "1024Mi"}},
-        "",
+    "queue figures compared by value": ConditionsCase(
+        condition={
+            "queue": "team",
+            "state": "Open",
+            "allocated": {"cpu": "1.5", "memory": "1024Mi"},
+        },
+        problem="",
     ),
-    "a resource the status lacks counts as zero": (
-        {"queue": "team", "allocated": {"nvidia.com/gpu": "0"}},
-        "",
+    "a resource the status lacks counts as zero": ConditionsCase(
+        condition={"queue": "team", "allocated": {"nvidia.com/gpu": "0"}},
+        problem="",
     ),
-    "a wrong queue figure": (
-        {"queue": "team", "allocated": {"cpu": "2"}},
-        "queue team: allocated is {'cpu': '1500m', 'memory': '1Gi'}, expected {'cpu': '2'}",
+    "a wrong queue figure": ConditionsCase(
+        condition={"queue": "team", "allocated": {"cpu": "2"}},
+        problem="queue team: allocated is {'cpu': '1500m', 'memory': '1Gi'}, expected {'cpu': '2'}",
     ),
 }
 
@@ -137,23 +169,36 @@ def test_a_condition_says_exactly_what_differs(condition: dict[str, Any], proble
     assert scenarios.check(condition, seen) == problem
 
 
+class BadScenariosCase(NamedTuple):
+    text: Any
+    says: Any
+
+
 BAD_SCENARIOS = {
-    "not a mapping": ("- apply: x.yaml\n", "expected a mapping with steps"),
-    "an unknown key": ("name: x\nsteeps: []\n", "unknown keys ['steeps']"),
-    "a step with two actions": (
-        "steps:\n- {wait: {queue: root}, expect: {queue: root}}\n",
-        "step 1: needs exactly one of apply, delete, patch, wait, expect",
+    "not a mapping": BadScenariosCase(
+        text="- apply: x.yaml\n", says="expected a mapping with steps"
     ),
-    "a file that does not exist": (
-        "steps:\n- apply: nowhere.yaml\n",
-        "step 1: ",
+    "an unknown key": BadScenariosCase(
+        text="name: x\nsteeps: []\n", says="unknown keys ['steeps']"
     ),
-    "a condition about nothing": ("steps:\n- wait: {color: red}\n", "step 1: a condition names"),
-    "a stage that does not exist": (
-        "steps:\n- wait: {pod: p, stage: sleeping}\n",
-        "step 1: stage 'sleeping' is not one of",
+    "a step with two actions": BadScenariosCase(
+        text="steps:\n- {wait: {queue: root}, expect: {queue: root}}\n",
+        says="step 1: needs exactly one of apply, delete, patch, wait, expect",
     ),
-    "a delete without a kind": ("steps:\n- delete: p\n", "step 1: delete takes RESOURCE/NAME"),
+    "a file that does not exist": BadScenariosCase(
+        text="steps:\n- apply: nowhere.yaml\n",
+        says="step 1: ",
+    ),
+    "a condition about nothing": BadScenariosCase(
+        text="steps:\n- wait: {color: red}\n", says="step 1: a condition names"
+    ),
+    "a stage that does not exist": BadScenariosCase(
+        text="steps:\n- wait: {pod: p, stage: sleeping}\n",
+        says="step 1: stage 'sleeping' is not one of",
+    ),
+    "a delete without a kind": BadScenariosCase(
+        text="steps:\n- delete: p\n", says="step 1: delete takes RESOURCE/NAME"
+    ),
 }
 
 

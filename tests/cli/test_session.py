@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -140,22 +140,43 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 GATES_ON = {"SchedulingGatesQueueAdmission": True}
 GATES_OFF = {"SchedulingGatesQueueAdmission": False}
 KUBE_SCHEDULER = frozenset({"default-scheduler"})
+
+
+class FlagsCase(NamedTuple):
+    flags: Any
+    gates: Any
+    admission_only: Any
+    scheduler_names: Any
+
+
 FLAGS = {
-    "defaults": ([], GATES_ON, False, None),
-    "--admission-only alone means true": (["--admission-only"], GATES_ON, True, KUBE_SCHEDULER),
-    "--admission-only=true": (["--admission-only=true"], GATES_ON, True, KUBE_SCHEDULER),
-    "--admission-only=false": (["--admission-only=false"], GATES_ON, False, None),
-    "feature gates": (
-        ["--feature-gates=SchedulingGatesQueueAdmission=false"],
-        GATES_OFF,
-        False,
-        None,
+    "defaults": FlagsCase(flags=[], gates=GATES_ON, admission_only=False, scheduler_names=None),
+    "--admission-only alone means true": FlagsCase(
+        flags=["--admission-only"],
+        gates=GATES_ON,
+        admission_only=True,
+        scheduler_names=KUBE_SCHEDULER,
     ),
-    "scheduler names, which only admission reads": (
-        ["--admission-only", "--scheduler-name=default-scheduler,volcano"],
-        GATES_ON,
-        True,
-        frozenset({"default-scheduler", "volcano"}),
+    "--admission-only=true": FlagsCase(
+        flags=["--admission-only=true"],
+        gates=GATES_ON,
+        admission_only=True,
+        scheduler_names=KUBE_SCHEDULER,
+    ),
+    "--admission-only=false": FlagsCase(
+        flags=["--admission-only=false"], gates=GATES_ON, admission_only=False, scheduler_names=None
+    ),
+    "feature gates": FlagsCase(
+        flags=["--feature-gates=SchedulingGatesQueueAdmission=false"],
+        gates=GATES_OFF,
+        admission_only=False,
+        scheduler_names=None,
+    ),
+    "scheduler names, which only admission reads": FlagsCase(
+        flags=["--admission-only", "--scheduler-name=default-scheduler,volcano"],
+        gates=GATES_ON,
+        admission_only=True,
+        scheduler_names=frozenset({"default-scheduler", "volcano"}),
     ),
 }
 
@@ -217,14 +238,20 @@ def write(directory: pathlib.Path, name: str, text: str) -> str:
     return str(path)
 
 
-INPUT_ERRORS: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
-    "a file that does not exist": (
-        {},
-        ["-f", "{tmp}/missing.yaml"],
-        ["{tmp}/missing.yaml: cannot read: No such file or directory"],
+class InputErrorsCase(NamedTuple):
+    files: Any
+    argv: Any
+    expected: Any
+
+
+INPUT_ERRORS = {
+    "a file that does not exist": InputErrorsCase(
+        files={},
+        argv=["-f", "{tmp}/missing.yaml"],
+        expected=["{tmp}/missing.yaml: cannot read: No such file or directory"],
     ),
-    "a malformed quantity names the object and the field": (
-        {
+    "a malformed quantity names the object and the field": InputErrorsCase(
+        files={
             "q.yaml": """\
             apiVersion: scheduling.volcano.sh/v1beta1
             kind: Queue
@@ -232,14 +259,14 @@ INPUT_ERRORS: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
             spec: {capability: {nvidia.com/gpu: two}}
             """
         },
-        ["-f", "{tmp}/q.yaml"],
-        [
+        argv=["-f", "{tmp}/q.yaml"],
+        expected=[
             '{tmp}/q.yaml#0: Queue team-a: spec.capability["nvidia.com/gpu"]: invalid quantity: '
             '{reason} (got "two")'
         ],
     ),
-    "an unknown kind and a duplicate, in two files": (
-        {
+    "an unknown kind and a duplicate, in two files": InputErrorsCase(
+        files={
             "a.yaml": """\
             apiVersion: batch/v1
             kind: Job
@@ -255,15 +282,15 @@ INPUT_ERRORS: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
             metadata: {name: q}
             """,
         },
-        ["-f", "{tmp}/a.yaml", "-f", "{tmp}/b.yaml"],
-        [
+        argv=["-f", "{tmp}/a.yaml", "-f", "{tmp}/b.yaml"],
+        expected=[
             "{tmp}/a.yaml#0: kind: unsupported kind (a session reads Queue, PodGroup, Pod, Node, "
             'PriorityClass, Namespace; workloads are not expanded) (got "Job")',
             "{tmp}/b.yaml#1: Queue q: defined twice (first in {tmp}/b.yaml#0)",
         ],
     ),
-    "a configuration with proportion and capacity": (
-        {
+    "a configuration with proportion and capacity": InputErrorsCase(
+        files={
             "c.conf": """\
             actions: allocate
             tiers:
@@ -271,21 +298,21 @@ INPUT_ERRORS: dict[str, tuple[dict[str, str], list[str], list[str]]] = {
             """,
             "empty.yaml": "",
         },
-        ["-f", "{tmp}/empty.yaml", "--config", "{tmp}/c.conf"],
-        [
+        argv=["-f", "{tmp}/empty.yaml", "--config", "{tmp}/c.conf"],
+        expected=[
             "{tmp}/c.conf: tiers: proportion and capacity cannot be enabled together: both "
             "manage queue shares; remove proportion (queuetree implements capacity)"
         ],
     ),
-    "standard input twice": (
-        {},
-        ["-f", "-", "--config", "-"],
-        ["-: standard input (-) can be given only once"],
+    "standard input twice": InputErrorsCase(
+        files={},
+        argv=["-f", "-", "--config", "-"],
+        expected=["-: standard input (-) can be given only once"],
     ),
-    "YAML that does not parse": (
-        {"bad.yaml": "kind: Pod\nmetadata: {name: [}\n"},
-        ["-f", "{tmp}/bad.yaml"],
-        [
+    "YAML that does not parse": InputErrorsCase(
+        files={"bad.yaml": "kind: Pod\nmetadata: {name: [}\n"},
+        argv=["-f", "{tmp}/bad.yaml"],
+        expected=[
             "{tmp}/bad.yaml: invalid YAML at line 2, column 19: expected the node content, "
             "but found '}}'"
         ],
@@ -318,15 +345,22 @@ def test_input_that_is_not_understood_exits_2_with_every_problem_on_stderr(
     ]
 
 
+class UsageErrorsCase(NamedTuple):
+    argv: Any
+    message: Any
+
+
 USAGE_ERRORS = {
-    "no file": ([], "the following arguments are required: -f/--filename"),
-    "an unknown feature gate": (
-        ["-f", "-", "--feature-gates=Nope=true"],
-        "unknown feature gate 'Nope'",
+    "no file": UsageErrorsCase(
+        argv=[], message="the following arguments are required: -f/--filename"
     ),
-    "a boolean flag with a value that is not a boolean": (
-        ["-f", "-", "--admission-only=maybe"],
-        "invalid boolean value 'maybe'",
+    "an unknown feature gate": UsageErrorsCase(
+        argv=["-f", "-", "--feature-gates=Nope=true"],
+        message="unknown feature gate 'Nope'",
+    ),
+    "a boolean flag with a value that is not a boolean": UsageErrorsCase(
+        argv=["-f", "-", "--admission-only=maybe"],
+        message="invalid boolean value 'maybe'",
     ),
 }
 
@@ -353,9 +387,14 @@ def test_a_directory_reads_its_manifest_files_in_name_order(
     assert json.loads(out)["bind"] == {"ns1/p1": "n1"}
 
 
+class RecursionCase(NamedTuple):
+    flags: Any
+    bind: Any
+
+
 RECURSION = {
-    "without -R only the directory's own files": ([], {}),
-    "with -R its subdirectories too": (["-R"], {"ns1/p1": "n1"}),
+    "without -R only the directory's own files": RecursionCase(flags=[], bind={}),
+    "with -R its subdirectories too": RecursionCase(flags=["-R"], bind={"ns1/p1": "n1"}),
 }
 
 

@@ -139,7 +139,7 @@ GROUP_SOURCE = "PodGroup ml/pg, which names no queue: the default queue batch"
             LONE,
             {
                 "allowed": False,
-                "message": f"metadata.annotations[{QUEUE_NAME}]: "
+                "message": f'metadata.annotations["{QUEUE_NAME}"]: '
                 + CLOSED.format(source=LONE_SOURCE),
             },
             id="a-lone-pod-is-refused-when-the-configured-queue-is-closed",
@@ -149,7 +149,7 @@ GROUP_SOURCE = "PodGroup ml/pg, which names no queue: the default queue batch"
             LONE,
             {
                 "allowed": False,
-                "message": f"metadata.annotations[{QUEUE_NAME}]: "
+                "message": f'metadata.annotations["{QUEUE_NAME}"]: '
                 + MISSING.format(source=LONE_SOURCE),
             },
             id="a-lone-pod-is-refused-when-the-configured-queue-is-missing",
@@ -159,7 +159,7 @@ GROUP_SOURCE = "PodGroup ml/pg, which names no queue: the default queue batch"
             GROUPED,
             {
                 "allowed": False,
-                "message": f"metadata.annotations[{GROUP_NAME}]: "
+                "message": f'metadata.annotations["{GROUP_NAME}"]: '
                 + CLOSED.format(source=GROUP_SOURCE),
             },
             id="a-podgroup-without-spec-queue-is-refused-when-the-configured-queue-is-closed",
@@ -169,7 +169,7 @@ GROUP_SOURCE = "PodGroup ml/pg, which names no queue: the default queue batch"
             GROUPED,
             {
                 "allowed": False,
-                "message": f"metadata.annotations[{GROUP_NAME}]: "
+                "message": f'metadata.annotations["{GROUP_NAME}"]: '
                 + MISSING.format(source=GROUP_SOURCE),
             },
             id="a-podgroup-with-an-empty-spec-queue-is-refused-when-the-configured-queue-is-missing",

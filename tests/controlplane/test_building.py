@@ -8,6 +8,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -33,17 +34,25 @@ replace (
 )
 """
 
+
+class StagingCase(NamedTuple):
+    go_mod: Any
+    expected: Any
+
+
 STAGING = {
-    "a require block, an indirect one, and a one-line require": (
-        KUBERNETES_GO_MOD,
-        ["k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"],
+    "a require block, an indirect one, and a one-line require": StagingCase(
+        go_mod=KUBERNETES_GO_MOD,
+        expected=["k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"],
     ),
-    "pseudo-versions and real versions are not staging": (
-        "require (\n\tk8s.io/utils v0.0.0-20260108192941-914a6e750570\n"
+    "pseudo-versions and real versions are not staging": StagingCase(
+        go_mod="require (\n\tk8s.io/utils v0.0.0-20260108192941-914a6e750570\n"
         "\tk8s.io/klog/v2 v2.130.1\n)\n",
-        [],
+        expected=[],
     ),
-    "replace lines are not requirements": ("replace k8s.io/api v0.0.0 => ./staging\n", []),
+    "replace lines are not requirements": StagingCase(
+        go_mod="replace k8s.io/api v0.0.0 => ./staging\n", expected=[]
+    ),
 }
 
 
@@ -75,18 +84,23 @@ def _copy(component: building.Component, root: pathlib.Path) -> building.Compone
     )
 
 
+class EditsCase(NamedTuple):
+    edits: Any
+    expected: Any
+
+
 EDITS = {
-    "a staging module left out": (
-        ["-dropreplace=k8s.io/kms"],
-        ["missing: replace k8s.io/kms => k8s.io/kms v0.37.2"],
+    "a staging module left out": EditsCase(
+        edits=["-dropreplace=k8s.io/kms"],
+        expected=["missing: replace k8s.io/kms => k8s.io/kms v0.37.2"],
     ),
-    "a staging module at another release": (
-        ["-replace=k8s.io/api=k8s.io/api@v0.36.3"],
-        ["wrong: replace k8s.io/api => v0.36.3 (expected v0.37.2)"],
+    "a staging module at another release": EditsCase(
+        edits=["-replace=k8s.io/api=k8s.io/api@v0.36.3"],
+        expected=["wrong: replace k8s.io/api => v0.36.3 (expected v0.37.2)"],
     ),
-    "a replace of a module that is not staging": (
-        ["-replace=k8s.io/legacy-cloud-providers=k8s.io/legacy-cloud-providers@v0.30.0"],
-        ["extra: replace k8s.io/legacy-cloud-providers => v0.30.0"],
+    "a replace of a module that is not staging": EditsCase(
+        edits=["-replace=k8s.io/legacy-cloud-providers=k8s.io/legacy-cloud-providers@v0.30.0"],
+        expected=["extra: replace k8s.io/legacy-cloud-providers => v0.30.0"],
     ),
 }
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import yaml
@@ -85,18 +85,28 @@ def test_node_manifests_become_kwok_nodes_with_capacity_labels_and_taints(
 
 
 READY = {"type": "Ready", "status": "True"}
+
+
+class UsableCase(NamedTuple):
+    status: Any
+    taints: Any
+    usable: Any
+
+
 USABLE = {
-    "Ready and untainted": ({"conditions": [READY]}, [], True),
-    "not Ready yet": ({"conditions": [{"type": "Ready", "status": "False"}]}, [], False),
-    "Ready but still tainted not-ready": (
-        {"conditions": [READY]},
-        [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}],
-        False,
+    "Ready and untainted": UsableCase(status={"conditions": [READY]}, taints=[], usable=True),
+    "not Ready yet": UsableCase(
+        status={"conditions": [{"type": "Ready", "status": "False"}]}, taints=[], usable=False
     ),
-    "Ready with a taint of its own": (
-        {"conditions": [READY]},
-        [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
-        True,
+    "Ready but still tainted not-ready": UsableCase(
+        status={"conditions": [READY]},
+        taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}],
+        usable=False,
+    ),
+    "Ready with a taint of its own": UsableCase(
+        status={"conditions": [READY]},
+        taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+        usable=True,
     ),
 }
 

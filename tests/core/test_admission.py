@@ -7,6 +7,7 @@ does; the id says what the reference would do instead.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -53,9 +54,17 @@ UNPLACED = (
     "reclaim cannot help: "
 )
 QUOTA_Q = "queue 'q' has no room for cpu: requested 1, used 1 of capability 1"
+
+
+class RaceStepsCase(NamedTuple):
+    objs: Any
+    ungate: Any
+    reasons: Any
+
+
 RACE_STEPS = {
-    "1: three gated pods, room for one: the oldest is ungated": (
-        (
+    "1: three gated pods, room for one: the oldest is ungated": RaceStepsCase(
+        objs=(
             _race_group("pod-1"),
             _race_pod("pod-1", 1),
             _race_group("pod-2"),
@@ -63,14 +72,14 @@ RACE_STEPS = {
             _race_group("pod-3"),
             _race_pod("pod-3", 3),
         ),
-        ("ns/pod-1",),
-        {
+        ungate=("ns/pod-1",),
+        reasons={
             "ns/pod-2": QUOTA_Q + " (0 allocated, 1 reserved by admitted pods not yet placed)",
             "ns/pod-3": QUOTA_Q + " (0 allocated, 1 reserved by admitted pods not yet placed)",
         },
     ),
-    "2: pod-1 runs and holds the queue": (
-        (
+    "2: pod-1 runs and holds the queue": RaceStepsCase(
+        objs=(
             _race_group("pod-1"),
             b.pod("ns", "pod-1")
             .group("pg-pod-1")
@@ -83,21 +92,23 @@ RACE_STEPS = {
             _race_group("pod-3"),
             _race_pod("pod-3", 3),
         ),
-        (),
-        {"ns/pod-2": QUOTA_Q, "ns/pod-3": QUOTA_Q},
+        ungate=(),
+        reasons={"ns/pod-2": QUOTA_Q, "ns/pod-3": QUOTA_Q},
     ),
-    "3: pod-1 is gone: pod-2 is ungated": (
-        (
+    "3: pod-1 is gone: pod-2 is ungated": RaceStepsCase(
+        objs=(
             _race_group("pod-2"),
             _race_pod("pod-2", 2),
             _race_group("pod-3"),
             _race_pod("pod-3", 3),
         ),
-        ("ns/pod-2",),
-        {"ns/pod-3": QUOTA_Q + " (0 allocated, 1 reserved by admitted pods not yet placed)"},
+        ungate=("ns/pod-2",),
+        reasons={
+            "ns/pod-3": QUOTA_Q + " (0 allocated, 1 reserved by admitted pods not yet placed)"
+        },
     ),
-    "4: pod-2 is ungated but unplaceable: its reservation keeps pod-3 gated": (
-        (
+    "4: pod-2 is ungated but unplaceable: its reservation keeps pod-3 gated": RaceStepsCase(
+        objs=(
             _race_group("pod-2"),
             b.pod("ns", "pod-2")
             .group("pg-pod-2")
@@ -109,18 +120,18 @@ RACE_STEPS = {
             _race_group("pod-3"),
             _race_pod("pod-3", 3),
         ),
-        (),
-        {
+        ungate=(),
+        reasons={
             "ns/pod-2": UNPLACED + "queue 'q' may not reclaim: the pod would take it (and the "
             "ancestors reclaim consults) past its deserved share on every requested resource, "
             "or past its capability",
             "ns/pod-3": QUOTA_Q + " (0 allocated, 1 reserved by admitted pods not yet placed)",
         },
     ),
-    "5: pod-2 is deleted: pod-3 is ungated": (
-        (_race_group("pod-3"), _race_pod("pod-3", 3)),
-        ("ns/pod-3",),
-        {},
+    "5: pod-2 is deleted: pod-3 is ungated": RaceStepsCase(
+        objs=(_race_group("pod-3"), _race_pod("pod-3", 3)),
+        ungate=("ns/pod-3",),
+        reasons={},
     ),
 }
 
@@ -492,19 +503,24 @@ def test_running_pods_of_a_non_leaf_queue_still_count_against_its_ancestors() ->
     )
 
 
+class ReclaimReasonsCase(NamedTuple):
+    owner: Any
+    reasons: Any
+
+
 RECLAIM_REASONS = {
-    "a queue over its deserved share cannot reclaim": (
-        b.queue("owner").deserved(cpu="500m"),
-        {
+    "a queue over its deserved share cannot reclaim": ReclaimReasonsCase(
+        owner=b.queue("owner").deserved(cpu="500m"),
+        reasons={
             "ns/claim": "kube-scheduler found no node for the pod (Unschedulable) although its "
             "queue admitted it; reclaim cannot help: queue 'owner' may not reclaim: the pod "
             "would take it (and the ancestors reclaim consults) past its deserved share on every "
             "requested resource, or past its capability"
         },
     ),
-    "no victim may be taken": (
-        b.queue("owner").deserved(cpu="1"),
-        {
+    "no victim may be taken": ReclaimReasonsCase(
+        owner=b.queue("owner").deserved(cpu="1"),
+        reasons={
             "ns/claim": "kube-scheduler found no node for the pod (Unschedulable) although its "
             "queue admitted it; reclaim cannot help: no node has running pods that reclaim may "
             "take (their queues are within their deserved share or guarantee, or not "

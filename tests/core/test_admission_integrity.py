@@ -10,6 +10,7 @@ operator runs it); ids say what the reference does differently where it does.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -187,24 +188,34 @@ RUNNER = (
     b.pod_group("ns", "runner").queue("full").phase(RUNNING),
     b.pod("ns", "runner").group("runner").requests(cpu="1").opted_in().running_on("n1"),
 )
+
+
+class KindsCase(NamedTuple):
+    items: Any
+    names: Any
+    expected: Any
+
+
 KINDS = {
-    "a best-effort pod in a full Open queue is admitted (Volcano never ungates it)": (
-        (NODE, *QUEUES, *RUNNER, *best_effort("free", "full")),
-        None,
-        Case(items=(), ungate=("ns/free",)),
+    "a best-effort pod in a full Open queue is admitted (Volcano never ungates it)": KindsCase(
+        items=(NODE, *QUEUES, *RUNNER, *best_effort("free", "full")),
+        names=None,
+        expected=Case(items=(), ungate=("ns/free",)),
     ),
-    "a best-effort pod in a Closed queue waits": (
-        (
+    "a best-effort pod in a Closed queue waits": KindsCase(
+        items=(
             NODE,
             b.queue("root"),
             b.queue("shut").state(objects.QueueState.CLOSED),
             *best_effort("free", "shut"),
         ),
-        None,
-        Case(items=(), reasons={"ns/free": "queue 'shut' is Closed: only Open queues admit pods"}),
+        names=None,
+        expected=Case(
+            items=(), reasons={"ns/free": "queue 'shut' is Closed: only Open queues admit pods"}
+        ),
     ),
-    "a pod for another scheduler stays gated and holds nothing, not even at enqueue": (
-        (
+    "a pod for another scheduler stays gated and holds nothing, not even at enqueue": KindsCase(
+        items=(
             NODE,
             *QUEUES,
             # As the operator builds a lone pod's group: Pending, minResources its request.
@@ -217,8 +228,8 @@ KINDS = {
             b.pod_group("ns", "ours").queue("full").min_resources(cpu="1").created(5),
             b.pod("ns", "ours").group("ours").requests(cpu="1").admission().created(9),
         ),
-        frozenset({"default-scheduler"}),
-        Case(
+        names=frozenset({"default-scheduler"}),
+        expected=Case(
             items=(),
             ungate=("ns/ours",),
             reasons={
@@ -229,8 +240,8 @@ KINDS = {
             },
         ),
     ),
-    "without scheduler names any scheduler's pods are admitted (queuetree session)": (
-        (
+    "without scheduler names any scheduler's pods are admitted (queuetree session)": KindsCase(
+        items=(
             NODE,
             *QUEUES,
             b.pod_group("ns", "foreign").queue("roomy").phase(INQUEUE),
@@ -240,8 +251,8 @@ KINDS = {
             .admission()
             .scheduler("volcano"),
         ),
-        None,
-        Case(items=(), ungate=("ns/foreign",)),
+        names=None,
+        expected=Case(items=(), ungate=("ns/foreign",)),
     ),
 }
 
@@ -263,39 +274,48 @@ def _finished(name: str, status: objects.TaskStatus) -> b.PodBuilder:
     return b.pod("ns", name).group("job").requests(cpu="1").opted_in().status(status)
 
 
+class PhasesCase(NamedTuple):
+    phase: Any
+    pods: Any
+    expected: Any
+
+
 PHASES = {
-    "both members running: Running, running 2": (
-        RUNNING,
-        (member("a", RUN), member("b", RUN)),
-        (objects.PodGroupPhase.RUNNING, objects.GroupCounts(running=2)),
+    "both members running: Running, running 2": PhasesCase(
+        phase=RUNNING,
+        pods=(member("a", RUN), member("b", RUN)),
+        expected=(objects.PodGroupPhase.RUNNING, objects.GroupCounts(running=2)),
     ),
-    "both succeeded: Completed, succeeded 2": (
-        RUNNING,
-        (
+    "both succeeded: Completed, succeeded 2": PhasesCase(
+        phase=RUNNING,
+        pods=(
             _finished("a", objects.TaskStatus.SUCCEEDED),
             _finished("b", objects.TaskStatus.SUCCEEDED),
         ),
-        (objects.PodGroupPhase.COMPLETED, objects.GroupCounts(succeeded=2)),
+        expected=(objects.PodGroupPhase.COMPLETED, objects.GroupCounts(succeeded=2)),
     ),
-    "one runs, one succeeded: Running": (
-        RUNNING,
-        (member("a", RUN), _finished("b", objects.TaskStatus.SUCCEEDED)),
-        (objects.PodGroupPhase.RUNNING, objects.GroupCounts(running=1, succeeded=1)),
+    "one runs, one succeeded: Running": PhasesCase(
+        phase=RUNNING,
+        pods=(member("a", RUN), _finished("b", objects.TaskStatus.SUCCEEDED)),
+        expected=(objects.PodGroupPhase.RUNNING, objects.GroupCounts(running=1, succeeded=1)),
     ),
-    "one runs and the other is gone: Unknown": (
-        RUNNING,
-        (member("a", RUN),),
-        (objects.PodGroupPhase.UNKNOWN, objects.GroupCounts(running=1)),
+    "one runs and the other is gone: Unknown": PhasesCase(
+        phase=RUNNING,
+        pods=(member("a", RUN),),
+        expected=(objects.PodGroupPhase.UNKNOWN, objects.GroupCounts(running=1)),
     ),
-    "one runs, one admitted and about to be placed: not Unknown, still Inqueue": (
-        INQUEUE,
-        (member("a", RUN), member("b", objects.TaskStatus.PENDING)),
-        (INQUEUE, objects.GroupCounts(running=1)),
+    "one runs, one admitted and about to be placed: not Unknown, still Inqueue": PhasesCase(
+        phase=INQUEUE,
+        pods=(member("a", RUN), member("b", objects.TaskStatus.PENDING)),
+        expected=(INQUEUE, objects.GroupCounts(running=1)),
     ),
-    "one succeeded, one failed: Pending again, with both counted": (
-        RUNNING,
-        (_finished("a", objects.TaskStatus.SUCCEEDED), _finished("b", objects.TaskStatus.FAILED)),
-        (objects.PodGroupPhase.PENDING, objects.GroupCounts(succeeded=1, failed=1)),
+    "one succeeded, one failed: Pending again, with both counted": PhasesCase(
+        phase=RUNNING,
+        pods=(
+            _finished("a", objects.TaskStatus.SUCCEEDED),
+            _finished("b", objects.TaskStatus.FAILED),
+        ),
+        expected=(objects.PodGroupPhase.PENDING, objects.GroupCounts(succeeded=1, failed=1)),
     ),
 }
 

@@ -4,6 +4,7 @@ victim order, and the reservation rule of an evicted pod."""
 from __future__ import annotations
 
 import functools
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -21,20 +22,48 @@ def vec(cpu: float = 0, memory: float = 0, gpu: float = 0) -> vectors.Vec:
     return out
 
 
+class RelevantCase(NamedTuple):
+    used: Any
+    deserved: Any
+    keys: Any
+    req: Any
+    expected: Any
+
+
 RELEVANT = {
-    "a gpu deserved key that is absent is not relevant": (
-        vec(gpu=2),
-        vec(),
-        set(),
-        vec(gpu=1),
-        False,
+    "a gpu deserved key that is absent is not relevant": RelevantCase(
+        used=vec(gpu=2),
+        deserved=vec(),
+        keys=set(),
+        req=vec(gpu=1),
+        expected=False,
     ),
-    "a cpu deserved below EPS is not relevant": (vec(cpu=4), vec(cpu=0), set(), vec(cpu=2), False),
-    "a gpu deserved key holding 0 is relevant": (vec(gpu=2), vec(gpu=0), {G}, vec(gpu=1), True),
-    "a cpu deserved of 0.1 is relevant": (vec(cpu=4), vec(cpu=0.1), set(), vec(cpu=2), True),
-    "over on gpu": (vec(4, 8192, 2), vec(2, 8192, 1), {G}, vec(gpu=1), True),
-    "over on cpu and gpu": (vec(4, 8192, 2), vec(2, 8192, 1), {G}, vec(cpu=2, gpu=1), True),
-    "equal memory is not over": (vec(4, 8192, 2), vec(2, 8192, 1), {G}, vec(memory=4096), False),
+    "a cpu deserved below EPS is not relevant": RelevantCase(
+        used=vec(cpu=4), deserved=vec(cpu=0), keys=set(), req=vec(cpu=2), expected=False
+    ),
+    "a gpu deserved key holding 0 is relevant": RelevantCase(
+        used=vec(gpu=2), deserved=vec(gpu=0), keys={G}, req=vec(gpu=1), expected=True
+    ),
+    "a cpu deserved of 0.1 is relevant": RelevantCase(
+        used=vec(cpu=4), deserved=vec(cpu=0.1), keys=set(), req=vec(cpu=2), expected=True
+    ),
+    "over on gpu": RelevantCase(
+        used=vec(4, 8192, 2), deserved=vec(2, 8192, 1), keys={G}, req=vec(gpu=1), expected=True
+    ),
+    "over on cpu and gpu": RelevantCase(
+        used=vec(4, 8192, 2),
+        deserved=vec(2, 8192, 1),
+        keys={G},
+        req=vec(cpu=2, gpu=1),
+        expected=True,
+    ),
+    "equal memory is not over": RelevantCase(
+        used=vec(4, 8192, 2),
+        deserved=vec(2, 8192, 1),
+        keys={G},
+        req=vec(memory=4096),
+        expected=False,
+    ),
 }
 
 
@@ -52,14 +81,30 @@ def test_greater_on_relevant_dimensions_follows_the_documented_examples(
     )
 
 
+class SharesCase(NamedTuple):
+    deserved: Any
+    allocated: Any
+    expected: Any
+
+
 SHARES = {
-    "best effort (no deserved) is 1 whatever the usage": (vec(), vec(5000, 5), 1.0),
-    "nothing allocated is 0": (vec(2000, 2 * 2**30), vec(), 0.0),
-    "half": (vec(2000, 2 * 2**30), vec(1000, 2**30), 0.5),
-    "full": (vec(2000, 2 * 2**30), vec(2000, 2 * 2**30), 1.0),
-    "the largest dimension wins": (vec(2000, 4 * 2**30), vec(1000, 3 * 2**30), 0.75),
-    "over deserved": (vec(2000, 2 * 2**30), vec(3000, 2 * 2**30), 1.5),
-    "a zero deserved is empty, hence 1": (vec(0, 0), vec(1000, 2**30), 1.0),
+    "best effort (no deserved) is 1 whatever the usage": SharesCase(
+        deserved=vec(), allocated=vec(5000, 5), expected=1.0
+    ),
+    "nothing allocated is 0": SharesCase(
+        deserved=vec(2000, 2 * 2**30), allocated=vec(), expected=0.0
+    ),
+    "half": SharesCase(deserved=vec(2000, 2 * 2**30), allocated=vec(1000, 2**30), expected=0.5),
+    "full": SharesCase(deserved=vec(2000, 2 * 2**30), allocated=vec(2000, 2 * 2**30), expected=1.0),
+    "the largest dimension wins": SharesCase(
+        deserved=vec(2000, 4 * 2**30), allocated=vec(1000, 3 * 2**30), expected=0.75
+    ),
+    "over deserved": SharesCase(
+        deserved=vec(2000, 2 * 2**30), allocated=vec(3000, 2 * 2**30), expected=1.5
+    ),
+    "a zero deserved is empty, hence 1": SharesCase(
+        deserved=vec(0, 0), allocated=vec(1000, 2**30), expected=1.0
+    ),
 }
 
 
@@ -70,16 +115,29 @@ def test_share_is_the_largest_allocated_to_deserved_ratio(
     assert vectors.share(allocated, deserved, DIMS) == expected
 
 
+class FirstExceedingCase(NamedTuple):
+    used: Any
+    limit: Any
+    dims: Any
+    expected: Any
+
+
 FIRST_EXCEEDING = {
-    "fits exactly": (vec(cpu=2000), vec(cpu=2000), (vectors.CPU,), -1),
-    "strict: 0.05 over fails": (vec(cpu=2000.05), vec(cpu=2000), (vectors.CPU,), vectors.CPU),
-    "an unrequested dimension over its limit is ignored": (
-        vec(cpu=1000, memory=9),
-        vec(cpu=2000, memory=1),
-        (vectors.CPU,),
-        -1,
+    "fits exactly": FirstExceedingCase(
+        used=vec(cpu=2000), limit=vec(cpu=2000), dims=(vectors.CPU,), expected=-1
     ),
-    "a missing gpu capability is 0": (vec(gpu=1000), vec(), (G,), G),
+    "strict: 0.05 over fails": FirstExceedingCase(
+        used=vec(cpu=2000.05), limit=vec(cpu=2000), dims=(vectors.CPU,), expected=vectors.CPU
+    ),
+    "an unrequested dimension over its limit is ignored": FirstExceedingCase(
+        used=vec(cpu=1000, memory=9),
+        limit=vec(cpu=2000, memory=1),
+        dims=(vectors.CPU,),
+        expected=-1,
+    ),
+    "a missing gpu capability is 0": FirstExceedingCase(
+        used=vec(gpu=1000), limit=vec(), dims=(G,), expected=G
+    ),
 }
 
 
@@ -98,12 +156,10 @@ def _open(*objs: object, hierarchy: bool) -> capacity.CapacityPlugin:
     result = sessions.run_session(snapshot, config=config, feature_gates=b.GATES_ON)
     assert result.errors == ()
     # Re-open a session to inspect the plugin's attributes (the result holds only figures).
-    session = sessions._build_session(
+    session = sessions.open_session(
         snapshot,
-        dims=vectors.Dims.of(sessions._scalar_names(snapshot)),
         config=config,
         feature_gates=b.GATES_ON,
-        admission_only=False,
     )
     plugin = capacity.CapacityPlugin(config.tiers[0].plugins[0])
     session.register([[plugin]])
@@ -146,30 +202,35 @@ def test_hierarchical_real_capability_subtracts_sibling_guarantees_and_inherits(
     assert figures == {"org": (8000, 2000), "a": (7000, 2000), "b": (5000, 2000)}
 
 
+class QueueOrderCase(NamedTuple):
+    objs: Any
+    expected: Any
+
+
 QUEUE_ORDER = {
-    "higher priority first": (
-        (b.queue("root"), b.queue("lo").deserved(cpu="1"), b.queue("hi").priority(5)),
-        ["hi", "lo"],
+    "higher priority first": QueueOrderCase(
+        objs=(b.queue("root"), b.queue("lo").deserved(cpu="1"), b.queue("hi").priority(5)),
+        expected=["hi", "lo"],
     ),
-    "a queue with deserved before a best-effort one at equal share": (
-        (b.queue("root"), b.queue("be"), b.queue("ds").deserved(cpu="1")),
-        ["ds", "be"],
+    "a queue with deserved before a best-effort one at equal share": QueueOrderCase(
+        objs=(b.queue("root"), b.queue("be"), b.queue("ds").deserved(cpu="1")),
+        expected=["ds", "be"],
     ),
-    "ties fall back to creation time then name": (
-        (
+    "ties fall back to creation time then name": QueueOrderCase(
+        objs=(
             b.queue("root"),
             b.queue("z").created(1),
             b.queue("y").created(2),
             b.queue("x").created(2),
         ),
-        ["z", "x", "y"],
+        expected=["z", "x", "y"],
     ),
-    "leaves before parents": (
-        (b.queue("root"), b.queue("p").deserved(cpu="1"), b.queue("c").parent("p")),
-        ["c", "p"],
+    "leaves before parents": QueueOrderCase(
+        objs=(b.queue("root"), b.queue("p").deserved(cpu="1"), b.queue("c").parent("p")),
+        expected=["c", "p"],
     ),
-    "two leaves compare the children of their deepest common ancestor, not themselves": (
-        (
+    "two leaves compare the children of their deepest common ancestor": QueueOrderCase(
+        objs=(
             b.queue("root"),
             b.queue("A").deserved(cpu="4"),
             b.queue("a1").parent("A").deserved(cpu="8"),
@@ -182,7 +243,7 @@ QUEUE_ORDER = {
             b.pod("ns", "b1").group("b1").requests(cpu="500m").running_on("n1"),
         ),
         # a1's own share (0) is below b1's (0.5), but A (0.75) is above B (0.125).
-        ["b1", "a1", "a2", "B", "A"],
+        expected=["b1", "a1", "a2", "B", "A"],
     ),
 }
 
@@ -199,12 +260,10 @@ def test_queue_order_puts_priority_then_share_then_deserved_then_age_first(
 def _session(*objs: object) -> frameworks.Session:
     snapshot = b.snapshot(*objs)  # type: ignore[arg-type]
     config = b.config([b.plugin("capacity", hierarchy=True)], actions=())
-    session = sessions._build_session(
+    session = sessions.open_session(
         snapshot,
-        dims=vectors.Dims.of(sessions._scalar_names(snapshot)),
         config=config,
         feature_gates=b.GATES_ON,
-        admission_only=False,
     )
     session.register([[capacity.CapacityPlugin(config.tiers[0].plugins[0])]])
     return session
@@ -332,27 +391,37 @@ def test_ancestor_reclaim_level_must_be_a_non_negative_integer() -> None:
 
 
 GPU_NODE = b.node("n1").allocatable(cpu="8", memory="8Gi", gpu="4", pods="20")
+
+
+class GpuCase(NamedTuple):
+    queues: Any
+    hierarchy: Any
+    ungate: Any
+
+
 GPU_CASES = {
-    "flat: a capability of 0 GPUs is set, and caps GPUs at 0": (
-        (b.queue("q").capability(gpu="0"),),
-        False,
-        (),
+    "flat: a capability of 0 GPUs is set, and caps GPUs at 0": GpuCase(
+        queues=(b.queue("q").capability(gpu="0"),),
+        hierarchy=False,
+        ungate=(),
     ),
-    "flat: no capability: the cluster's GPUs": ((b.queue("q"),), False, ("ns/p",)),
-    "hierarchy: a root capability of pods only is empty, hence unlimited": (
-        (b.queue("root").capability(pods="100"), b.queue("q")),
-        True,
-        ("ns/p",),
+    "flat: no capability: the cluster's GPUs": GpuCase(
+        queues=(b.queue("q"),), hierarchy=False, ungate=("ns/p",)
     ),
-    "hierarchy: a root capability without GPUs gives no GPUs (kept, spec 7.7)": (
-        (b.queue("root").capability(cpu="100"), b.queue("q")),
-        True,
-        (),
+    "hierarchy: a root capability of pods only is empty, hence unlimited": GpuCase(
+        queues=(b.queue("root").capability(pods="100"), b.queue("q")),
+        hierarchy=True,
+        ungate=("ns/p",),
     ),
-    "hierarchy: an empty root is unlimited on every resource the nodes have": (
-        (b.queue("root"), b.queue("q")),
-        True,
-        ("ns/p",),
+    "hierarchy: a root capability without GPUs gives no GPUs (kept, spec 7.7)": GpuCase(
+        queues=(b.queue("root").capability(cpu="100"), b.queue("q")),
+        hierarchy=True,
+        ungate=(),
+    ),
+    "hierarchy: an empty root is unlimited on every resource the nodes have": GpuCase(
+        queues=(b.queue("root"), b.queue("q")),
+        hierarchy=True,
+        ungate=("ns/p",),
     ),
 }
 
@@ -381,16 +450,21 @@ def _min_group(name: str, *, cpu: str, phase: objects.PodGroupPhase) -> b.PodGro
     return b.pod_group("ns", name).queue("q").min_resources(cpu=cpu).phase(phase)
 
 
+class EnqueueCase(NamedTuple):
+    existing: Any
+    phase: Any
+
+
 ENQUEUE = {
-    "inqueue groups count: the second group does not fit": (
-        (
+    "inqueue groups count: the second group does not fit": EnqueueCase(
+        existing=(
             _min_group("first", cpu="2", phase=objects.PodGroupPhase.INQUEUE),
             b.pod("ns", "first").group("first").requests(cpu="2").admission(),
         ),
-        objects.PodGroupPhase.PENDING,
+        phase=objects.PodGroupPhase.PENDING,
     ),
-    "a group held by another gate does not count as inqueue (DeductSchGated)": (
-        (
+    "a group held by another gate does not count as inqueue (DeductSchGated)": EnqueueCase(
+        existing=(
             _min_group("first", cpu="2", phase=objects.PodGroupPhase.INQUEUE),
             b.pod("ns", "first")
             .group("first")
@@ -398,21 +472,21 @@ ENQUEUE = {
             .opted_in()
             .gated(objects.QUEUE_ALLOCATION_GATE, "example.com/hold"),
         ),
-        objects.PodGroupPhase.INQUEUE,
+        phase=objects.PodGroupPhase.INQUEUE,
     ),
-    "a running group without minResources is all elastic and cancels its usage (spec 7.18)": (
-        (
+    "a running group without minResources is all elastic, cancels its usage (7.18)": EnqueueCase(
+        existing=(
             b.pod_group("ns", "first").queue("q").phase(objects.PodGroupPhase.RUNNING),
             b.pod("ns", "first").group("first").requests(cpu="2").running_on("n1"),
         ),
-        objects.PodGroupPhase.INQUEUE,
+        phase=objects.PodGroupPhase.INQUEUE,
     ),
-    "a running group with minResources is not elastic up to them": (
-        (
+    "a running group with minResources is not elastic up to them": EnqueueCase(
+        existing=(
             _min_group("first", cpu="2", phase=objects.PodGroupPhase.RUNNING),
             b.pod("ns", "first").group("first").requests(cpu="2").running_on("n1"),
         ),
-        objects.PodGroupPhase.PENDING,
+        phase=objects.PodGroupPhase.PENDING,
     ),
 }
 

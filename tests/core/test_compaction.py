@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queuetree.api import manifests
 from queuetree.core import compaction, configs, decisions, objects, resources, sessions
 from tests import builders as b
 
@@ -27,7 +27,7 @@ KINDS = ("gated", "reserved", "ungated", "running", "gang", "foreign-gate", "com
 
 def _lone(pod: objects.Pod, queue: str, phase: objects.PodGroupPhase) -> objects.PodGroup:
     # As the operator builds a lone pod's group, with the phase the case needs.
-    group = manifests.pod_group_for_lone_pod(pod, default_queue=queue)
+    group = objects.pod_group_for_lone_pod(pod, default_queue=queue)
     return dataclasses.replace(group, phase=phase)
 
 
@@ -191,13 +191,18 @@ def test_compaction_folds_only_settled_lone_pods_and_keeps_their_sums(
     assert all(not pod.scheduling_gates for pod in gone)
 
 
+class CasesCase(NamedTuple):
+    kinds: Any
+    expected: Any
+
+
 CASES = {
-    "two reserved pods of one queue become one": (
-        ["reserved", "reserved"],
-        {"/folded:q:Pending::reserving": b.res(cpu=3)},
+    "two reserved pods of one queue become one": CasesCase(
+        kinds=["reserved", "reserved"],
+        expected={"/folded:q:Pending::reserving": b.res(cpu=3)},
     ),
-    "a lone reserved pod is kept as it is": (["reserved"], {}),
-    "a gated pod is never folded": (["gated", "gated"], {}),
+    "a lone reserved pod is kept as it is": CasesCase(kinds=["reserved"], expected={}),
+    "a gated pod is never folded": CasesCase(kinds=["gated", "gated"], expected={}),
 }
 
 

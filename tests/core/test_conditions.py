@@ -7,6 +7,7 @@ them, with the queue's state, into the one condition a queue carries.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -120,17 +121,23 @@ def test_each_queue_gets_the_readiness_its_tree_and_state_give(case: Case) -> No
     assert actual == case.expected
 
 
+class MessagesCase(NamedTuple):
+    queues: Any
+    name: Any
+    words: Any
+
+
 MESSAGES = {
-    "a missing parent names it and says what to do": (
-        (b.queue("root"), b.queue("a").parent("gone")),
-        "a",
-        "queue 'a': spec.parent 'gone' does not exist, so it and the queues below it admit "
+    "a missing parent names it and says what to do": MessagesCase(
+        queues=(b.queue("root"), b.queue("a").parent("gone")),
+        name="a",
+        words="queue 'a': spec.parent 'gone' does not exist, so it and the queues below it admit "
         "nothing; create queue 'gone' or set spec.parent to an existing queue",
     ),
-    "a cycle names its loop": (
-        (b.queue("root"), b.queue("a").parent("b"), b.queue("b").parent("a")),
-        "b",
-        "queue 'b' is on a parent cycle (b -> a -> b)",
+    "a cycle names its loop": MessagesCase(
+        queues=(b.queue("root"), b.queue("a").parent("b"), b.queue("b").parent("a")),
+        name="b",
+        words="queue 'b' is on a parent cycle (b -> a -> b)",
     ),
 }
 
@@ -143,11 +150,29 @@ def test_a_fault_message_names_the_object_the_field_and_the_fix(
     assert words in fault.message
 
 
+class StatesCase(NamedTuple):
+    state: Any
+    by_parent: Any
+    words: Any
+
+
 STATES = {
-    "closed by hand": (objects.QueueState.CLOSED, False, "kubectl queuetree open a"),
-    "closed with its parent": (objects.QueueState.CLOSED, True, "open the parent first"),
-    "closing": (objects.QueueState.CLOSING, False, "Closed once its pod groups are gone"),
-    "an unknown state": (objects.QueueState.UNKNOWN, False, "until it is written Open or Closed"),
+    "closed by hand": StatesCase(
+        state=objects.QueueState.CLOSED, by_parent=False, words="kubectl queuetree open a"
+    ),
+    "closed with its parent": StatesCase(
+        state=objects.QueueState.CLOSED, by_parent=True, words="open the parent first"
+    ),
+    "closing": StatesCase(
+        state=objects.QueueState.CLOSING,
+        by_parent=False,
+        words="Closed once its pod groups are gone",
+    ),
+    "an unknown state": StatesCase(
+        state=objects.QueueState.UNKNOWN,
+        by_parent=False,
+        words="until it is written Open or Closed",
+    ),
 }
 
 

@@ -19,7 +19,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queuetree.api import manifests
 from queuetree.core import configs, decisions, folding, objects, sessions
 from tests import builders as b
 
@@ -131,7 +130,7 @@ def snapshots(draw: st.DrawFn) -> objects.Snapshot:
                 uid=pod.uid,
             )
         else:
-            group = manifests.pod_group_for_lone_pod(pod, default_queue=queue)
+            group = objects.pod_group_for_lone_pod(pod, default_queue=queue)
             groups[pod.group] = dataclasses.replace(group, phase=phase)
         pods[pod.key] = pod
     return objects.Snapshot(
@@ -224,7 +223,7 @@ def _queue_of_identical_pods(count: int, *, capability_cpu: int) -> objects.Snap
             uid=f"uid-{i:03d}",
         )
         pods[pod.key] = pod
-        groups[pod.group] = manifests.pod_group_for_lone_pod(pod, default_queue="team")
+        groups[pod.group] = objects.pod_group_for_lone_pod(pod, default_queue="team")
     return objects.Snapshot(
         queues=MappingProxyType(
             {
@@ -260,7 +259,7 @@ def test_a_pod_of_another_shape_created_in_between_splits_the_run() -> None:
     other = dataclasses.replace(middle, resreq=b.res(cpu=2), init_resreq=b.res(cpu=2))
     pods = dict(snapshot.pods, **{other.key: other})
     groups = dict(snapshot.pod_groups)
-    groups[other.group] = manifests.pod_group_for_lone_pod(other, default_queue="team")
+    groups[other.group] = objects.pod_group_for_lone_pod(other, default_queue="team")
     split = dataclasses.replace(
         snapshot, pods=MappingProxyType(pods), pod_groups=MappingProxyType(groups)
     )

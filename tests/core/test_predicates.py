@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import pytest
 
 from queuetree.core import objects, sessions
@@ -36,39 +38,45 @@ def _pod() -> b.PodBuilder:
     return b.pod("ns", "p").group("p").requests(cpu="1", memory="1Gi")
 
 
+class CasesCase(NamedTuple):
+    objs: Any
+    bind: Any
+    reasons: Any
+
+
 CASES = {
-    "an unschedulable node is skipped": (
-        (
+    "an unschedulable node is skipped": CasesCase(
+        objs=(
             b.node("a").allocatable(cpu="4", memory="4Gi").unschedulable(),
             b.node("b").allocatable(cpu="2", memory="4Gi"),
             _pod(),
         ),
-        {"ns/p": "b"},
-        {},
+        bind={"ns/p": "b"},
+        reasons={},
     ),
-    "a toleration of the unschedulable taint allows a cordoned node": (
-        (
+    "a toleration of the unschedulable taint allows a cordoned node": CasesCase(
+        objs=(
             b.node("a").allocatable(cpu="4", memory="4Gi").unschedulable(),
             _pod().tolerations(
                 objects.Toleration(key="node.kubernetes.io/unschedulable", operator="Exists")
             ),
         ),
-        {"ns/p": "a"},
-        {},
+        bind={"ns/p": "a"},
+        reasons={},
     ),
-    "required node affinity with In and Gt": (
-        (
+    "required node affinity with In and Gt": CasesCase(
+        objs=(
             b.node("a").allocatable(cpu="4", memory="4Gi").labels(zone="x", gen="3"),
             b.node("b").allocatable(cpu="4", memory="4Gi").labels(zone="y", gen="5"),
             _pod().affinity(
                 TERM(match_expressions=(REQ("zone", "In", ("y", "z")), REQ("gen", "Gt", ("4",))))
             ),
         ),
-        {"ns/p": "b"},
-        {},
+        bind={"ns/p": "b"},
+        reasons={},
     ),
-    "a tolerated NoSchedule taint is fine, PreferNoSchedule is ignored": (
-        (
+    "a tolerated NoSchedule taint is fine, PreferNoSchedule is ignored": CasesCase(
+        objs=(
             b.node("a")
             .allocatable(cpu="4", memory="4Gi")
             .taints(
@@ -77,19 +85,19 @@ CASES = {
             ),
             _pod().tolerations(objects.Toleration(key="gpu", value="yes")),
         ),
-        {"ns/p": "a"},
-        {},
+        bind={"ns/p": "a"},
+        reasons={},
     ),
-    "a full node by pod count, and no room anywhere, is explained": (
-        (
+    "a full node by pod count, and no room anywhere, is explained": CasesCase(
+        objs=(
             b.node("a").allocatable(cpu="4", memory="4Gi", pods="1"),
             b.node("b").allocatable(cpu="0", memory="4Gi"),
             b.pod_group("ns", "other").queue("q").phase(objects.PodGroupPhase.RUNNING),
             b.pod("ns", "other").group("other").running_on("a"),
             _pod(),
         ),
-        {},
-        {
+        bind={},
+        reasons={
             "ns/p": "no node fits the pod: 0/2 nodes are available: 1 Insufficient resources, "
             "1 node(s) had too many pods"
         },

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import decimal
+from typing import Any, NamedTuple
 
 import hypothesis
 import pytest
@@ -174,15 +175,20 @@ def test_a_tiny_exponent_rounds_up_to_one_nanounit_without_building_huge_numbers
     assert (quantity.value, quantities.format_quantity(quantity)) == (D("1e-9"), "1e-9")
 
 
+class FormatMilliCase(NamedTuple):
+    milli: Any
+    text: Any
+
+
 FORMAT_MILLI = {
-    "zero": (0, "0"),
-    "one milli": (1, "1m"),
-    "fractional cores": (1500, "1500m"),
-    "whole cores": (9000, "9"),
-    "thousand cores": (1_000_000, "1k"),
-    "negative": (-250, "-250m"),
-    "hundred milli": (100, "100m"),
-    "trailing zeros kept to a multiple of three": (10_000, "10"),
+    "zero": FormatMilliCase(milli=0, text="0"),
+    "one milli": FormatMilliCase(milli=1, text="1m"),
+    "fractional cores": FormatMilliCase(milli=1500, text="1500m"),
+    "whole cores": FormatMilliCase(milli=9000, text="9"),
+    "thousand cores": FormatMilliCase(milli=1_000_000, text="1k"),
+    "negative": FormatMilliCase(milli=-250, text="-250m"),
+    "hundred milli": FormatMilliCase(milli=100, text="100m"),
+    "trailing zeros kept to a multiple of three": FormatMilliCase(milli=10_000, text="10"),
 }
 
 
@@ -192,16 +198,21 @@ def test_format_milli_prints_thousandths_canonically(milli: int, text: str) -> N
     assert quantities.to_milli(quantities.parse(text)) == milli
 
 
+class FormatBytesCase(NamedTuple):
+    count: Any
+    text: Any
+
+
 FORMAT_BYTES = {
-    "zero": (0, "0"),
-    "exact gibibytes": (18 * 2**30, "18Gi"),
-    "exact mebibytes": (1536 * 2**20, "1536Mi"),
-    "one kibibyte": (1024, "1Ki"),
-    "below 1024 prints decimal": (512, "512"),
-    "round thousand prints decimal": (1000, "1k"),
-    "not a multiple of 1024 prints decimal": (1_500_000, "1500k"),
-    "odd byte count": (1025, "1025"),
-    "negative exact": (-2 * 2**30, "-2Gi"),
+    "zero": FormatBytesCase(count=0, text="0"),
+    "exact gibibytes": FormatBytesCase(count=18 * 2**30, text="18Gi"),
+    "exact mebibytes": FormatBytesCase(count=1536 * 2**20, text="1536Mi"),
+    "one kibibyte": FormatBytesCase(count=1024, text="1Ki"),
+    "below 1024 prints decimal": FormatBytesCase(count=512, text="512"),
+    "round thousand prints decimal": FormatBytesCase(count=1000, text="1k"),
+    "not a multiple of 1024 prints decimal": FormatBytesCase(count=1_500_000, text="1500k"),
+    "odd byte count": FormatBytesCase(count=1025, text="1025"),
+    "negative exact": FormatBytesCase(count=-2 * 2**30, text="-2Gi"),
 }
 
 

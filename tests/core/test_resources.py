@@ -7,7 +7,7 @@ import dataclasses
 import math
 import pickle
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -40,52 +40,72 @@ def test_the_public_contract_names_exist() -> None:
 
 # -- construction from Kubernetes maps ----------------------------------------------------------
 
-FROM_RESOURCE_LIST: dict[str, tuple[dict[str, Any], Resource]] = {
-    "the spec's example": (
-        {
+
+class FromResourceListCase(NamedTuple):
+    resource_list: Any
+    expected: Any
+
+
+FROM_RESOURCE_LIST = {
+    "the spec's example": FromResourceListCase(
+        resource_list={
             "cpu": "4m",
             "memory": "2000",
             "scalar.test/scalar1": "1",
             "hugepages-test": "2",
             "ephemeral-storage": "3",
         },
-        R(
+        expected=R(
             4,
             2000,
             {"scalar.test/scalar1": 1000, "hugepages-test": 2000, "ephemeral-storage": 3000},
         ),
     ),
-    "an empty list gives zero and scalars None": ({}, R(0, 0, None)),
-    "cpu and memory only keep scalars None": ({"cpu": "2", "memory": "1Gi"}, R(2000, G, None)),
-    "pods is a plain count": ({"pods": "110"}, R(0, 0, {"pods": 110})),
-    "count/ names are ignored": ({"count/pods": "5", "cpu": "1"}, R(1000, 0, None)),
-    "quirk 7.12: unprefixed custom names are dropped": (
-        {"gpu": "1", "rdma": "1000", "fpga": "1"},
-        R(0, 0, None),
+    "an empty list gives zero and scalars None": FromResourceListCase(
+        resource_list={}, expected=R(0, 0, None)
     ),
-    "an extended resource in milli-units": ({GPU: "2"}, R(0, 0, {GPU: 2000})),
-    "a kubernetes.io native name": (
-        {"kubernetes.io/batteries": "1"},
-        R(0, 0, {"kubernetes.io/batteries": 1000}),
+    "cpu and memory only keep scalars None": FromResourceListCase(
+        resource_list={"cpu": "2", "memory": "1Gi"}, expected=R(2000, G, None)
     ),
-    "attachable volumes": (
-        {"attachable-volumes-aws-ebs": "39"},
-        R(0, 0, {"attachable-volumes-aws-ebs": 39000}),
+    "pods is a plain count": FromResourceListCase(
+        resource_list={"pods": "110"}, expected=R(0, 0, {"pods": 110})
     ),
-    "a requests.-prefixed name is dropped": ({"requests.nvidia.com/gpu": "1"}, R(0, 0, None)),
-    "an extended name that is not a qualified name is dropped": (
-        {"Nvidia.com/gpu": "1", "example.com/-bad": "1"},
-        R(0, 0, None),
+    "count/ names are ignored": FromResourceListCase(
+        resource_list={"count/pods": "5", "cpu": "1"}, expected=R(1000, 0, None)
     ),
-    "memory rounds up to a byte and cpu to a milli": (
-        {"memory": "1.5", "cpu": "0.1m"},
-        R(1, 2, None),
+    "quirk 7.12: unprefixed custom names are dropped": FromResourceListCase(
+        resource_list={"gpu": "1", "rdma": "1000", "fpga": "1"},
+        expected=R(0, 0, None),
     ),
-    "numbers read as their decimal spelling": (
-        {"cpu": 2, "memory": 1024, GPU: 0.5},
-        R(2000, 1024, {GPU: 500}),
+    "an extended resource in milli-units": FromResourceListCase(
+        resource_list={GPU: "2"}, expected=R(0, 0, {GPU: 2000})
     ),
-    "binary memory": ({"memory": "18Gi"}, R(0, 18 * G, None)),
+    "a kubernetes.io native name": FromResourceListCase(
+        resource_list={"kubernetes.io/batteries": "1"},
+        expected=R(0, 0, {"kubernetes.io/batteries": 1000}),
+    ),
+    "attachable volumes": FromResourceListCase(
+        resource_list={"attachable-volumes-aws-ebs": "39"},
+        expected=R(0, 0, {"attachable-volumes-aws-ebs": 39000}),
+    ),
+    "a requests.-prefixed name is dropped": FromResourceListCase(
+        resource_list={"requests.nvidia.com/gpu": "1"}, expected=R(0, 0, None)
+    ),
+    "an extended name that is not a qualified name is dropped": FromResourceListCase(
+        resource_list={"Nvidia.com/gpu": "1", "example.com/-bad": "1"},
+        expected=R(0, 0, None),
+    ),
+    "memory rounds up to a byte and cpu to a milli": FromResourceListCase(
+        resource_list={"memory": "1.5", "cpu": "0.1m"},
+        expected=R(1, 2, None),
+    ),
+    "numbers read as their decimal spelling": FromResourceListCase(
+        resource_list={"cpu": 2, "memory": 1024, GPU: 0.5},
+        expected=R(2000, 1024, {GPU: 500}),
+    ),
+    "binary memory": FromResourceListCase(
+        resource_list={"memory": "18Gi"}, expected=R(0, 18 * G, None)
+    ),
 }
 
 
@@ -99,24 +119,31 @@ def test_from_resource_list_applies_volcanos_name_rules(
     assert (got, got.scalars is None) == (expected, expected.scalars is None)
 
 
-FROM_RESOURCE_LIST_ERRORS: dict[str, tuple[dict[str, Any], str]] = {
-    "a bad suffix names the field": (
-        {GPU: "1KB"},
-        "invalid quantity '1KB' in spec.capability[\"nvidia.com/gpu\"]: unknown suffix 'KB'",
+class FromResourceListErrorsCase(NamedTuple):
+    resource_list: Any
+    message: Any
+
+
+FROM_RESOURCE_LIST_ERRORS = {
+    "a bad suffix names the field": FromResourceListErrorsCase(
+        resource_list={GPU: "1KB"},
+        message=(
+            "invalid quantity '1KB' in spec.capability[\"nvidia.com/gpu\"]: unknown suffix 'KB'"
+        ),
     ),
-    "a boolean is not a quantity": (
-        {"cpu": True},
-        "invalid quantity 'True' in spec.capability[\"cpu\"]: "
+    "a boolean is not a quantity": FromResourceListErrorsCase(
+        resource_list={"cpu": True},
+        message="invalid quantity 'True' in spec.capability[\"cpu\"]: "
         "a quantity must be a string or number",
     ),
-    "null is not a quantity": (
-        {"memory": None},
-        "invalid quantity 'None' in spec.capability[\"memory\"]: "
+    "null is not a quantity": FromResourceListErrorsCase(
+        resource_list={"memory": None},
+        message="invalid quantity 'None' in spec.capability[\"memory\"]: "
         "a quantity must be a string or number",
     ),
-    "a dropped name is still parsed": (
-        {"rdma": "lots"},
-        "invalid quantity 'lots' in spec.capability[\"rdma\"]: unknown suffix 'lots'",
+    "a dropped name is still parsed": FromResourceListErrorsCase(
+        resource_list={"rdma": "lots"},
+        message="invalid quantity 'lots' in spec.capability[\"rdma\"]: unknown suffix 'lots'",
     ),
 }
 
@@ -157,31 +184,38 @@ def test_scalar_resource_names_follow_kubernetes(name: str, expected: bool) -> N
 
 # -- the constructor ------------------------------------------------------------------------------
 
-CONSTRUCTOR_ERRORS: dict[str, tuple[Callable[[], object], type[Exception], str]] = {
-    "a string amount": (
-        lambda: R("1"),
-        TypeError,
-        "Resource.milli_cpu must be an int or float, got '1'",
+
+class ConstructorErrorsCase(NamedTuple):
+    build: Any
+    error: Any
+    message: Any
+
+
+CONSTRUCTOR_ERRORS = {
+    "a string amount": ConstructorErrorsCase(
+        build=lambda: R("1"),
+        error=TypeError,
+        message="Resource.milli_cpu must be an int or float, got '1'",
     ),  # type: ignore[arg-type]
-    "a boolean amount": (
-        lambda: R(0, True),
-        TypeError,
-        "Resource.memory must be an int or float, got True",
+    "a boolean amount": ConstructorErrorsCase(
+        build=lambda: R(0, True),
+        error=TypeError,
+        message="Resource.memory must be an int or float, got True",
     ),
-    "NaN": (
-        lambda: R(math.nan),
-        ValueError,
-        "Resource.milli_cpu must be a number or +infinity, got nan",
+    "NaN": ConstructorErrorsCase(
+        build=lambda: R(math.nan),
+        error=ValueError,
+        message="Resource.milli_cpu must be a number or +infinity, got nan",
     ),
-    "minus infinity": (
-        lambda: R(0, 0, {GPU: -math.inf}),
-        ValueError,
-        "Resource.scalars['nvidia.com/gpu'] must be a number or +infinity, got -inf",
+    "minus infinity": ConstructorErrorsCase(
+        build=lambda: R(0, 0, {GPU: -math.inf}),
+        error=ValueError,
+        message="Resource.scalars['nvidia.com/gpu'] must be a number or +infinity, got -inf",
     ),
-    "an empty scalar name": (
-        lambda: R(0, 0, {"": 1}),
-        ValueError,
-        "Resource scalar name must be a non-empty string: ''",
+    "an empty scalar name": ConstructorErrorsCase(
+        build=lambda: R(0, 0, {"": 1}),
+        error=ValueError,
+        message="Resource scalar name must be a non-empty string: ''",
     ),
 }
 
@@ -212,14 +246,29 @@ def test_a_resource_cannot_be_changed() -> None:
 
 # -- identity -----------------------------------------------------------------------------------
 
+
+class EqualityCase(NamedTuple):
+    left: Any
+    right: Any
+    expected: Any
+
+
 EQUALITY = {
-    "same values": (R(1, 2, {GPU: 3}), R(1, 2, {GPU: 3}), True),
-    "int and float of the same value": (R(1, 2), R(1.0, 2.0), True),
-    "scalar order does not matter": (R(0, 0, {"a": 1, "b": 2}), R(0, 0, {"b": 2, "a": 1}), True),
-    "scalars None differs from an empty mapping": (R(1, 2), R(1, 2, {}), False),
-    "a key holding 0 differs from a missing key": (R(1, 2, {GPU: 0}), R(1, 2, {}), False),
-    "unlimited equals unlimited": (Resource.infinite(), R(UNL, UNL), True),
-    "different memory": (R(1, 2), R(1, 3), False),
+    "same values": EqualityCase(left=R(1, 2, {GPU: 3}), right=R(1, 2, {GPU: 3}), expected=True),
+    "int and float of the same value": EqualityCase(left=R(1, 2), right=R(1.0, 2.0), expected=True),
+    "scalar order does not matter": EqualityCase(
+        left=R(0, 0, {"a": 1, "b": 2}), right=R(0, 0, {"b": 2, "a": 1}), expected=True
+    ),
+    "scalars None differs from an empty mapping": EqualityCase(
+        left=R(1, 2), right=R(1, 2, {}), expected=False
+    ),
+    "a key holding 0 differs from a missing key": EqualityCase(
+        left=R(1, 2, {GPU: 0}), right=R(1, 2, {}), expected=False
+    ),
+    "unlimited equals unlimited": EqualityCase(
+        left=Resource.infinite(), right=R(UNL, UNL), expected=True
+    ),
+    "different memory": EqualityCase(left=R(1, 2), right=R(1, 3), expected=False),
 }
 
 
@@ -254,12 +303,19 @@ def test_a_resource_is_not_equal_to_other_types() -> None:
 
 # -- accessors ----------------------------------------------------------------------------------
 
+
+class GetCase(NamedTuple):
+    resource: Any
+    name: Any
+    expected: Any
+
+
 GET = {
-    "cpu": (R(5, 7, {GPU: 9}), "cpu", 5),
-    "memory": (R(5, 7, {GPU: 9}), "memory", 7),
-    "a present scalar": (R(5, 7, {GPU: 9}), GPU, 9),
-    "an absent scalar reads 0": (R(5, 7, {GPU: 9}), "rdma", 0),
-    "scalars None reads 0": (R(5, 7), GPU, 0),
+    "cpu": GetCase(resource=R(5, 7, {GPU: 9}), name="cpu", expected=5),
+    "memory": GetCase(resource=R(5, 7, {GPU: 9}), name="memory", expected=7),
+    "a present scalar": GetCase(resource=R(5, 7, {GPU: 9}), name=GPU, expected=9),
+    "an absent scalar reads 0": GetCase(resource=R(5, 7, {GPU: 9}), name="rdma", expected=0),
+    "scalars None reads 0": GetCase(resource=R(5, 7), name=GPU, expected=0),
 }
 
 
@@ -268,14 +324,21 @@ def test_get_reads_a_dimension(resource: Resource, name: str, expected: int) -> 
     assert resource.get(name) == expected
 
 
+class ResourceNamesCase(NamedTuple):
+    resource: Any
+    expected: Any
+
+
 RESOURCE_NAMES = {
-    "quirk 7.11: pods counts, amounts below the tolerance do not": (
-        R(1000, 0, {GPU: 1000, "pods": 1, "x": 0.05}),
-        ["cpu", GPU, "pods"],
+    "quirk 7.11: pods counts, amounts below the tolerance do not": ResourceNamesCase(
+        resource=R(1000, 0, {GPU: 1000, "pods": 1, "x": 0.05}),
+        expected=["cpu", GPU, "pods"],
     ),
-    "empty": (resources.EMPTY, []),
-    "unlimited": (Resource.infinite(), ["cpu", "memory"]),
-    "negative amounts are absent": (R(-5, 10, {GPU: -1}), ["memory"]),
+    "empty": ResourceNamesCase(resource=resources.EMPTY, expected=[]),
+    "unlimited": ResourceNamesCase(resource=Resource.infinite(), expected=["cpu", "memory"]),
+    "negative amounts are absent": ResourceNamesCase(
+        resource=R(-5, 10, {GPU: -1}), expected=["memory"]
+    ),
 }
 
 
@@ -288,14 +351,19 @@ def test_resource_names_lists_dimensions_of_at_least_the_tolerance(
     assert resource.resource_names() == expected
 
 
+class IsEmptyCase(NamedTuple):
+    resource: Any
+    expected: Any
+
+
 IS_EMPTY = {
-    "empty": (resources.EMPTY, True),
-    "quirk 7.11: pods is ignored": (R(0, 0, {"pods": 5}), True),
-    "below the tolerance": (R(0.05, 0, {GPU: 0.05}), True),
-    "a scalar": (R(0, 0, {GPU: 1}), False),
-    "cpu": (R(1, 0), False),
-    "negative amounts are empty": (R(-5, -5, {GPU: -1}), True),
-    "unlimited": (Resource.infinite(), False),
+    "empty": IsEmptyCase(resource=resources.EMPTY, expected=True),
+    "quirk 7.11: pods is ignored": IsEmptyCase(resource=R(0, 0, {"pods": 5}), expected=True),
+    "below the tolerance": IsEmptyCase(resource=R(0.05, 0, {GPU: 0.05}), expected=True),
+    "a scalar": IsEmptyCase(resource=R(0, 0, {GPU: 1}), expected=False),
+    "cpu": IsEmptyCase(resource=R(1, 0), expected=False),
+    "negative amounts are empty": IsEmptyCase(resource=R(-5, -5, {GPU: -1}), expected=True),
+    "unlimited": IsEmptyCase(resource=Resource.infinite(), expected=False),
 }
 
 
@@ -306,12 +374,18 @@ def test_is_empty_ignores_pods_and_amounts_below_the_tolerance(
     assert resource.is_empty() is expected
 
 
+class IsZeroCase(NamedTuple):
+    resource: Any
+    name: Any
+    expected: Any
+
+
 IS_ZERO = {
-    "cpu below the tolerance": (R(0.05, 1), "cpu", True),
-    "memory present": (R(0.05, 1), "memory", False),
-    "any scalar of scalars None": (R(0, 0), GPU, True),
-    "a present scalar at 0": (R(0, 0, {GPU: 0}), GPU, True),
-    "a present scalar above 0": (R(0, 0, {GPU: 1}), GPU, False),
+    "cpu below the tolerance": IsZeroCase(resource=R(0.05, 1), name="cpu", expected=True),
+    "memory present": IsZeroCase(resource=R(0.05, 1), name="memory", expected=False),
+    "any scalar of scalars None": IsZeroCase(resource=R(0, 0), name=GPU, expected=True),
+    "a present scalar at 0": IsZeroCase(resource=R(0, 0, {GPU: 0}), name=GPU, expected=True),
+    "a present scalar above 0": IsZeroCase(resource=R(0, 0, {GPU: 1}), name=GPU, expected=False),
 }
 
 
@@ -328,13 +402,30 @@ def test_is_zero_of_a_scalar_missing_from_a_mapping_raises_naming_it() -> None:
 
 # -- arithmetic ---------------------------------------------------------------------------------
 
+
+class AddCase(NamedTuple):
+    left: Any
+    right: Any
+    expected: Any
+
+
 ADD = {
-    "cpu and memory": (R(1, 2), R(3, 4), R(4, 6)),
-    "an empty right mapping keeps scalars None": (R(1, 1), R(1, 1, {}), R(2, 2)),
-    "scalars None takes the right keys": (R(1, 1), R(0, 0, {GPU: 1}), R(1, 1, {GPU: 1})),
-    "an empty left mapping stays a mapping": (R(0, 0, {}), R(1, 1), R(1, 1, {})),
-    "union of keys": (R(0, 0, {"a": 1}), R(0, 0, {"a": 2, "b": 3}), R(0, 0, {"a": 3, "b": 3})),
-    "unlimited absorbs": (Resource.infinite(), R(1, 1, {GPU: 1}), R(UNL, UNL, {GPU: 1})),
+    "cpu and memory": AddCase(left=R(1, 2), right=R(3, 4), expected=R(4, 6)),
+    "an empty right mapping keeps scalars None": AddCase(
+        left=R(1, 1), right=R(1, 1, {}), expected=R(2, 2)
+    ),
+    "scalars None takes the right keys": AddCase(
+        left=R(1, 1), right=R(0, 0, {GPU: 1}), expected=R(1, 1, {GPU: 1})
+    ),
+    "an empty left mapping stays a mapping": AddCase(
+        left=R(0, 0, {}), right=R(1, 1), expected=R(1, 1, {})
+    ),
+    "union of keys": AddCase(
+        left=R(0, 0, {"a": 1}), right=R(0, 0, {"a": 2, "b": 3}), expected=R(0, 0, {"a": 3, "b": 3})
+    ),
+    "unlimited absorbs": AddCase(
+        left=Resource.infinite(), right=R(1, 1, {GPU: 1}), expected=R(UNL, UNL, {GPU: 1})
+    ),
 }
 
 
@@ -344,13 +435,27 @@ def test_add_sums_per_dimension(left: Resource, right: Resource, expected: Resou
     assert (got, got.scalars is None) == (expected, expected.scalars is None)
 
 
+class SubCase(NamedTuple):
+    left: Any
+    right: Any
+    expected: Any
+
+
 SUB = {
-    "fits": (R(5, 5, {GPU: 5}), R(1, 1, {GPU: 1}), R(4, 4, {GPU: 4})),
-    "scalars None ignores the right scalars": (R(5, 5), R(1, 1, {GPU: 0}), R(4, 4)),
-    "a right-only key at 0 becomes present": (R(5, 5, {}), R(1, 1, {GPU: 0}), R(4, 4, {GPU: 0})),
-    "unlimited minus unlimited is 0": (Resource.infinite(), Resource.infinite(), R(0, 0)),
-    "unlimited minus finite stays unlimited": (Resource.infinite(), R(1, 1), Resource.infinite()),
-    "within the tolerance": (R(2, 2), R(2.0625, 2), R(-0.0625, 0)),
+    "fits": SubCase(left=R(5, 5, {GPU: 5}), right=R(1, 1, {GPU: 1}), expected=R(4, 4, {GPU: 4})),
+    "scalars None ignores the right scalars": SubCase(
+        left=R(5, 5), right=R(1, 1, {GPU: 0}), expected=R(4, 4)
+    ),
+    "a right-only key at 0 becomes present": SubCase(
+        left=R(5, 5, {}), right=R(1, 1, {GPU: 0}), expected=R(4, 4, {GPU: 0})
+    ),
+    "unlimited minus unlimited is 0": SubCase(
+        left=Resource.infinite(), right=Resource.infinite(), expected=R(0, 0)
+    ),
+    "unlimited minus finite stays unlimited": SubCase(
+        left=Resource.infinite(), right=R(1, 1), expected=Resource.infinite()
+    ),
+    "within the tolerance": SubCase(left=R(2, 2), right=R(2.0625, 2), expected=R(-0.0625, 0)),
 }
 
 
@@ -371,14 +476,22 @@ def test_sub_raises_naming_both_operands_when_the_right_side_does_not_fit() -> N
     )
 
 
+class SubWithoutAssertCase(NamedTuple):
+    left: Any
+    right: Any
+    expected: Any
+
+
 SUB_WITHOUT_ASSERT = {
-    "may go negative": (R(1, 1), R(2, 2), R(-1, -1)),
-    "a right-only key goes negative in a mapping": (
-        R(0, 0, {}),
-        R(0, 0, {GPU: 1000}),
-        R(0, 0, {GPU: -1000}),
+    "may go negative": SubWithoutAssertCase(left=R(1, 1), right=R(2, 2), expected=R(-1, -1)),
+    "a right-only key goes negative in a mapping": SubWithoutAssertCase(
+        left=R(0, 0, {}),
+        right=R(0, 0, {GPU: 1000}),
+        expected=R(0, 0, {GPU: -1000}),
     ),
-    "scalars None ignores the right scalars": (R(0, 0), R(0, 0, {GPU: 1000}), R(0, 0)),
+    "scalars None ignores the right scalars": SubWithoutAssertCase(
+        left=R(0, 0), right=R(0, 0, {GPU: 1000}), expected=R(0, 0)
+    ),
 }
 
 
@@ -391,10 +504,20 @@ def test_sub_without_assert_never_raises(
     assert left.sub_without_assert(right) == expected
 
 
+class MultiCase(NamedTuple):
+    resource: Any
+    ratio: Any
+    expected: Any
+
+
 MULTI = {
-    "halves": (R(1000, 2048, {GPU: 1000}), 0.5, R(500, 1024, {GPU: 500})),
-    "unlimited times 0 is 0": (Resource.infinite(), 0, R(0, 0)),
-    "unlimited times 2 stays unlimited": (Resource.infinite(), 2, Resource.infinite()),
+    "halves": MultiCase(
+        resource=R(1000, 2048, {GPU: 1000}), ratio=0.5, expected=R(500, 1024, {GPU: 500})
+    ),
+    "unlimited times 0 is 0": MultiCase(resource=Resource.infinite(), ratio=0, expected=R(0, 0)),
+    "unlimited times 2 stays unlimited": MultiCase(
+        resource=Resource.infinite(), ratio=2, expected=Resource.infinite()
+    ),
 }
 
 
@@ -403,15 +526,25 @@ def test_multi_scales_every_dimension(resource: Resource, ratio: float, expected
     assert resource.multi(ratio) == expected
 
 
+class SetMaxCase(NamedTuple):
+    left: Any
+    right: Any
+    expected: Any
+
+
 SET_MAX = {
-    "None returns the left side": (R(1, 2), None, R(1, 2)),
-    "scalars None takes the right mapping": (R(1, 5), R(2, 1, {GPU: 1}), R(2, 5, {GPU: 1})),
-    "per-key maximum and new keys": (
-        R(0, 0, {"a": 5, "b": 1}),
-        R(0, 0, {"b": 3, "c": 2}),
-        R(0, 0, {"a": 5, "b": 3, "c": 2}),
+    "None returns the left side": SetMaxCase(left=R(1, 2), right=None, expected=R(1, 2)),
+    "scalars None takes the right mapping": SetMaxCase(
+        left=R(1, 5), right=R(2, 1, {GPU: 1}), expected=R(2, 5, {GPU: 1})
     ),
-    "right scalars None keeps the left mapping": (R(0, 0, {"a": 1}), R(0, 0), R(0, 0, {"a": 1})),
+    "per-key maximum and new keys": SetMaxCase(
+        left=R(0, 0, {"a": 5, "b": 1}),
+        right=R(0, 0, {"b": 3, "c": 2}),
+        expected=R(0, 0, {"a": 5, "b": 3, "c": 2}),
+    ),
+    "right scalars None keeps the left mapping": SetMaxCase(
+        left=R(0, 0, {"a": 1}), right=R(0, 0), expected=R(0, 0, {"a": 1})
+    ),
 }
 
 
@@ -422,31 +555,40 @@ def test_set_max_resource_takes_the_larger_amount(
     assert left.set_max_resource(right) == expected
 
 
+class MinDimensionCase(NamedTuple):
+    left: Any
+    right: Any
+    default: Any
+    expected: Any
+
+
 MIN_DIMENSION = {
-    "left scalars None: only cpu and memory": (R(5, 5), R(1, 9, {GPU: 1}), ZERO, R(1, 5)),
-    "right scalars None keeps the left under infinity": (
-        R(5, 5, {GPU: 3}),
-        R(9, 9),
-        INF,
-        R(5, 5, {GPU: 3}),
+    "left scalars None: only cpu and memory": MinDimensionCase(
+        left=R(5, 5), right=R(1, 9, {GPU: 1}), default=ZERO, expected=R(1, 5)
     ),
-    "right scalars None zeroes the left under zero": (
-        R(5, 5, {GPU: 3}),
-        R(9, 9),
-        ZERO,
-        R(5, 5, {GPU: 0}),
+    "right scalars None keeps the left under infinity": MinDimensionCase(
+        left=R(5, 5, {GPU: 3}),
+        right=R(9, 9),
+        default=INF,
+        expected=R(5, 5, {GPU: 3}),
     ),
-    "shared keys take the minimum, right-only keys are ignored (infinity)": (
-        R(0, 0, {"a": 5, "b": 5}),
-        R(0, 0, {"a": 2, "c": 1}),
-        INF,
-        R(0, 0, {"a": 2, "b": 5}),
+    "right scalars None zeroes the left under zero": MinDimensionCase(
+        left=R(5, 5, {GPU: 3}),
+        right=R(9, 9),
+        default=ZERO,
+        expected=R(5, 5, {GPU: 0}),
     ),
-    "shared keys take the minimum, left-only keys become 0 (zero)": (
-        R(0, 0, {"a": 5, "b": 5}),
-        R(0, 0, {"a": 2, "c": 1}),
-        ZERO,
-        R(0, 0, {"a": 2, "b": 0}),
+    "shared keys take the minimum, right-only keys are ignored (infinity)": MinDimensionCase(
+        left=R(0, 0, {"a": 5, "b": 5}),
+        right=R(0, 0, {"a": 2, "c": 1}),
+        default=INF,
+        expected=R(0, 0, {"a": 2, "b": 5}),
+    ),
+    "shared keys take the minimum, left-only keys become 0 (zero)": MinDimensionCase(
+        left=R(0, 0, {"a": 5, "b": 5}),
+        right=R(0, 0, {"a": 2, "c": 1}),
+        default=ZERO,
+        expected=R(0, 0, {"a": 2, "b": 0}),
     ),
 }
 
@@ -460,92 +602,110 @@ def test_min_dimension_caps_the_left_dimensions(
     assert left.min_dimension(right, default) == expected
 
 
+class DiffCase(NamedTuple):
+    left: Any
+    right: Any
+    default: Any
+    expected: Any
+
+
 DIFF = {
-    "cpu up, memory down, an equal key lands in decreased with 0": (
-        R(5, 1, {"a": 3}),
-        R(2, 4, {"a": 3}),
-        ZERO,
-        (R(3, 0, {}), R(0, 3, {"a": 0})),
+    "cpu up, memory down, an equal key lands in decreased with 0": DiffCase(
+        left=R(5, 1, {"a": 3}),
+        right=R(2, 4, {"a": 3}),
+        default=ZERO,
+        expected=(R(3, 0, {}), R(0, 3, {"a": 0})),
     ),
-    "missing keys read as 0 under zero": (
-        R(0, 0, {"a": 1}),
-        R(0, 0, {"b": 1}),
-        ZERO,
-        (R(0, 0, {"a": 1}), R(0, 0, {"b": 1})),
+    "missing keys read as 0 under zero": DiffCase(
+        left=R(0, 0, {"a": 1}),
+        right=R(0, 0, {"b": 1}),
+        default=ZERO,
+        expected=(R(0, 0, {"a": 1}), R(0, 0, {"b": 1})),
     ),
-    "missing keys read as unlimited under infinity": (
-        R(0, 0, {"a": 1}),
-        R(0, 0, {"b": 1}),
-        INF,
-        (R(0, 0, {"b": UNL}), R(0, 0, {"a": UNL})),
+    "missing keys read as unlimited under infinity": DiffCase(
+        left=R(0, 0, {"a": 1}),
+        right=R(0, 0, {"b": 1}),
+        default=INF,
+        expected=(R(0, 0, {"b": UNL}), R(0, 0, {"a": UNL})),
     ),
-    "both result mappings exist even without scalars": (
-        R(1, 1),
-        R(1, 1),
-        ZERO,
-        (R(0, 0, {}), R(0, 0, {})),
+    "both result mappings exist even without scalars": DiffCase(
+        left=R(1, 1),
+        right=R(1, 1),
+        default=ZERO,
+        expected=(R(0, 0, {}), R(0, 0, {})),
     ),
 }
 
 
 S1, HP = "scalar.test/scalar1", "hugepages-test"
+
+
+class VolcanoDiffCase(NamedTuple):
+    left: Any
+    right: Any
+    default: Any
+    expected: Any
+
+
 VOLCANO_DIFF = {
     # Volcano's TestDiff (pkg/scheduler/api/resource_info_test.go), both defaults. Volcano
     # writes the marker -1 where a dimension is missing under Infinity; here that is UNLIMITED.
-    "zero: two empty vectors": (R(0, 0), R(0, 0), ZERO, (R(0, 0, {}), R(0, 0, {}))),
-    "zero: more cpu and memory on the left": (
-        R(1000, 2000),
-        R(0, 0),
-        ZERO,
-        (R(1000, 2000, {}), R(0, 0, {})),
+    "zero: two empty vectors": VolcanoDiffCase(
+        left=R(0, 0), right=R(0, 0), default=ZERO, expected=(R(0, 0, {}), R(0, 0, {}))
     ),
-    "zero: more cpu and memory on the right": (
-        R(0, 0),
-        R(1000, 2000),
-        ZERO,
-        (R(0, 0, {}), R(1000, 2000, {})),
+    "zero: more cpu and memory on the left": VolcanoDiffCase(
+        left=R(1000, 2000),
+        right=R(0, 0),
+        default=ZERO,
+        expected=(R(1000, 2000, {}), R(0, 0, {})),
     ),
-    "zero: a scalar only the left has": (
-        R(1000, 2000, {S1: 1000}),
-        R(2000, 1000),
-        ZERO,
-        (R(0, 1000, {S1: 1000}), R(1000, 0, {})),
+    "zero: more cpu and memory on the right": VolcanoDiffCase(
+        left=R(0, 0),
+        right=R(1000, 2000),
+        default=ZERO,
+        expected=(R(0, 0, {}), R(1000, 2000, {})),
     ),
-    "zero: a scalar only the right has": (
-        R(2000, 1000),
-        R(1000, 2000, {S1: 1000}),
-        ZERO,
-        (R(1000, 0, {}), R(0, 1000, {S1: 1000})),
+    "zero: a scalar only the left has": VolcanoDiffCase(
+        left=R(1000, 2000, {S1: 1000}),
+        right=R(2000, 1000),
+        default=ZERO,
+        expected=(R(0, 1000, {S1: 1000}), R(1000, 0, {})),
     ),
-    "zero: a scalar both have": (
-        R(1000, 2000, {S1: 3000}),
-        R(2000, 1000, {S1: 1000}),
-        ZERO,
-        (R(0, 1000, {S1: 2000}), R(1000, 0, {})),
+    "zero: a scalar only the right has": VolcanoDiffCase(
+        left=R(2000, 1000),
+        right=R(1000, 2000, {S1: 1000}),
+        default=ZERO,
+        expected=(R(1000, 0, {}), R(0, 1000, {S1: 1000})),
     ),
-    "infinity: a scalar only the left has is unlimited on the right": (
-        R(1000, 2000, {S1: 1000}),
-        R(2000, 1000),
-        INFINITY,
-        (R(0, 1000, {}), R(1000, 0, {S1: resources.UNLIMITED})),
+    "zero: a scalar both have": VolcanoDiffCase(
+        left=R(1000, 2000, {S1: 3000}),
+        right=R(2000, 1000, {S1: 1000}),
+        default=ZERO,
+        expected=(R(0, 1000, {S1: 2000}), R(1000, 0, {})),
     ),
-    "infinity: a scalar only the right has is unlimited on the left": (
-        R(2000, 1000),
-        R(1000, 2000, {S1: 1000}),
-        INFINITY,
-        (R(1000, 0, {S1: resources.UNLIMITED}), R(0, 1000, {})),
+    "infinity: a scalar only the left has is unlimited on the right": VolcanoDiffCase(
+        left=R(1000, 2000, {S1: 1000}),
+        right=R(2000, 1000),
+        default=INFINITY,
+        expected=(R(0, 1000, {}), R(1000, 0, {S1: resources.UNLIMITED})),
     ),
-    "infinity: unlimited cpu and memory on both sides differ by nothing": (
-        resources.INFINITE,
-        resources.INFINITE,
-        INFINITY,
-        (R(0, 0, {}), R(0, 0, {})),
+    "infinity: a scalar only the right has is unlimited on the left": VolcanoDiffCase(
+        left=R(2000, 1000),
+        right=R(1000, 2000, {S1: 1000}),
+        default=INFINITY,
+        expected=(R(1000, 0, {S1: resources.UNLIMITED}), R(0, 1000, {})),
     ),
-    "infinity: unlimited against the largest finite amounts": (
-        R(resources.UNLIMITED, 2**63 - 1, {HP: resources.UNLIMITED}),
-        R(2**63 - 1, resources.UNLIMITED, {S1: 1.7976931348623157e308}),
-        INFINITY,
-        (
+    "infinity: unlimited cpu and memory on both sides differ by nothing": VolcanoDiffCase(
+        left=resources.INFINITE,
+        right=resources.INFINITE,
+        default=INFINITY,
+        expected=(R(0, 0, {}), R(0, 0, {})),
+    ),
+    "infinity: unlimited against the largest finite amounts": VolcanoDiffCase(
+        left=R(resources.UNLIMITED, 2**63 - 1, {HP: resources.UNLIMITED}),
+        right=R(2**63 - 1, resources.UNLIMITED, {S1: 1.7976931348623157e308}),
+        default=INFINITY,
+        expected=(
             R(resources.UNLIMITED, 0, {S1: resources.UNLIMITED}),
             R(0, resources.UNLIMITED, {HP: resources.UNLIMITED}),
         ),
@@ -585,13 +745,19 @@ def test_exceeded_part_of_no_right_side_is_the_left_side_itself() -> None:
     assert resources.exceeded_part(left, None) is left
 
 
+class ExceededPartCase(NamedTuple):
+    left: Any
+    right: Any
+    expected: Any
+
+
 EXCEEDED_PART = {
-    "no left side": (None, R(1, 1), resources.EMPTY),
-    "neither side": (None, None, resources.EMPTY),
-    "a key not exceeded is absent, not 0": (
-        R(5, 1, {"a": 3, "b": 1}),
-        R(2, 4, {"a": 1, "b": 2}),
-        R(3, 0, {"a": 2}),
+    "no left side": ExceededPartCase(left=None, right=R(1, 1), expected=resources.EMPTY),
+    "neither side": ExceededPartCase(left=None, right=None, expected=resources.EMPTY),
+    "a key not exceeded is absent, not 0": ExceededPartCase(
+        left=R(5, 1, {"a": 3, "b": 1}),
+        right=R(2, 4, {"a": 1, "b": 2}),
+        expected=R(3, 0, {"a": 2}),
     ),
 }
 
@@ -614,14 +780,20 @@ def test_intersection_counts_pods_unless_ignored() -> None:
     ) == (["cpu", "pods"], ["cpu"])
 
 
+class MaximumCase(NamedTuple):
+    left: Any
+    right: Any
+    expected: Any
+
+
 MAXIMUM = {
-    "negative amounts are dropped": (
-        R(1, 5, {"a": -1, "b": 2}),
-        R(3, 2, {"b": 1, "c": -5}),
-        R(3, 5, {"b": 2}),
+    "negative amounts are dropped": MaximumCase(
+        left=R(1, 5, {"a": -1, "b": 2}),
+        right=R(3, 2, {"b": 1, "c": -5}),
+        expected=R(3, 5, {"b": 2}),
     ),
-    "both scalars None": (R(1, 1), R(2, 0), R(2, 1)),
-    "one side None": (R(1, 1), R(0, 0, {"a": 1}), R(1, 1, {"a": 1})),
+    "both scalars None": MaximumCase(left=R(1, 1), right=R(2, 0), expected=R(2, 1)),
+    "one side None": MaximumCase(left=R(1, 1), right=R(0, 0, {"a": 1}), expected=R(1, 1, {"a": 1})),
 }
 
 
@@ -631,13 +803,21 @@ def test_maximum_is_per_dimension(left: Resource, right: Resource, expected: Res
     assert (got, got.scalars is None) == (expected, expected.scalars is None)
 
 
+class MinimumCase(NamedTuple):
+    left: Any
+    right: Any
+    expected: Any
+
+
 MINIMUM = {
-    "left keys, a key the right lacks reads 0": (
-        R(1, 5, {"a": 3, "b": 2}),
-        R(3, 2, {"a": 1, "c": 1}),
-        R(1, 2, {"a": 1, "b": 0}),
+    "left keys, a key the right lacks reads 0": MinimumCase(
+        left=R(1, 5, {"a": 3, "b": 2}),
+        right=R(3, 2, {"a": 1, "c": 1}),
+        expected=R(1, 2, {"a": 1, "b": 0}),
     ),
-    "one side None gives scalars None": (R(1, 1, {"a": 1}), R(0, 0), R(0, 0)),
+    "one side None gives scalars None": MinimumCase(
+        left=R(1, 1, {"a": 1}), right=R(0, 0), expected=R(0, 0)
+    ),
 }
 
 
@@ -647,12 +827,18 @@ def test_minimum_is_per_dimension(left: Resource, right: Resource, expected: Res
     assert (got, got.scalars is None) == (expected, expected.scalars is None)
 
 
+class ShareCase(NamedTuple):
+    part: Any
+    whole: Any
+    expected: Any
+
+
 SHARE = {
-    "nothing of nothing": (0, 0, 0.0),
-    "something of nothing": (5, 0, 1.0),
-    "a quarter": (1, 4, 0.25),
-    "unlimited of unlimited": (UNL, UNL, 1.0),
-    "finite of unlimited": (5, UNL, 0.0),
+    "nothing of nothing": ShareCase(part=0, whole=0, expected=0.0),
+    "something of nothing": ShareCase(part=5, whole=0, expected=1.0),
+    "a quarter": ShareCase(part=1, whole=4, expected=0.25),
+    "unlimited of unlimited": ShareCase(part=UNL, whole=UNL, expected=1.0),
+    "finite of unlimited": ShareCase(part=5, whole=UNL, expected=0.0),
 }
 
 
@@ -672,18 +858,26 @@ def test_sum_all_adds_everything() -> None:
 
 # -- printing -----------------------------------------------------------------------------------
 
+
+class HumanCase(NamedTuple):
+    resource: Any
+    text: Any
+
+
 HUMAN = {
-    "the brief's example": (R(9000, 18 * G, {GPU: 2000}), "cpu 9, memory 18Gi, nvidia.com/gpu 2"),
-    "scalars sorted after cpu and memory": (
-        R(1500, 1000, {"z/z": 1, "a/a": 1000}),
-        "cpu 1500m, memory 1k, a/a 1, z/z 1m",
+    "the brief's example": HumanCase(
+        resource=R(9000, 18 * G, {GPU: 2000}), text="cpu 9, memory 18Gi, nvidia.com/gpu 2"
     ),
-    "pods as a count": (R(0, 0, {"pods": 110}), "cpu 0, memory 0, pods 110"),
-    "unlimited": (
-        R(UNL, UNL, {GPU: UNL}),
-        "cpu unlimited, memory unlimited, nvidia.com/gpu unlimited",
+    "scalars sorted after cpu and memory": HumanCase(
+        resource=R(1500, 1000, {"z/z": 1, "a/a": 1000}),
+        text="cpu 1500m, memory 1k, a/a 1, z/z 1m",
     ),
-    "a fraction rounds up": (R(1500.2, 10.5), "cpu 1501m, memory 11"),
+    "pods as a count": HumanCase(resource=R(0, 0, {"pods": 110}), text="cpu 0, memory 0, pods 110"),
+    "unlimited": HumanCase(
+        resource=R(UNL, UNL, {GPU: UNL}),
+        text="cpu unlimited, memory unlimited, nvidia.com/gpu unlimited",
+    ),
+    "a fraction rounds up": HumanCase(resource=R(1500.2, 10.5), text="cpu 1501m, memory 11"),
 }
 
 
@@ -692,13 +886,22 @@ def test_format_human_prints_canonical_quantities(resource: Resource, text: str)
     assert (resources.format_human(resource), str(resource)) == (text, text)
 
 
+class DebugCase(NamedTuple):
+    resource: Any
+    text: Any
+
+
 DEBUG = {
-    "the spec's first example": (R(2000, 4096), "cpu 2000.00, memory 4096.00"),
-    "the spec's second example": (
-        R(UNL, UNL, {GPU: UNL}),
-        "cpu maxFloat, memory maxFloat, nvidia.com/gpu maxInt",
+    "the spec's first example": DebugCase(
+        resource=R(2000, 4096), text="cpu 2000.00, memory 4096.00"
     ),
-    "scalars sorted by name": (R(1, 2, {"b": 3, "a": 4}), "cpu 1.00, memory 2.00, a 4.00, b 3.00"),
+    "the spec's second example": DebugCase(
+        resource=R(UNL, UNL, {GPU: UNL}),
+        text="cpu maxFloat, memory maxFloat, nvidia.com/gpu maxInt",
+    ),
+    "scalars sorted by name": DebugCase(
+        resource=R(1, 2, {"b": 3, "a": 4}), text="cpu 1.00, memory 2.00, a 4.00, b 3.00"
+    ),
 }
 
 
@@ -707,16 +910,25 @@ def test_debug_string_matches_volcanos_string(resource: Resource, text: str) -> 
     assert resource.debug_string() == text
 
 
+class ToResourceListCase(NamedTuple):
+    resource: Any
+    expected: Any
+
+
 TO_RESOURCE_LIST = {
-    "cpu, memory, scalars and pods": (
-        R(9000, 18 * G, {GPU: 2000, "pods": 110}),
-        {"cpu": "9", "memory": "18Gi", GPU: "2", "pods": "110"},
+    "cpu, memory, scalars and pods": ToResourceListCase(
+        resource=R(9000, 18 * G, {GPU: 2000, "pods": 110}),
+        expected={"cpu": "9", "memory": "18Gi", GPU: "2", "pods": "110"},
     ),
-    "empty keeps cpu and memory": (resources.EMPTY, {"cpu": "0", "memory": "0"}),
-    "inexact bytes in decimal": (R(1500, 1_500_000), {"cpu": "1500m", "memory": "1500k"}),
-    "unlimited dimensions are omitted": (
-        R(UNL, 5, {GPU: UNL, "x/y": 1}),
-        {"memory": "5", "x/y": "1m"},
+    "empty keeps cpu and memory": ToResourceListCase(
+        resource=resources.EMPTY, expected={"cpu": "0", "memory": "0"}
+    ),
+    "inexact bytes in decimal": ToResourceListCase(
+        resource=R(1500, 1_500_000), expected={"cpu": "1500m", "memory": "1500k"}
+    ),
+    "unlimited dimensions are omitted": ToResourceListCase(
+        resource=R(UNL, 5, {GPU: UNL, "x/y": 1}),
+        expected={"memory": "5", "x/y": "1m"},
     ),
 }
 

@@ -7,7 +7,7 @@ expected value below was derived by hand from the rules of spec §1.4 (and, for 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -215,25 +215,48 @@ GREATER_EQUAL: dict[str, Case] = {
     "left-only scalar blocks it under infinity": (R(2, 2, {GPU: 5}), R(2, 2), INF, False),
 }
 
-GREATER_PARTLY: dict[str, Case] = {
-    "cpu larger": (R(3, 1), R(2, 2), ZERO, (True, ["cpu"])),
-    "every dimension fits": (R(2, 2), R(2, 2), ZERO, (False, [])),
-    "within the tolerance is not greater": (R(2.05, 2), R(2, 2), ZERO, (False, [])),
-    "left-only scalar under zero": (R(1, 1, {GPU: 1}), R(2, 2), ZERO, (True, [GPU])),
-    "left-only scalar is skipped under infinity": (R(1, 1, {GPU: 1}), R(2, 2), INF, (False, [])),
-    "quirk 7.10: right-only scalar is never checked, even under infinity": (
-        R(1, 1),
-        R(2, 2, {GPU: 5}),
-        INF,
-        (False, []),
+
+class GreaterPartlyCase(NamedTuple):
+    left: Any
+    right: Any
+    default: Any
+    expected: Any
+
+
+GREATER_PARTLY = {
+    "cpu larger": GreaterPartlyCase(
+        left=R(3, 1), right=R(2, 2), default=ZERO, expected=(True, ["cpu"])
     ),
-    "names come as cpu, memory, then scalars in left order": (
-        R(3, 3, {"b": 5, "a": 5}),
-        R(2, 2, {"a": 9, "b": 1}),
-        ZERO,
-        (True, ["cpu", "memory", "b"]),
+    "every dimension fits": GreaterPartlyCase(
+        left=R(2, 2), right=R(2, 2), default=ZERO, expected=(False, [])
     ),
-    "pods counts": (R(0, 0, {"pods": 2}), R(0, 0, {"pods": 1}), ZERO, (True, ["pods"])),
+    "within the tolerance is not greater": GreaterPartlyCase(
+        left=R(2.05, 2), right=R(2, 2), default=ZERO, expected=(False, [])
+    ),
+    "left-only scalar under zero": GreaterPartlyCase(
+        left=R(1, 1, {GPU: 1}), right=R(2, 2), default=ZERO, expected=(True, [GPU])
+    ),
+    "left-only scalar is skipped under infinity": GreaterPartlyCase(
+        left=R(1, 1, {GPU: 1}), right=R(2, 2), default=INF, expected=(False, [])
+    ),
+    "quirk 7.10: right-only scalar is never checked, even under infinity": GreaterPartlyCase(
+        left=R(1, 1),
+        right=R(2, 2, {GPU: 5}),
+        default=INF,
+        expected=(False, []),
+    ),
+    "names come as cpu, memory, then scalars in left order": GreaterPartlyCase(
+        left=R(3, 3, {"b": 5, "a": 5}),
+        right=R(2, 2, {"a": 9, "b": 1}),
+        default=ZERO,
+        expected=(True, ["cpu", "memory", "b"]),
+    ),
+    "pods counts": GreaterPartlyCase(
+        left=R(0, 0, {"pods": 2}),
+        right=R(0, 0, {"pods": 1}),
+        default=ZERO,
+        expected=(True, ["pods"]),
+    ),
 }
 
 GREATER_EQUAL_PARTLY: dict[str, Case] = {

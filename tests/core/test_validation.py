@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from queuetree.core import objects, resources, validation
+from queuetree.core import objects, problems, resources, validation
 from tests.builders import queue
 
 
@@ -65,17 +65,17 @@ def test_ancestor_walks_end_on_root_missing_queues_and_cycles(
             [queue("a").parent("b").build(), queue("b").parent("a").build()],
             {
                 "a": [
-                    validation.FieldError(
+                    problems.Problem(
                         "spec.parent",
-                        validation.ErrorType.INVALID,
+                        problems.ErrorType.INVALID,
                         "queue a cannot have parent b: that would create the cycle a -> b -> a",
                         value="b",
                     )
                 ],
                 "b": [
-                    validation.FieldError(
+                    problems.Problem(
                         "spec.parent",
-                        validation.ErrorType.INVALID,
+                        problems.ErrorType.INVALID,
                         "queue b cannot have parent a: that would create the cycle b -> a -> b",
                         value="a",
                     )
@@ -87,9 +87,9 @@ def test_ancestor_walks_end_on_root_missing_queues_and_cycles(
             [queue("orphan").parent("gone").build()],
             {
                 "orphan": [
-                    validation.FieldError(
+                    problems.Problem(
                         "spec.parent",
-                        validation.ErrorType.NOT_FOUND,
+                        problems.ErrorType.NOT_FOUND,
                         "parent queue gone of queue orphan does not exist",
                         value="gone",
                     )
@@ -105,25 +105,25 @@ def test_ancestor_walks_end_on_root_missing_queues_and_cycles(
             ],
             {
                 "a": [
-                    validation.FieldError(
-                        "spec.capability.cpu",
-                        validation.ErrorType.INVALID,
+                    problems.Problem(
+                        'spec.capability["cpu"]',
+                        problems.ErrorType.INVALID,
                         "queue a capability[cpu]=8 exceeds its ancestor's capability=6 "
                         "(queue team)",
                         value="8",
                     )
                 ],
                 "team": [
-                    validation.FieldError(
-                        "spec.capability.cpu",
-                        validation.ErrorType.INVALID,
+                    problems.Problem(
+                        'spec.capability["cpu"]',
+                        problems.ErrorType.INVALID,
                         "queue team capability[cpu]=6 is smaller than its descendants' max "
                         "capability=8 (queue a)",
                         value="6",
                     ),
-                    validation.FieldError(
+                    problems.Problem(
                         "spec.deserved",
-                        validation.ErrorType.FORBIDDEN,
+                        problems.ErrorType.FORBIDDEN,
                         "queue team validation failed: sum of children's deserved (cpu 6, "
                         "memory 0) exceeds parent's deserved limit (cpu 4, memory 0) "
                         "(children: a, b)",
@@ -140,9 +140,9 @@ def test_ancestor_walks_end_on_root_missing_queues_and_cycles(
             ],
             {
                 "l3": [
-                    validation.FieldError(
+                    problems.Problem(
                         "spec.parent",
-                        validation.ErrorType.INVALID,
+                        problems.ErrorType.INVALID,
                         "queue l3 exceeds the maximum allowed depth of 2",
                         value="l2",
                     )
@@ -153,7 +153,7 @@ def test_ancestor_walks_end_on_root_missing_queues_and_cycles(
     ],
 )
 def test_the_whole_tree_report_names_each_problem_once(
-    queues: list[objects.Queue], expected: dict[str, list[validation.FieldError]]
+    queues: list[objects.Queue], expected: dict[str, list[problems.Problem]]
 ) -> None:
     max_depth = 2 if any(q.name == "l3" for q in queues) else 5
     assert validation.validate_tree(tree(*queues), max_depth=max_depth) == expected
@@ -205,18 +205,18 @@ def test_errors_aggregate_as_kubernetes_prints_them(messages: list[str], expecte
     ("error", "expected"),
     [
         pytest.param(
-            validation.FieldError("spec.x", validation.ErrorType.INVALID, "bad", value="1"),
+            problems.Problem("spec.x", problems.ErrorType.INVALID, "bad", value="1"),
             'requestBody.spec.x: Invalid value: "1": bad',
             id="with-value",
         ),
         pytest.param(
-            validation.FieldError("spec", validation.ErrorType.FORBIDDEN, "no"),
+            problems.Problem("spec", problems.ErrorType.FORBIDDEN, "no"),
             "requestBody.spec: Forbidden: no",
             id="without-value",
         ),
     ],
 )
-def test_field_errors_render_with_a_prefix(error: validation.FieldError, expected: str) -> None:
+def test_field_errors_render_with_a_prefix(error: problems.Problem, expected: str) -> None:
     assert error.render("requestBody.") == expected
 
 
@@ -226,9 +226,9 @@ def test_a_queue_with_allocated_pods_cannot_get_its_first_child() -> None:
     )
     child = queue("a").parent("team").build()
     assert validation.validate_parent(child, tree=tree(parent), max_depth=5) == [
-        validation.FieldError(
+        problems.Problem(
             "spec.parent",
-            validation.ErrorType.FORBIDDEN,
+            problems.ErrorType.FORBIDDEN,
             "queue team cannot be the parent queue of queue a because it has allocated Pods: 2",
         )
     ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonschema
 import pytest
@@ -284,26 +284,45 @@ def test_the_queue_schema_accepts_volcano_queue_manifests(manifest: str) -> None
     assert error_paths("queues", manifest) == []
 
 
+class InvalidQueuesCase(NamedTuple):
+    fields: Any
+    expected: Any
+
+
 INVALID_QUEUES = {
-    "weight 0": ("spec: {weight: 0}", ["spec.weight"]),
-    "weight above 65535": ("spec: {weight: 65536}", ["spec.weight"]),
-    "a negative priority": ("spec: {priority: -1}", ["spec.priority"]),
-    "an unknown dequeue strategy": ("spec: {dequeueStrategy: lifo}", ["spec.dequeueStrategy"]),
-    "a parent that is not a DNS subdomain": ("spec: {parent: Team_A}", ["spec.parent"]),
-    "a parent longer than 253": (f"spec: {{parent: {'a' * 254}}}", ["spec.parent"]),
-    "a quantity with a unit kubernetes does not know": (
-        'spec: {capability: {cpu: "2 cores"}}',
-        ["spec.capability.cpu"],
+    "weight 0": InvalidQueuesCase(fields="spec: {weight: 0}", expected=["spec.weight"]),
+    "weight above 65535": InvalidQueuesCase(
+        fields="spec: {weight: 65536}", expected=["spec.weight"]
     ),
-    "a state outside the four states": ("status: {state: Opened}", ["status.state"]),
-    "a negative PodGroup count": ("status: {running: -1}", ["status.running"]),
-    "a condition status outside True/False/Unknown": (
-        "status: {conditions: [{type: Admitting, status: maybe}]}",
-        ["status.conditions.0.status"],
+    "a negative priority": InvalidQueuesCase(
+        fields="spec: {priority: -1}", expected=["spec.priority"]
     ),
-    "every error at once": (
-        "spec: {weight: 0, dequeueStrategy: lifo}\nstatus: {state: Opened}",
-        ["spec.dequeueStrategy", "spec.weight", "status.state"],
+    "an unknown dequeue strategy": InvalidQueuesCase(
+        fields="spec: {dequeueStrategy: lifo}", expected=["spec.dequeueStrategy"]
+    ),
+    "a parent that is not a DNS subdomain": InvalidQueuesCase(
+        fields="spec: {parent: Team_A}", expected=["spec.parent"]
+    ),
+    "a parent longer than 253": InvalidQueuesCase(
+        fields=f"spec: {{parent: {'a' * 254}}}", expected=["spec.parent"]
+    ),
+    "a quantity with a unit kubernetes does not know": InvalidQueuesCase(
+        fields='spec: {capability: {cpu: "2 cores"}}',
+        expected=["spec.capability.cpu"],
+    ),
+    "a state outside the four states": InvalidQueuesCase(
+        fields="status: {state: Opened}", expected=["status.state"]
+    ),
+    "a negative PodGroup count": InvalidQueuesCase(
+        fields="status: {running: -1}", expected=["status.running"]
+    ),
+    "a condition status outside True/False/Unknown": InvalidQueuesCase(
+        fields="status: {conditions: [{type: Admitting, status: maybe}]}",
+        expected=["status.conditions.0.status"],
+    ),
+    "every error at once": InvalidQueuesCase(
+        fields="spec: {weight: 0, dequeueStrategy: lifo}\nstatus: {state: Opened}",
+        expected=["spec.dequeueStrategy", "spec.weight", "status.state"],
     ),
 }
 
@@ -367,23 +386,36 @@ def test_the_podgroup_schema_accepts_volcano_podgroups(manifest: str) -> None:
     assert error_paths("podgroups", manifest) == []
 
 
+class InvalidPodgroupsCase(NamedTuple):
+    fields: Any
+    expected: Any
+
+
 INVALID_PODGROUPS = {
-    "a negative minMember": ("spec: {minMember: -1}", ["spec.minMember"]),
-    "an unknown topology mode": (
-        "spec: {networkTopology: {mode: strict}}",
-        ["spec.networkTopology.mode"],
+    "a negative minMember": InvalidPodgroupsCase(
+        fields="spec: {minMember: -1}", expected=["spec.minMember"]
     ),
-    "a sub-group of size 0": (
-        "spec: {subGroupPolicy: [{name: s, subGroupSize: 0}]}",
-        ["spec.subGroupPolicy.0.subGroupSize"],
+    "an unknown topology mode": InvalidPodgroupsCase(
+        fields="spec: {networkTopology: {mode: strict}}",
+        expected=["spec.networkTopology.mode"],
     ),
-    "a phase outside Volcano's five": ("status: {phase: Admitted}", ["status.phase"]),
-    "a negative count of failed pods": ("status: {failed: -1}", ["status.failed"]),
-    "a tier name longer than 253": (
-        f"spec: {{networkTopology: {{highestTierName: {'t' * 254}}}}}",
-        ["spec.networkTopology.highestTierName"],
+    "a sub-group of size 0": InvalidPodgroupsCase(
+        fields="spec: {subGroupPolicy: [{name: s, subGroupSize: 0}]}",
+        expected=["spec.subGroupPolicy.0.subGroupSize"],
     ),
-    "a queue name that is not a DNS subdomain": ("spec: {queue: My_Queue}", ["spec.queue"]),
+    "a phase outside Volcano's five": InvalidPodgroupsCase(
+        fields="status: {phase: Admitted}", expected=["status.phase"]
+    ),
+    "a negative count of failed pods": InvalidPodgroupsCase(
+        fields="status: {failed: -1}", expected=["status.failed"]
+    ),
+    "a tier name longer than 253": InvalidPodgroupsCase(
+        fields=f"spec: {{networkTopology: {{highestTierName: {'t' * 254}}}}}",
+        expected=["spec.networkTopology.highestTierName"],
+    ),
+    "a queue name that is not a DNS subdomain": InvalidPodgroupsCase(
+        fields="spec: {queue: My_Queue}", expected=["spec.queue"]
+    ),
 }
 
 

@@ -112,3 +112,18 @@ def test_the_documented_transport_limits_are_the_flags_defaults() -> None:
     actual = {flag: f"{actions[flag].default:.15g}" for flag in LIMIT_FLAGS}
     documented = documented_defaults("webhook.md")
     assert actual == {flag: documented.get(flag) for flag in LIMIT_FLAGS}
+
+
+def test_every_file_the_map_of_changes_names_exists() -> None:
+    # docs/changes.md is a map: a renamed or split module must move its entries too.
+    text = (DOCS / "changes.md").read_text(encoding="utf-8")
+    named = set(
+        re.findall(
+            r"`((?:queuetree|crds|tests|manifests|docs|benchmarks)/[\w/.\-]*?)(?::[^`]*)?`", text
+        )
+    )
+    assert named, "the map names no file"
+    missing = sorted(
+        path for path in named if "<" not in path and not (ROOT / path.rstrip("/")).exists()
+    )
+    assert missing == []

@@ -6,6 +6,7 @@ import base64
 import ipaddress
 import pathlib
 import stat
+from typing import Any, NamedTuple
 
 import pytest
 from cryptography import x509
@@ -51,11 +52,16 @@ def test_a_client_context_checks_names_by_san_only(ca: certs.CertificateAuthorit
     assert (context.check_hostname, context.hostname_checks_common_name) == (True, False)
 
 
+class BadBundleCase(NamedTuple):
+    bundle: Any
+    prefix: Any
+
+
 BAD_BUNDLE_CASES = {
-    "not base64": ("%%%", "caBundle: not base64-encoded PEM: "),
-    "base64 of no certificate": (
-        base64.b64encode(b"hello").decode(),
-        "caBundle: holds no usable PEM certificate: ",
+    "not base64": BadBundleCase(bundle="%%%", prefix="caBundle: not base64-encoded PEM: "),
+    "base64 of no certificate": BadBundleCase(
+        bundle=base64.b64encode(b"hello").decode(),
+        prefix="caBundle: holds no usable PEM certificate: ",
     ),
 }
 

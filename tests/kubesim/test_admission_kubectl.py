@@ -17,7 +17,7 @@ import copy
 import json
 import pathlib
 import socket
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import yaml
@@ -261,17 +261,33 @@ def shipped_pod_webhook() -> dict[str, Any]:
 
 
 OPT_IN = "scheduling.volcano.sh/queue-allocation-gate"
+
+
+class MatchCase(NamedTuple):
+    metadata: Any
+    gates: Any
+    reaches: Any
+
+
 MATCH_CASES = {
-    "a pod with the opt-in annotation reaches the webhook": (
-        {"annotations": {OPT_IN: "true"}},
-        (),
-        True,
+    "a pod with the opt-in annotation reaches the webhook": MatchCase(
+        metadata={"annotations": {OPT_IN: "true"}},
+        gates=(),
+        reaches=True,
     ),
-    "the annotation's value does not matter": ({"annotations": {OPT_IN: "false"}}, (), True),
-    "a pod carrying the queue gate reaches the webhook": ({}, (OPT_IN,), True),
-    "a pod with other annotations does not": ({"annotations": {"a": "b"}}, (), False),
-    "a pod with another gate does not": ({}, ("example.com/other",), False),
-    "a pod with neither does not": ({}, (), False),
+    "the annotation's value does not matter": MatchCase(
+        metadata={"annotations": {OPT_IN: "false"}}, gates=(), reaches=True
+    ),
+    "a pod carrying the queue gate reaches the webhook": MatchCase(
+        metadata={}, gates=(OPT_IN,), reaches=True
+    ),
+    "a pod with other annotations does not": MatchCase(
+        metadata={"annotations": {"a": "b"}}, gates=(), reaches=False
+    ),
+    "a pod with another gate does not": MatchCase(
+        metadata={}, gates=("example.com/other",), reaches=False
+    ),
+    "a pod with neither does not": MatchCase(metadata={}, gates=(), reaches=False),
 }
 
 
@@ -321,9 +337,16 @@ async def test_the_shipped_match_conditions_decide_which_pods_reach_the_pod_webh
     )
 
 
+class FailureCase(NamedTuple):
+    policy: Any
+    expected_status: Any
+
+
 FAILURE_CASES = {
-    "a condition that cannot be evaluated fails the request under Fail": ("Fail", 403),
-    "and skips the webhook under Ignore": ("Ignore", 201),
+    "a condition that cannot be evaluated fails the request under Fail": FailureCase(
+        policy="Fail", expected_status=403
+    ),
+    "and skips the webhook under Ignore": FailureCase(policy="Ignore", expected_status=201),
 }
 
 

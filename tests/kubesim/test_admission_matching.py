@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -44,74 +44,125 @@ EVICTION = {"operation": "CREATE", "subresource": "eviction"}
 NAMESPACE = {"resource": "namespaces", "name": "team-a", "namespace": ""}
 NODE = {"resource": "nodes", "name": "n1", "namespace": ""}
 
+
+class RuleCase(NamedTuple):
+    rule: Any
+    overrides: Any
+    expected: Any
+
+
 RULE_CASES = {
-    "an exact rule matches its own request": (make_rule(), {}, True),
-    "another operation is not matched": (make_rule(), {"operation": "UPDATE"}, False),
-    "operation * matches UPDATE": (make_rule(operations=["*"]), {"operation": "UPDATE"}, True),
-    "operation * matches CONNECT": (make_rule(operations=["*"]), {"operation": "CONNECT"}, True),
-    "a list of operations matches any member": (
-        make_rule(operations=["UPDATE", "DELETE"]),
-        {"operation": "DELETE"},
-        True,
+    "an exact rule matches its own request": RuleCase(
+        rule=make_rule(), overrides={}, expected=True
     ),
-    "another group is not matched": (make_rule(apiGroups=["apps"]), {}, False),
-    "group * matches the core group": (make_rule(apiGroups=["*"]), {}, True),
-    "group * matches a named group": (
-        make_rule(apiGroups=["*"], apiVersions=["*"], resources=["*"]),
-        {"group": "scheduling.volcano.sh", "version": "v1beta1", "resource": "queues"},
-        True,
+    "another operation is not matched": RuleCase(
+        rule=make_rule(), overrides={"operation": "UPDATE"}, expected=False
     ),
-    "another version is not matched": (make_rule(apiVersions=["v1beta1"]), {}, False),
-    "version * matches v1": (make_rule(apiVersions=["*"]), {}, True),
-    "another resource is not matched": (make_rule(resources=["configmaps"]), {}, False),
-    "resource * matches pods": (make_rule(resources=["*"]), {}, True),
-    "resource * does not match a subresource": (make_rule(resources=["*"]), EVICTION, False),
-    "resource pods does not match pods/eviction": (make_rule(resources=["pods"]), EVICTION, False),
-    "resource */* matches a subresource": (make_rule(resources=["*/*"]), EVICTION, True),
-    "resource */* matches the main resource": (make_rule(resources=["*/*"]), {}, True),
-    "resource pods/* matches pods/eviction": (make_rule(resources=["pods/*"]), EVICTION, True),
-    "resource pods/* matches pods itself": (make_rule(resources=["pods/*"]), {}, True),
-    "resource pods/eviction matches only that subresource": (
-        make_rule(resources=["pods/eviction"]),
-        {"subresource": "binding"},
-        False,
+    "operation * matches UPDATE": RuleCase(
+        rule=make_rule(operations=["*"]), overrides={"operation": "UPDATE"}, expected=True
     ),
-    "resource pods/eviction matches the eviction": (
-        make_rule(resources=["pods/eviction"]),
-        EVICTION,
-        True,
+    "operation * matches CONNECT": RuleCase(
+        rule=make_rule(operations=["*"]), overrides={"operation": "CONNECT"}, expected=True
     ),
-    "resource pods/eviction does not match pods": (
-        make_rule(resources=["pods/eviction"]),
-        {},
-        False,
+    "a list of operations matches any member": RuleCase(
+        rule=make_rule(operations=["UPDATE", "DELETE"]),
+        overrides={"operation": "DELETE"},
+        expected=True,
     ),
-    "resource */status matches pods/status": (
-        make_rule(resources=["*/status"], operations=["UPDATE"]),
-        {"operation": "UPDATE", "subresource": "status"},
-        True,
+    "another group is not matched": RuleCase(
+        rule=make_rule(apiGroups=["apps"]), overrides={}, expected=False
     ),
-    "resource */status does not match pods": (make_rule(resources=["*/status"]), {}, False),
-    "scope Namespaced matches a namespaced object": (make_rule(scope="Namespaced"), {}, True),
-    "scope Namespaced excludes a cluster-scoped object": (
-        make_rule(scope="Namespaced", resources=["*"]),
-        NODE,
-        False,
+    "group * matches the core group": RuleCase(
+        rule=make_rule(apiGroups=["*"]), overrides={}, expected=True
     ),
-    "scope Namespaced excludes Namespaces themselves": (
-        make_rule(scope="Namespaced", resources=["*"]),
-        {**NAMESPACE, "namespace": "team-a"},
-        False,
+    "group * matches a named group": RuleCase(
+        rule=make_rule(apiGroups=["*"], apiVersions=["*"], resources=["*"]),
+        overrides={"group": "scheduling.volcano.sh", "version": "v1beta1", "resource": "queues"},
+        expected=True,
     ),
-    "scope Cluster matches a Namespace": (
-        make_rule(scope="Cluster", resources=["namespaces"]),
-        NAMESPACE,
-        True,
+    "another version is not matched": RuleCase(
+        rule=make_rule(apiVersions=["v1beta1"]), overrides={}, expected=False
     ),
-    "scope Cluster matches a Node": (make_rule(scope="Cluster", resources=["nodes"]), NODE, True),
-    "scope Cluster excludes a namespaced object": (make_rule(scope="Cluster"), {}, False),
-    "scope * matches both": (make_rule(scope="*", resources=["nodes"]), NODE, True),
-    "an empty operations list matches nothing": (make_rule(operations=[]), {}, False),
+    "version * matches v1": RuleCase(
+        rule=make_rule(apiVersions=["*"]), overrides={}, expected=True
+    ),
+    "another resource is not matched": RuleCase(
+        rule=make_rule(resources=["configmaps"]), overrides={}, expected=False
+    ),
+    "resource * matches pods": RuleCase(
+        rule=make_rule(resources=["*"]), overrides={}, expected=True
+    ),
+    "resource * does not match a subresource": RuleCase(
+        rule=make_rule(resources=["*"]), overrides=EVICTION, expected=False
+    ),
+    "resource pods does not match pods/eviction": RuleCase(
+        rule=make_rule(resources=["pods"]), overrides=EVICTION, expected=False
+    ),
+    "resource */* matches a subresource": RuleCase(
+        rule=make_rule(resources=["*/*"]), overrides=EVICTION, expected=True
+    ),
+    "resource */* matches the main resource": RuleCase(
+        rule=make_rule(resources=["*/*"]), overrides={}, expected=True
+    ),
+    "resource pods/* matches pods/eviction": RuleCase(
+        rule=make_rule(resources=["pods/*"]), overrides=EVICTION, expected=True
+    ),
+    "resource pods/* matches pods itself": RuleCase(
+        rule=make_rule(resources=["pods/*"]), overrides={}, expected=True
+    ),
+    "resource pods/eviction matches only that subresource": RuleCase(
+        rule=make_rule(resources=["pods/eviction"]),
+        overrides={"subresource": "binding"},
+        expected=False,
+    ),
+    "resource pods/eviction matches the eviction": RuleCase(
+        rule=make_rule(resources=["pods/eviction"]),
+        overrides=EVICTION,
+        expected=True,
+    ),
+    "resource pods/eviction does not match pods": RuleCase(
+        rule=make_rule(resources=["pods/eviction"]),
+        overrides={},
+        expected=False,
+    ),
+    "resource */status matches pods/status": RuleCase(
+        rule=make_rule(resources=["*/status"], operations=["UPDATE"]),
+        overrides={"operation": "UPDATE", "subresource": "status"},
+        expected=True,
+    ),
+    "resource */status does not match pods": RuleCase(
+        rule=make_rule(resources=["*/status"]), overrides={}, expected=False
+    ),
+    "scope Namespaced matches a namespaced object": RuleCase(
+        rule=make_rule(scope="Namespaced"), overrides={}, expected=True
+    ),
+    "scope Namespaced excludes a cluster-scoped object": RuleCase(
+        rule=make_rule(scope="Namespaced", resources=["*"]),
+        overrides=NODE,
+        expected=False,
+    ),
+    "scope Namespaced excludes Namespaces themselves": RuleCase(
+        rule=make_rule(scope="Namespaced", resources=["*"]),
+        overrides={**NAMESPACE, "namespace": "team-a"},
+        expected=False,
+    ),
+    "scope Cluster matches a Namespace": RuleCase(
+        rule=make_rule(scope="Cluster", resources=["namespaces"]),
+        overrides=NAMESPACE,
+        expected=True,
+    ),
+    "scope Cluster matches a Node": RuleCase(
+        rule=make_rule(scope="Cluster", resources=["nodes"]), overrides=NODE, expected=True
+    ),
+    "scope Cluster excludes a namespaced object": RuleCase(
+        rule=make_rule(scope="Cluster"), overrides={}, expected=False
+    ),
+    "scope * matches both": RuleCase(
+        rule=make_rule(scope="*", resources=["nodes"]), overrides=NODE, expected=True
+    ),
+    "an empty operations list matches nothing": RuleCase(
+        rule=make_rule(operations=[]), overrides={}, expected=False
+    ),
 }
 
 
@@ -124,64 +175,78 @@ def test_a_rule_matches_requests_as_kube_apiserver_does(
     assert admission.rule_matches(rule, make_attrs(**overrides)) is expected
 
 
+class SelectorCase(NamedTuple):
+    selector: Any
+    labels: Any
+    expected: Any
+
+
 SELECTOR_CASES = {
-    "no selector matches anything": (None, {}, True),
-    "an empty selector matches anything": ({}, {"a": "1"}, True),
-    "matchLabels match equal values": ({"matchLabels": {"a": "1"}}, {"a": "1", "b": "2"}, True),
-    "matchLabels fail on a different value": ({"matchLabels": {"a": "1"}}, {"a": "2"}, False),
-    "matchLabels fail on a missing key": ({"matchLabels": {"a": "1"}}, {}, False),
-    "In holds for a listed value": (
-        {"matchExpressions": [{"key": "a", "operator": "In", "values": ["1", "2"]}]},
-        {"a": "2"},
-        True,
+    "no selector matches anything": SelectorCase(selector=None, labels={}, expected=True),
+    "an empty selector matches anything": SelectorCase(
+        selector={}, labels={"a": "1"}, expected=True
     ),
-    "In fails for an unlisted value": (
-        {"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]},
-        {"a": "3"},
-        False,
+    "matchLabels match equal values": SelectorCase(
+        selector={"matchLabels": {"a": "1"}}, labels={"a": "1", "b": "2"}, expected=True
     ),
-    "In fails for a missing key": (
-        {"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]},
-        {},
-        False,
+    "matchLabels fail on a different value": SelectorCase(
+        selector={"matchLabels": {"a": "1"}}, labels={"a": "2"}, expected=False
     ),
-    "NotIn holds for a missing key": (
-        {"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]},
-        {},
-        True,
+    "matchLabels fail on a missing key": SelectorCase(
+        selector={"matchLabels": {"a": "1"}}, labels={}, expected=False
     ),
-    "NotIn fails for a listed value": (
-        {"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]},
-        {"a": "1"},
-        False,
+    "In holds for a listed value": SelectorCase(
+        selector={"matchExpressions": [{"key": "a", "operator": "In", "values": ["1", "2"]}]},
+        labels={"a": "2"},
+        expected=True,
     ),
-    "Exists holds for a present key with an empty value": (
-        {"matchExpressions": [{"key": "a", "operator": "Exists"}]},
-        {"a": ""},
-        True,
+    "In fails for an unlisted value": SelectorCase(
+        selector={"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]},
+        labels={"a": "3"},
+        expected=False,
     ),
-    "Exists fails for a missing key": (
-        {"matchExpressions": [{"key": "a", "operator": "Exists"}]},
-        {},
-        False,
+    "In fails for a missing key": SelectorCase(
+        selector={"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]},
+        labels={},
+        expected=False,
     ),
-    "DoesNotExist holds for a missing key": (
-        {"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]},
-        {"b": "1"},
-        True,
+    "NotIn holds for a missing key": SelectorCase(
+        selector={"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]},
+        labels={},
+        expected=True,
     ),
-    "DoesNotExist fails for a present key": (
-        {"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]},
-        {"a": "1"},
-        False,
+    "NotIn fails for a listed value": SelectorCase(
+        selector={"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]},
+        labels={"a": "1"},
+        expected=False,
     ),
-    "labels and expressions must all hold": (
-        {
+    "Exists holds for a present key with an empty value": SelectorCase(
+        selector={"matchExpressions": [{"key": "a", "operator": "Exists"}]},
+        labels={"a": ""},
+        expected=True,
+    ),
+    "Exists fails for a missing key": SelectorCase(
+        selector={"matchExpressions": [{"key": "a", "operator": "Exists"}]},
+        labels={},
+        expected=False,
+    ),
+    "DoesNotExist holds for a missing key": SelectorCase(
+        selector={"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]},
+        labels={"b": "1"},
+        expected=True,
+    ),
+    "DoesNotExist fails for a present key": SelectorCase(
+        selector={"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]},
+        labels={"a": "1"},
+        expected=False,
+    ),
+    "labels and expressions must all hold": SelectorCase(
+        selector={
             "matchLabels": {"a": "1"},
             "matchExpressions": [{"key": "b", "operator": "Exists"}],
         },
-        {"a": "1"},
-        False,
+        labels={"a": "1"},
+        expected=False,
     ),
 }
 
@@ -195,18 +260,23 @@ def test_a_label_selector_matches_as_metav1_defines_it(
     assert admission.match_label_selector(selector, labels) is expected
 
 
+class BadSelectorCase(NamedTuple):
+    expression: Any
+    message: Any
+
+
 BAD_SELECTOR_CASES = {
-    "an unknown operator": (
-        {"key": "a", "operator": "Gt", "values": ["1"]},
-        "matchExpressions[0] (key 'a'): unknown operator 'Gt'",
+    "an unknown operator": BadSelectorCase(
+        expression={"key": "a", "operator": "Gt", "values": ["1"]},
+        message="matchExpressions[0] (key 'a'): unknown operator 'Gt'",
     ),
-    "In without values": (
-        {"key": "a", "operator": "In"},
-        "matchExpressions[0] (key 'a'): operator In needs values, got none",
+    "In without values": BadSelectorCase(
+        expression={"key": "a", "operator": "In"},
+        message="matchExpressions[0] (key 'a'): operator In needs values, got none",
     ),
-    "Exists with values": (
-        {"key": "a", "operator": "Exists", "values": ["x"]},
-        "matchExpressions[0] (key 'a'): operator Exists takes no values, got ['x']",
+    "Exists with values": BadSelectorCase(
+        expression={"key": "a", "operator": "Exists", "values": ["x"]},
+        message="matchExpressions[0] (key 'a'): operator Exists takes no values, got ['x']",
     ),
 }
 
@@ -222,11 +292,18 @@ def test_an_invalid_selector_is_an_error_naming_the_expression(
     assert str(caught.value) == message
 
 
+class WarningCase(NamedTuple):
+    text: Any
+    header: Any
+
+
 WARNING_CASES = {
-    "plain text is quoted": ("pod uses a deprecated field", '299 - "pod uses a deprecated field"'),
-    "quotes are escaped": ('the "x" gate', '299 - "the \\"x\\" gate"'),
-    "backslashes are escaped": ("a\\b", '299 - "a\\\\b"'),
-    "line breaks become spaces": ("one\ntwo", '299 - "one two"'),
+    "plain text is quoted": WarningCase(
+        text="pod uses a deprecated field", header='299 - "pod uses a deprecated field"'
+    ),
+    "quotes are escaped": WarningCase(text='the "x" gate', header='299 - "the \\"x\\" gate"'),
+    "backslashes are escaped": WarningCase(text="a\\b", header='299 - "a\\\\b"'),
+    "line breaks become spaces": WarningCase(text="one\ntwo", header='299 - "one two"'),
 }
 
 
@@ -283,70 +360,81 @@ def rendered(causes: list[Any]) -> list[str]:
     return [f"{c.field}: {c.message}" for c in causes]
 
 
+class ValidationCase(NamedTuple):
+    webhooks: Any
+    expected: Any
+
+
 VALIDATION_CASES = {
-    "a valid webhook has no errors": ([valid_webhook()], []),
-    "a timeout above 30 seconds": (
-        [valid_webhook(timeoutSeconds=31)],
-        [
+    "a valid webhook has no errors": ValidationCase(webhooks=[valid_webhook()], expected=[]),
+    "a timeout above 30 seconds": ValidationCase(
+        webhooks=[valid_webhook(timeoutSeconds=31)],
+        expected=[
             "webhooks[0].timeoutSeconds: Invalid value: 31: "
             "the timeout value must be between 1 and 30 seconds"
         ],
     ),
-    "a timeout of 0": (
-        [valid_webhook(timeoutSeconds=0)],
-        [
+    "a timeout of 0": ValidationCase(
+        webhooks=[valid_webhook(timeoutSeconds=0)],
+        expected=[
             "webhooks[0].timeoutSeconds: Invalid value: 0: "
             "the timeout value must be between 1 and 30 seconds"
         ],
     ),
-    "a name with two segments": (
-        [valid_webhook(name="queuetree.io")],
-        [
+    "a name with two segments": ValidationCase(
+        webhooks=[valid_webhook(name="queuetree.io")],
+        expected=[
             'webhooks[0].name: Invalid value: "queuetree.io": '
             "should be a domain with at least three segments separated by dots"
         ],
     ),
-    "a duplicate name": (
-        [valid_webhook(), valid_webhook()],
-        ['webhooks[1].name: Duplicate value: "pods.queuetree.io"'],
+    "a duplicate name": ValidationCase(
+        webhooks=[valid_webhook(), valid_webhook()],
+        expected=['webhooks[1].name: Duplicate value: "pods.queuetree.io"'],
     ),
-    "side effects Some": (
-        [valid_webhook(sideEffects="Some")],
-        [
+    "side effects Some": ValidationCase(
+        webhooks=[valid_webhook(sideEffects="Some")],
+        expected=[
             'webhooks[0].sideEffects: Unsupported value: "Some": '
             'supported values: "None", "NoneOnDryRun"'
         ],
     ),
-    "no side effects": (
-        [{k: v for k, v in valid_webhook().items() if k != "sideEffects"}],
-        ["webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun"],
+    "no side effects": ValidationCase(
+        webhooks=[{k: v for k, v in valid_webhook().items() if k != "sideEffects"}],
+        expected=[
+            "webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun"
+        ],
     ),
-    "no review versions": (
-        [valid_webhook(admissionReviewVersions=[])],
-        ["webhooks[0].admissionReviewVersions: Required value: must specify one of v1, v1beta1"],
+    "no review versions": ValidationCase(
+        webhooks=[valid_webhook(admissionReviewVersions=[])],
+        expected=[
+            "webhooks[0].admissionReviewVersions: Required value: must specify one of v1, v1beta1"
+        ],
     ),
-    "both url and service": (
-        [
+    "both url and service": ValidationCase(
+        webhooks=[
             valid_webhook(
                 clientConfig={"url": "https://a.b/c", "service": {"namespace": "n", "name": "s"}}
             )
         ],
-        ["webhooks[0].clientConfig: Required value: exactly one of url or service is required"],
+        expected=[
+            "webhooks[0].clientConfig: Required value: exactly one of url or service is required"
+        ],
     ),
-    "a plain http url": (
-        [valid_webhook(clientConfig={"url": "http://127.0.0.1:8443/x"})],
-        [
+    "a plain http url": ValidationCase(
+        webhooks=[valid_webhook(clientConfig={"url": "http://127.0.0.1:8443/x"})],
+        expected=[
             'webhooks[0].clientConfig.url: Invalid value: "http://127.0.0.1:8443/x": '
             "'https' is the only allowed URL scheme"
         ],
     ),
-    "an unknown failure policy and operation": (
-        [
+    "an unknown failure policy and operation": ValidationCase(
+        webhooks=[
             valid_webhook(
                 failurePolicy="Retry", rules=[make_rule(operations=["PATCH"], scope="Global")]
             )
         ],
-        [
+        expected=[
             'webhooks[0].rules[0].operations[0]: Unsupported value: "PATCH": '
             'supported values: "*", "CONNECT", "CREATE", "DELETE", "UPDATE"',
             'webhooks[0].rules[0].scope: Unsupported value: "Global": '
@@ -355,9 +443,11 @@ VALIDATION_CASES = {
             'supported values: "Fail", "Ignore"',
         ],
     ),
-    "a selector with an unknown operator": (
-        [valid_webhook(objectSelector={"matchExpressions": [{"key": "a", "operator": "Gt"}]})],
-        [
+    "a selector with an unknown operator": ValidationCase(
+        webhooks=[
+            valid_webhook(objectSelector={"matchExpressions": [{"key": "a", "operator": "Gt"}]})
+        ],
+        expected=[
             'webhooks[0].objectSelector.matchExpressions[0].operator: Invalid value: "Gt": '
             "not a valid selector operator"
         ],

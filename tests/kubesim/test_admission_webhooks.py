@@ -15,7 +15,7 @@ import dataclasses
 import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from aiohttp import web
@@ -355,38 +355,46 @@ def always_changing(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return respond
 
 
+class ReinvocationCase(NamedTuple):
+    hooks: Any
+    expected_calls: Any
+
+
 REINVOCATION_CASES = {
-    "an IfNeeded webhook runs again after a later webhook changed the object": (
-        [("first", "IfNeeded", counting_label), ("second", "Never", counting_label)],
-        {"first": 2, "second": 1},
+    "an IfNeeded webhook runs again after a later one changed the object": ReinvocationCase(
+        hooks=[("first", "IfNeeded", counting_label), ("second", "Never", counting_label)],
+        expected_calls={"first": 2, "second": 1},
     ),
-    "a Never webhook runs once even after a later change": (
-        [("first", "Never", counting_label), ("second", "Never", counting_label)],
-        {"first": 1, "second": 1},
+    "a Never webhook runs once even after a later change": ReinvocationCase(
+        hooks=[("first", "Never", counting_label), ("second", "Never", counting_label)],
+        expected_calls={"first": 1, "second": 1},
     ),
-    "nothing runs again when no webhook changed the object": (
-        [("first", "IfNeeded", lambda _: no_change), ("second", "IfNeeded", lambda _: no_change)],
-        {"first": 1, "second": 1},
+    "nothing runs again when no webhook changed the object": ReinvocationCase(
+        hooks=[
+            ("first", "IfNeeded", lambda _: no_change),
+            ("second", "IfNeeded", lambda _: no_change),
+        ],
+        expected_calls={"first": 1, "second": 1},
     ),
-    "a webhook's own change does not reinvoke it": (
-        [("first", "IfNeeded", counting_label), ("second", "Never", lambda _: no_change)],
-        {"first": 1, "second": 1},
+    "a webhook's own change does not reinvoke it": ReinvocationCase(
+        hooks=[("first", "IfNeeded", counting_label), ("second", "Never", lambda _: no_change)],
+        expected_calls={"first": 1, "second": 1},
     ),
-    "a webhook that ran after the last change is not reinvoked": (
-        [("first", "Never", counting_label), ("second", "IfNeeded", lambda _: no_change)],
-        {"first": 1, "second": 1},
+    "a webhook that ran after the last change is not reinvoked": ReinvocationCase(
+        hooks=[("first", "Never", counting_label), ("second", "IfNeeded", lambda _: no_change)],
+        expected_calls={"first": 1, "second": 1},
     ),
-    "every IfNeeded webhook before a change is reinvoked, once": (
-        [
+    "every IfNeeded webhook before a change is reinvoked, once": ReinvocationCase(
+        hooks=[
             ("first", "IfNeeded", lambda _: no_change),
             ("second", "IfNeeded", lambda _: no_change),
             ("third", "Never", counting_label),
         ],
-        {"first": 2, "second": 2, "third": 1},
+        expected_calls={"first": 2, "second": 2, "third": 1},
     ),
-    "there is no third round even if round two keeps changing the object": (
-        [("first", "IfNeeded", always_changing), ("second", "IfNeeded", always_changing)],
-        {"first": 2, "second": 2},
+    "there is no third round even if round two keeps changing the object": ReinvocationCase(
+        hooks=[("first", "IfNeeded", always_changing), ("second", "IfNeeded", always_changing)],
+        expected_calls={"first": 2, "second": 2},
     ),
 }
 
@@ -414,19 +422,25 @@ async def test_reinvocation_follows_the_if_needed_policy(
     assert {name: len(webhook_server.calls[f"/{name}"]) for name, _, _ in hooks} == expected_calls
 
 
+class SelectionCase(NamedTuple):
+    overrides: Any
+    obj: Any
+    expected_calls: Any
+
+
 SELECTION_CASES = {
-    "a namespaceSelector matching the namespace's labels calls the webhook": (
-        {"namespaceSelector": {"matchLabels": {"queuetree.io/enabled": "true"}}},
-        pod(namespace="team-a"),
-        1,
+    "a namespaceSelector matching the namespace's labels calls the webhook": SelectionCase(
+        overrides={"namespaceSelector": {"matchLabels": {"queuetree.io/enabled": "true"}}},
+        obj=pod(namespace="team-a"),
+        expected_calls=1,
     ),
-    "a namespaceSelector not matching skips the webhook": (
-        {"namespaceSelector": {"matchLabels": {"queuetree.io/enabled": "true"}}},
-        pod(namespace="default"),
-        0,
+    "a namespaceSelector not matching skips the webhook": SelectionCase(
+        overrides={"namespaceSelector": {"matchLabels": {"queuetree.io/enabled": "true"}}},
+        obj=pod(namespace="default"),
+        expected_calls=0,
     ),
-    "a namespaceSelector can use the automatic metadata.name label": (
-        {
+    "a namespaceSelector can use the automatic metadata.name label": SelectionCase(
+        overrides={
             "namespaceSelector": {
                 "matchExpressions": [
                     {
@@ -437,21 +451,25 @@ SELECTION_CASES = {
                 ]
             }
         },
-        pod(namespace="default"),
-        0,
+        obj=pod(namespace="default"),
+        expected_calls=0,
     ),
-    "an objectSelector matching the pod's labels calls the webhook": (
-        {"objectSelector": {"matchExpressions": [{"key": "queue", "operator": "Exists"}]}},
-        pod(labels={"queue": "q1"}),
-        1,
+    "an objectSelector matching the pod's labels calls the webhook": SelectionCase(
+        overrides={
+            "objectSelector": {"matchExpressions": [{"key": "queue", "operator": "Exists"}]}
+        },
+        obj=pod(labels={"queue": "q1"}),
+        expected_calls=1,
     ),
-    "an objectSelector not matching skips the webhook": (
-        {"objectSelector": {"matchExpressions": [{"key": "queue", "operator": "Exists"}]}},
-        pod(labels={"app": "x"}),
-        0,
+    "an objectSelector not matching skips the webhook": SelectionCase(
+        overrides={
+            "objectSelector": {"matchExpressions": [{"key": "queue", "operator": "Exists"}]}
+        },
+        obj=pod(labels={"app": "x"}),
+        expected_calls=0,
     ),
-    "rules that do not match skip the webhook whatever the selectors": (
-        {
+    "rules that do not match skip the webhook whatever the selectors": SelectionCase(
+        overrides={
             "rules": [
                 {
                     "operations": ["DELETE"],
@@ -461,8 +479,8 @@ SELECTION_CASES = {
                 }
             ]
         },
-        pod(),
-        0,
+        obj=pod(),
+        expected_calls=0,
     ),
 }
 
@@ -656,42 +674,49 @@ def denial(message: str, code: int = 400, reason: str = "", **extra: Any) -> dic
     return body
 
 
+class DenialCase(NamedTuple):
+    status: Any
+    expected: Any
+
+
 DENIAL_CASES = {
-    "a message is prefixed with the webhook name": (
-        {"message": "queue q9 does not exist"},
-        denial('admission webhook "v.example.com" denied the request: queue q9 does not exist'),
+    "a message is prefixed with the webhook name": DenialCase(
+        status={"message": "queue q9 does not exist"},
+        expected=denial(
+            'admission webhook "v.example.com" denied the request: queue q9 does not exist'
+        ),
     ),
-    "a reason stands in for a missing message": (
-        {"reason": "QueueClosed"},
-        denial(
+    "a reason stands in for a missing message": DenialCase(
+        status={"reason": "QueueClosed"},
+        expected=denial(
             'admission webhook "v.example.com" denied the request: QueueClosed',
             reason="QueueClosed",
         ),
     ),
-    "no status at all is denied without explanation": (
-        None,
-        denial('admission webhook "v.example.com" denied the request without explanation'),
+    "no status at all is denied without explanation": DenialCase(
+        status=None,
+        expected=denial('admission webhook "v.example.com" denied the request without explanation'),
     ),
-    "a 403 Forbidden is kept for kubectl's Error from server (Forbidden)": (
-        {"code": 403, "reason": "Forbidden", "message": "queue q1 is closed"},
-        denial(
+    "a 403 Forbidden is kept for kubectl's Error from server (Forbidden)": DenialCase(
+        status={"code": 403, "reason": "Forbidden", "message": "queue q1 is closed"},
+        expected=denial(
             'admission webhook "v.example.com" denied the request: queue q1 is closed',
             code=403,
             reason="Forbidden",
         ),
     ),
-    "a code below 400 is raised to 400 and Success becomes Failure": (
-        {"code": 200, "status": "Success", "message": "no"},
-        denial('admission webhook "v.example.com" denied the request: no'),
+    "a code below 400 is raised to 400 and Success becomes Failure": DenialCase(
+        status={"code": 200, "status": "Success", "message": "no"},
+        expected=denial('admission webhook "v.example.com" denied the request: no'),
     ),
-    "details from the webhook are kept": (
-        {
+    "details from the webhook are kept": DenialCase(
+        status={
             "code": 422,
             "reason": "Invalid",
             "message": "bad",
             "details": {"causes": [{"field": "spec.queue"}]},
         },
-        denial(
+        expected=denial(
             'admission webhook "v.example.com" denied the request: bad',
             code=422,
             reason="Invalid",
@@ -800,31 +825,46 @@ def invalid_response(
     return answer
 
 
+class InvalidResponseCase(NamedTuple):
+    responder: Any
+    reason: Any
+
+
 INVALID_RESPONSE_CASES = {
-    "a response with another uid": (
-        lambda review: invalid_response(review, lambda a: a["response"].update(uid="other")),
-        'received invalid webhook response: expected response.uid="{uid}", got "other"',
+    "a response with another uid": InvalidResponseCase(
+        responder=lambda review: invalid_response(
+            review, lambda a: a["response"].update(uid="other")
+        ),
+        reason='received invalid webhook response: expected response.uid="{uid}", got "other"',
     ),
-    "a response of another apiVersion": (
-        lambda review: invalid_response(
+    "a response of another apiVersion": InvalidResponseCase(
+        responder=lambda review: invalid_response(
             review, lambda a: a.update(apiVersion="admission.k8s.io/v1beta1")
         ),
-        "received invalid webhook response: expected webhook response of admission.k8s.io/v1, "
-        "Kind=AdmissionReview, got admission.k8s.io/v1beta1, Kind=AdmissionReview",
+        reason=(
+            "received invalid webhook response: expected webhook "
+            "response of admission.k8s.io/v1, "
+            "Kind=AdmissionReview, got admission.k8s.io/v1beta1, Kind=AdmissionReview"
+        ),
     ),
-    "a response without a response block": (
-        lambda review: {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"},
-        "received invalid webhook response: webhook response was absent",
+    "a response without a response block": InvalidResponseCase(
+        responder=lambda review: {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"},
+        reason="received invalid webhook response: webhook response was absent",
     ),
-    "a patch from a validating webhook": (
-        lambda review: allow(
+    "a patch from a validating webhook": InvalidResponseCase(
+        responder=lambda review: allow(
             review, **json_patch({"op": "add", "path": "/metadata/labels/x", "value": "y"})
         ),
-        "received invalid webhook response: validating webhook may not return response.patch",
+        reason=(
+            "received invalid webhook response: validating webhook may not return response.patch"
+        ),
     ),
-    "a patchType from a validating webhook": (
-        lambda review: allow(review, patchType="JSONPatch"),
-        "received invalid webhook response: validating webhook may not return response.patchType",
+    "a patchType from a validating webhook": InvalidResponseCase(
+        responder=lambda review: allow(review, patchType="JSONPatch"),
+        reason=(
+            "received invalid webhook response: validating "
+            "webhook may not return response.patchType"
+        ),
     ),
 }
 
@@ -851,26 +891,31 @@ async def test_an_invalid_response_fails_the_call_with_kube_apiservers_reason(
     assert caught.value.status["message"] == f"Internal error occurred: {message}"
 
 
+class MutatingInvalidCase(NamedTuple):
+    responder: Any
+    reason: Any
+
+
 MUTATING_INVALID_CASES = {
-    "a patch without patchType": (
-        lambda review: allow(review, patch=base64.b64encode(b"[]").decode()),
-        "received invalid webhook response: "
+    "a patch without patchType": MutatingInvalidCase(
+        responder=lambda review: allow(review, patch=base64.b64encode(b"[]").decode()),
+        reason="received invalid webhook response: "
         "webhook returned response.patch but not response.patchType",
     ),
-    "a patchType without patch": (
-        lambda review: allow(review, patchType="JSONPatch"),
-        "received invalid webhook response: "
+    "a patchType without patch": MutatingInvalidCase(
+        responder=lambda review: allow(review, patchType="JSONPatch"),
+        reason="received invalid webhook response: "
         "webhook returned response.patchType but not response.patch",
     ),
-    "a patch type other than JSONPatch": (
-        lambda review: allow(
+    "a patch type other than JSONPatch": MutatingInvalidCase(
+        responder=lambda review: allow(
             review,
             patchType="MergePatch",
             patch=base64.b64encode(
                 b'[{"op":"add","path":"/metadata/labels/x","value":"y"}]'
             ).decode(),
         ),
-        'unsupported patch type "MergePatch"',
+        reason='unsupported patch type "MergePatch"',
     ),
 }
 
@@ -950,14 +995,19 @@ async def test_a_service_without_a_resolver_cannot_be_reached(
     )
 
 
+class TimeoutCase(NamedTuple):
+    policy: Any
+    message: Any
+
+
 TIMEOUT_CASES = {
-    "Fail rejects with context deadline exceeded": (
-        "Fail",
-        'Internal error occurred: failed calling webhook "slow.example.com": '
+    "Fail rejects with context deadline exceeded": TimeoutCase(
+        policy="Fail",
+        message='Internal error occurred: failed calling webhook "slow.example.com": '
         "failed to call webhook: "
         f'Post "https://{SERVICE}.{SERVICE_NS}.svc:443/slow?timeout=1s": context deadline exceeded',
     ),
-    "Ignore lets the request through": ("Ignore", None),
+    "Ignore lets the request through": TimeoutCase(policy="Ignore", message=None),
 }
 
 
@@ -992,16 +1042,21 @@ async def test_a_webhook_slower_than_its_timeout_fails_the_call(
     assert webhook_server.queries["/slow"] == [{"timeout": "1s"}]
 
 
+class TlsCase(NamedTuple):
+    client_config: Any
+    fragment: Any
+
+
 TLS_CASES = {
-    "a caBundle of another CA": (
-        lambda server: {"caBundle": certs.generate_ca().ca_bundle},
-        "certificate verify failed",
+    "a caBundle of another CA": TlsCase(
+        client_config=lambda server: {"caBundle": certs.generate_ca().ca_bundle},
+        fragment="certificate verify failed",
     ),
-    "a Service name that is not in the certificate": (
-        lambda server: {
+    "a Service name that is not in the certificate": TlsCase(
+        client_config=lambda server: {
             "service": {"namespace": SERVICE_NS, "name": "impostor", "path": "/validate"}
         },
-        "Hostname mismatch",
+        fragment="Hostname mismatch",
     ),
 }
 
@@ -1068,12 +1123,22 @@ async def test_a_v1beta1_only_webhook_gets_a_v1beta1_review(
     assert [r["apiVersion"] for r in webhook_server.calls["/old"]] == ["admission.k8s.io/v1beta1"]
 
 
+class DryRunCase(NamedTuple):
+    side_effects: Any
+    status: Any
+    dry_runs: Any
+
+
 DRY_RUN_CASES = {
-    "sideEffects None is called with dryRun true": ("None", None, [True]),
-    "sideEffects NoneOnDryRun is called with dryRun true": ("NoneOnDryRun", None, [True]),
-    "sideEffects Some refuses the dry run with 400": (
-        "Some",
-        {
+    "sideEffects None is called with dryRun true": DryRunCase(
+        side_effects="None", status=None, dry_runs=[True]
+    ),
+    "sideEffects NoneOnDryRun is called with dryRun true": DryRunCase(
+        side_effects="NoneOnDryRun", status=None, dry_runs=[True]
+    ),
+    "sideEffects Some refuses the dry run with 400": DryRunCase(
+        side_effects="Some",
+        status={
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
@@ -1082,11 +1147,11 @@ DRY_RUN_CASES = {
             "reason": "BadRequest",
             "code": 400,
         },
-        [],
+        dry_runs=[],
     ),
-    "sideEffects Unknown refuses the dry run with 400": (
-        "Unknown",
-        {
+    "sideEffects Unknown refuses the dry run with 400": DryRunCase(
+        side_effects="Unknown",
+        status={
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
@@ -1095,14 +1160,14 @@ DRY_RUN_CASES = {
             "reason": "BadRequest",
             "code": 400,
         },
-        [],
+        dry_runs=[],
     ),
-    "a missing sideEffects fails the call": (
-        None,
-        admission.internal_error_status(
+    "a missing sideEffects fails the call": DryRunCase(
+        side_effects=None,
+        status=admission.internal_error_status(
             'failed calling webhook "d.example.com": Webhook SideEffects is nil'
         ),
-        [],
+        dry_runs=[],
     ),
 }
 
@@ -1133,17 +1198,26 @@ async def test_a_dry_run_reaches_only_webhooks_without_side_effects(
     assert [r["request"]["dryRun"] for r in webhook_server.calls["/dry"]] == dry_runs
 
 
+class PatchFailureCase(NamedTuple):
+    operations: Any
+    request_kind: Any
+    message: Any
+
+
 PATCH_FAILURE_CASES = {
-    "a failed test operation": (
-        [{"op": "test", "path": "/metadata/name", "value": "other"}],
-        "create_pod",
-        "JSON patch from webhook 'm.example.com': ",
+    "a failed test operation": PatchFailureCase(
+        operations=[{"op": "test", "path": "/metadata/name", "value": "other"}],
+        request_kind="create_pod",
+        message="JSON patch from webhook 'm.example.com': ",
     ),
-    "a patch on DELETE, which has no object": (
-        [{"op": "add", "path": "/metadata/labels/x", "value": "y"}],
-        "delete_pod",
-        'admission webhook "m.example.com" attempted to modify the object, which is not supported '
-        "for this operation",
+    "a patch on DELETE, which has no object": PatchFailureCase(
+        operations=[{"op": "add", "path": "/metadata/labels/x", "value": "y"}],
+        request_kind="delete_pod",
+        message=(
+            'admission webhook "m.example.com" attempted to modify '
+            "the object, which is not supported "
+            "for this operation"
+        ),
     ),
 }
 

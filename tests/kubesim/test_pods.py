@@ -4,7 +4,7 @@ spec immutability, binding, eviction with PodDisruptionBudgets, and the pod Tabl
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -595,11 +595,26 @@ def fake_node(name: str) -> dict:
     }
 
 
+class GraceCase(NamedTuple):
+    bound: Any
+    spec_grace: Any
+    requested: Any
+    terminating: Any
+
+
 GRACE_CASES = {
-    "a pod on no node goes at once": (False, 2, None, False),
-    "a pod on a node stays Terminating for its grace period": (True, 2, None, True),
-    "a grace period of 0 in the request ends it at once": (True, 2, 0, False),
-    "a grace period of 0 in the spec ends it at once": (True, 0, None, False),
+    "a pod on no node goes at once": GraceCase(
+        bound=False, spec_grace=2, requested=None, terminating=False
+    ),
+    "a pod on a node stays Terminating for its grace period": GraceCase(
+        bound=True, spec_grace=2, requested=None, terminating=True
+    ),
+    "a grace period of 0 in the request ends it at once": GraceCase(
+        bound=True, spec_grace=2, requested=0, terminating=False
+    ),
+    "a grace period of 0 in the spec ends it at once": GraceCase(
+        bound=True, spec_grace=0, requested=None, terminating=False
+    ),
 }
 
 
@@ -644,10 +659,22 @@ async def test_a_deleted_pod_on_a_node_terminates_for_its_grace_period(
         await conftest.wait_for(gone)
 
 
+class PriorityCase(NamedTuple):
+    class_name: Any
+    expected_status: Any
+    expected_priority: Any
+
+
 PRIORITY_CASES = {
-    "a pod's priority class gives its priority": ("class", 201, 1000),
-    "a pod without one has priority 0": (None, 201, 0),
-    "an unknown class is refused": ("missing", 403, None),
+    "a pod's priority class gives its priority": PriorityCase(
+        class_name="class", expected_status=201, expected_priority=1000
+    ),
+    "a pod without one has priority 0": PriorityCase(
+        class_name=None, expected_status=201, expected_priority=0
+    ),
+    "an unknown class is refused": PriorityCase(
+        class_name="missing", expected_status=403, expected_priority=None
+    ),
 }
 
 

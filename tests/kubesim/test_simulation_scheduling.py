@@ -5,7 +5,7 @@ from __future__ import annotations
 import decimal
 import pathlib
 import textwrap
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -14,31 +14,36 @@ from kubesim import simulation
 D = decimal.Decimal
 
 
+class QuantityCase(NamedTuple):
+    text: Any
+    expected: Any
+
+
 QUANTITY_CASES = {
-    "a plain integer": ("8", D(8)),
-    "a decimal fraction": ("0.5", D("0.5")),
-    "a leading dot": (".5", D("0.5")),
-    "millis": ("500m", D("0.5")),
-    "micros": ("250u", D("0.000250")),
-    "nanos": ("1n", D("1e-9")),
-    "kilo is 1000": ("2k", D(2000)),
-    "mega": ("1M", D(1_000_000)),
-    "giga": ("3G", D(3_000_000_000)),
-    "tera": ("1T", D(10**12)),
-    "peta": ("1P", D(10**15)),
-    "a lone E is exa": ("2E", D(2 * 10**18)),
-    "Ki is 1024": ("1Ki", D(1024)),
-    "Mi": ("1.5Mi", D(1572864)),
-    "Gi": ("32Gi", D(32 * 1024**3)),
-    "Ti": ("1Ti", D(1024**4)),
-    "Pi": ("1Pi", D(1024**5)),
-    "Ei": ("1Ei", D(1024**6)),
-    "a positive exponent": ("1e3", D(1000)),
-    "an upper-case exponent": ("1E3", D(1000)),
-    "a negative exponent": ("5e-1", D("0.5")),
-    "an explicit sign": ("+2", D(2)),
-    "an integer value": (4, D(4)),
-    "surrounding spaces": (" 1Gi ", D(1024**3)),
+    "a plain integer": QuantityCase(text="8", expected=D(8)),
+    "a decimal fraction": QuantityCase(text="0.5", expected=D("0.5")),
+    "a leading dot": QuantityCase(text=".5", expected=D("0.5")),
+    "millis": QuantityCase(text="500m", expected=D("0.5")),
+    "micros": QuantityCase(text="250u", expected=D("0.000250")),
+    "nanos": QuantityCase(text="1n", expected=D("1e-9")),
+    "kilo is 1000": QuantityCase(text="2k", expected=D(2000)),
+    "mega": QuantityCase(text="1M", expected=D(1_000_000)),
+    "giga": QuantityCase(text="3G", expected=D(3_000_000_000)),
+    "tera": QuantityCase(text="1T", expected=D(10**12)),
+    "peta": QuantityCase(text="1P", expected=D(10**15)),
+    "a lone E is exa": QuantityCase(text="2E", expected=D(2 * 10**18)),
+    "Ki is 1024": QuantityCase(text="1Ki", expected=D(1024)),
+    "Mi": QuantityCase(text="1.5Mi", expected=D(1572864)),
+    "Gi": QuantityCase(text="32Gi", expected=D(32 * 1024**3)),
+    "Ti": QuantityCase(text="1Ti", expected=D(1024**4)),
+    "Pi": QuantityCase(text="1Pi", expected=D(1024**5)),
+    "Ei": QuantityCase(text="1Ei", expected=D(1024**6)),
+    "a positive exponent": QuantityCase(text="1e3", expected=D(1000)),
+    "an upper-case exponent": QuantityCase(text="1E3", expected=D(1000)),
+    "a negative exponent": QuantityCase(text="5e-1", expected=D("0.5")),
+    "an explicit sign": QuantityCase(text="+2", expected=D(2)),
+    "an integer value": QuantityCase(text=4, expected=D(4)),
+    "surrounding spaces": QuantityCase(text=" 1Gi ", expected=D(1024**3)),
 }
 
 
@@ -56,13 +61,19 @@ def test_a_malformed_quantity_is_an_error_naming_it(text: str) -> None:
     assert repr(text) in str(caught.value)
 
 
+class UnitsCase(NamedTuple):
+    resource: Any
+    text: Any
+    units: Any
+
+
 UNITS_CASES = {
-    "cpu cores become millicores": ("cpu", "2", 2000),
-    "cpu millis stay millis": ("cpu", "250m", 250),
-    "a fraction of a millicore rounds up": ("cpu", "0.0001", 1),
-    "memory is in bytes": ("memory", "1Gi", 1024**3),
-    "a fraction of a byte rounds up": ("memory", "1.5", 2),
-    "an extended resource is a count": ("nvidia.com/gpu", "4", 4),
+    "cpu cores become millicores": UnitsCase(resource="cpu", text="2", units=2000),
+    "cpu millis stay millis": UnitsCase(resource="cpu", text="250m", units=250),
+    "a fraction of a millicore rounds up": UnitsCase(resource="cpu", text="0.0001", units=1),
+    "memory is in bytes": UnitsCase(resource="memory", text="1Gi", units=1024**3),
+    "a fraction of a byte rounds up": UnitsCase(resource="memory", text="1.5", units=2),
+    "an extended resource is a count": UnitsCase(resource="nvidia.com/gpu", text="4", units=4),
 }
 
 
@@ -85,52 +96,59 @@ def container(name: str = "c", **requests: str) -> dict[str, Any]:
     }
 
 
+class RequestCase(NamedTuple):
+    spec: Any
+    expected: Any
+
+
 REQUEST_CASES = {
-    "containers add up": (
-        {"containers": [container(cpu="1", memory="1Gi"), container("d", cpu="500m")]},
-        {"cpu": 1500, "memory": 1024**3},
+    "containers add up": RequestCase(
+        spec={"containers": [container(cpu="1", memory="1Gi"), container("d", cpu="500m")]},
+        expected={"cpu": 1500, "memory": 1024**3},
     ),
-    "a limit without a request counts as the request": (
-        {
+    "a limit without a request counts as the request": RequestCase(
+        spec={
             "containers": [
                 {"name": "c", "resources": {"limits": {"cpu": "2"}, "requests": {"memory": "1"}}}
             ]
         },
-        {"cpu": 2000, "memory": 1},
+        expected={"cpu": 2000, "memory": 1},
     ),
-    "the largest init container wins over a smaller sum": (
-        {
+    "the largest init container wins over a smaller sum": RequestCase(
+        spec={
             "containers": [container(cpu="1")],
             "initContainers": [container("i1", cpu="3"), container("i2", cpu="2")],
         },
-        {"cpu": 3000},
+        expected={"cpu": 3000},
     ),
-    "the sum wins over a smaller init container": (
-        {
+    "the sum wins over a smaller init container": RequestCase(
+        spec={
             "containers": [container(cpu="2"), container("d", cpu="2")],
             "initContainers": [container("i", cpu="3")],
         },
-        {"cpu": 4000},
+        expected={"cpu": 4000},
     ),
-    "a sidecar adds to the containers and to later init containers": (
-        {
+    "a sidecar adds to the containers and to later init containers": RequestCase(
+        spec={
             "containers": [container(cpu="1")],
             "initContainers": [
                 {**container("sidecar", cpu="1"), "restartPolicy": "Always"},
                 container("late", cpu="3"),
             ],
         },
-        {"cpu": 4000},
+        expected={"cpu": 4000},
     ),
-    "overhead is added": (
-        {"containers": [container(cpu="1")], "overhead": {"cpu": "250m"}},
-        {"cpu": 1250},
+    "overhead is added": RequestCase(
+        spec={"containers": [container(cpu="1")], "overhead": {"cpu": "250m"}},
+        expected={"cpu": 1250},
     ),
-    "extended resources are counted": (
-        {"containers": [container(nvidia_com__gpu="2")]},
-        {"nvidia.com/gpu": 2},
+    "extended resources are counted": RequestCase(
+        spec={"containers": [container(nvidia_com__gpu="2")]},
+        expected={"nvidia.com/gpu": 2},
     ),
-    "a pod without requests requests nothing": ({"containers": [{"name": "c"}]}, {}),
+    "a pod without requests requests nothing": RequestCase(
+        spec={"containers": [{"name": "c"}]}, expected={}
+    ),
 }
 
 
@@ -170,41 +188,47 @@ def make_node(spec_text: str) -> simulation.NodeInfo:
     return simulation.node_info(simulation.parse_node_flag(spec_text))
 
 
+class TolerationCase(NamedTuple):
+    toleration: Any
+    taint: Any
+    expected: Any
+
+
 TOLERATION_CASES = {
-    "equal key and value tolerate": (
-        {"key": "k", "value": "v", "effect": "NoSchedule"},
-        {"key": "k", "value": "v", "effect": "NoSchedule"},
-        True,
+    "equal key and value tolerate": TolerationCase(
+        toleration={"key": "k", "value": "v", "effect": "NoSchedule"},
+        taint={"key": "k", "value": "v", "effect": "NoSchedule"},
+        expected=True,
     ),
-    "the default operator is Equal": (
-        {"key": "k", "value": "other"},
-        {"key": "k", "value": "v", "effect": "NoSchedule"},
-        False,
+    "the default operator is Equal": TolerationCase(
+        toleration={"key": "k", "value": "other"},
+        taint={"key": "k", "value": "v", "effect": "NoSchedule"},
+        expected=False,
     ),
-    "Exists ignores the value": (
-        {"key": "k", "operator": "Exists"},
-        {"key": "k", "value": "v", "effect": "NoExecute"},
-        True,
+    "Exists ignores the value": TolerationCase(
+        toleration={"key": "k", "operator": "Exists"},
+        taint={"key": "k", "value": "v", "effect": "NoExecute"},
+        expected=True,
     ),
-    "an empty key with Exists tolerates everything": (
-        {"operator": "Exists"},
-        {"key": "any", "value": "v", "effect": "NoSchedule"},
-        True,
+    "an empty key with Exists tolerates everything": TolerationCase(
+        toleration={"operator": "Exists"},
+        taint={"key": "any", "value": "v", "effect": "NoSchedule"},
+        expected=True,
     ),
-    "another effect does not tolerate": (
-        {"key": "k", "operator": "Exists", "effect": "NoExecute"},
-        {"key": "k", "effect": "NoSchedule"},
-        False,
+    "another effect does not tolerate": TolerationCase(
+        toleration={"key": "k", "operator": "Exists", "effect": "NoExecute"},
+        taint={"key": "k", "effect": "NoSchedule"},
+        expected=False,
     ),
-    "another key does not tolerate": (
-        {"key": "j", "operator": "Exists"},
-        {"key": "k", "effect": "NoSchedule"},
-        False,
+    "another key does not tolerate": TolerationCase(
+        toleration={"key": "j", "operator": "Exists"},
+        taint={"key": "k", "effect": "NoSchedule"},
+        expected=False,
     ),
-    "an empty value equals a missing one": (
-        {"key": "k", "operator": "Equal", "value": ""},
-        {"key": "k", "effect": "NoSchedule"},
-        True,
+    "an empty value equals a missing one": TolerationCase(
+        toleration={"key": "k", "operator": "Equal", "value": ""},
+        taint={"key": "k", "effect": "NoSchedule"},
+        expected=True,
     ),
 }
 
@@ -223,20 +247,49 @@ def test_prefer_no_schedule_taints_never_block() -> None:
     assert simulation.untolerated_taint([], taints) == {"key": "hard", "effect": "NoExecute"}
 
 
+class RequirementCase(NamedTuple):
+    requirement: Any
+    expected: Any
+
+
 REQUIREMENT_CASES = {
-    "In with the value": ({"key": "zone", "operator": "In", "values": ["a", "b"]}, True),
-    "In without the value": ({"key": "zone", "operator": "In", "values": ["c"]}, False),
-    "NotIn with the value": ({"key": "zone", "operator": "NotIn", "values": ["a"]}, False),
-    "NotIn on a missing key": ({"key": "rack", "operator": "NotIn", "values": ["a"]}, True),
-    "Exists": ({"key": "zone", "operator": "Exists"}, True),
-    "DoesNotExist": ({"key": "zone", "operator": "DoesNotExist"}, False),
-    "Gt with a larger label": ({"key": "gen", "operator": "Gt", "values": ["3"]}, True),
-    "Gt with an equal label": ({"key": "gen", "operator": "Gt", "values": ["4"]}, False),
-    "Lt with a larger label": ({"key": "gen", "operator": "Lt", "values": ["3"]}, False),
-    "Lt with a smaller label": ({"key": "gen", "operator": "Lt", "values": ["5"]}, True),
-    "Gt on a label that is no integer": ({"key": "zone", "operator": "Gt", "values": ["1"]}, False),
-    "Gt on a missing label": ({"key": "rack", "operator": "Gt", "values": ["1"]}, False),
-    "an unknown operator": ({"key": "zone", "operator": "Near", "values": ["a"]}, False),
+    "In with the value": RequirementCase(
+        requirement={"key": "zone", "operator": "In", "values": ["a", "b"]}, expected=True
+    ),
+    "In without the value": RequirementCase(
+        requirement={"key": "zone", "operator": "In", "values": ["c"]}, expected=False
+    ),
+    "NotIn with the value": RequirementCase(
+        requirement={"key": "zone", "operator": "NotIn", "values": ["a"]}, expected=False
+    ),
+    "NotIn on a missing key": RequirementCase(
+        requirement={"key": "rack", "operator": "NotIn", "values": ["a"]}, expected=True
+    ),
+    "Exists": RequirementCase(requirement={"key": "zone", "operator": "Exists"}, expected=True),
+    "DoesNotExist": RequirementCase(
+        requirement={"key": "zone", "operator": "DoesNotExist"}, expected=False
+    ),
+    "Gt with a larger label": RequirementCase(
+        requirement={"key": "gen", "operator": "Gt", "values": ["3"]}, expected=True
+    ),
+    "Gt with an equal label": RequirementCase(
+        requirement={"key": "gen", "operator": "Gt", "values": ["4"]}, expected=False
+    ),
+    "Lt with a larger label": RequirementCase(
+        requirement={"key": "gen", "operator": "Lt", "values": ["3"]}, expected=False
+    ),
+    "Lt with a smaller label": RequirementCase(
+        requirement={"key": "gen", "operator": "Lt", "values": ["5"]}, expected=True
+    ),
+    "Gt on a label that is no integer": RequirementCase(
+        requirement={"key": "zone", "operator": "Gt", "values": ["1"]}, expected=False
+    ),
+    "Gt on a missing label": RequirementCase(
+        requirement={"key": "rack", "operator": "Gt", "values": ["1"]}, expected=False
+    ),
+    "an unknown operator": RequirementCase(
+        requirement={"key": "zone", "operator": "Near", "values": ["a"]}, expected=False
+    ),
 }
 
 
@@ -258,31 +311,57 @@ def required(*terms: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+class FilterCase(NamedTuple):
+    pod: Any
+    node_text: Any
+    on_node: Any
+    reasons: Any
+
+
 FILTER_CASES = {
-    "a pod that fits has no reasons": (make_pod(cpu="1"), "n1:cpu=2,memory=1Gi", [], []),
-    "too little cpu": (make_pod(cpu="3"), "n1:cpu=2", [], ["Insufficient cpu"]),
-    "every short resource is reported, in kube-scheduler's order": (
-        make_pod(cpu="3", memory="2Gi", gpu="1"),
-        "n1:cpu=2,memory=1Gi,pods=1",
-        [make_pod("other")],
-        ["Too many pods", "Insufficient cpu", "Insufficient memory", "Insufficient nvidia.com/gpu"],
+    "a pod that fits has no reasons": FilterCase(
+        pod=make_pod(cpu="1"), node_text="n1:cpu=2,memory=1Gi", on_node=[], reasons=[]
     ),
-    "room already taken by other pods counts": (
-        make_pod(cpu="1"),
-        "n1:cpu=2",
-        [make_pod("a", cpu="1500m")],
-        ["Insufficient cpu"],
+    "too little cpu": FilterCase(
+        pod=make_pod(cpu="3"), node_text="n1:cpu=2", on_node=[], reasons=["Insufficient cpu"]
     ),
-    "a resource the node lacks is insufficient": (
-        make_pod(gpu="1"),
-        "n1:cpu=2",
-        [],
-        ["Insufficient nvidia.com/gpu"],
+    "every short resource is reported, in kube-scheduler's order": FilterCase(
+        pod=make_pod(cpu="3", memory="2Gi", gpu="1"),
+        node_text="n1:cpu=2,memory=1Gi,pods=1",
+        on_node=[make_pod("other")],
+        reasons=[
+            "Too many pods",
+            "Insufficient cpu",
+            "Insufficient memory",
+            "Insufficient nvidia.com/gpu",
+        ],
     ),
-    "a full pod count": (make_pod(), "n1:cpu=2,pods=1", [make_pod("a")], ["Too many pods"]),
-    "a cordoned node": (make_pod(), "n1:cpu=2,unschedulable", [], ["node(s) were unschedulable"]),
-    "a cordoned node for a pod tolerating it": (
-        make_pod(
+    "room already taken by other pods counts": FilterCase(
+        pod=make_pod(cpu="1"),
+        node_text="n1:cpu=2",
+        on_node=[make_pod("a", cpu="1500m")],
+        reasons=["Insufficient cpu"],
+    ),
+    "a resource the node lacks is insufficient": FilterCase(
+        pod=make_pod(gpu="1"),
+        node_text="n1:cpu=2",
+        on_node=[],
+        reasons=["Insufficient nvidia.com/gpu"],
+    ),
+    "a full pod count": FilterCase(
+        pod=make_pod(),
+        node_text="n1:cpu=2,pods=1",
+        on_node=[make_pod("a")],
+        reasons=["Too many pods"],
+    ),
+    "a cordoned node": FilterCase(
+        pod=make_pod(),
+        node_text="n1:cpu=2,unschedulable",
+        on_node=[],
+        reasons=["node(s) were unschedulable"],
+    ),
+    "a cordoned node for a pod tolerating it": FilterCase(
+        pod=make_pod(
             tolerations=[
                 {
                     "key": "node.kubernetes.io/unschedulable",
@@ -291,74 +370,74 @@ FILTER_CASES = {
                 }
             ]
         ),
-        "n1:cpu=2,unschedulable",
-        [],
-        [],
+        node_text="n1:cpu=2,unschedulable",
+        on_node=[],
+        reasons=[],
     ),
-    "an untolerated taint names key and value": (
-        make_pod(),
-        "n1:cpu=2,taint.gpu=present:NoSchedule",
-        [],
-        ["node(s) had untolerated taint {gpu: present}"],
+    "an untolerated taint names key and value": FilterCase(
+        pod=make_pod(),
+        node_text="n1:cpu=2,taint.gpu=present:NoSchedule",
+        on_node=[],
+        reasons=["node(s) had untolerated taint {gpu: present}"],
     ),
-    "a tolerated taint": (
-        make_pod(tolerations=[{"key": "gpu", "operator": "Exists"}]),
-        "n1:cpu=2,taint.gpu=present:NoSchedule",
-        [],
-        [],
+    "a tolerated taint": FilterCase(
+        pod=make_pod(tolerations=[{"key": "gpu", "operator": "Exists"}]),
+        node_text="n1:cpu=2,taint.gpu=present:NoSchedule",
+        on_node=[],
+        reasons=[],
     ),
-    "a taint stops before resources are checked": (
-        make_pod(cpu="9"),
-        "n1:cpu=2,taint.gpu:NoExecute",
-        [],
-        ["node(s) had untolerated taint {gpu: }"],
+    "a taint stops before resources are checked": FilterCase(
+        pod=make_pod(cpu="9"),
+        node_text="n1:cpu=2,taint.gpu:NoExecute",
+        on_node=[],
+        reasons=["node(s) had untolerated taint {gpu: }"],
     ),
-    "a nodeSelector label that differs": (
-        make_pod(nodeSelector={"pool": "gpu"}),
-        "n1:cpu=2,label.pool=cpu",
-        [],
-        ["node(s) didn't match Pod's node affinity/selector"],
+    "a nodeSelector label that differs": FilterCase(
+        pod=make_pod(nodeSelector={"pool": "gpu"}),
+        node_text="n1:cpu=2,label.pool=cpu",
+        on_node=[],
+        reasons=["node(s) didn't match Pod's node affinity/selector"],
     ),
-    "a nodeSelector that matches": (
-        make_pod(nodeSelector={"pool": "gpu"}),
-        "n1:label.pool=gpu",
-        [],
-        [],
+    "a nodeSelector that matches": FilterCase(
+        pod=make_pod(nodeSelector={"pool": "gpu"}),
+        node_text="n1:label.pool=gpu",
+        on_node=[],
+        reasons=[],
     ),
-    "required affinity with one matching term of two": (
-        make_pod(
+    "required affinity with one matching term of two": FilterCase(
+        pod=make_pod(
             affinity=required(
                 {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["x"]}]},
                 {"matchExpressions": [{"key": "pool", "operator": "Exists"}]},
             )
         ),
-        "n1:label.pool=gpu",
-        [],
-        [],
+        node_text="n1:label.pool=gpu",
+        on_node=[],
+        reasons=[],
     ),
-    "required affinity with no matching term": (
-        make_pod(
+    "required affinity with no matching term": FilterCase(
+        pod=make_pod(
             affinity=required({"matchExpressions": [{"key": "pool", "operator": "DoesNotExist"}]})
         ),
-        "n1:label.pool=gpu",
-        [],
-        ["node(s) didn't match Pod's node affinity/selector"],
+        node_text="n1:label.pool=gpu",
+        on_node=[],
+        reasons=["node(s) didn't match Pod's node affinity/selector"],
     ),
-    "required affinity by metadata.name field": (
-        make_pod(
+    "required affinity by metadata.name field": FilterCase(
+        pod=make_pod(
             affinity=required(
                 {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
             )
         ),
-        "n1:cpu=1",
-        [],
-        [],
+        node_text="n1:cpu=1",
+        on_node=[],
+        reasons=[],
     ),
-    "an empty term matches no node": (
-        make_pod(affinity=required({})),
-        "n1:cpu=1",
-        [],
-        ["node(s) didn't match Pod's node affinity/selector"],
+    "an empty term matches no node": FilterCase(
+        pod=make_pod(affinity=required({})),
+        node_text="n1:cpu=1",
+        on_node=[],
+        reasons=["node(s) didn't match Pod's node affinity/selector"],
     ),
 }
 
@@ -375,29 +454,34 @@ def test_filters_give_kube_schedulers_reasons(
     assert simulation.filter_reasons(pod, make_node(node_text), usage) == reasons
 
 
+class MessageCase(NamedTuple):
+    reasons: Any
+    message: Any
+
+
 MESSAGE_CASES = {
-    "one reason on every node": (
-        {"a": ["Insufficient cpu"], "b": ["Insufficient cpu"], "c": ["Insufficient cpu"]},
-        "0/3 nodes are available: 3 Insufficient cpu.",
+    "one reason on every node": MessageCase(
+        reasons={"a": ["Insufficient cpu"], "b": ["Insufficient cpu"], "c": ["Insufficient cpu"]},
+        message="0/3 nodes are available: 3 Insufficient cpu.",
     ),
-    "reasons are counted per node and sorted as strings": (
-        {
+    "reasons are counted per node and sorted as strings": MessageCase(
+        reasons={
             "a": ["Insufficient cpu", "Insufficient memory"],
             "b": ["node(s) were unschedulable"],
             "c": ["Insufficient cpu"],
         },
-        "0/3 nodes are available: 1 Insufficient memory, 1 node(s) were unschedulable, "
+        message="0/3 nodes are available: 1 Insufficient memory, 1 node(s) were unschedulable, "
         "2 Insufficient cpu.",
     ),
-    "ten sorts before two, as upstream": (
-        {
+    "ten sorts before two, as upstream": MessageCase(
+        reasons={
             **{f"n{i:02}": ["Insufficient cpu"] for i in range(10)},
             "x": ["Too many pods"],
             "y": ["Too many pods"],
         },
-        "0/12 nodes are available: 10 Insufficient cpu, 2 Too many pods.",
+        message="0/12 nodes are available: 10 Insufficient cpu, 2 Too many pods.",
     ),
-    "no nodes at all": ({}, "no nodes available to schedule pods"),
+    "no nodes at all": MessageCase(reasons={}, message="no nodes available to schedule pods"),
 }
 
 
@@ -408,42 +492,56 @@ def test_the_unschedulable_message_is_kube_schedulers_fit_error(
     assert simulation.fit_error_message(reasons) == message
 
 
+class ChoiceCase(NamedTuple):
+    pod: Any
+    node_texts: Any
+    placed: Any
+    expected: Any
+
+
 CHOICE_CASES = {
-    "the node with the most free room wins": (
-        make_pod(cpu="1"),
-        ["a:cpu=4,memory=8Gi", "b:cpu=8,memory=8Gi"],
-        {},
-        ("b", ""),
+    "the node with the most free room wins": ChoiceCase(
+        pod=make_pod(cpu="1"),
+        node_texts=["a:cpu=4,memory=8Gi", "b:cpu=8,memory=8Gi"],
+        placed={},
+        expected=("b", ""),
     ),
-    "identical room goes to the first name": (
-        make_pod(cpu="1"),
-        ["b:cpu=4,memory=8Gi", "a:cpu=4,memory=8Gi"],
-        {},
-        ("a", ""),
+    "identical room goes to the first name": ChoiceCase(
+        pod=make_pod(cpu="1"),
+        node_texts=["b:cpu=4,memory=8Gi", "a:cpu=4,memory=8Gi"],
+        placed={},
+        expected=("a", ""),
     ),
-    "pods already placed make a node less free": (
-        make_pod(cpu="1"),
-        ["a:cpu=4,memory=8Gi", "b:cpu=4,memory=8Gi"],
-        {"a": [make_pod("x", cpu="2")]},
-        ("b", ""),
+    "pods already placed make a node less free": ChoiceCase(
+        pod=make_pod(cpu="1"),
+        node_texts=["a:cpu=4,memory=8Gi", "b:cpu=4,memory=8Gi"],
+        placed={"a": [make_pod("x", cpu="2")]},
+        expected=("b", ""),
     ),
-    "pods without requests still spread, by the non-zero defaults": (
-        make_pod(),
-        ["a:cpu=4,memory=8Gi", "b:cpu=4,memory=8Gi"],
-        {"a": [make_pod("x")]},
-        ("b", ""),
+    "pods without requests still spread, by the non-zero defaults": ChoiceCase(
+        pod=make_pod(),
+        node_texts=["a:cpu=4,memory=8Gi", "b:cpu=4,memory=8Gi"],
+        placed={"a": [make_pod("x")]},
+        expected=("b", ""),
     ),
-    "an infeasible node is never chosen": (
-        make_pod(cpu="6"),
-        ["a:cpu=4,memory=8Gi", "b:cpu=8,memory=8Gi,taint.t:NoSchedule", "c:cpu=6,memory=1Gi"],
-        {},
-        ("c", ""),
+    "an infeasible node is never chosen": ChoiceCase(
+        pod=make_pod(cpu="6"),
+        node_texts=[
+            "a:cpu=4,memory=8Gi",
+            "b:cpu=8,memory=8Gi,taint.t:NoSchedule",
+            "c:cpu=6,memory=1Gi",
+        ],
+        placed={},
+        expected=("c", ""),
     ),
-    "no feasible node gives the message": (
-        make_pod(cpu="16"),
-        ["a:cpu=4", "b:cpu=8", "c:cpu=8,unschedulable"],
-        {},
-        (None, "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient cpu."),
+    "no feasible node gives the message": ChoiceCase(
+        pod=make_pod(cpu="16"),
+        node_texts=["a:cpu=4", "b:cpu=8", "c:cpu=8,unschedulable"],
+        placed={},
+        expected=(
+            None,
+            "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient cpu.",
+        ),
     ),
 }
 
@@ -525,11 +623,25 @@ def test_a_node_flag_becomes_a_full_node_manifest() -> None:
     }
 
 
+class NodeFlagCase(NamedTuple):
+    text: Any
+    capacity: Any
+    spec: Any
+
+
 NODE_FLAG_CASES = {
-    "a bare name gets the default pod count": ("n1", {"pods": "110"}, {}),
-    "pods can be set": ("n1:pods=4,cpu=1", {"pods": "4", "cpu": "1"}, {}),
-    "unschedulable cordons": ("n1:unschedulable", {"pods": "110"}, {"unschedulable": True}),
-    "unschedulable=false does not": ("n1:unschedulable=false", {"pods": "110"}, {}),
+    "a bare name gets the default pod count": NodeFlagCase(
+        text="n1", capacity={"pods": "110"}, spec={}
+    ),
+    "pods can be set": NodeFlagCase(
+        text="n1:pods=4,cpu=1", capacity={"pods": "4", "cpu": "1"}, spec={}
+    ),
+    "unschedulable cordons": NodeFlagCase(
+        text="n1:unschedulable", capacity={"pods": "110"}, spec={"unschedulable": True}
+    ),
+    "unschedulable=false does not": NodeFlagCase(
+        text="n1:unschedulable=false", capacity={"pods": "110"}, spec={}
+    ),
 }
 
 
@@ -543,24 +655,34 @@ def test_node_flag_items_set_capacity_and_spec(
     assert (node["status"]["allocatable"], node["spec"]) == (capacity, spec)
 
 
+class BadNodeFlagCase(NamedTuple):
+    text: Any
+    message: Any
+
+
 BAD_NODE_FLAG_CASES = {
-    "no name": (":cpu=1", "--node ':cpu=1': the node name is missing (NAME[:ITEM,...])"),
-    "a bad quantity": (
-        "n1:cpu=lots",
-        "--node 'n1:cpu=lots': item 'cpu=lots': quantity 'lots': not a Kubernetes quantity",
+    "no name": BadNodeFlagCase(
+        text=":cpu=1", message="--node ':cpu=1': the node name is missing (NAME[:ITEM,...])"
     ),
-    "a resource without a value": (
-        "n1:cpu",
-        "--node 'n1:cpu': item 'cpu': a resource is RESOURCE=QUANTITY",
+    "a bad quantity": BadNodeFlagCase(
+        text="n1:cpu=lots",
+        message="--node 'n1:cpu=lots': item 'cpu=lots': quantity 'lots': not a Kubernetes quantity",
     ),
-    "a label without a value": (
-        "n1:label.x",
-        "--node 'n1:label.x': item 'label.x': a label is label.KEY=VALUE",
+    "a resource without a value": BadNodeFlagCase(
+        text="n1:cpu",
+        message="--node 'n1:cpu': item 'cpu': a resource is RESOURCE=QUANTITY",
     ),
-    "a taint with an unknown effect": (
-        "n1:taint.x=y:Never",
-        "--node 'n1:taint.x=y:Never': item 'taint.x=y:Never': a taint is taint.KEY[=VALUE]:EFFECT, "
-        "EFFECT one of NoSchedule, PreferNoSchedule, NoExecute",
+    "a label without a value": BadNodeFlagCase(
+        text="n1:label.x",
+        message="--node 'n1:label.x': item 'label.x': a label is label.KEY=VALUE",
+    ),
+    "a taint with an unknown effect": BadNodeFlagCase(
+        text="n1:taint.x=y:Never",
+        message=(
+            "--node 'n1:taint.x=y:Never': item 'taint.x=y:Never': a "
+            "taint is taint.KEY[=VALUE]:EFFECT, "
+            "EFFECT one of NoSchedule, PreferNoSchedule, NoExecute"
+        ),
     ),
 }
 
@@ -611,18 +733,25 @@ def test_a_nodes_file_holds_node_documents_and_lists(tmp_path: pathlib.Path) -> 
     ]
 
 
+class BadFileCase(NamedTuple):
+    text: Any
+    message: Any
+
+
 BAD_FILE_CASES = {
-    "a document of another kind": (
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
-        "document 1: expected a Node, got Pod",
+    "a document of another kind": BadFileCase(
+        text="apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
+        message="document 1: expected a Node, got Pod",
     ),
-    "a node without a name": (
-        "kind: Node\nmetadata: {}\n",
-        "document 1: Node manifest: metadata.name is required",
+    "a node without a name": BadFileCase(
+        text="kind: Node\nmetadata: {}\n",
+        message="document 1: Node manifest: metadata.name is required",
     ),
-    "a bad quantity": (
-        "kind: Node\nmetadata: {name: a}\nstatus: {capacity: {cpu: x}}\n",
-        "document 1: node a: status.capacity['cpu']: quantity 'x': not a Kubernetes quantity",
+    "a bad quantity": BadFileCase(
+        text="kind: Node\nmetadata: {name: a}\nstatus: {capacity: {cpu: x}}\n",
+        message=(
+            "document 1: node a: status.capacity['cpu']: quantity 'x': not a Kubernetes quantity"
+        ),
     ),
 }
 
@@ -668,27 +797,32 @@ def with_condition(**condition: str) -> simulation.PodInfo:
     return simulation.pod_info(raw)
 
 
+class UpdateCase(NamedTuple):
+    pod: Any
+    expected: Any
+
+
 UPDATE_CASES = {
-    "no condition yet": (make_pod(), True),
-    "the gate condition is replaced": (
-        with_condition(status="False", reason="SchedulingGated", message="blocked"),
-        True,
+    "no condition yet": UpdateCase(pod=make_pod(), expected=True),
+    "the gate condition is replaced": UpdateCase(
+        pod=with_condition(status="False", reason="SchedulingGated", message="blocked"),
+        expected=True,
     ),
-    "the same message is not rewritten": (
-        with_condition(
+    "the same message is not rewritten": UpdateCase(
+        pod=with_condition(
             status="False",
             reason="Unschedulable",
             message="0/1 nodes are available: 1 Too many pods.",
         ),
-        False,
+        expected=False,
     ),
-    "another message is rewritten": (
-        with_condition(
+    "another message is rewritten": UpdateCase(
+        pod=with_condition(
             status="False",
             reason="Unschedulable",
             message="0/2 nodes are available: 2 Too many pods.",
         ),
-        True,
+        expected=True,
     ),
 }
 

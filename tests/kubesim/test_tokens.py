@@ -9,6 +9,7 @@ import datetime
 import json
 import pathlib
 from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -89,14 +90,19 @@ def test_the_token_carries_the_claims_of_a_bound_service_account_token(
     )
 
 
+class RefusedRequestsCase(NamedTuple):
+    args: Any
+    message: Any
+
+
 REFUSED_REQUESTS = {
-    "a missing service account": (
-        ("create", "token", "nobody", "-n", "default"),
-        'serviceaccounts "nobody" not found',
+    "a missing service account": RefusedRequestsCase(
+        args=("create", "token", "nobody", "-n", "default"),
+        message='serviceaccounts "nobody" not found',
     ),
-    "a duration under ten minutes": (
-        ("create", "token", "tenant", "-n", "default", "--duration=1m"),
-        'TokenRequest.authentication.k8s.io "tenant" is invalid: spec.expirationSeconds: '
+    "a duration under ten minutes": RefusedRequestsCase(
+        args=("create", "token", "tenant", "-n", "default", "--duration=1m"),
+        message='TokenRequest.authentication.k8s.io "tenant" is invalid: spec.expirationSeconds: '
         "Invalid value: 60: may not specify a duration less than 10 minutes",
     ),
 }
@@ -131,11 +137,20 @@ SERVICE_ACCOUNT_USER = {
     "uid": "u1",
     "groups": ["system:serviceaccounts", "system:serviceaccounts:ns", "system:authenticated"],
 }
+
+
+class IssuedTokensCase(NamedTuple):
+    at: Any
+    expected: Any
+
+
 ISSUED_TOKENS = {
-    "fresh": (NOW, SERVICE_ACCOUNT_USER),
-    "a second before its expiry": (NOW + datetime.timedelta(seconds=3599), SERVICE_ACCOUNT_USER),
-    "at its expiry": (NOW + datetime.timedelta(hours=1), 401),
-    "long after": (NOW + datetime.timedelta(days=1), 401),
+    "fresh": IssuedTokensCase(at=NOW, expected=SERVICE_ACCOUNT_USER),
+    "a second before its expiry": IssuedTokensCase(
+        at=NOW + datetime.timedelta(seconds=3599), expected=SERVICE_ACCOUNT_USER
+    ),
+    "at its expiry": IssuedTokensCase(at=NOW + datetime.timedelta(hours=1), expected=401),
+    "long after": IssuedTokensCase(at=NOW + datetime.timedelta(days=1), expected=401),
 }
 
 

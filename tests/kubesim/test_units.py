@@ -4,7 +4,7 @@ the protobuf decoder and the event log."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -430,30 +430,43 @@ def test_updates_of_a_gated_pod_may_only_tighten_its_placement(
 
 
 POD = {"metadata": {"name": "p1", "annotations": {"a": "b"}}, "spec": {}}
+
+
+class CelCase(NamedTuple):
+    expressions: Any
+    expected: Any
+
+
 CEL_CASES = {
-    "no conditions call the webhook": ([], cel.Decision(matches=True)),
-    "all true call it": (
-        ["has(object.metadata.annotations)", "request.operation == 'CREATE'"],
-        cel.Decision(matches=True),
+    "no conditions call the webhook": CelCase(expressions=[], expected=cel.Decision(matches=True)),
+    "all true call it": CelCase(
+        expressions=["has(object.metadata.annotations)", "request.operation == 'CREATE'"],
+        expected=cel.Decision(matches=True),
     ),
-    "a false one skips it": (["true", "object.metadata.name == 'other'"], cel.Decision(False)),
-    "a false one wins over an error": (
-        ["object.metadata.labels['x'] == 'y'", "false"],
-        cel.Decision(matches=False),
+    "a false one skips it": CelCase(
+        expressions=["true", "object.metadata.name == 'other'"], expected=cel.Decision(False)
     ),
-    "an error without a false is an error": (
-        ["object.metadata.annotations['x'] == 'y'", "true"],
-        cel.Decision(
+    "a false one wins over an error": CelCase(
+        expressions=["object.metadata.labels['x'] == 'y'", "false"],
+        expected=cel.Decision(matches=False),
+    ),
+    "an error without a false is an error": CelCase(
+        expressions=["object.metadata.annotations['x'] == 'y'", "true"],
+        expected=cel.Decision(
             False,
             "expression 'object.metadata.annotations['x'] == 'y'' resulted in error: "
             "no such key: x",
         ),
     ),
-    "a non-boolean is an error": (
-        ["1"],
-        cel.Decision(False, "expression '1' resulted in error: expected bool, got IntType"),
+    "a non-boolean is an error": CelCase(
+        expressions=["1"],
+        expected=cel.Decision(
+            False, "expression '1' resulted in error: expected bool, got IntType"
+        ),
     ),
-    "oldObject is null on a create": (["oldObject == null"], cel.Decision(matches=True)),
+    "oldObject is null on a create": CelCase(
+        expressions=["oldObject == null"], expected=cel.Decision(matches=True)
+    ),
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -35,6 +35,10 @@ DEFAULTS = {
     "burst": 100,
     "cycle_period": 1.0,
     "debounce": 0.02,
+    "pace": 1.0,
+    "explanation_budget": 200,
+    "figures_interval": 2.0,
+    "busy_figures_factor": 5.0,
     "eviction_retry": 10.0,
     "metrics_port": 8080,
     "health_port": 0,
@@ -48,32 +52,38 @@ DEFAULTS = {
     "scheduler_names": frozenset({"default-scheduler"}),
 }
 
+
+class CasesCase(NamedTuple):
+    flags: Any
+    changed: Any
+
+
 CASES = {
-    "no flags gives the documented defaults": ((), {}),
-    "workers, rates and period": (
-        (
+    "no flags gives the documented defaults": CasesCase(flags=(), changed={}),
+    "workers, rates and period": CasesCase(
+        flags=(
             "--gate-removal-worker-num=16",
             "--kube-api-qps=200",
             "--kube-api-burst=400",
             "--schedule-period=0.5",
         ),
-        {"gate_workers": 16, "qps": 200.0, "burst": 400, "cycle_period": 0.5},
+        changed={"gate_workers": 16, "qps": 200.0, "burst": 400, "cycle_period": 0.5},
     ),
-    "fewer than one worker means five, as Volcano": (
-        ("--gate-removal-worker-num=0",),
-        {"gate_workers": 5},
+    "fewer than one worker means five, as Volcano": CasesCase(
+        flags=("--gate-removal-worker-num=0",),
+        changed={"gate_workers": 5},
     ),
-    "the deployment's spelling of the lease namespace and a health port": (
-        ("--leader-election-namespace=queuetree-system", "--health-port=8081"),
-        {"lease_namespace": "queuetree-system", "health_port": 8081},
+    "the deployment's spelling of the lease namespace and a health port": CasesCase(
+        flags=("--leader-election-namespace=queuetree-system", "--health-port=8081"),
+        changed={"lease_namespace": "queuetree-system", "health_port": 8081},
     ),
-    "scheduler names, repeated or comma-separated, replace the default": (
-        ("--scheduler-name=default-scheduler,gpu-profile", "--scheduler-name", "volcano"),
-        {"scheduler_names": frozenset({"default-scheduler", "gpu-profile", "volcano"})},
+    "scheduler names, repeated or comma-separated, replace the default": CasesCase(
+        flags=("--scheduler-name=default-scheduler,gpu-profile", "--scheduler-name", "volcano"),
+        changed={"scheduler_names": frozenset({"default-scheduler", "gpu-profile", "volcano"})},
     ),
-    "booleans and feature gates in Kubernetes style": (
-        ("--leader-elect=false", "--feature-gates=SchedulingGatesQueueAdmission=false"),
-        {"leader_elect": False, "feature_gates": {"SchedulingGatesQueueAdmission": False}},
+    "booleans and feature gates in Kubernetes style": CasesCase(
+        flags=("--leader-elect=false", "--feature-gates=SchedulingGatesQueueAdmission=false"),
+        changed={"leader_elect": False, "feature_gates": {"SchedulingGatesQueueAdmission": False}},
     ),
 }
 

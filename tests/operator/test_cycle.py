@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -213,17 +214,32 @@ async def test_a_queue_that_breaks_is_told_once_by_an_event_kubectl_describe_fin
     ]
 
 
+class ThrottleCase(NamedTuple):
+    backlog: Any
+    status: Any
+    later: Any
+    written: Any
+
+
 THROTTLE = {
-    "figures are refreshed after the interval": (False, {"allocated": {"cpu": "1"}}, 3.0, True),
-    "not before it": (False, {"allocated": {"cpu": "1"}}, 1.0, False),
-    "a backlog of gate removals makes the interval five times longer": (
-        True,
-        {"allocated": {"cpu": "1"}},
-        3.0,
-        False,
+    "figures are refreshed after the interval": ThrottleCase(
+        backlog=False, status={"allocated": {"cpu": "1"}}, later=3.0, written=True
     ),
-    "and lets them through after it": (True, {"allocated": {"cpu": "1"}}, 10.5, True),
-    "a state change is never delayed": (True, {"state": "Closing"}, 0.5, True),
+    "not before it": ThrottleCase(
+        backlog=False, status={"allocated": {"cpu": "1"}}, later=1.0, written=False
+    ),
+    "a backlog of gate removals makes the interval five times longer": ThrottleCase(
+        backlog=True,
+        status={"allocated": {"cpu": "1"}},
+        later=3.0,
+        written=False,
+    ),
+    "and lets them through after it": ThrottleCase(
+        backlog=True, status={"allocated": {"cpu": "1"}}, later=10.5, written=True
+    ),
+    "a state change is never delayed": ThrottleCase(
+        backlog=True, status={"state": "Closing"}, later=0.5, written=True
+    ),
 }
 
 
@@ -282,9 +298,16 @@ class ReclaimSession:
         return decisions.SessionResult(ready=True, evict=(victims[0],), evictions=(record,))
 
 
+class RefusalsCase(NamedTuple):
+    retry_after: Any
+    protected_for: Any
+
+
 REFUSALS = {
-    "the server's retryAfterSeconds": (7.0, 7.0),
-    "the configured retry when the server names none": (None, 3.0),
+    "the server's retryAfterSeconds": RefusalsCase(retry_after=7.0, protected_for=7.0),
+    "the configured retry when the server names none": RefusalsCase(
+        retry_after=None, protected_for=3.0
+    ),
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -19,19 +19,30 @@ RECORD = {
     "path": "/metadata/annotations/scheduling.queuetree.io~1admitted-queue",
     "value": "team",
 }
-PATCHES: dict[str, tuple[tuple[str, ...], list[dict[str, Any]] | None]] = {
-    "our gate alone is removed with tests of uid and gates, and the queue recorded": (
-        (GATE,),
-        [
+
+
+class PatchesCase(NamedTuple):
+    gates: Any
+    expected: Any
+
+
+PATCHES = {
+    "our gate alone is removed with tests of uid and gates, and the queue recorded": PatchesCase(
+        gates=(GATE,),
+        expected=[
             {"op": "test", "path": "/metadata/uid", "value": "uid-p"},
             {"op": "test", "path": "/spec/schedulingGates", "value": [{"name": GATE}]},
             {"op": "remove", "path": "/spec/schedulingGates"},
             RECORD,
         ],
     ),
-    "another controller's gate blocks removal": ((GATE, "example.com/other"), None),
-    "a pod without our gate is left alone": (("example.com/other",), None),
-    "a pod without gates is left alone": ((), None),
+    "another controller's gate blocks removal": PatchesCase(
+        gates=(GATE, "example.com/other"), expected=None
+    ),
+    "a pod without our gate is left alone": PatchesCase(
+        gates=("example.com/other",), expected=None
+    ),
+    "a pod without gates is left alone": PatchesCase(gates=(), expected=None),
 }
 
 
@@ -91,11 +102,23 @@ async def test_offer_deduplicates_and_respects_the_bound() -> None:
     assert remover.pending == gating.QUEUE_SLOTS_PER_WORKER
 
 
+class OutcomesCase(NamedTuple):
+    failure: Any
+    status: Any
+    still_assumed: Any
+
+
 OUTCOMES = {
-    "success keeps the assumption until the watch confirms": (None, 0, True),
-    "a pod that is gone is a normal outcome": (404, 404, False),
-    "a failed test is a normal outcome": (422, 422, False),
-    "a server error drops the assumption for the next cycle": (500, 500, False),
+    "success keeps the assumption until the watch confirms": OutcomesCase(
+        failure=None, status=0, still_assumed=True
+    ),
+    "a pod that is gone is a normal outcome": OutcomesCase(
+        failure=404, status=404, still_assumed=False
+    ),
+    "a failed test is a normal outcome": OutcomesCase(failure=422, status=422, still_assumed=False),
+    "a server error drops the assumption for the next cycle": OutcomesCase(
+        failure=500, status=500, still_assumed=False
+    ),
 }
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from queuetree.api import manifests
+from queuetree.api import pod_manifests
 from queuetree.core import objects
 from queuetree.operator import informing, state
 
@@ -43,7 +43,7 @@ def test_a_gate_only_change_gives_exactly_what_a_parse_gives() -> None:
     assert events.apply({"type": "ADDED", "object": body("a")}, "0") == "1"
     ungated = body("a", gates=(), version="2")
     assert events.apply({"type": "MODIFIED", "object": ungated}, "1") == "2"
-    assert cluster.get_pod("ns/a") == manifests.parse_pod(ungated)
+    assert cluster.get_pod("ns/a") == pod_manifests.parse_pod(ungated)
 
 
 def test_other_changes_are_parsed_again() -> None:
@@ -53,8 +53,8 @@ def test_other_changes_are_parsed_again() -> None:
     bound["spec"]["nodeName"] = "n1"
     bound["status"]["phase"] = "Running"
     events.apply({"type": "MODIFIED", "object": bound}, "1")
-    assert cluster.get_pod("ns/a") == manifests.parse_pod(bound)
-    assert manifests.parse_pod(bound).node_name == "n1"
+    assert cluster.get_pod("ns/a") == pod_manifests.parse_pod(bound)
+    assert pod_manifests.parse_pod(bound).node_name == "n1"
 
 
 def test_deletions_and_listings_remove_pods() -> None:

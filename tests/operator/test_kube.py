@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 import pytest
 from kubernetes_asyncio import config
@@ -72,27 +73,33 @@ async def test_the_rate_limiter_spends_the_burst_then_waits_for_tokens(
     assert waits == pytest.approx([0.1, 0.1])
 
 
+class ProxyCase(NamedTuple):
+    environ: Any
+    url: Any
+    expected: Any
+
+
 PROXY_CASES = {
-    "no proxy variables": ({}, "https://10.0.0.1:6443", None),
-    "HTTPS_PROXY for an https server": (
-        {"HTTPS_PROXY": "http://proxy:3128"},
-        "https://10.0.0.1:6443",
-        "http://proxy:3128",
+    "no proxy variables": ProxyCase(environ={}, url="https://10.0.0.1:6443", expected=None),
+    "HTTPS_PROXY for an https server": ProxyCase(
+        environ={"HTTPS_PROXY": "http://proxy:3128"},
+        url="https://10.0.0.1:6443",
+        expected="http://proxy:3128",
     ),
-    "HTTP_PROXY does not apply to https": (
-        {"HTTP_PROXY": "http://proxy:3128"},
-        "https://10.0.0.1:6443",
-        None,
+    "HTTP_PROXY does not apply to https": ProxyCase(
+        environ={"HTTP_PROXY": "http://proxy:3128"},
+        url="https://10.0.0.1:6443",
+        expected=None,
     ),
-    "NO_PROXY names the host": (
-        {"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": "localhost,10.0.0.1"},
-        "https://10.0.0.1:6443",
-        None,
+    "NO_PROXY names the host": ProxyCase(
+        environ={"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": "localhost,10.0.0.1"},
+        url="https://10.0.0.1:6443",
+        expected=None,
     ),
-    "NO_PROXY names the domain": (
-        {"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": ".svc.cluster.local"},
-        "https://kubernetes.default.svc.cluster.local",
-        None,
+    "NO_PROXY names the domain": ProxyCase(
+        environ={"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": ".svc.cluster.local"},
+        url="https://kubernetes.default.svc.cluster.local",
+        expected=None,
     ),
 }
 
@@ -163,26 +170,33 @@ async def test_the_gate_removal_takes_the_explanation_with_it_in_one_write(
     assert after["metadata"]["annotations"]["scheduling.queuetree.io/admitted-queue"] == "default"
 
 
+class StatusBodiesCase(NamedTuple):
+    body: Any
+    expected: Any
+
+
 STATUS_BODIES = {
-    "a Status with retryAfterSeconds (kube-apiserver's disruption-budget 429)": (
-        b'{"kind":"Status","reason":"TooManyRequests","message":"Cannot evict pod",'
+    "a Status with retryAfterSeconds (kube-apiserver's disruption-budget 429)": StatusBodiesCase(
+        body=b'{"kind":"Status","reason":"TooManyRequests","message":"Cannot evict pod",'
         b'"details":{"retryAfterSeconds":10}}',
-        ("TooManyRequests", "Cannot evict pod", 10.0),
+        expected=("TooManyRequests", "Cannot evict pod", 10.0),
     ),
-    "retryAfterSeconds 0 (a budget not observed yet) names no time": (
-        b'{"reason":"TooManyRequests","message":"m","details":{"retryAfterSeconds":0}}',
-        ("TooManyRequests", "m", None),
+    "retryAfterSeconds 0 (a budget not observed yet) names no time": StatusBodiesCase(
+        body=b'{"reason":"TooManyRequests","message":"m","details":{"retryAfterSeconds":0}}',
+        expected=("TooManyRequests", "m", None),
     ),
-    "a Status without details": (b'{"reason":"Invalid","message":"m"}', ("Invalid", "m", None)),
-    "a number that is not one": (
-        b'{"reason":"r","message":"m","details":{"retryAfterSeconds":true}}',
-        ("r", "m", None),
+    "a Status without details": StatusBodiesCase(
+        body=b'{"reason":"Invalid","message":"m"}', expected=("Invalid", "m", None)
     ),
-    "text that is not JSON is quoted": (
-        b"upstream connect error",
-        ("", "upstream connect error", None),
+    "a number that is not one": StatusBodiesCase(
+        body=b'{"reason":"r","message":"m","details":{"retryAfterSeconds":true}}',
+        expected=("r", "m", None),
     ),
-    "JSON that is not an object": (b"[1]", ("", "", None)),
+    "text that is not JSON is quoted": StatusBodiesCase(
+        body=b"upstream connect error",
+        expected=("", "upstream connect error", None),
+    ),
+    "JSON that is not an object": StatusBodiesCase(body=b"[1]", expected=("", "", None)),
 }
 
 
@@ -195,11 +209,18 @@ def test_refusals_read_reason_message_and_retry_time_from_the_status(
     assert kube._status_reason(body) == expected
 
 
+class RetryHeadersCase(NamedTuple):
+    header: Any
+    expected: Any
+
+
 RETRY_HEADERS = {
-    "seconds": ("10", 10.0),
-    "an HTTP date is not read": ("Wed, 21 Oct 2015 07:28:00 GMT", None),
-    "zero": ("0", None),
-    "missing": (None, None),
+    "seconds": RetryHeadersCase(header="10", expected=10.0),
+    "an HTTP date is not read": RetryHeadersCase(
+        header="Wed, 21 Oct 2015 07:28:00 GMT", expected=None
+    ),
+    "zero": RetryHeadersCase(header="0", expected=None),
+    "missing": RetryHeadersCase(header=None, expected=None),
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import pytest
 
 from queuetree.core import objects
@@ -15,24 +17,64 @@ OPEN_Q = queue_states.QueueAction.OPEN
 CLOSE_Q = queue_states.QueueAction.CLOSE
 SYNC_Q = queue_states.QueueAction.SYNC
 
+
 # (current, action, has pod groups) -> next: every cell of the table in spec §4.4.
+class TransitionsCase(NamedTuple):
+    current: Any
+    action: Any
+    has_pod_groups: Any
+    expected: Any
+
+
 TRANSITIONS = {
-    "open stays open on open": (OPEN, OPEN_Q, True, OPEN),
-    "open without pod groups closes at once": (OPEN, CLOSE_Q, False, CLOSED),
-    "open with pod groups starts closing": (OPEN, CLOSE_Q, True, CLOSING),
-    "open stays open on sync": (OPEN, SYNC_Q, True, OPEN),
-    "closed reopens": (CLOSED, OPEN_Q, False, OPEN),
-    "closed stays closed on close": (CLOSED, CLOSE_Q, True, CLOSED),
-    "closed stays closed on sync": (CLOSED, SYNC_Q, True, CLOSED),
-    "closing reopens": (CLOSING, OPEN_Q, True, OPEN),
-    "closing finishes on close without pod groups": (CLOSING, CLOSE_Q, False, CLOSED),
-    "closing stays closing on close with pod groups": (CLOSING, CLOSE_Q, True, CLOSING),
-    "closing finishes on sync without pod groups": (CLOSING, SYNC_Q, False, CLOSED),
-    "closing stays closing on sync with pod groups": (CLOSING, SYNC_Q, True, CLOSING),
-    "unknown opens": (UNKNOWN, OPEN_Q, True, OPEN),
-    "unknown closes without pod groups": (UNKNOWN, CLOSE_Q, False, CLOSED),
-    "unknown starts closing with pod groups": (UNKNOWN, CLOSE_Q, True, CLOSING),
-    "unknown stays unknown on sync": (UNKNOWN, SYNC_Q, False, UNKNOWN),
+    "open stays open on open": TransitionsCase(
+        current=OPEN, action=OPEN_Q, has_pod_groups=True, expected=OPEN
+    ),
+    "open without pod groups closes at once": TransitionsCase(
+        current=OPEN, action=CLOSE_Q, has_pod_groups=False, expected=CLOSED
+    ),
+    "open with pod groups starts closing": TransitionsCase(
+        current=OPEN, action=CLOSE_Q, has_pod_groups=True, expected=CLOSING
+    ),
+    "open stays open on sync": TransitionsCase(
+        current=OPEN, action=SYNC_Q, has_pod_groups=True, expected=OPEN
+    ),
+    "closed reopens": TransitionsCase(
+        current=CLOSED, action=OPEN_Q, has_pod_groups=False, expected=OPEN
+    ),
+    "closed stays closed on close": TransitionsCase(
+        current=CLOSED, action=CLOSE_Q, has_pod_groups=True, expected=CLOSED
+    ),
+    "closed stays closed on sync": TransitionsCase(
+        current=CLOSED, action=SYNC_Q, has_pod_groups=True, expected=CLOSED
+    ),
+    "closing reopens": TransitionsCase(
+        current=CLOSING, action=OPEN_Q, has_pod_groups=True, expected=OPEN
+    ),
+    "closing finishes on close without pod groups": TransitionsCase(
+        current=CLOSING, action=CLOSE_Q, has_pod_groups=False, expected=CLOSED
+    ),
+    "closing stays closing on close with pod groups": TransitionsCase(
+        current=CLOSING, action=CLOSE_Q, has_pod_groups=True, expected=CLOSING
+    ),
+    "closing finishes on sync without pod groups": TransitionsCase(
+        current=CLOSING, action=SYNC_Q, has_pod_groups=False, expected=CLOSED
+    ),
+    "closing stays closing on sync with pod groups": TransitionsCase(
+        current=CLOSING, action=SYNC_Q, has_pod_groups=True, expected=CLOSING
+    ),
+    "unknown opens": TransitionsCase(
+        current=UNKNOWN, action=OPEN_Q, has_pod_groups=True, expected=OPEN
+    ),
+    "unknown closes without pod groups": TransitionsCase(
+        current=UNKNOWN, action=CLOSE_Q, has_pod_groups=False, expected=CLOSED
+    ),
+    "unknown starts closing with pod groups": TransitionsCase(
+        current=UNKNOWN, action=CLOSE_Q, has_pod_groups=True, expected=CLOSING
+    ),
+    "unknown stays unknown on sync": TransitionsCase(
+        current=UNKNOWN, action=SYNC_Q, has_pod_groups=False, expected=UNKNOWN
+    ),
 }
 
 
@@ -91,20 +133,26 @@ REFUSED = (
     "Open the parent queue first."
 )
 
+
+class TreesCase(NamedTuple):
+    nodes: Any
+    expected: Any
+
+
 TREES = {
-    "an open tree stays open": (
-        [node("root", ""), node("team", "root"), node("leaf", "team")],
-        [verdict("root", OPEN), verdict("team", OPEN), verdict("leaf", OPEN)],
+    "an open tree stays open": TreesCase(
+        nodes=[node("root", ""), node("team", "root"), node("leaf", "team")],
+        expected=[verdict("root", OPEN), verdict("team", OPEN), verdict("leaf", OPEN)],
     ),
-    "closing a parent closes every descendant and marks them": (
-        [
+    "closing a parent closes every descendant and marks them": TreesCase(
+        nodes=[
             node("root", ""),
             node("team", "root", CLOSED),
             node("leaf", "team", busy=True),
             node("idle", "team"),
             node("deep", "leaf"),
         ],
-        [
+        expected=[
             verdict("root", OPEN),
             verdict("team", CLOSED),
             verdict("deep", CLOSED, marked=True),
@@ -112,46 +160,46 @@ TREES = {
             verdict("leaf", CLOSING, marked=True),
         ],
     ),
-    "reopening a parent reopens only the children it closed": (
-        [
+    "reopening a parent reopens only the children it closed": TreesCase(
+        nodes=[
             node("root", ""),
             node("team", "root", OPEN),
             node("leaf", "team", CLOSED, marked=True),
             node("own", "team", CLOSED),
         ],
-        [
+        expected=[
             verdict("root", OPEN),
             verdict("team", OPEN),
             verdict("leaf", OPEN),
             verdict("own", CLOSED),
         ],
     ),
-    "a closing queue finishes once its pod groups are gone": (
-        [node("root", ""), node("leaf", "root", CLOSING)],
-        [verdict("root", OPEN), verdict("leaf", CLOSED)],
+    "a closing queue finishes once its pod groups are gone": TreesCase(
+        nodes=[node("root", ""), node("leaf", "root", CLOSING)],
+        expected=[verdict("root", OPEN), verdict("leaf", CLOSED)],
     ),
-    "opening a child of a closed parent is refused": (
-        [
+    "opening a child of a closed parent is refused": TreesCase(
+        nodes=[
             node("root", ""),
             node("team", "root", CLOSED),
             node("leaf", "team", OPEN, marked=True, request=OPEN_Q),
         ],
-        [
+        expected=[
             verdict("root", OPEN),
             verdict("team", CLOSED),
             verdict("leaf", CLOSED, marked=True, message=REFUSED),
         ],
     ),
-    "the root queue is never closed": (
-        [node("root", "", CLOSED), node("leaf", "root")],
-        [
+    "the root queue is never closed": TreesCase(
+        nodes=[node("root", "", CLOSED), node("leaf", "root")],
+        expected=[
             verdict("root", OPEN, message="the root queue can never be closed; it stays Open"),
             verdict("leaf", OPEN),
         ],
     ),
-    "queues on a parent cycle are decided on their own": (
-        [node("root", ""), node("a", "b"), node("b", "a", CLOSING)],
-        [verdict("root", OPEN), verdict("a", OPEN), verdict("b", CLOSED)],
+    "queues on a parent cycle are decided on their own": TreesCase(
+        nodes=[node("root", ""), node("a", "b"), node("b", "a", CLOSING)],
+        expected=[verdict("root", OPEN), verdict("a", OPEN), verdict("b", CLOSED)],
     ),
 }
 

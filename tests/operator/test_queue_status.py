@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -69,32 +69,36 @@ def ready(name: str, since: str = "2026-01-01T00:00:00Z") -> dict[str, str]:
     }
 
 
-CASES: dict[
-    str, tuple[list[state.QueueRecord], list[objects.Pod], list[queue_status.QueueWrite]]
-] = {
-    "a fresh queue gets its parent defaulted and its status written": (
-        [record("root", status=OPEN_STATUS), record("team")],
-        [],
-        [
+class CasesCase(NamedTuple):
+    records: Any
+    pods: Any
+    expected: Any
+
+
+CASES = {
+    "a fresh queue gets its parent defaulted and its status written": CasesCase(
+        records=[record("root", status=OPEN_STATUS), record("team")],
+        pods=[],
+        expected=[
             queue_status.QueueWrite(
                 name="team", status={"state": "Open", **COUNTS}, meta={"spec": {"parent": "root"}}
             )
         ],
     ),
-    "nothing is written when nothing changed": (
-        [record("root", status=OPEN_STATUS), record("team", "root", status=OPEN_STATUS)],
-        [],
-        [],
+    "nothing is written when nothing changed": CasesCase(
+        records=[record("root", status=OPEN_STATUS), record("team", "root", status=OPEN_STATUS)],
+        pods=[],
+        expected=[],
     ),
-    "a queue a person closed closes its children and marks them": (
-        [
+    "a queue a person closed closes its children and marks them": CasesCase(
+        records=[
             record("root", status=OPEN_STATUS),
             record("dept", "root", status={**OPEN_STATUS, "state": "Closed"}),
             record("team", "dept", status={**OPEN_STATUS, "running": 1}),
         ],
         # An ungated pod not placed yet was admitted: its single-pod group counts as Inqueue.
-        [fakes.pod("worker", gates=(), queue="team")],
-        [
+        pods=[fakes.pod("worker", gates=(), queue="team")],
+        expected=[
             queue_status.QueueWrite(
                 name="team",
                 status={"state": "Closing", "inqueue": 1, "running": 0},
@@ -102,14 +106,14 @@ CASES: dict[
             )
         ],
     ),
-    "reopening the parent unmarks and reopens the child": (
-        [
+    "reopening the parent unmarks and reopens the child": CasesCase(
+        records=[
             record("root", status=OPEN_STATUS),
             record("dept", "root", status=OPEN_STATUS),
             record("team", "dept", status={**OPEN_STATUS, "state": "Closed"}, mark="true"),
         ],
-        [],
-        [
+        pods=[],
+        expected=[
             queue_status.QueueWrite(
                 name="team",
                 status={"state": "Open"},
@@ -184,12 +188,19 @@ def test_merge_patch_value_turns_current_into_desired(
     assert queue_status.merge_patch_value(current, desired) == patch
 
 
+class BusyChangesCase(NamedTuple):
+    status: Any
+    urgent: Any
+
+
 BUSY_CHANGES = {
-    "a first pod": ({"allocated": {"pods": "1"}}, True),
-    "the last pod gone": ({"reserved": {"pods": "0"}}, True),
-    "a count between two others": ({"allocated": {"pods": "7", "cpu": "3"}}, False),
-    "figures without pods": ({"allocated": {"cpu": "3"}}, False),
-    "only the state": ({"state": "Open"}, False),
+    "a first pod": BusyChangesCase(status={"allocated": {"pods": "1"}}, urgent=True),
+    "the last pod gone": BusyChangesCase(status={"reserved": {"pods": "0"}}, urgent=True),
+    "a count between two others": BusyChangesCase(
+        status={"allocated": {"pods": "7", "cpu": "3"}}, urgent=False
+    ),
+    "figures without pods": BusyChangesCase(status={"allocated": {"cpu": "3"}}, urgent=False),
+    "only the state": BusyChangesCase(status={"state": "Open"}, urgent=False),
 }
 
 
@@ -203,21 +214,29 @@ def test_a_queue_getting_its_first_pod_or_losing_its_last_is_urgent(
 
 NOW = "2026-02-02T00:00:00Z"
 MISSING = conditions.Fault(conditions.QueueReason.PARENT_NOT_FOUND, "spec.parent 'gone' ...")
-CONDITION_CASES: dict[str, tuple[dict[str, Any], tuple[conditions.Fault, ...], Any]] = {
-    "a queue without a condition gets Ready, now": (
-        OPEN_STATUS,
-        (),
-        [ready("team", NOW)],
+
+
+class ConditionCase(NamedTuple):
+    status: Any
+    faults: Any
+    expected: Any
+
+
+CONDITION_CASES = {
+    "a queue without a condition gets Ready, now": ConditionCase(
+        status=OPEN_STATUS,
+        faults=(),
+        expected=[ready("team", NOW)],
     ),
-    "an unchanged condition is not written again": (
-        {**OPEN_STATUS, "conditions": [ready("team")]},
-        (),
-        None,
+    "an unchanged condition is not written again": ConditionCase(
+        status={**OPEN_STATUS, "conditions": [ready("team")]},
+        faults=(),
+        expected=None,
     ),
-    "a fault flips it to False, with the reason and a new transition time": (
-        {**OPEN_STATUS, "conditions": [ready("team")]},
-        (MISSING,),
-        [
+    "a fault flips it to False, with the reason and a new transition time": ConditionCase(
+        status={**OPEN_STATUS, "conditions": [ready("team")]},
+        faults=(MISSING,),
+        expected=[
             {
                 "type": "Ready",
                 "status": "False",
@@ -227,10 +246,10 @@ CONDITION_CASES: dict[str, tuple[dict[str, Any], tuple[conditions.Fault, ...], A
             }
         ],
     ),
-    "another reason of the same status keeps the time of the last flip": (
-        {**OPEN_STATUS, "conditions": [ready("team")]},
-        (conditions.Fault(conditions.QueueReason.CAPABILITY_ABOVE_PARENT, "above"),),
-        [
+    "another reason of the same status keeps the time of the last flip": ConditionCase(
+        status={**OPEN_STATUS, "conditions": [ready("team")]},
+        faults=(conditions.Fault(conditions.QueueReason.CAPABILITY_ABOVE_PARENT, "above"),),
+        expected=[
             {
                 "type": "Ready",
                 "status": "True",
@@ -240,10 +259,10 @@ CONDITION_CASES: dict[str, tuple[dict[str, Any], tuple[conditions.Fault, ...], A
             }
         ],
     ),
-    "conditions of other types are kept": (
-        {**OPEN_STATUS, "conditions": [{"type": "Audited", "status": "True"}]},
-        (),
-        [{"type": "Audited", "status": "True"}, ready("team", NOW)],
+    "conditions of other types are kept": ConditionCase(
+        status={**OPEN_STATUS, "conditions": [{"type": "Audited", "status": "True"}]},
+        faults=(),
+        expected=[{"type": "Audited", "status": "True"}, ready("team", NOW)],
     ),
 }
 
@@ -263,18 +282,23 @@ def test_the_readiness_condition_is_written_only_when_it_changes(
     assert (written, told is not None) == (expected, expected is not None)
 
 
+class GroupCase(NamedTuple):
+    group: Any
+    expected: Any
+
+
 GROUP_CASES = {
-    "a group whose status nobody wrote gets phase and counts, defaults included": (
-        objects.PodGroup(namespace="ns", name="g"),
-        {"phase": "Pending", "running": 0, "succeeded": 0, "failed": 0},
+    "a group whose status nobody wrote gets phase and counts, defaults included": GroupCase(
+        group=objects.PodGroup(namespace="ns", name="g"),
+        expected={"phase": "Pending", "running": 0, "succeeded": 0, "failed": 0},
     ),
-    "a written group that says what the session decided gets nothing": (
-        objects.PodGroup(namespace="ns", name="g", status_written=True),
-        None,
+    "a written group that says what the session decided gets nothing": GroupCase(
+        group=objects.PodGroup(namespace="ns", name="g", status_written=True),
+        expected=None,
     ),
-    "a written group whose phase changed gets the phase only": (
-        objects.PodGroup(namespace="ns", name="g", status_written=True),
-        {"phase": "Inqueue"},
+    "a written group whose phase changed gets the phase only": GroupCase(
+        group=objects.PodGroup(namespace="ns", name="g", status_written=True),
+        expected={"phase": "Inqueue"},
     ),
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -59,10 +60,15 @@ def _record(
     )
 
 
+class PlansCase(NamedTuple):
+    records: Any
+    expected: Any
+
+
 PLANS = {
-    "the victim and its reclaimer are told of each other, the rule and the node": (
-        (_record("ns/victim", "ns/second"),),
-        [
+    "the victim and its reclaimer are told of each other, the rule and the node": PlansCase(
+        records=(_record("ns/victim", "ns/second"),),
+        expected=[
             reclaiming.Eviction(
                 victim="ns/victim",
                 reclaimer="ns/second",
@@ -80,8 +86,8 @@ PLANS = {
             )
         ],
     ),
-    "a preemption is worded as one": (
-        (
+    "a preemption is worded as one": PlansCase(
+        records=(
             _record(
                 "ns/victim",
                 "ns/first",
@@ -92,7 +98,7 @@ PLANS = {
                 victim_queue="queue-a",
             ),
         ),
-        [
+        expected=[
             reclaiming.Eviction(
                 victim="ns/victim",
                 reclaimer="ns/first",
@@ -112,9 +118,9 @@ PLANS = {
             )
         ],
     ),
-    "a victim without a record is evicted with no reclaimer named": (
-        (),
-        [
+    "a victim without a record is evicted with no reclaimer named": PlansCase(
+        records=(),
+        expected=[
             reclaiming.Eviction(
                 victim="ns/victim",
                 reclaimer="",
@@ -205,14 +211,19 @@ def test_events_from_a_real_session_pair_each_victim_with_its_own_reclaimer() ->
     ]
 
 
+class DimensionsCase(NamedTuple):
+    quantities: Any
+    expected: Any
+
+
 DIMENSIONS = {
-    "cpu in cores and memory in bytes": (
-        {"cpu": "1500m", "memory": "2Gi"},
-        [("cpu", 1.5), ("memory", 2.0 * 2**30)],
+    "cpu in cores and memory in bytes": DimensionsCase(
+        quantities={"cpu": "1500m", "memory": "2Gi"},
+        expected=[("cpu", 1.5), ("memory", 2.0 * 2**30)],
     ),
-    "gpus in units and pods as a count": (
-        {"cpu": "0", "memory": "0", "nvidia.com/gpu": "2", "pods": "10"},
-        [("cpu", 0.0), ("memory", 0.0), ("nvidia.com/gpu", 2.0), ("pods", 10.0)],
+    "gpus in units and pods as a count": DimensionsCase(
+        quantities={"cpu": "0", "memory": "0", "nvidia.com/gpu": "2", "pods": "10"},
+        expected=[("cpu", 0.0), ("memory", 0.0), ("nvidia.com/gpu", 2.0), ("pods", 10.0)],
     ),
 }
 

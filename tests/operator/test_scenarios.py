@@ -6,7 +6,7 @@ import pathlib
 import threading
 import urllib.request
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import yaml
@@ -483,10 +483,15 @@ def unschedulable(pod: dict[str, Any] | None) -> bool:
     )
 
 
+class ReclaimsCase(NamedTuple):
+    level: Any
+    evicted: Any
+
+
 RECLAIMS = {
-    "level 0 reclaims across the tree": (0, True),
-    "level 1 checks the parents, which allow it": (1, True),
-    "level 2 checks the grandparents, which forbid it": (2, False),
+    "level 0 reclaims across the tree": ReclaimsCase(level=0, evicted=True),
+    "level 1 checks the parents, which allow it": ReclaimsCase(level=1, evicted=True),
+    "level 2 checks the grandparents, which forbid it": ReclaimsCase(level=2, evicted=False),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -102,20 +103,29 @@ def test_an_admitted_lone_pod_has_an_inqueue_group_from_assumption_to_placement(
     ]
 
 
+class LoneGroupPhasesCase(NamedTuple):
+    pod: Any
+    phase: Any
+
+
 LONE_GROUP_PHASES = {
-    "gated and pending": (fakes.pod("p"), objects.PodGroupPhase.PENDING),
-    "ungated and pending": (fakes.pod("p", gates=()), objects.PodGroupPhase.INQUEUE),
-    "held by another gate only": (
-        fakes.pod("p", gates=("example.com/other",)),
-        objects.PodGroupPhase.PENDING,
+    "gated and pending": LoneGroupPhasesCase(
+        pod=fakes.pod("p"), phase=objects.PodGroupPhase.PENDING
     ),
-    "running": (
-        dataclasses.replace(fakes.pod("p", gates=()), status=objects.TaskStatus.RUNNING),
-        objects.PodGroupPhase.RUNNING,
+    "ungated and pending": LoneGroupPhasesCase(
+        pod=fakes.pod("p", gates=()), phase=objects.PodGroupPhase.INQUEUE
     ),
-    "succeeded": (
-        dataclasses.replace(fakes.pod("p", gates=()), status=objects.TaskStatus.SUCCEEDED),
-        objects.PodGroupPhase.COMPLETED,
+    "held by another gate only": LoneGroupPhasesCase(
+        pod=fakes.pod("p", gates=("example.com/other",)),
+        phase=objects.PodGroupPhase.PENDING,
+    ),
+    "running": LoneGroupPhasesCase(
+        pod=dataclasses.replace(fakes.pod("p", gates=()), status=objects.TaskStatus.RUNNING),
+        phase=objects.PodGroupPhase.RUNNING,
+    ),
+    "succeeded": LoneGroupPhasesCase(
+        pod=dataclasses.replace(fakes.pod("p", gates=()), status=objects.TaskStatus.SUCCEEDED),
+        phase=objects.PodGroupPhase.COMPLETED,
     ),
 }
 
@@ -124,7 +134,7 @@ LONE_GROUP_PHASES = {
 def test_the_phase_of_a_lone_pods_group_follows_its_admission(
     pod: objects.Pod, phase: objects.PodGroupPhase
 ) -> None:
-    assert state.lone_group(pod).phase is phase
+    assert objects.admission_lone_pod_group(pod).phase is phase
 
 
 def test_changes_wake_the_cycle_and_no_ops_do_not() -> None:

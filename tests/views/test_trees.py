@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -77,14 +77,21 @@ def test_an_object_that_does_not_parse_is_left_out_with_a_warning() -> None:
     assert [w.split(":")[0] for w in LISTING.warnings] == ["Pod left out"]
 
 
+class BarsCase(NamedTuple):
+    figure: Any
+    expected: Any
+
+
 BARS = {
-    "allocated and reserved against capability, deserved marked": (
-        trees.Figure("cpu", allocated=1000, reserved=1000, deserved=6000, capability=8000),
-        "█▒····|·",
+    "allocated and reserved against capability, deserved marked": BarsCase(
+        figure=trees.Figure("cpu", allocated=1000, reserved=1000, deserved=6000, capability=8000),
+        expected="█▒····|·",
     ),
-    "full": (trees.Figure("cpu", 8000, 0, None, 8000), "████████"),
-    "above capability stays full": (trees.Figure("cpu", 9000, 2000, None, 8000), "████████"),
-    "no capability, no bar": (trees.Figure("cpu", 1000, 0, 2000, None), ""),
+    "full": BarsCase(figure=trees.Figure("cpu", 8000, 0, None, 8000), expected="████████"),
+    "above capability stays full": BarsCase(
+        figure=trees.Figure("cpu", 9000, 2000, None, 8000), expected="████████"
+    ),
+    "no capability, no bar": BarsCase(figure=trees.Figure("cpu", 1000, 0, 2000, None), expected=""),
 }
 
 

@@ -10,7 +10,7 @@ import logging
 import pathlib
 import ssl
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import pytest
@@ -387,10 +387,15 @@ def test_extra_sans_add_ip_addresses_and_names_that_renewal_then_requires() -> N
     )
 
 
+class SansCase(NamedTuple):
+    sans: Any
+    expected: Any
+
+
 SANS = {
-    "an IPv4 address": (("10.0.0.1",), ([], ("10.0.0.1",))),
-    "an IPv6 address, normalised": (("0:0::1",), ([], ("::1",))),
-    "a DNS name": (("webhook.example.com",), (["webhook.example.com"], ())),
+    "an IPv4 address": SansCase(sans=("10.0.0.1",), expected=([], ("10.0.0.1",))),
+    "an IPv6 address, normalised": SansCase(sans=("0:0::1",), expected=([], ("::1",))),
+    "a DNS name": SansCase(sans=("webhook.example.com",), expected=(["webhook.example.com"], ())),
 }
 
 

@@ -50,7 +50,7 @@ GROUP_SOURCE = "PodGroup default/pg, which names no queue: the default queue bat
             {},
             BATCH,
             denied(
-                f'metadata.annotations[{QUEUE_NAME}]: Invalid value: "batch": pod default/p1 '
+                f'metadata.annotations["{QUEUE_NAME}"]: Invalid value: "batch": pod default/p1 '
                 f"names queue batch (from {NO_QUEUE_SOURCE}): pods can only be submitted to "
                 "Open queues, and queue batch is Closed"
             ),
@@ -62,7 +62,7 @@ GROUP_SOURCE = "PodGroup default/pg, which names no queue: the default queue bat
             {},
             BATCH,
             denied(
-                f'metadata.annotations[{QUEUE_NAME}]: Not found: "batch": pod default/p1 names '
+                f'metadata.annotations["{QUEUE_NAME}"]: Not found: "batch": pod default/p1 names '
                 f"queue batch (from {NO_QUEUE_SOURCE}): the queue does not exist; create it or "
                 "name an existing leaf queue"
             ),
@@ -74,7 +74,7 @@ GROUP_SOURCE = "PodGroup default/pg, which names no queue: the default queue bat
             {},
             BATCH,
             denied(
-                f'metadata.annotations[{QUEUE_NAME}]: Invalid value: "batch": pod default/p1 '
+                f'metadata.annotations["{QUEUE_NAME}"]: Invalid value: "batch": pod default/p1 '
                 f"names queue batch (from {NO_QUEUE_SOURCE}): pods can only be submitted to "
                 "leaf queues, and queue batch has 1 child queues: team"
             ),
@@ -94,7 +94,7 @@ GROUP_SOURCE = "PodGroup default/pg, which names no queue: the default queue bat
             {"default/pg": ""},
             BATCH,
             denied(
-                f'metadata.annotations[{GROUP_NAME}]: Invalid value: "batch": pod default/p1 '
+                f'metadata.annotations["{GROUP_NAME}"]: Invalid value: "batch": pod default/p1 '
                 f"names queue batch (from {GROUP_SOURCE}): pods can only be submitted to Open "
                 "queues, and queue batch is Closed"
             ),
@@ -106,7 +106,7 @@ GROUP_SOURCE = "PodGroup default/pg, which names no queue: the default queue bat
             {"default/pg": ""},
             BATCH,
             denied(
-                f'metadata.annotations[{GROUP_NAME}]: Not found: "batch": pod default/p1 names '
+                f'metadata.annotations["{GROUP_NAME}"]: Not found: "batch": pod default/p1 names '
                 f"queue batch (from {GROUP_SOURCE}): the queue does not exist; create it or "
                 "name an existing leaf queue"
             ),
@@ -134,7 +134,7 @@ GROUP_SOURCE = "PodGroup default/pg, which names no queue: the default queue bat
             {},
             settings.ReviewSettings(),
             denied(
-                f'metadata.annotations[{QUEUE_NAME}]: Not found: "default": pod default/p1 names '
+                f'metadata.annotations["{QUEUE_NAME}"]: Not found: "default": pod default/p1 names '
                 "queue default (from the default queue default: no PodGroup, no queue-name "
                 "annotation): the queue does not exist; create it or name an existing leaf queue"
             ),
@@ -146,7 +146,7 @@ GROUP_SOURCE = "PodGroup default/pg, which names no queue: the default queue bat
             {"default/pg": ""},
             settings.ReviewSettings(),
             denied(
-                f'metadata.annotations[{GROUP_NAME}]: Invalid value: "default": pod default/p1 '
+                f'metadata.annotations["{GROUP_NAME}"]: Invalid value: "default": pod default/p1 '
                 "names queue default (from PodGroup default/pg, which names no queue: the "
                 "default queue default): pods can only be submitted to Open queues, and queue "
                 "default is Closed"
@@ -250,7 +250,7 @@ async def test_the_server_checks_pods_against_its_configured_default_queue(
     body = review("CREATE", pod(annotations=OPT_IN), resource=PODS, namespace="default")
     response = await client.post("/pods/validate", json=body)
     expected = denied(
-        f'metadata.annotations[{QUEUE_NAME}]: Invalid value: "batch": pod default/p1 names '
+        f'metadata.annotations["{QUEUE_NAME}"]: Invalid value: "batch": pod default/p1 names '
         f"queue batch (from {NO_QUEUE_SOURCE}): pods can only be submitted to Open queues, "
         "and queue batch is Closed"
     )

@@ -235,7 +235,7 @@ async def test_kubectl_shows_every_problem_of_an_invalid_queue_tree(
         1,
         'Error from server (Forbidden): error when creating "STDIN": admission webhook '
         '"validatequeue.volcano.sh" denied the request: '
-        'requestBody.spec.deserved.cpu: Invalid value: "4": deserved[cpu]=4 must be <= '
+        'requestBody.spec.deserved["cpu"]: Invalid value: "4": deserved[cpu]=4 must be <= '
         "capability[cpu]=2",
     )
     invalid["spec"]["capability"] = {"cpu": "4"}
@@ -265,7 +265,7 @@ async def test_kubectl_prints_the_warnings_and_sees_the_defaults(
     assert (created.returncode, created.stdout, created.stderr) == (
         0,
         "queue.scheduling.volcano.sh/gpus created\n",
-        'Warning: spec.capability.gpu: the scheduler ignores the resource name "gpu": extended '
+        'Warning: spec.capability["gpu"]: the scheduler ignores the resource name "gpu": extended '
         "resources need a domain prefix such as nvidia.com/gpu\n",
     )
     assert {k: shown["spec"][k] for k in ("parent", "reclaimable", "weight")} == {
@@ -299,7 +299,7 @@ async def test_an_opted_in_pod_comes_back_gated_and_a_pod_for_a_missing_queue_is
     assert refused.stderr.splitlines()[-1] == (
         'Error from server (Forbidden): error when creating "STDIN": admission webhook '
         '"validatepod.volcano.sh" denied the request: '
-        'metadata.annotations[scheduling.volcano.sh/queue-name]: Not found: "nope": pod '
+        'metadata.annotations["scheduling.volcano.sh/queue-name"]: Not found: "nope": pod '
         "default/p2 names queue nope (from annotation scheduling.volcano.sh/queue-name): the "
         "queue does not exist; create it or name an existing leaf queue"
     )

@@ -12,7 +12,7 @@ from tests.webhooks.builders import GATE, allowed, answer, outcome, review
 
 NAMESPACES = {"group": "", "version": "v1", "resource": "namespaces"}
 NOT_BY_ANNOTATION = (
-    f"metadata.annotations[{GATE}]: a namespace opts in to queue admission by label, not by "
+    f'metadata.annotations["{GATE}"]: a namespace opts in to queue admission by label, not by '
     "annotation, so the annotation is ignored: "
 )
 UNGATED = (
@@ -60,7 +60,7 @@ def namespace(
             namespace(labels={GATE: "True"}),
             allowed(
                 warnings=[
-                    f'metadata.labels[{GATE}]: "True" is neither "true" nor "false": the '
+                    f'metadata.labels["{GATE}"]: "True" is neither "true" nor "false": the '
                     'namespace does not opt in to queue admission (write "true" to opt in)'
                 ]
             ),
@@ -72,7 +72,7 @@ def namespace(
             allowed(
                 warnings=[
                     NOT_BY_ANNOTATION + UNGATED,
-                    f'metadata.labels[{GATE}]: "yes" is neither "true" nor "false": the '
+                    f'metadata.labels["{GATE}"]: "yes" is neither "true" nor "false": the '
                     'namespace does not opt in to queue admission (write "true" to opt in)',
                 ]
             ),

@@ -4,7 +4,7 @@ admitted group keeps its queue)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -41,20 +41,34 @@ def pod_group(
 
 ML_QUEUE = {"ml": {QUEUE_NAME: "a"}}
 SET_QUEUE = {"op": "add", "path": "/spec/queue", "value": "a"}
+
+
+class MutationsCase(NamedTuple):
+    group: Any
+    namespaces: Any
+    patch: Any
+
+
 MUTATIONS = {
-    "the CRD's default becomes the namespace's queue": (
-        pod_group(queue="default"),
-        ML_QUEUE,
-        [SET_QUEUE],
+    "the CRD's default becomes the namespace's queue": MutationsCase(
+        group=pod_group(queue="default"),
+        namespaces=ML_QUEUE,
+        patch=[SET_QUEUE],
     ),
-    "no queue at all becomes the namespace's queue": (pod_group(queue=None), ML_QUEUE, [SET_QUEUE]),
-    "no spec at all gets one with the namespace's queue": (
-        pod_group(spec=False),
-        ML_QUEUE,
-        [{"op": "add", "path": "/spec", "value": {"queue": "a"}}],
+    "no queue at all becomes the namespace's queue": MutationsCase(
+        group=pod_group(queue=None), namespaces=ML_QUEUE, patch=[SET_QUEUE]
     ),
-    "a queue the group names is kept": (pod_group(queue="b"), ML_QUEUE, []),
-    "a namespace without a queue changes nothing": (pod_group(queue="default"), {"ml": {}}, []),
+    "no spec at all gets one with the namespace's queue": MutationsCase(
+        group=pod_group(spec=False),
+        namespaces=ML_QUEUE,
+        patch=[{"op": "add", "path": "/spec", "value": {"queue": "a"}}],
+    ),
+    "a queue the group names is kept": MutationsCase(
+        group=pod_group(queue="b"), namespaces=ML_QUEUE, patch=[]
+    ),
+    "a namespace without a queue changes nothing": MutationsCase(
+        group=pod_group(queue="default"), namespaces={"ml": {}}, patch=[]
+    ),
 }
 
 

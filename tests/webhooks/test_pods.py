@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -27,9 +27,9 @@ WHOLE_LIST = {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": G
 APPEND = {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}}
 OPTED_NAMESPACE = {"ml": {GATE: "true"}}
 OVERRULED = (
-    f'metadata.annotations[{GATE}]: "false" cannot opt the pod out of namespace ml, which opts in '
-    "every pod it creates: the pod is held for queue admission (an administrator can take the "
-    "namespace out)"
+    f'metadata.annotations["{GATE}"]: "false" cannot opt the pod out of namespace ml, which '
+    "opts in every pod it creates: the pod is held for queue admission (an administrator can "
+    "take the namespace out)"
 )
 GATE_OFF = settings.ReviewSettings(feature_gates={features.SCHEDULING_GATES_QUEUE_ADMISSION: False})
 
@@ -44,7 +44,7 @@ GATE_OFF = settings.ReviewSettings(feature_gates={features.SCHEDULING_GATES_QUEU
             None,
             allowed(
                 warnings=[
-                    f'metadata.annotations[{GATE}]: "True" is neither "true" nor "false": the '
+                    f'metadata.annotations["{GATE}"]: "True" is neither "true" nor "false": the '
                     'pod is not held for queue admission (write "true" to opt in)'
                 ]
             ),
@@ -83,7 +83,7 @@ GATE_OFF = settings.ReviewSettings(feature_gates={features.SCHEDULING_GATES_QUEU
             GATE_OFF,
             allowed(
                 warnings=[
-                    f"metadata.annotations[{GATE}]: the feature gate "
+                    f'metadata.annotations["{GATE}"]: the feature gate '
                     "SchedulingGatesQueueAdmission is off: the pod is not held for queue admission"
                 ]
             ),
@@ -248,7 +248,7 @@ FOREIGN_SCHEDULER = (
             {},
             {},
             denied(
-                f'metadata.annotations[{QUEUE_NAME}]: Not found: "ghost": pod default/p1 names '
+                f'metadata.annotations["{QUEUE_NAME}"]: Not found: "ghost": pod default/p1 names '
                 f"queue ghost (from annotation {QUEUE_NAME}): the queue does not exist; create "
                 "it or name an existing leaf queue"
             ),
@@ -259,7 +259,7 @@ FOREIGN_SCHEDULER = (
             {},
             {},
             denied(
-                f'metadata.annotations[{QUEUE_NAME}]: Invalid value: "team": pod default/p1 '
+                f'metadata.annotations["{QUEUE_NAME}"]: Invalid value: "team": pod default/p1 '
                 f"names queue team (from annotation {QUEUE_NAME}): pods can only be submitted to "
                 "leaf queues, and queue team has 2 child queues: a, b"
             ),
@@ -270,7 +270,7 @@ FOREIGN_SCHEDULER = (
             {},
             {},
             denied(
-                f'metadata.annotations[{QUEUE_NAME}]: Invalid value: "closed": pod default/p1 '
+                f'metadata.annotations["{QUEUE_NAME}"]: Invalid value: "closed": pod default/p1 '
                 f"names queue closed (from annotation {QUEUE_NAME}): pods can only be submitted "
                 "to Open queues, and queue closed is Closed"
             ),
@@ -281,7 +281,7 @@ FOREIGN_SCHEDULER = (
             {},
             {},
             denied(
-                f'metadata.annotations[{QUEUE_NAME}]: Invalid value: "root": pod default/p1 '
+                f'metadata.annotations["{QUEUE_NAME}"]: Invalid value: "root": pod default/p1 '
                 f"names queue root (from annotation {QUEUE_NAME}): pods cannot be submitted to "
                 "the root queue; name a leaf queue"
             ),
@@ -292,7 +292,7 @@ FOREIGN_SCHEDULER = (
             {},
             {"default/pg": "closed"},
             denied(
-                f'metadata.annotations[{GROUP_NAME}]: Invalid value: "closed": pod default/p1 '
+                f'metadata.annotations["{GROUP_NAME}"]: Invalid value: "closed": pod default/p1 '
                 "names queue closed (from PodGroup default/pg): pods can only be submitted to "
                 "Open queues, and queue closed is Closed"
             ),
@@ -310,7 +310,7 @@ FOREIGN_SCHEDULER = (
             {"ml": {QUEUE_NAME: "team"}},
             {},
             denied(
-                f'metadata.annotations[{QUEUE_NAME}]: Invalid value: "team": pod ml/p1 names '
+                f'metadata.annotations["{QUEUE_NAME}"]: Invalid value: "team": pod ml/p1 names '
                 f"queue team (from annotation {QUEUE_NAME} of namespace ml): pods can only be "
                 "submitted to leaf queues, and queue team has 2 child queues: a, b"
             ),
@@ -321,7 +321,7 @@ FOREIGN_SCHEDULER = (
             {"ml": {GATE: "true", QUEUE_NAME: "ghost"}},
             {},
             denied(
-                f'metadata.annotations[{QUEUE_NAME}]: Not found: "ghost": pod ml/p1 names queue '
+                f'metadata.annotations["{QUEUE_NAME}"]: Not found: "ghost": pod ml/p1 names queue '
                 f"ghost (from annotation {QUEUE_NAME} of namespace ml): the queue does not "
                 "exist; create it or name an existing leaf queue"
             ),
@@ -347,7 +347,7 @@ FOREIGN_SCHEDULER = (
             {},
             denied(
                 f"[{BOUND_TO_NODE}, "
-                f'metadata.annotations[{QUEUE_NAME}]: Not found: "ghost": pod default/p1 names '
+                f'metadata.annotations["{QUEUE_NAME}"]: Not found: "ghost": pod default/p1 names '
                 f"queue ghost (from annotation {QUEUE_NAME}): the queue does not exist; create "
                 "it or name an existing leaf queue]"
             ),
@@ -463,88 +463,95 @@ GATE_REMOVED = (
 
 def moved(key: str, value: str | None) -> str:
     return (
-        f'metadata.annotations[{key}]: Forbidden: "{value}": pod default/p1 was admitted to queue '
-        "a and stays charged to it until it finishes or is deleted, so its queue cannot change; "
-        "delete the pod and create it again to run it in another queue"
+        f'metadata.annotations["{key}"]: Forbidden: "{value}": pod default/p1 was admitted to '
+        "queue a and stays charged to it until it finishes or is deleted, so its queue cannot "
+        "change; delete the pod and create it again to run it in another queue"
     )
 
 
+class UpdatesCase(NamedTuple):
+    old: Any
+    new: Any
+    user: Any
+    expected: Any
+
+
 UPDATES = {
-    "a tenant removes the gate": (
-        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
-        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}),
-        TENANT,
-        denied(GATE_REMOVED),
+    "a tenant removes the gate": UpdatesCase(
+        old=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        new=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}),
+        user=TENANT,
+        expected=denied(GATE_REMOVED),
     ),
-    "a tenant removes the gate and the opt-in together": (
-        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
-        pod(annotations={QUEUE_NAME: "a"}),
-        TENANT,
-        denied(GATE_REMOVED),
+    "a tenant removes the gate and the opt-in together": UpdatesCase(
+        old=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        new=pod(annotations={QUEUE_NAME: "a"}),
+        user=TENANT,
+        expected=denied(GATE_REMOVED),
     ),
-    "the operator removes the gate and writes the record": (
-        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
-        pod(annotations=ADMITTED),
-        OPERATOR,
-        allowed(),
+    "the operator removes the gate and writes the record": UpdatesCase(
+        old=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        new=pod(annotations=ADMITTED),
+        user=OPERATOR,
+        expected=allowed(),
     ),
-    "another controller removes its own gate": (
-        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=["example.com/other", GATE]),
-        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
-        TENANT,
-        allowed(),
+    "another controller removes its own gate": UpdatesCase(
+        old=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=["example.com/other", GATE]),
+        new=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        user=TENANT,
+        expected=allowed(),
     ),
-    "a tenant moves a gated pod to another queue before it is admitted": (
-        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
-        pod(annotations={**OPT_IN, QUEUE_NAME: "b"}, gates=[GATE]),
-        TENANT,
-        allowed(),
+    "a tenant moves a gated pod to another queue before it is admitted": UpdatesCase(
+        old=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        new=pod(annotations={**OPT_IN, QUEUE_NAME: "b"}, gates=[GATE]),
+        user=TENANT,
+        expected=allowed(),
     ),
-    "a tenant moves an admitted pod": (
-        pod(annotations=ADMITTED),
-        pod(annotations={**ADMITTED, QUEUE_NAME: "b"}),
-        TENANT,
-        denied(moved(QUEUE_NAME, "b")),
+    "a tenant moves an admitted pod": UpdatesCase(
+        old=pod(annotations=ADMITTED),
+        new=pod(annotations={**ADMITTED, QUEUE_NAME: "b"}),
+        user=TENANT,
+        expected=denied(moved(QUEUE_NAME, "b")),
     ),
-    "a tenant puts an admitted pod in a group": (
-        pod(annotations=ADMITTED),
-        pod(annotations={**ADMITTED, GROUP_NAME: "pg"}),
-        TENANT,
-        denied(moved(GROUP_NAME, "pg")),
+    "a tenant puts an admitted pod in a group": UpdatesCase(
+        old=pod(annotations=ADMITTED),
+        new=pod(annotations={**ADMITTED, GROUP_NAME: "pg"}),
+        user=TENANT,
+        expected=denied(moved(GROUP_NAME, "pg")),
     ),
-    "a tenant moves a pod admitted before the record existed": (
-        pod(annotations={**OPT_IN, QUEUE_NAME: "a"}),
-        pod(annotations={**OPT_IN, QUEUE_NAME: "ghost"}),
-        TENANT,
-        denied(moved(QUEUE_NAME, "ghost")),
+    "a tenant moves a pod admitted before the record existed": UpdatesCase(
+        old=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}),
+        new=pod(annotations={**OPT_IN, QUEUE_NAME: "ghost"}),
+        user=TENANT,
+        expected=denied(moved(QUEUE_NAME, "ghost")),
     ),
-    "a tenant edits the record": (
-        pod(annotations=ADMITTED),
-        pod(annotations={**ADMITTED, RECORD: "b"}),
-        TENANT,
-        denied(
-            f'metadata.annotations[{RECORD}]: Forbidden: "b": the queue pod default/p1 was '
+    "a tenant edits the record": UpdatesCase(
+        old=pod(annotations=ADMITTED),
+        new=pod(annotations={**ADMITTED, RECORD: "b"}),
+        user=TENANT,
+        expected=denied(
+            f'metadata.annotations["{RECORD}"]: Forbidden: "b": the queue pod default/p1 was '
             f"admitted to is written by the queuetree operator ({OPERATOR}) only, when it "
             "removes the pod's gate, and never changes after"
         ),
     ),
-    "a tenant relabels an admitted pod": (
-        pod(annotations=ADMITTED),
-        pod(annotations={**ADMITTED, "team": "b"}),
-        TENANT,
-        allowed(),
+    "a tenant relabels an admitted pod": UpdatesCase(
+        old=pod(annotations=ADMITTED),
+        new=pod(annotations={**ADMITTED, "team": "b"}),
+        user=TENANT,
+        expected=allowed(),
     ),
-    "a finished pod may be re-annotated": (
-        pod(annotations=ADMITTED, phase="Succeeded"),
-        pod(annotations={**ADMITTED, QUEUE_NAME: "b"}, phase="Succeeded"),
-        TENANT,
-        allowed(),
+    "a finished pod may be re-annotated": UpdatesCase(
+        old=pod(annotations=ADMITTED, phase="Succeeded"),
+        new=pod(annotations={**ADMITTED, QUEUE_NAME: "b"}, phase="Succeeded"),
+        user=TENANT,
+        expected=allowed(),
     ),
-    "a pod that never opted in is none of queuetree's business": (
-        pod(annotations={QUEUE_NAME: "a"}),
-        pod(annotations={QUEUE_NAME: "b"}),
-        TENANT,
-        allowed(),
+    "a pod that never opted in is none of queuetree's business": UpdatesCase(
+        old=pod(annotations={QUEUE_NAME: "a"}),
+        new=pod(annotations={QUEUE_NAME: "b"}),
+        user=TENANT,
+        expected=allowed(),
     ),
 }
 

@@ -53,7 +53,7 @@ FIELD_CASES = [
         "CREATE",
         queue("a", capability={"cpu": "-1"}),
         denied(
-            'requestBody.spec.capability.cpu: Invalid value: "-1": '
+            'requestBody.spec.capability["cpu"]: Invalid value: "-1": '
             "must be greater than or equal to 0"
         ),
         id="negative-capability",
@@ -63,7 +63,8 @@ FIELD_CASES = [
         "CREATE",
         queue("a", capability={"nvidia.com/gpu": "1.5"}),
         denied(
-            'requestBody.spec.capability.nvidia.com/gpu: Invalid value: "1500m": must be an integer'
+            'requestBody.spec.capability["nvidia.com/gpu"]: Invalid value: "1500m": '
+            "must be an integer"
         ),
         id="fractional-extended-resource-printed-canonically",
     ),
@@ -72,9 +73,9 @@ FIELD_CASES = [
         "CREATE",
         queue("a", capability={"pods": "-2.5"}),
         denied(
-            '[requestBody.spec.capability.pods: Invalid value: "-2500m": '
+            '[requestBody.spec.capability["pods"]: Invalid value: "-2500m": '
             "must be greater than or equal to 0, "
-            'requestBody.spec.capability.pods: Invalid value: "-2500m": must be an integer]'
+            'requestBody.spec.capability["pods"]: Invalid value: "-2500m": must be an integer]'
         ),
         id="negative-and-fractional-pods-both-reported",
     ),
@@ -83,7 +84,7 @@ FIELD_CASES = [
         "CREATE",
         queue("a", deserved={"cpu": "2x"}),
         denied(
-            "requestBody.spec.deserved.cpu: Invalid value: \"2x\": unknown suffix 'x' "
+            'requestBody.spec.deserved["cpu"]: Invalid value: "2x": unknown suffix \'x\' '
             "(expected one of n u m k M G T P E, Ki Mi Gi Ti Pi Ei, or an exponent such as e3)"
         ),
         id="malformed-quantity",
@@ -93,7 +94,7 @@ FIELD_CASES = [
         "CREATE",
         queue("a", deserved={"cpu": "1"}, guarantee={"cpu": "1", "memory": "1Gi"}),
         denied(
-            'requestBody.spec.deserved.memory: Invalid value: "<nil>": '
+            'requestBody.spec.deserved["memory"]: Invalid value: "<nil>": '
             "deserved[memory] must be >= guarantee[memory]=1Gi"
         ),
         id="guarantee-without-deserved",
@@ -103,7 +104,7 @@ FIELD_CASES = [
         "CREATE",
         queue("a", deserved={"cpu": "500m"}, guarantee={"cpu": "1"}),
         denied(
-            'requestBody.spec.deserved.cpu: Invalid value: "500m": '
+            'requestBody.spec.deserved["cpu"]: Invalid value: "500m": '
             "deserved[cpu]=500m must be >= guarantee[cpu]=1"
         ),
         id="deserved-below-guarantee",
@@ -113,7 +114,7 @@ FIELD_CASES = [
         "CREATE",
         queue("a", capability={"cpu": "2"}, deserved={"cpu": "4", "memory": "8Gi"}),
         denied(
-            'requestBody.spec.deserved.cpu: Invalid value: "4": '
+            'requestBody.spec.deserved["cpu"]: Invalid value: "4": '
             "deserved[cpu]=4 must be <= capability[cpu]=2"
         ),
         id="deserved-above-capability-and-a-name-capability-lacks-is-unlimited",
@@ -153,10 +154,10 @@ FIELD_CASES = [
             state="Bogus",
         ),
         denied(
-            '[requestBody.spec.capability.cpu: Invalid value: "-1": must be greater than or '
-            'equal to 0, requestBody.spec.deserved.cpu: Invalid value: "2": deserved[cpu]=2 '
+            '[requestBody.spec.capability["cpu"]: Invalid value: "-1": must be greater than or '
+            'equal to 0, requestBody.spec.deserved["cpu"]: Invalid value: "2": deserved[cpu]=2 '
             "must be >= guarantee[cpu]=3, "
-            'requestBody.spec.deserved.cpu: Invalid value: "2": deserved[cpu]=2 must be <= '
+            'requestBody.spec.deserved["cpu"]: Invalid value: "2": deserved[cpu]=2 must be <= '
             "capability[cpu]=-1, "
             'requestBody.spec.state: Invalid value: "Bogus": queue state must be in [Open Closed]]'
         ),
@@ -180,7 +181,7 @@ LEGACY_CASES = [
         "CREATE",
         queue("a", annotations={LEGACY: "root/a/b", LEGACY_WEIGHTS: "1/2"}),
         denied(
-            'requestBody.metadata.annotations[volcano.sh/hierarchy]: Invalid value: "root/a/b": '
+            'requestBody.metadata.annotations["volcano.sh/hierarchy"]: Invalid value: "root/a/b": '
             "volcano.sh/hierarchy must have the same length with volcano.sh/hierarchy-weights"
         ),
         id="legacy-hierarchy-lengths-differ",
@@ -190,7 +191,7 @@ LEGACY_CASES = [
         "CREATE",
         queue("a", annotations={LEGACY: "root/a", LEGACY_WEIGHTS: "1/x"}),
         denied(
-            "requestBody.metadata.annotations[volcano.sh/hierarchy-weights]: Invalid value: "
+            'requestBody.metadata.annotations["volcano.sh/hierarchy-weights"]: Invalid value: '
             '"1/x": x in the 1/x is invalid number: strconv.ParseFloat: parsing "x": invalid syntax'
         ),
         id="legacy-weight-not-a-number",
@@ -200,7 +201,7 @@ LEGACY_CASES = [
         "CREATE",
         queue("a", annotations={LEGACY: "root/a", LEGACY_WEIGHTS: "1/0"}),
         denied(
-            "requestBody.metadata.annotations[volcano.sh/hierarchy-weights]: Invalid value: "
+            'requestBody.metadata.annotations["volcano.sh/hierarchy-weights"]: Invalid value: '
             '"1/0": 0 in the 1/0 must be larger than 0'
         ),
         id="legacy-weight-zero",
@@ -210,7 +211,7 @@ LEGACY_CASES = [
         "CREATE",
         queue("a", annotations={LEGACY: "root/a", LEGACY_WEIGHTS: "1/1"}),
         denied(
-            'requestBody.metadata.annotations[volcano.sh/hierarchy]: Invalid value: "root/a": '
+            'requestBody.metadata.annotations["volcano.sh/hierarchy"]: Invalid value: "root/a": '
             "root/a is not allowed to be in the sub path of root/a/b of queue deep"
         ),
         id="legacy-path-above-an-existing-one",
@@ -318,8 +319,8 @@ QUOTA_CASES = [
         "CREATE",
         queue("leaf", "team", capability={"cpu": "20", "memory": "1Gi"}),
         denied(
-            'requestBody.spec.capability.cpu: Invalid value: "20": queue leaf capability[cpu]=20 '
-            "exceeds its ancestor's capability=10 (queue org)"
+            'requestBody.spec.capability["cpu"]: Invalid value: "20": queue leaf '
+            "capability[cpu]=20 exceeds its ancestor's capability=10 (queue org)"
         ),
         id="capability-above-nearest-capped-ancestor",
     ),
@@ -328,7 +329,7 @@ QUOTA_CASES = [
         "CREATE",
         queue("leaf", "team", capability={"memory": "64Gi"}),
         denied(
-            'requestBody.spec.capability.memory: Invalid value: "64Gi": queue leaf '
+            'requestBody.spec.capability["memory"]: Invalid value: "64Gi": queue leaf '
             "capability[memory]=64Gi exceeds its ancestor's capability=32Gi (queue org)"
         ),
         id="memory-printed-as-binary-quantity",
@@ -341,7 +342,7 @@ QUOTA_CASES = [
         "CREATE",
         queue("leaf", "team", capability={"nvidia.com/gpu": "6"}),
         denied(
-            'requestBody.spec.capability.nvidia.com/gpu: Invalid value: "6": queue leaf '
+            'requestBody.spec.capability["nvidia.com/gpu"]: Invalid value: "6": queue leaf '
             "capability[nvidia.com/gpu]=6 exceeds its ancestor's capability=4 (queue team)"
         ),
         id="nearest-ancestor-wins-and-gpus-are-whole-numbers",
@@ -351,7 +352,7 @@ QUOTA_CASES = [
         "CREATE",
         queue("b", "team", deserved={"cpu": "3", "memory": "6Gi"}, guarantee={"cpu": "4"}),
         denied(
-            'requestBody.spec.deserved.cpu: Invalid value: "3": deserved[cpu]=3 must be >= '
+            'requestBody.spec.deserved["cpu"]: Invalid value: "3": deserved[cpu]=3 must be >= '
             "guarantee[cpu]=4"
         ),
         id="field-errors-come-before-tree-checks",
@@ -423,8 +424,8 @@ QUOTA_CASES = [
             guarantee={"cpu": "8", "memory": "16Gi"},
         ),
         denied(
-            'requestBody.spec.capability.cpu: Invalid value: "10": queue team capability[cpu]=10 '
-            "is smaller than its descendants' max capability=12 (queue a)"
+            'requestBody.spec.capability["cpu"]: Invalid value: "10": queue team '
+            "capability[cpu]=10 is smaller than its descendants' max capability=12 (queue a)"
         ),
         old=TEAM,
         id="parent-capability-below-a-descendant",
@@ -444,8 +445,8 @@ QUOTA_CASES = [
             guarantee={"cpu": "8", "memory": "16Gi"},
         ),
         denied(
-            'requestBody.spec.capability.cpu: Invalid value: "12": queue team capability[cpu]=12 '
-            "is smaller than its descendants' max capability=14 (queue deep)"
+            'requestBody.spec.capability["cpu"]: Invalid value: "12": queue team '
+            "capability[cpu]=12 is smaller than its descendants' max capability=14 (queue deep)"
         ),
         old=TEAM,
         id="parent-capability-below-a-grandchild-through-an-uncapped-child",
@@ -616,7 +617,7 @@ WARNING_CASES = [
         queue("a", "root", capability={"gpu": "4"}),
         allowed(
             warnings=[
-                'spec.capability.gpu: the scheduler ignores the resource name "gpu": extended '
+                'spec.capability["gpu"]: the scheduler ignores the resource name "gpu": extended '
                 "resources need a domain prefix such as nvidia.com/gpu"
             ]
         ),
@@ -639,7 +640,7 @@ WARNING_CASES = [
         "CREATE",
         queue("a", "root", capability={"cpu": "-1", "example.com/fpga": "1"}),
         denied(
-            'requestBody.spec.capability.cpu: Invalid value: "-1": must be greater than or '
+            'requestBody.spec.capability["cpu"]: Invalid value: "-1": must be greater than or '
             "equal to 0"
         ),
         id="a-denied-queue-is-not-checked-for-warnings-that-need-it-parsed",

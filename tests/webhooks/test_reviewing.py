@@ -379,7 +379,7 @@ def nested(depth: int) -> Any:
             {
                 "http": 200,
                 "code": 403,
-                "message": 'requestBody.spec.capability.cpu: Invalid value: "'
+                "message": 'requestBody.spec.capability["cpu"]: Invalid value: "'
                 + "1" * 61
                 + '...": too many digits (more than 64)',
             },
@@ -390,7 +390,7 @@ def nested(depth: int) -> Any:
             {
                 "http": 200,
                 "code": 403,
-                "message": 'requestBody.spec.capability.cpu: Invalid value: "[[[[...]]]]": '
+                "message": 'requestBody.spec.capability["cpu"]: Invalid value: "[[[[...]]]]": '
                 "unknown suffix '[[[[...]]]]' (expected one of n u m k M G T P E, Ki Mi Gi Ti Pi "
                 "Ei, or an exponent such as e3)",
             },

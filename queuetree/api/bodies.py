@@ -1,0 +1,247 @@
+"""The bodies the operator sends to the API server, and the identity it reads off watch events.
+
+Only ``queuetree.api`` knows wire keys (STYLE rule 7): the operator plans what to write in its
+own terms (a queue's new status figures, a mark, a warning) and builds the request body here:
+status subresource patches, merge patches of metadata and spec, Events, Evictions and the
+queues it creates at start-up. Each builder returns a fresh dict the caller may hand to a
+client as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Final
+
+from queuetree.core import objects
+
+VOLCANO_GROUP: Final = "scheduling.volcano.sh"
+VOLCANO_VERSION: Final = "v1beta1"
+VOLCANO_API_VERSION: Final = f"{VOLCANO_GROUP}/{VOLCANO_VERSION}"
+
+EVENT_MESSAGE_LIMIT: Final = 1024
+"""Characters of an Event's message kept (the API server refuses much longer ones, and a
+person reads the start)."""
+
+RawBody = Mapping[str, Any]
+"""An object as the API server sends it (camelCase keys)."""
+
+
+# -- reading the identity of a watched object ---------------------------------------------------
+
+
+def name_of(body: RawBody) -> str:
+    """``metadata.name`` ("" when absent)."""
+    metadata = body.get("metadata")
+    return str(metadata.get("name") or "") if isinstance(metadata, Mapping) else ""
+
+
+def key_of(body: RawBody) -> str:
+    """``namespace/name`` of a namespaced object (``/name`` for a cluster-scoped one)."""
+    metadata = body.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return "/"
+    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+
+
+def resource_version_of(body: RawBody, default: str = "") -> str:
+    """``metadata.resourceVersion`` (``default`` when absent)."""
+    metadata = body.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return default
+    return str(metadata.get("resourceVersion") or default)
+
+
+def status_copy_of(body: RawBody) -> dict[str, Any]:
+    """A copy of ``status`` ({} when absent)."""
+    status = body.get("status")
+    return dict(status) if isinstance(status, Mapping) else {}
+
+
+# -- the sections of an object, read tolerantly -------------------------------------------------
+#
+# Reviews and tools read shapes nobody has validated yet: each section is the object's own
+# mapping when it is one, else an empty mapping (never a copy, never an error), so the caller
+# reads a field with ``.get`` and decides what a missing one means.
+
+_EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
+
+
+def _section(body: object, name: str) -> Mapping[str, Any]:
+    if not isinstance(body, Mapping):
+        return _EMPTY
+    value = body.get(name)
+    return value if isinstance(value, Mapping) else _EMPTY
+
+
+def metadata_of(body: object) -> Mapping[str, Any]:
+    """``metadata`` of a raw object (empty when absent or not an object)."""
+    return _section(body, "metadata")
+
+
+def spec_of(body: object) -> Mapping[str, Any]:
+    """``spec`` of a raw object (empty when absent or not an object)."""
+    return _section(body, "spec")
+
+
+def status_of(body: object) -> Mapping[str, Any]:
+    """``status`` of a raw object (empty when absent or not an object); not a copy."""
+    return _section(body, "status")
+
+
+def annotations_of(body: object) -> Mapping[str, Any]:
+    """``metadata.annotations`` of a raw object, values as written (empty when absent)."""
+    return _section(metadata_of(body), "annotations")
+
+
+def labels_of(body: object) -> Mapping[str, Any]:
+    """``metadata.labels`` of a raw object, values as written (empty when absent)."""
+    return _section(metadata_of(body), "labels")
+
+
+# -- writes -------------------------------------------------------------------------------------
+
+
+def status_patch(status: Mapping[str, Any]) -> dict[str, Any]:
+    """A merge patch of the ``status`` subresource with ``status``."""
+    return {"status": dict(status)}
+
+
+def annotations_patch(annotations: Mapping[str, str | None]) -> dict[str, Any]:
+    """A merge patch of ``metadata.annotations`` (None removes a key)."""
+    return {"metadata": {"annotations": dict(annotations)}}
+
+
+def queue_patch(
+    *, annotations: Mapping[str, str] | None = None, parent: str | None = None
+) -> dict[str, Any]:
+    """A merge patch of a Queue: ``annotations`` into its metadata, ``parent`` into its spec
+    (each only when given); {} when neither is."""
+    patch: dict[str, Any] = {}
+    if annotations:
+        patch.update(annotations_patch(annotations))
+    if parent is not None:
+        patch["spec"] = {"parent": parent}
+    return patch
+
+
+def queue_manifest(name: str, *, reclaimable: bool) -> dict[str, Any]:
+    """A Queue the operator creates at start-up: weight 1, ``reclaimable`` as given, under
+    ``root`` (root itself has no parent)."""
+    spec: dict[str, Any] = {"weight": 1, "reclaimable": reclaimable}
+    if name != objects.ROOT_QUEUE:
+        spec["parent"] = objects.ROOT_QUEUE
+    return {
+        "apiVersion": VOLCANO_API_VERSION,
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def eviction(namespace: str, name: str) -> dict[str, Any]:
+    """A ``policy/v1`` Eviction of pod ``namespace/name``."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+    }
+
+
+def event(
+    *,
+    kind: str,
+    api_version: str,
+    namespace: str,
+    name: str,
+    event_type: str,
+    reason: str,
+    message: str,
+    stamp: str,
+    event_namespace: str,
+    component: str,
+    uid: str = "",
+) -> dict[str, Any]:
+    """A ``v1`` Event about one object, as ``kubectl describe`` shows it.
+
+    ``kubectl describe`` lists events with a field selector on the involved object's name,
+    namespace *and* uid, so an event without the uid is invisible there. ``event_namespace``
+    is where the event of a cluster-scoped object (``namespace`` "") goes; ``stamp`` is the
+    RFC 3339 time of both timestamps; the message is cut to :data:`EVENT_MESSAGE_LIMIT`.
+    """
+    involved: dict[str, Any] = {"kind": kind, "apiVersion": api_version, "name": name}
+    if namespace:
+        involved["namespace"] = namespace
+    if uid:
+        involved["uid"] = uid
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{name}.", "namespace": namespace or event_namespace},
+        "involvedObject": involved,
+        "type": event_type,
+        "reason": reason,
+        "message": message[:EVENT_MESSAGE_LIMIT],
+        "source": {"component": component},
+        "reportingComponent": component,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+
+
+def tls_secret(
+    name: str,
+    namespace: str,
+    *,
+    data: Mapping[str, str],
+    labels: Mapping[str, str],
+    resource_version: str = "",
+) -> dict[str, Any]:
+    """A ``kubernetes.io/tls`` Secret with ``data`` (base64 values); ``resource_version`` given
+    for a replace (the API server refuses a replace of a newer Secret)."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels)}
+    if resource_version:
+        metadata["resourceVersion"] = resource_version
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": "kubernetes.io/tls",
+        "data": dict(data),
+    }
+
+
+def config_map(
+    name: str, namespace: str, *, data: Mapping[str, str], labels: Mapping[str, str]
+) -> dict[str, Any]:
+    """A ConfigMap with ``data``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "data": dict(data),
+    }
+
+
+def with_metadata(body: RawBody, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A shallow copy of ``body`` with ``metadata`` instead of its own."""
+    return {**body, "metadata": dict(metadata)}
+
+
+def with_status_of(body: RawBody, other: RawBody) -> dict[str, Any]:
+    """A shallow copy of ``body`` with the ``status`` of ``other`` (when ``other`` has one)."""
+    copy = dict(body)
+    if "status" in other:
+        copy["status"] = other["status"]
+    return copy
+
+
+def pod_of_template(template: RawBody, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``v1`` Pod from a pod template (a Job's ``spec.template``), with ``metadata``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": dict(metadata),
+        "spec": dict(spec_of(template)),
+    }

@@ -1,0 +1,394 @@
+"""Pods, the fast path: the pods of a watch read without readers or field paths.
+
+:func:`pod_manifests.parse_pod` tries :func:`parse_pod_fast` first and reads the manifest
+through the checked path when it raises :class:`Unusual`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Final
+
+from queuetree.api import pod_rules, readers
+from queuetree.core import errors, objects, resources
+
+# -- Pod, the fast path --------------------------------------------------------------------------
+#
+# The operator parses every pod watch event, and nearly all of them are well formed. This path
+# reads the plain dicts, lists and strings of such a pod directly, without readers or field
+# paths, and gives up (raises Unusual) at the first thing that is not plainly well formed: a
+# wrong type (even a subclass), a missing name, an invalid or negative quantity, anything that
+# would be reported as an error or a warning. pod_manifests.parse_pod then reads the manifest again
+# through pod_manifests.parse_pod_checked, so every message comes from one place. Where the checked
+# path stops reading early (the first matching condition, a valid task-priority annotation), so
+# does this one: it must accept exactly what the checked path accepts without problems, or less
+# (tests/api/test_manifests_pods_fast.py holds it to that). What a burst of pods repeats (request
+# and limit maps, tolerations, node selector terms) is memoised in bounded LRU caches of
+# immutable values, keyed so that no two keys that are equal but of different types (1, 1.0,
+# True) can share a result.
+
+
+class Unusual(Exception):
+    """The fast path declines the input; the checked path reads it."""
+
+
+def _fast_string(value: Any, default: str = "") -> str:
+    if value is None:
+        return default
+    if type(value) is not str:
+        raise Unusual
+    return value
+
+
+def _fast_dict(value: Any) -> dict[Any, Any]:
+    """A dict; absent reads as empty."""
+    if value is None:
+        return _NO_FIELDS
+    if type(value) is not dict:
+        raise Unusual
+    return value
+
+
+def _fast_list(value: Any) -> list[Any]:
+    """A list of dicts; absent reads as empty."""
+    if value is None:
+        return _NO_ITEMS
+    if type(value) is not list:
+        raise Unusual
+    for item in value:
+        if type(item) is not dict:  # None items too: the checked path reads them, rarely seen
+            raise Unusual
+    return value
+
+
+_NO_FIELDS: Final[dict[Any, Any]] = {}
+_NO_ITEMS: Final[list[Any]] = []
+_WITH_SCALARS: Final = resources.Resource(milli_cpu=0, memory=0, scalars={})
+"""Added to a vector, gives it an (empty, shared) scalar mapping, as
+:func:`pod_manifests._with_scalars`."""
+
+
+def _fast_string_map(value: Any) -> Mapping[str, str]:
+    if value is None:
+        return objects.NO_LABELS
+    if type(value) is not dict:
+        raise Unusual
+    if not value:
+        return objects.NO_LABELS
+    for name, text in value.items():
+        if type(name) is not str or type(text) is not str:
+            raise Unusual
+    return MappingProxyType(dict(sorted(value.items())))
+
+
+def _fast_time(value: Any) -> datetime.datetime | None:
+    if value is None:
+        return None
+    if type(value) is str:
+        try:
+            parsed = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            raise Unusual from None
+    elif isinstance(value, datetime.datetime):
+        parsed = value
+    else:
+        raise Unusual
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.UTC)
+    return parsed
+
+
+@functools.lru_cache(maxsize=4096)
+def _well_formed_resource(items: tuple[tuple[Any, Any], ...]) -> resources.Resource | None:
+    """The vector of a quantity map's items; None when the checked path must read the map.
+
+    None for a name or quantity that is not a plain string (so no key that merely equals a
+    string map's key, such as ``1`` and ``True``, can share its entry), a malformed quantity or
+    a negative one. Cached: a burst of pods repeats a few request shapes, vectors are immutable.
+    """
+    for name, raw in items:
+        if type(name) is not str or type(raw) is not str:
+            return None
+    try:
+        resource = resources.Resource.from_resource_list(dict(items))
+    except errors.QuantityError:
+        return None
+    return None if readers.has_negative(resource) else resource
+
+
+def _fast_pod_requests(spec: dict[Any, Any]) -> tuple[resources.Resource, resources.Resource]:
+    """:func:`pod_manifests._pod_requests`, memoised on the quantity maps of the pod's
+    containers."""
+    key = (
+        _containers_key(spec.get("containers"), init=False),
+        _containers_key(spec.get("initContainers"), init=True),
+        _items_key(spec.get("overhead")),
+    )
+    try:
+        requests = _pod_requests_of(key)
+    except TypeError:  # an unhashable quantity or restartPolicy (a list)
+        raise Unusual from None
+    if requests is None:
+        raise Unusual
+    return requests
+
+
+_ContainersKey = tuple[tuple[Any, ...], ...] | None
+
+
+def _items_key(value: Any) -> tuple[tuple[Any, Any], ...] | None:
+    if value is None:
+        return None
+    if type(value) is not dict:
+        raise Unusual
+    return tuple(value.items())
+
+
+def _containers_key(value: Any, *, init: bool) -> _ContainersKey:
+    """Per container, its requests and limits (and for init containers its restartPolicy), as
+    hashable items: absent and None read alike, as in :func:`pod_manifests._container_request`."""
+    if value is None:
+        return None
+    key: list[tuple[Any, ...]] = []
+    for container in _fast_list(value):
+        spec = container.get("resources")
+        if spec is None:
+            requests = limits = None
+        elif type(spec) is dict:
+            requests = _items_key(spec.get("requests"))
+            limits = _items_key(spec.get("limits"))
+        else:
+            raise Unusual
+        if init:
+            key.append((requests, limits, container.get("restartPolicy")))
+        else:
+            key.append((requests, limits))
+    return tuple(key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _pod_requests_of(
+    key: tuple[_ContainersKey, _ContainersKey, tuple[tuple[Any, Any], ...] | None],
+) -> tuple[resources.Resource, resources.Resource] | None:
+    """``(resreq, init_resreq)`` of a key of :func:`_fast_pod_requests`; None when the checked
+    path must read the pod. Keys that are equal but not alike (``1`` and ``True``) are both
+    declined by :func:`_well_formed_resource`, and a non-string restartPolicy by
+    :func:`_fast_string`, so they cannot share an entry with a different result."""
+    containers_key, init_key, overhead_key = key
+    try:
+        containers = _WITH_SCALARS
+        for requests, limits in containers_key or ():
+            containers = containers + _request_of_items(requests, limits)
+        if init_key is None and overhead_key is None:
+            # No init containers and no overhead: the init request is the containers' request
+            # (requests are never negative, so the per-dimension maximum with zero changes
+            # nothing).
+            return containers, containers
+        sidecars = resources.EMPTY
+        init_peak = resources.EMPTY
+        for requests, limits, restart_policy in init_key or ():
+            request = _request_of_items(requests, limits)
+            if _fast_string(restart_policy) == "Always":
+                sidecars = sidecars + request
+            else:
+                init_peak = init_peak.set_max_resource(request + sidecars)
+        overhead = _resource_of_items(overhead_key) or resources.EMPTY
+    except Unusual:
+        return None
+    resreq = containers + sidecars + overhead
+    return resreq, resreq.set_max_resource(init_peak + overhead)
+
+
+def _resource_of_items(items: tuple[tuple[Any, Any], ...] | None) -> resources.Resource | None:
+    if items is None:
+        return None
+    resource = _well_formed_resource(items)
+    if resource is None:
+        raise Unusual
+    return resource
+
+
+def _request_of_items(
+    requests: tuple[tuple[Any, Any], ...] | None, limits: tuple[tuple[Any, Any], ...] | None
+) -> resources.Resource:
+    """:func:`pod_manifests._container_request` of a container's requests and limits items."""
+    requested = _resource_of_items(requests) or resources.EMPTY
+    if not limits:
+        return requested
+    # Limits whose names all have a request are never read, as in the checked path.
+    names = {name for name, _ in requests or ()}
+    limited = tuple((name, raw) for name, raw in limits if name not in names)
+    if not limited:
+        return requested
+    return requested + (_resource_of_items(limited) or resources.EMPTY)
+
+
+@functools.lru_cache(maxsize=1024)
+def _toleration(key: str, operator: str, value: str, effect: str) -> objects.Toleration:
+    """Shared, immutable tolerations: every pod carries the same few (the API server adds the
+    not-ready and unreachable ones to each)."""
+    return objects.Toleration(key=key, operator=operator, value=value, effect=effect)
+
+
+@functools.lru_cache(maxsize=1024)
+def _requirement(
+    key: str, operator: str, values: tuple[str, ...]
+) -> objects.NodeSelectorRequirement:
+    """Shared, immutable node selector requirements: the pods of a workload repeat theirs."""
+    return objects.NodeSelectorRequirement(key=key, operator=operator, values=values)
+
+
+@functools.lru_cache(maxsize=1024)
+def _term(
+    match_expressions: tuple[objects.NodeSelectorRequirement, ...],
+    match_fields: tuple[objects.NodeSelectorRequirement, ...],
+) -> objects.NodeSelectorTerm:
+    return objects.NodeSelectorTerm(match_expressions=match_expressions, match_fields=match_fields)
+
+
+def _fast_requirements(value: Any) -> tuple[objects.NodeSelectorRequirement, ...]:
+    return tuple(
+        _requirement(
+            _fast_string(item.get("key")),
+            _fast_string(item.get("operator")),
+            tuple(_fast_string(text) for text in _fast_plain_list(item.get("values"))),
+        )
+        for item in _fast_list(value)
+    )
+
+
+def _fast_plain_list(value: Any) -> list[Any]:
+    if value is None:
+        return _NO_ITEMS
+    if type(value) is not list:
+        raise Unusual
+    return value
+
+
+def _fast_required_affinity(spec: dict[Any, Any]) -> tuple[objects.NodeSelectorTerm, ...]:
+    affinity = spec.get("affinity")
+    if affinity is None:
+        return ()
+    node_affinity = _fast_dict(affinity).get("nodeAffinity")
+    required = _fast_dict(node_affinity).get("requiredDuringSchedulingIgnoredDuringExecution")
+    return tuple(
+        _term(
+            _fast_requirements(term.get("matchExpressions")),
+            _fast_requirements(term.get("matchFields")),
+        )
+        for term in _fast_list(_fast_dict(required).get("nodeSelectorTerms"))
+    )
+
+
+def _fast_unschedulable(status: dict[Any, Any]) -> bool:
+    """PodScheduled=False with reason Unschedulable; like the checked path, stops reading at
+    the first match, and reads a condition's status only when its type matches, and so on."""
+    for condition in _fast_list(status.get("conditions")):
+        if (
+            _fast_string(condition.get("type")) == "PodScheduled"
+            and _fast_string(condition.get("status")) == "False"
+            and _fast_string(condition.get("reason")) == "Unschedulable"
+        ):
+            return True
+    return False
+
+
+def _fast_priority(
+    spec: dict[Any, Any],
+    annotations: Mapping[str, str],
+    priority_classes: Mapping[str, objects.PriorityClass] | None,
+) -> int:
+    """:func:`pod_manifests._pod_priority` for the cases without a problem or a warning."""
+    annotation = annotations.get(objects.TASK_PRIORITY_ANNOTATION)
+    if annotation is not None:
+        value = pod_rules.task_priority(annotation)
+        if value is None:
+            raise Unusual  # a warning
+        return value
+    priority = spec.get("priority")
+    if priority is not None:
+        if type(priority) is not int:
+            raise Unusual
+        return priority
+    class_name = _fast_string(spec.get("priorityClassName"))
+    if class_name:
+        if priority_classes is None:
+            raise Unusual  # a warning
+        priority_class = priority_classes.get(class_name)
+        if priority_class is None:
+            raise Unusual
+        return priority_class.value
+    return pod_rules.default_priority(priority_classes)
+
+
+def parse_pod_fast(
+    manifest: readers.RawManifest, *, priority_classes: Mapping[str, objects.PriorityClass] | None
+) -> objects.Pod:
+    """:func:`pod_manifests.parse_pod` of a well-formed pod; raises :class:`Unusual` for anything
+    else."""
+    if type(manifest) is not dict and not isinstance(manifest, Mapping):
+        raise Unusual
+    kind = manifest.get("kind")
+    if kind is not None and (type(kind) is not str or kind not in ("Pod", "")):
+        raise Unusual
+    api_version = manifest.get("apiVersion")
+    if api_version is not None and (
+        type(api_version) is not str or api_version not in (readers.CORE_API_VERSION, "")
+    ):
+        raise Unusual
+    metadata = manifest.get("metadata")
+    if type(metadata) is not dict:
+        raise Unusual
+    name = metadata.get("name")
+    if type(name) is not str or not name:
+        raise Unusual
+    namespace = _fast_string(metadata.get("namespace")) or readers.DEFAULT_NAMESPACE
+    uid = _fast_string(metadata.get("uid")) or f"{namespace}-{name}"
+    created = _fast_time(metadata.get("creationTimestamp")) or objects.EPOCH
+    deleting = _fast_time(metadata.get("deletionTimestamp")) is not None
+    labels = _fast_string_map(metadata.get("labels"))
+    annotations = _fast_string_map(metadata.get("annotations"))
+
+    spec = manifest.get("spec")
+    if type(spec) is not dict:
+        raise Unusual
+    status = _fast_dict(manifest.get("status"))
+    node_name = _fast_string(spec.get("nodeName"))
+    phase = _fast_string(status.get("phase")) or "Pending"
+    resreq, init_resreq = _fast_pod_requests(spec)
+    group_name = annotations.get(objects.GROUP_NAME_ANNOTATION, "")
+    return objects.Pod(
+        namespace=namespace,
+        name=name,
+        group=f"{namespace}/{group_name}" if group_name else f"{namespace}/{name}",
+        status=pod_rules.task_status(phase, deleting=deleting, node_name=node_name),
+        resreq=resreq,
+        init_resreq=init_resreq,
+        priority=_fast_priority(spec, annotations, priority_classes),
+        node_name=node_name,
+        scheduling_gates=tuple(
+            _fast_string(gate.get("name")) for gate in _fast_list(spec.get("schedulingGates"))
+        ),
+        annotations=annotations,
+        labels=labels,
+        node_selector=_fast_string_map(spec.get("nodeSelector")),
+        required_node_affinity=_fast_required_affinity(spec),
+        tolerations=tuple(
+            _toleration(
+                _fast_string(item.get("key")),
+                _fast_string(item.get("operator")) or "Equal",
+                _fast_string(item.get("value")),
+                _fast_string(item.get("effect")),
+            )
+            for item in _fast_list(spec.get("tolerations"))
+        ),
+        preemptable=pod_rules.preemptable(annotations, labels),
+        preemption_policy=_fast_string(spec.get("preemptionPolicy")) or "PreemptLowerPriority",
+        unschedulable=_fast_unschedulable(status),
+        scheduler_name=_fast_string(spec.get("schedulerName")) or pod_rules.DEFAULT_SCHEDULER,
+        created=created,
+        uid=uid,
+    )

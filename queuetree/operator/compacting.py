@@ -1,0 +1,105 @@
+"""The incremental compaction index: the settled lone pods of the cluster, folded per bucket.
+
+``core.compaction`` folds a snapshot's settled lone pods in one pass over every pod. The
+operator cannot afford that pass every cycle, so :class:`CompactionIndex` keeps the buckets
+current pod by pod instead: :class:`state.ClusterState` feeds it every change to a pod (as
+snapshots show it) and to the pod group of the same key, under its lock, and asks it for the
+folded snapshot when a cycle takes its view. A fold is recomputed only when its bucket changed.
+
+The index decides nothing of its own: which pods are settled, which queues are leaves and what
+a fold is are ``core.compaction``'s (``settled_bucket``, ``leaves``, ``fold``), so the folded
+snapshot is exactly what ``compaction.compact`` would give (tests/operator/
+test_state_compaction.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from queuetree.core import compaction, objects
+
+GroupOfFn = Callable[[objects.Pod], objects.PodGroup | None]
+"""The pod group snapshots show for a pod (a real PodGroup shadows a lone pod's own)."""
+
+
+class CompactionIndex:
+    """Pods by compaction bucket, the unsettled pods, and the unschedulable ones.
+
+    Not thread-safe by itself: its owner calls it under the owner's lock.
+    """
+
+    def __init__(self) -> None:
+        self._bucket_of: dict[str, compaction.Bucket] = {}
+        self._buckets: dict[compaction.Bucket, dict[str, objects.Pod]] = {}
+        self._folds: dict[compaction.Bucket, tuple[objects.Pod, objects.PodGroup]] = {}
+        self._unsettled: set[str] = set()
+        self._unschedulable: set[str] = set()
+
+    def update(self, key: str, pod: objects.Pod | None, group: objects.PodGroup | None) -> None:
+        """Put pod ``key`` (``pod`` as snapshots show it, in ``group``) in its bucket, or among
+        the unsettled pods, or nowhere when ``pod`` is None (gone)."""
+        old = self._bucket_of.pop(key, None)
+        if old is not None:
+            members = self._buckets[old]
+            del members[key]
+            self._folds.pop(old, None)
+            if not members:
+                del self._buckets[old]
+        self._unsettled.discard(key)
+        self._unschedulable.discard(key)
+        if pod is None:
+            return
+        if pod.unschedulable:
+            self._unschedulable.add(key)
+        bucket = compaction.settled_bucket(key, pod, group)
+        if bucket is None:
+            self._unsettled.add(key)
+            return
+        self._bucket_of[key] = bucket
+        self._buckets.setdefault(bucket, {})[key] = pod
+        self._folds.pop(bucket, None)
+
+    def folded(
+        self,
+        snapshot: objects.Snapshot,
+        *,
+        pod_groups: Mapping[str, objects.PodGroup],
+        group_of: GroupOfFn,
+    ) -> objects.Snapshot | None:
+        """``snapshot`` with the settled lone pods folded per bucket; ``pod_groups`` are the
+        real PodGroups and ``group_of`` finds the group of any other pod. None (the session
+        reads ``snapshot``) when any pod is unschedulable: reclaim needs every pod."""
+        if self._unschedulable:
+            return None
+        leaf_queues = compaction.leaves(snapshot.queues)
+        pods: dict[str, objects.Pod] = {}
+        groups: dict[str, objects.PodGroup] = dict(pod_groups)
+        shown = snapshot.pods
+        for key in self._unsettled:
+            pod = shown[key]
+            pods[key] = pod
+            if pod.group not in groups:
+                group = group_of(pod)
+                if group is not None:
+                    groups[pod.group] = group
+        for bucket, members in self._buckets.items():
+            if len(members) > 1 and bucket[0] in leaf_queues:
+                folded = self._folds.get(bucket)
+                if folded is None:
+                    folded = self._folds[bucket] = compaction.fold(bucket, members.values())
+                pods[folded[0].key] = folded[0]
+                groups[folded[1].key] = folded[1]
+                continue
+            for key, pod in members.items():
+                pods[key] = pod
+                group = group_of(pod)
+                if group is not None:
+                    groups[pod.group] = group
+        return objects.Snapshot(
+            queues=snapshot.queues,
+            pod_groups=MappingProxyType(groups),
+            pods=MappingProxyType(pods),
+            nodes=snapshot.nodes,
+            priority_classes=snapshot.priority_classes,
+        )
