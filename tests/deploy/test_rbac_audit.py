@@ -17,15 +17,14 @@ take (said in the manifests' comments) or a candidate for removal.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import pathlib
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 
+from e2e import support
 from queuetree.sandbox import scenarios, stack
 
 pytestmark = pytest.mark.slow
@@ -38,34 +37,6 @@ COMPONENTS = {
 }
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Rule:
-    """One PolicyRule as bound to one ServiceAccount (``namespace`` empty: cluster-wide)."""
-
-    role: str
-    namespace: str
-    groups: tuple[str, ...]
-    resources: tuple[str, ...]
-    verbs: tuple[str, ...]
-    names: tuple[str, ...]
-
-    def allows(self, call: dict[str, str]) -> bool:
-        resource = call["resource"] + (f"/{call['subresource']}" if call["subresource"] else "")
-        return (
-            (not self.namespace or call["namespace"] == self.namespace)
-            and ("*" in self.groups or call["group"] in self.groups)
-            and ("*" in self.resources or resource in self.resources)
-            and ("*" in self.verbs or call["verb"] in self.verbs)
-            and (not self.names or call["name"] in self.names)
-        )
-
-    def grants(self) -> Iterator[tuple[str, str, str]]:
-        for group in self.groups:
-            for resource in self.resources:
-                for verb in self.verbs:
-                    yield group, resource, verb
-
-
 def rendered(overlay: str) -> list[dict[str, Any]]:
     done = subprocess.run(
         ["kubectl", "kustomize", str(ROOT / overlay)],
@@ -76,40 +47,6 @@ def rendered(overlay: str) -> list[dict[str, Any]]:
     )
     assert done.returncode == 0, done.stderr
     return [d for d in yaml.safe_load_all(done.stdout) if d]
-
-
-def rules_of(objects: list[dict[str, Any]], account: str) -> list[Rule]:
-    """Every rule bound to ServiceAccount ``queuetree-system/<account>``."""
-    roles = {
-        (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects
-    }
-    found = []
-    for binding in objects:
-        if binding["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
-            continue
-        subjects = binding.get("subjects") or []
-        if not any(
-            s.get("kind") == "ServiceAccount"
-            and s.get("name") == account
-            and s.get("namespace") == stack.NAMESPACE
-            for s in subjects
-        ):
-            continue
-        namespace = binding["metadata"].get("namespace", "")
-        ref = binding["roleRef"]
-        role = roles[(ref["kind"], namespace if ref["kind"] == "Role" else "", ref["name"])]
-        for rule in role.get("rules") or []:
-            found.append(
-                Rule(
-                    role=f"{ref['kind']}/{ref['name']}",
-                    namespace=namespace,
-                    groups=tuple(rule.get("apiGroups") or ()),
-                    resources=tuple(rule.get("resources") or ()),
-                    verbs=tuple(rule.get("verbs") or ()),
-                    names=tuple(rule.get("resourceNames") or ()),
-                )
-            )
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +76,7 @@ def test_every_call_of_each_component_is_allowed_by_its_roles_and_unused_rules_a
     denied: dict[str, set[tuple[str, ...]]] = collections.defaultdict(set)
     unused: dict[str, list[str]] = {}
     for user, account in COMPONENTS.items():
-        rules = rules_of(objects, account)
+        rules = support.bound_rules(objects, account)
         calls = [c for c in audit if c["user"] == user]
         used: set[tuple[str, str, str, str]] = set()
         for call in calls:
@@ -161,7 +98,8 @@ def test_every_call_of_each_component_is_allowed_by_its_roles_and_unused_rules_a
         unused[account] = sorted(
             f"{rule.role}: {verb} {group or 'core'}/{resource}"
             for rule in rules
-            for group, resource, verb in rule.grants()
+            for grant in rule.grants()
+            for group, resource, verb in [(grant.groups[0], grant.resources[0], grant.verbs[0])]
             if not any(
                 u[0] == rule.role
                 and u[3] == verb
