@@ -9,9 +9,12 @@ client as it is.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final
+
+import orjson
 
 from queuetree.core import objects
 
@@ -25,6 +28,19 @@ person reads the start)."""
 
 RawBody = Mapping[str, Any]
 """An object as the API server sends it (camelCase keys)."""
+
+
+def decode(data: bytes | str) -> Any:
+    """The JSON text ``data`` as Python values, exactly as :func:`json.loads` reads it.
+
+    orjson reads a pod's watch event in about half the time; what it declines (integers beyond
+    64 bits, ``NaN``, and text that is not JSON) is read by :func:`json.loads`, which gives the
+    same values or raises the same ``ValueError`` as before.
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 # -- reading the identity of a watched object ---------------------------------------------------

@@ -6,11 +6,12 @@ through the checked path when it raises :class:`Unusual`.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from queuetree.api import pod_rules, readers
 from queuetree.core import errors, objects, resources
@@ -355,23 +356,19 @@ def parse_pod_fast(
     spec = manifest.get("spec")
     if type(spec) is not dict:
         raise Unusual
-    status = _fast_dict(manifest.get("status"))
-    node_name = _fast_string(spec.get("nodeName"))
-    phase = _fast_string(status.get("phase")) or "Pending"
+    progress = _fast_progress(manifest, spec, deleting=deleting)
     resreq, init_resreq = _fast_pod_requests(spec)
     group_name = annotations.get(objects.GROUP_NAME_ANNOTATION, "")
     return objects.Pod(
         namespace=namespace,
         name=name,
         group=f"{namespace}/{group_name}" if group_name else f"{namespace}/{name}",
-        status=pod_rules.task_status(phase, deleting=deleting, node_name=node_name),
+        status=progress.status,
         resreq=resreq,
         init_resreq=init_resreq,
         priority=_fast_priority(spec, annotations, priority_classes),
-        node_name=node_name,
-        scheduling_gates=tuple(
-            _fast_string(gate.get("name")) for gate in _fast_list(spec.get("schedulingGates"))
-        ),
+        node_name=progress.node_name,
+        scheduling_gates=progress.scheduling_gates,
         annotations=annotations,
         labels=labels,
         node_selector=_fast_string_map(spec.get("nodeSelector")),
@@ -387,8 +384,66 @@ def parse_pod_fast(
         ),
         preemptable=pod_rules.preemptable(annotations, labels),
         preemption_policy=_fast_string(spec.get("preemptionPolicy")) or "PreemptLowerPriority",
-        unschedulable=_fast_unschedulable(status),
+        unschedulable=progress.unschedulable,
         scheduler_name=_fast_string(spec.get("schedulerName")) or pod_rules.DEFAULT_SCHEDULER,
         created=created,
         uid=uid,
+    )
+
+
+# -- Progress: what the cluster writes into a pod after its creation -----------------------------
+#
+# After a pod is created, the writes to it come from kube-scheduler (spec.nodeName and the
+# PodScheduled condition), the kubelet (status), and gate removals (spec.schedulingGates). The
+# operator's informer re-reads only these fields when nothing else changed (reparse_progress_fast),
+# since a full parse costs several times more; both paths read them through _fast_progress, so
+# they agree by construction (tests/operator/test_informing.py checks the informer against a
+# full parse).
+
+PROGRESS_SPEC_FIELDS: Final = frozenset({"nodeName", "schedulingGates"})
+"""The ``spec`` fields :func:`reparse_progress_fast` re-reads (with the whole ``status``)."""
+
+
+class _Progress(NamedTuple):
+    node_name: str
+    status: objects.TaskStatus
+    unschedulable: bool
+    scheduling_gates: tuple[str, ...]
+
+
+def _fast_progress(
+    manifest: Mapping[Any, Any], spec: dict[Any, Any], *, deleting: bool
+) -> _Progress:
+    status = _fast_dict(manifest.get("status"))
+    node_name = _fast_string(spec.get("nodeName"))
+    phase = _fast_string(status.get("phase")) or "Pending"
+    return _Progress(
+        node_name=node_name,
+        status=pod_rules.task_status(phase, deleting=deleting, node_name=node_name),
+        unschedulable=_fast_unschedulable(status),
+        scheduling_gates=tuple(
+            _fast_string(gate.get("name")) for gate in _fast_list(spec.get("schedulingGates"))
+        ),
+    )
+
+
+def reparse_progress_fast(pod: objects.Pod, manifest: readers.RawManifest) -> objects.Pod:
+    """What :func:`pod_manifests.parse_pod` gives for ``manifest``, given ``pod``: the parse of a
+    manifest of the same pod that differs from ``manifest`` at most in ``status`` and the
+    :data:`PROGRESS_SPEC_FIELDS` of ``spec``. Raises :class:`Unusual` where those fields are not
+    plainly well formed (the caller then parses ``manifest`` whole)."""
+    if type(manifest) is not dict:
+        raise Unusual
+    metadata = manifest.get("metadata")
+    spec = manifest.get("spec")
+    if type(metadata) is not dict or type(spec) is not dict:
+        raise Unusual
+    deleting = _fast_time(metadata.get("deletionTimestamp")) is not None
+    progress = _fast_progress(manifest, spec, deleting=deleting)
+    return dataclasses.replace(
+        pod,
+        node_name=progress.node_name,
+        status=progress.status,
+        unschedulable=progress.unschedulable,
+        scheduling_gates=progress.scheduling_gates,
     )

@@ -150,6 +150,20 @@ def parse_pod(
     )
 
 
+def reparse_progress(pod: objects.Pod, manifest: readers.RawManifest) -> objects.Pod:
+    """:func:`parse_pod` of ``manifest`` (from a cluster: no PriorityClasses given), where ``pod``
+    is the parse of a manifest of the same pod that differs from ``manifest`` at most in what
+    the cluster writes after creation: ``status`` and the
+    :data:`pod_fast_path.PROGRESS_SPEC_FIELDS` of ``spec``. Only those are read again when they
+    are plainly well formed; otherwise the whole manifest is parsed. Raises
+    :class:`readers.ManifestError`."""
+    try:
+        return pod_fast_path.reparse_progress_fast(pod, manifest)
+    except pod_fast_path.Unusual:
+        pass
+    return parse_pod(manifest)
+
+
 def parse_pod_checked(
     manifest: readers.RawManifest,
     *,

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 from typing import Any
 
 import aiohttp
 
-from queuetree.api import bodies, pod_manifests, readers
+from queuetree.api import bodies, pod_fast_path, pod_manifests, readers
 from queuetree.core import objects
 from queuetree.operator import state
 
@@ -53,13 +52,14 @@ def parse(body: dict[str, Any]) -> objects.Pod | None:
         return None
 
 
-def _fingerprint(body: dict[str, Any]) -> tuple[Any, ...]:
-    """Everything a parsed pod depends on except its scheduling gates.
+def _identity(body: dict[str, Any]) -> tuple[Any, ...]:
+    """Everything a parsed pod depends on except what the cluster writes after creation (see
+    :func:`_progress`).
 
-    Parsing a pod costs more than everything else the operator does for it; the event that
-    follows a gate removal differs from the previous one only in the gates (and bookkeeping
-    such as ``resourceVersion`` and ``managedFields``), so its pod is the previous one with the
-    new gates. Dictionary equality on these parts runs in C and is far cheaper than a parse.
+    Parsing a pod costs more than everything else the operator does for it, and nearly every
+    event after a pod's creation changes only what kube-scheduler, the kubelet or a gate removal
+    writes (and bookkeeping such as ``resourceVersion`` and ``managedFields``). Dictionary
+    equality on these parts runs in C and is far cheaper than a parse.
     """
     meta = bodies.metadata_of(body)
     spec = bodies.spec_of(body)
@@ -69,39 +69,61 @@ def _fingerprint(body: dict[str, Any]) -> tuple[Any, ...]:
         meta.get("annotations"),
         meta.get("deletionTimestamp"),
         meta.get("creationTimestamp"),
-        {name: value for name, value in spec.items() if name != "schedulingGates"},
-        bodies.status_of(body),
+        {
+            name: value
+            for name, value in spec.items()
+            if name not in pod_fast_path.PROGRESS_SPEC_FIELDS
+        },
     )
 
 
-def _gates(body: dict[str, Any]) -> tuple[str, ...]:
-    gates = bodies.spec_of(body).get("schedulingGates") or []
-    return tuple(str(gate.get("name", "")) for gate in gates)
+def _progress(body: dict[str, Any]) -> tuple[Any, ...]:
+    """What the cluster writes into a pod after its creation: ``status`` and the
+    :data:`pod_fast_path.PROGRESS_SPEC_FIELDS` of ``spec`` (``pod_manifests.reparse_progress``
+    re-reads them)."""
+    spec = bodies.spec_of(body)
+    return (
+        bodies.status_of(body),
+        *(spec.get(name) for name in sorted(pod_fast_path.PROGRESS_SPEC_FIELDS)),
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Known:
+    identity: tuple[Any, ...]
+    progress: tuple[Any, ...]
+    pod: objects.Pod
 
 
 class PodEvents:
-    """Applies pod watch events and listings to the state, parsing only what changed."""
+    """Applies pod watch events and listings to the state, parsing only what changed: an event
+    that changes only what the cluster writes after creation (:func:`_progress`) re-reads just
+    that (``pod_manifests.reparse_progress``)."""
 
     def __init__(self, cluster: state.ClusterState) -> None:
         self._cluster = cluster
-        self._known: dict[str, tuple[tuple[Any, ...], objects.Pod]] = {}
+        self._known: dict[str, _Known] = {}
 
     def _pod(self, body: dict[str, Any]) -> objects.Pod | None:
         key = bodies.key_of(body)
-        fingerprint = _fingerprint(body)
+        identity = _identity(body)
+        progress = _progress(body)
         known = self._known.get(key)
-        if known is not None and known[0] == fingerprint:
-            gates = _gates(body)
-            pod = known[1]
-            if pod.scheduling_gates != gates:
-                pod = dataclasses.replace(pod, scheduling_gates=gates)
-                self._known[key] = (fingerprint, pod)
-            return pod
-        parsed = parse(body)
+        parsed: objects.Pod | None
+        if known is not None and known.identity == identity:
+            if known.progress == progress:
+                return known.pod
+            try:
+                parsed = pod_manifests.reparse_progress(known.pod, body)
+            except readers.ManifestError as error:
+                logger.warning("Pod ignored: %s", error)
+                parsed = None
+        else:
+            parsed = parse(body)
         if parsed is None:
             self._known.pop(key, None)
         else:
-            self._known[key] = (fingerprint, parsed)
+            self._known[key] = _Known(identity, progress, parsed)
         return parsed
 
     def replace(self, items: list[dict[str, Any]]) -> None:
@@ -175,7 +197,7 @@ class PodInformer:
             raise Expired()
         if status >= 400:
             raise ValueError(f"list pods: HTTP {status}")
-        listing = json.loads(body)
+        listing = bodies.decode(body)
         self._events.replace(listing.get("items") or [])
         return bodies.resource_version_of(listing)
 
@@ -196,7 +218,7 @@ class PodInformer:
             async for line in response.content:
                 if not line.strip():
                     continue
-                event = json.loads(line)
+                event = bodies.decode(line)
                 version = self._events.apply(event, version)
         finally:
             response.release()

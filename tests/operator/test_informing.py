@@ -1,15 +1,18 @@
-"""Pod watch events into the state: a gate-only change skips the parse and equals it."""
+"""Pod watch events into the state: a change of only what the cluster writes after creation
+(status, node name, gates) re-reads just that, and equals a whole parse."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+import hypothesis
 import pytest
 
-from queuetree.api import pod_manifests
+from queuetree.api import pod_fast_path, pod_manifests
 from queuetree.core import objects
 from queuetree.operator import informing, state
+from tests.api import test_manifests_pods_fast as shapes
 
 GATE = objects.QUEUE_ALLOCATION_GATE
 
@@ -55,6 +58,95 @@ def test_other_changes_are_parsed_again() -> None:
     events.apply({"type": "MODIFIED", "object": bound}, "1")
     assert cluster.get_pod("ns/a") == pod_manifests.parse_pod(bound)
     assert pod_manifests.parse_pod(bound).node_name == "n1"
+
+
+def with_progress_of(base: dict[str, Any], other: Any) -> dict[str, Any]:
+    """``base`` with the status and the progress fields of ``spec`` of ``other`` (removed
+    where ``other`` has none)."""
+    changed = dict(base)
+    changed["spec"] = dict(base["spec"])
+    other_spec = other.get("spec") if isinstance(other, dict) else None
+    spec = changed["spec"]
+    for name in pod_fast_path.PROGRESS_SPEC_FIELDS:
+        spec.pop(name, None)
+        if isinstance(other_spec, dict) and name in other_spec:
+            spec[name] = other_spec[name]
+    changed.pop("status", None)
+    if isinstance(other, dict) and "status" in other:
+        changed["status"] = other["status"]
+    return changed
+
+
+def check_progress(first: dict[str, Any], later: Any) -> None:
+    """After ``first`` and then ``first`` with ``later``'s progress, the state holds exactly
+    what a whole parse of the second gives (or nothing, when it does not parse)."""
+    second = with_progress_of(first, later)
+    cluster, events = make()
+    events.apply({"type": "ADDED", "object": first}, "0")
+    events.apply({"type": "MODIFIED", "object": second}, "1")
+    expected = informing.parse(second)
+    assert list(cluster.view().snapshot.pods.values()) == ([] if expected is None else [expected])
+
+
+# Watch events always name the pod's namespace (the assumptions below).
+
+
+@hypothesis.settings(max_examples=120, deadline=None)
+@hypothesis.given(first=shapes.pod_shapes(odd=False), later=shapes.pod_shapes(odd=True))
+def test_a_progress_change_of_a_well_formed_pod_equals_a_whole_parse(
+    first: dict[str, Any], later: Any
+) -> None:
+    hypothesis.assume(first["metadata"].get("namespace"))
+    check_progress(first, later)
+
+
+@hypothesis.settings(max_examples=120, deadline=None)
+@hypothesis.given(first=shapes.mutated_pod_manifests(), later=shapes.pod_shapes(odd=False))
+def test_a_progress_change_of_a_pod_with_an_odd_value_equals_a_whole_parse(
+    first: dict[str, Any], later: Any
+) -> None:
+    hypothesis.assume(isinstance(first.get("metadata"), dict))
+    hypothesis.assume(isinstance(first.get("spec"), dict))
+    hypothesis.assume(first["metadata"].get("namespace"))
+    check_progress(first, later)
+
+
+@pytest.mark.parametrize(
+    "progress",
+    [
+        {"spec": {"nodeName": "n1"}, "status": {"phase": "Pending"}},
+        {
+            "spec": {"nodeName": "n1"},
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "podIP": "10.0.0.7",
+            },
+        },
+        {
+            "spec": {},
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+                ],
+            },
+        },
+        {"spec": {"nodeName": 7}, "status": {"phase": "Running"}},
+        {"spec": {}, "status": {"phase": ["Running"]}},
+        {"spec": {"schedulingGates": [{"name": "other"}]}, "status": "broken"},
+    ],
+    ids=[
+        "bound",
+        "running",
+        "unschedulable",
+        "a node name that is not a string is parsed whole and refused",
+        "a phase that is not a string is parsed whole and refused",
+        "a status that is not an object is parsed whole",
+    ],
+)
+def test_progress_written_by_the_cluster_equals_a_whole_parse(progress: dict[str, Any]) -> None:
+    check_progress(body("a"), progress)
 
 
 def test_deletions_and_listings_remove_pods() -> None:
