@@ -8,7 +8,9 @@ kube-scheduler), then times, as the median of ``--repeats``:
 - ``view``: the cycle's immutable view (with the settled pods kept folded by the state);
 - ``session``: the core admission session over what the cycle hands it;
 - ``session_whole``: the same session over every pod (``compact=False``), for comparison;
-- ``plans``: the queue writes, explanations and gated counts the cycle plans from the result.
+- ``plans``: the queue writes and explanations the cycle plans from the result;
+- ``scrape``: one Prometheus scrape of the per-queue series (the gated counts and ages are
+  computed then, from the last cycle's view, not by each cycle).
 
 Prints one JSON object per size. Run:
 ``.venv/bin/python benchmarks/bench_cycle.py [--sizes 10000,100000] [--gated 500]``.
@@ -25,9 +27,11 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
+import prometheus_client
+
 from queuetree.api import schedconf
 from queuetree.core import objects, resources, sessions
-from queuetree.operator import cycle, explaining, queue_status, state
+from queuetree.operator import cycle, explaining, metrics, queue_status, state
 
 GATE = objects.QUEUE_ALLOCATION_GATE
 
@@ -97,7 +101,9 @@ def measure(pods: int, gated: int, repeats: int) -> dict[str, Any]:
         queue_status.plan_queue_writes(view, result)
         queue_status.plan_pod_group_status(view.pod_groups, result)
         explaining.plan_explanations(view, result, cluster.explanations(), budget=200)
-        cycle.count_gated(view, now=0.0)
+
+    exported = metrics.create()
+    exported.publish_queues(lambda: cycle.queue_reading(view, result, wall_clock=lambda: 0.0))
 
     figures = {
         "view": median_seconds(cluster.view, repeats),
@@ -106,6 +112,9 @@ def measure(pods: int, gated: int, repeats: int) -> dict[str, Any]:
             lambda: session(view.snapshot, compact=False), max(1, repeats // 2)
         ),
         "plans": median_seconds(plans, repeats),
+        "scrape": median_seconds(
+            lambda: prometheus_client.generate_latest(exported.registry), repeats
+        ),
     }
     return {
         "benchmark": "operator_cycle",

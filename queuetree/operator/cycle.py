@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -204,8 +205,9 @@ class AdmissionCycle:
             )
         # 5. Metrics.
         if self._metrics is not None:
-            gated, oldest = count_gated(view, now=self._wall_clock())
-            self._metrics.record_queues(result.queues, gated, oldest)
+            self._metrics.publish_queues(
+                functools.partial(queue_reading, view, result, wall_clock=self._wall_clock)
+            )
             self._metrics.cycle_duration.observe(self._clock() - started)
         return CycleReport(
             ran=True,
@@ -452,6 +454,18 @@ class AdmissionCycle:
             component=EVENT_COMPONENT,
             uid=uid,
         )
+
+
+def queue_reading(
+    view: state.StateView,
+    result: decisions.SessionResult,
+    *,
+    wall_clock: Callable[[], float] = time.time,
+) -> metrics.QueueReading:
+    """The per-queue series of a cycle's ``view`` and ``result``, ages as of ``wall_clock()``
+    (read at scrape time: both are immutable)."""
+    gated, oldest = count_gated(view, now=wall_clock())
+    return metrics.QueueReading(figures=result.queues, gated=gated, oldest=oldest)
 
 
 def count_gated(

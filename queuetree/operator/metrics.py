@@ -6,17 +6,26 @@ metric): ``queuetree_queue_<figure>_cpu_cores``, ``_memory_bytes`` and ``_pods``
 unit (GPUs for ``nvidia.com/gpu``; bytes for ``ephemeral-storage`` and ``hugepages-*``), where
 ``<figure>`` is ``allocated``, ``reserved``, ``deserved``, ``capability`` or
 ``real_capability``. Unlimited dimensions are not exported (a gauge has no spelling for "no
-limit"). Series are replaced as a whole every cycle, so a deleted queue or a resource that
-disappears stops being exported instead of keeping its last value.
+limit").
+
+The per-queue series are computed when Prometheus scrapes, from the last cycle's decisions
+(:class:`QueueCollector`): a cycle only hands over its immutable view and result, so the cost of
+the series (a walk over every gated pod and every queue's figures) is paid once per scrape, not
+once per cycle, which during a burst ran several times a second. Every scrape exports exactly
+the queues and resources of the last cycle, so a deleted queue or a resource that disappears
+stops being exported instead of keeping its last value.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 
 import prometheus_client
+from prometheus_client import core as prometheus_core
+from prometheus_client import registry as prometheus_registry
 
 from queuetree.core import decisions, resources
 
@@ -46,15 +55,78 @@ def unit_of(resource: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class QueueReading:
+    """What the per-queue series show: the figures of the last cycle, the pods each queue still
+    holds behind the gate, and the age in seconds of its oldest such pod."""
+
+    figures: Mapping[str, decisions.QueueFigures]
+    gated: Mapping[str, int]
+    oldest: Mapping[str, float]
+
+
+ReadFn = Callable[[], QueueReading]
+"""Called at scrape time, in the metrics server's thread: must only read immutable data."""
+
+
+class QueueCollector(prometheus_registry.Collector):
+    """The per-queue gauges, built at every scrape from the reading last published."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read: ReadFn = lambda: QueueReading({}, {}, {})
+
+    def publish(self, read: ReadFn) -> None:
+        """From now on, scrapes show what ``read`` returns (called at each scrape)."""
+        with self._lock:
+            self._read = read
+
+    def collect(self) -> Iterator[prometheus_core.Metric]:
+        with self._lock:
+            read = self._read
+        reading = read()
+        for attribute in FIGURES:
+            families = {
+                unit: prometheus_core.GaugeMetricFamily(
+                    f"queuetree_queue_{attribute}_{unit}",
+                    f"{_HELP[attribute]} ({unit.replace('_', ' ')}).",
+                    labels=("queue", "resource") if unit == "scalar_resources" else ("queue",),
+                )
+                for unit in UNITS
+            }
+            for queue, figure in reading.figures.items():
+                vector: resources.Resource = getattr(figure, attribute)
+                for name, value in iter_dimensions(vector):
+                    unit = unit_of(name)
+                    labels = [queue, name] if unit == "scalar_resources" else [queue]
+                    families[unit].add_metric(labels, value)
+            yield from families.values()
+        gated = prometheus_core.GaugeMetricFamily(
+            "queuetree_queue_gated_pods", "Pods still held by the queue gate.", labels=("queue",)
+        )
+        for queue, count in reading.gated.items():
+            gated.add_metric([queue], float(count))
+        yield gated
+        oldest = prometheus_core.GaugeMetricFamily(
+            "queuetree_queue_oldest_gated_pod_age_seconds",
+            "Age of the oldest pod still held by the queue gate.",
+            labels=("queue",),
+        )
+        for queue, age in reading.oldest.items():
+            oldest.add_metric([queue], age)
+        yield oldest
+
+    def describe(self) -> Iterator[prometheus_core.Metric]:
+        # Without describe, registering would call collect() (and a read) once at start-up.
+        yield from ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Metrics:
     """Every metric the operator exports; :func:`create` builds them in a fresh registry."""
 
     registry: prometheus_client.CollectorRegistry
-    queue_figures: Mapping[tuple[str, str], prometheus_client.Gauge]
-    """(figure, unit) -> its gauge, e.g. ``("allocated", "cpu_cores")``."""
-    queue_gated_pods: prometheus_client.Gauge
-    queue_oldest_gated: prometheus_client.Gauge
-    """Seconds since the oldest pod still behind the gate of each queue was created."""
+    queues: QueueCollector
+    """The per-queue gauges (figures, gated pods, oldest gated age), read at scrape time."""
     cycle_duration: prometheus_client.Histogram
     ungate_latency: prometheus_client.Histogram
     ungates: prometheus_client.Counter
@@ -64,13 +136,13 @@ class Metrics:
     other victims or waited."""
     api_errors: prometheus_client.Counter
     leader: prometheus_client.Gauge
-    exported: dict[str, dict[tuple[str, ...], float]] = dataclasses.field(default_factory=dict)
-    """Per queue gauge, the series last set (labels -> value): each cycle sets what changed and
-    removes what is gone, instead of clearing and recreating every series (which cost more
-    than the session itself during a burst)."""
 
     def record_api_error(self, verb: str, code: int) -> None:
         self.api_errors.labels(verb=verb, code=str(code)).inc()
+
+    def publish_queues(self, read: ReadFn) -> None:
+        """Scrapes show what ``read`` returns from now on (see :class:`QueueCollector`)."""
+        self.queues.publish(read)
 
     def record_queues(
         self,
@@ -78,45 +150,10 @@ class Metrics:
         gated: Mapping[str, int],
         oldest: Mapping[str, float] | None = None,
     ) -> None:
-        """Replace every per-queue series by the figures of the last cycle (``oldest``: queue
-        -> age in seconds of its oldest gated pod)."""
-        for attribute in FIGURES:
-            series: dict[str, dict[tuple[str, ...], float]] = {unit: {} for unit in UNITS}
-            for queue, figure in figures.items():
-                vector: resources.Resource = getattr(figure, attribute)
-                for name, value in iter_dimensions(vector):
-                    unit = unit_of(name)
-                    labels = (queue, name) if unit == "scalar_resources" else (queue,)
-                    series[unit][labels] = value
-            for unit in UNITS:
-                self._replace(
-                    self.queue_figures[attribute, unit], f"{attribute}_{unit}", series[unit]
-                )
-        self._replace(
-            self.queue_gated_pods,
-            "gated",
-            {(queue,): float(count) for queue, count in gated.items()},
-        )
-        self._replace(
-            self.queue_oldest_gated,
-            "oldest",
-            {(queue,): age for queue, age in (oldest or {}).items()},
-        )
-
-    def _replace(
-        self,
-        gauge: prometheus_client.Gauge,
-        name: str,
-        series: dict[tuple[str, ...], float],
-    ) -> None:
-        """Make ``gauge``'s series exactly ``series``, touching only what changed."""
-        previous = self.exported.get(name, {})
-        for labels, value in series.items():
-            if previous.get(labels) != value:
-                gauge.labels(*labels).set(value)
-        for labels in previous.keys() - series.keys():
-            gauge.remove(*labels)
-        self.exported[name] = series
+        """Scrapes show exactly these figures from now on (``oldest``: queue -> age in seconds
+        of its oldest gated pod)."""
+        reading = QueueReading(figures, gated, oldest or {})
+        self.queues.publish(lambda: reading)
 
 
 def iter_dimensions(vector: resources.Resource) -> list[tuple[str, float]]:
@@ -144,25 +181,11 @@ def create() -> Metrics:
     def gauge(name: str, text: str, labels: tuple[str, ...]) -> prometheus_client.Gauge:
         return prometheus_client.Gauge(name, text, labels, registry=registry)
 
+    queues = QueueCollector()
+    registry.register(queues)
     return Metrics(
         registry=registry,
-        queue_figures={
-            (figure, unit): gauge(
-                f"queuetree_queue_{figure}_{unit}",
-                f"{_HELP[figure]} ({unit.replace('_', ' ')}).",
-                ("queue", "resource") if unit == "scalar_resources" else ("queue",),
-            )
-            for figure in FIGURES
-            for unit in UNITS
-        },
-        queue_gated_pods=gauge(
-            "queuetree_queue_gated_pods", "Pods still held by the queue gate.", ("queue",)
-        ),
-        queue_oldest_gated=gauge(
-            "queuetree_queue_oldest_gated_pod_age_seconds",
-            "Age of the oldest pod still held by the queue gate.",
-            ("queue",),
-        ),
+        queues=queues,
         cycle_duration=prometheus_client.Histogram(
             "queuetree_cycle_duration_seconds",
             "Duration of one admission cycle.",
