@@ -63,6 +63,9 @@ class CycleReport:
 
     ran: bool
     offered: tuple[str, ...] = ()
+    deferred: int = 0
+    """Admitted pods not offered because the gate workers' queue was full (the next cycle
+    decides them again)."""
     queue_writes: int = 0
     explanations: int = 0
     evictions: tuple[str, ...] = ()
@@ -126,6 +129,11 @@ class AdmissionCycle:
         """Ask for a cycle soon; safe to call any number of times from handlers."""
         self._wakeup.set()
 
+    @property
+    def wake_pending(self) -> bool:
+        """A cycle has been asked for and has not started yet."""
+        return self._wakeup.is_set()
+
     async def run(self) -> None:
         """Cycle until cancelled; an exception in one cycle is logged and the loop goes on."""
         try:
@@ -176,7 +184,16 @@ class AdmissionCycle:
         #    whose last removal failed wait out their backoff first.
         decided_at = self._clock()
         offered: list[str] = []
-        for key in result.ungate:
+        deferred = 0
+        for index, key in enumerate(result.ungate):
+            if self._remover.full:
+                # The rest wait for the next cycle, which runs once the workers have caught up
+                # (flow control above): assuming and forgetting each would cost more than the
+                # admissions themselves when a release admits thousands at once.
+                deferred = len(result.ungate) - index
+                logger.debug("%d admitted pods wait for the gate workers", deferred)
+                self.wake()
+                break
             if self._remover.holding_off(key):
                 continue
             if not self._cluster.assume_ungated(key, decided_at=decided_at):
@@ -212,6 +229,7 @@ class AdmissionCycle:
         return CycleReport(
             ran=True,
             offered=tuple(offered),
+            deferred=deferred,
             queue_writes=len(writes),
             explanations=len(explanations),
             evictions=tuple(e.victim for e in evictions),

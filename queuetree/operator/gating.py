@@ -125,6 +125,11 @@ class GateRemover:
         return len(self._queued)
 
     @property
+    def full(self) -> bool:
+        """No room is left in the queue: an offer now would be refused."""
+        return self._queue.full()
+
+    @property
     def backlogged(self) -> bool:
         """More than ``workers * BACKLOG_PER_WORKER`` removals are pending."""
         return not self._drained.is_set()

@@ -71,15 +71,23 @@ async def test_an_admitted_pod_is_assumed_offered_patched_and_confirmed() -> Non
     assert (dict(cluster.view().assumed), again.offered) == ({}, ())
 
 
-async def test_a_full_gate_queue_forgets_the_assumption() -> None:
+async def test_a_full_gate_queue_defers_the_rest_to_the_next_cycle() -> None:
     cluster, _, remover, session, admission = make(workers=1)
-    for index in range(gating.QUEUE_SLOTS_PER_WORKER):
+    for index in range(gating.QUEUE_SLOTS_PER_WORKER - 1):
         assert remover.offer(f"ns/filler-{index}", queue="default", decided_at=0.0)
-    cluster.upsert_pod(fakes.pod("a"))
+    for name in ("a", "b", "c"):
+        cluster.upsert_pod(fakes.pod(name))
     cluster.mark_synced()
-    session.ungate = ("ns/a",)
+    session.ungate = ("ns/a", "ns/b", "ns/c")
     report = await admission.run_once()
-    assert (report.offered, dict(cluster.view().assumed)) == ((), {})
+    # One slot was left: the first admitted pod takes it, the others are not even assumed,
+    # and the cycle asks to run again (after the workers have drained).
+    assert (report.offered, report.deferred, sorted(cluster.view().assumed)) == (
+        ("ns/a",),
+        2,
+        ["ns/a"],
+    )
+    assert admission.wake_pending
 
 
 def annotations_written(api: fakes.FakeKube) -> list[object]:
