@@ -151,17 +151,22 @@ class ClusterState:
         self._wake()
 
     def upsert_pod(self, pod: objects.Pod) -> None:
-        """Store ``pod``; a pod that no longer carries our gate confirms its assumed removal."""
+        """Store ``pod``; a pod that no longer carries our gate confirms its assumed removal.
+
+        Wakes the cycle when what snapshots show of the pod changed, unless only its placement
+        moved (:func:`placement_only`): the periodic cycle shows that in the figures.
+        """
         with self._lock:
-            changed = self._store_pod(pod)
-        if changed:
+            wake = self._store_pod(pod)
+        if wake:
             self._wake()
 
     def _store_pod(self, pod: objects.Pod) -> bool:
-        """Store ``pod``; True when what snapshots show of it changed (worth a cycle).
+        """Store ``pod``; True when what snapshots show of it changed in a way worth a cycle soon.
 
         The watch confirming an assumed removal changes nothing a snapshot shows (the assumed
-        pod already appears without our gate), so it wakes no cycle.
+        pod already appears without our gate), so it wakes no cycle; nor does a change of
+        placement only (:func:`placement_only`), although it changes the version.
         """
         key = pod.key
         try:
@@ -185,10 +190,11 @@ class ClusterState:
             )
         if key in self._assumed:
             self._assume_view(key, pod)
-        if (self._assumed_view.get(key) or pod) == before:
+        after = self._assumed_view.get(key) or pod
+        if after == before:
             return False
         self._changed()
-        return True
+        return not placement_only(before, after)
 
     def _assume_view(self, key: str, pod: objects.Pod) -> None:
         shown = self._assumed_view[key] = _without_queue_gate(pod)
@@ -410,6 +416,35 @@ class ClusterState:
     def explanations(self) -> Mapping[str, str]:
         with self._lock:
             return MappingProxyType(dict(self._explained))
+
+
+def holds_room(pod: objects.Pod) -> bool:
+    """``pod`` counts in its queue's usage: placed (``objects.ALLOCATED_STATUSES``), or admitted
+    and reserving its room until it is placed (ungated, pending, ``reserves``)."""
+    if pod.status in objects.ALLOCATED_STATUSES:
+        return True
+    return pod.status is objects.TaskStatus.PENDING and not pod.sch_gated and pod.reserves
+
+
+def placement_only(before: objects.Pod | None, after: objects.Pod) -> bool:
+    """``after`` differs from ``before`` only in its status and node, and held room in its queue
+    before and after (:func:`holds_room`): kube-scheduler bound an admitted pod, or the kubelet
+    started it.
+
+    Such a change moves a queue's figures from ``reserved`` to ``allocated`` but not its usage,
+    and takes room on a node without giving any back, so it cannot let any pod in that was not
+    let in before: deciding again at once would only cost a session. Between admission and
+    running a pod makes two or three such changes, and with thousands of pods being placed they
+    would keep the cycle running without pause. Deciding later is always safe: every cycle
+    decides from the view it takes when it runs.
+    """
+    return (
+        before is not None
+        and not after.unschedulable
+        and holds_room(before)
+        and holds_room(after)
+        and dataclasses.replace(before, status=after.status, node_name=after.node_name) == after
+    )
 
 
 def _decisive(record: QueueRecord) -> tuple[objects.Queue, object]:

@@ -148,6 +148,55 @@ def test_changes_wake_the_cycle_and_no_ops_do_not() -> None:
     assert len(wakes) == 2
 
 
+_ADMITTED = fakes.pod("a", gates=())
+"""Ungated and opted in: it reserves its queue's room until it is placed."""
+_BOUND = dataclasses.replace(_ADMITTED, status=objects.TaskStatus.BOUND, node_name="n1")
+_RUNNING = dataclasses.replace(_BOUND, status=objects.TaskStatus.RUNNING)
+_NOT_RESERVING = fakes.pod("a", gates=(), opted_in=False)
+
+
+class Progress(NamedTuple):
+    before: objects.Pod
+    after: objects.Pod
+    wakes: bool
+
+
+PROGRESS = {
+    "an admitted pod bound: figures only": Progress(_ADMITTED, _BOUND, wakes=False),
+    "a bound pod started: figures only": Progress(_BOUND, _RUNNING, wakes=False),
+    "a finished pod gives its room back": Progress(
+        _RUNNING, dataclasses.replace(_RUNNING, status=objects.TaskStatus.SUCCEEDED), wakes=True
+    ),
+    "a pod that reserved nothing takes room when bound": Progress(
+        _NOT_RESERVING,
+        dataclasses.replace(_NOT_RESERVING, status=objects.TaskStatus.BOUND, node_name="n1"),
+        wakes=True,
+    ),
+    "an admitted pod found unschedulable (reclaim may act)": Progress(
+        _ADMITTED, dataclasses.replace(_ADMITTED, unschedulable=True), wakes=True
+    ),
+    "a placed pod's labels changed": Progress(
+        _BOUND, dataclasses.replace(_RUNNING, labels={"x": "y"}), wakes=True
+    ),
+    "a gated pod placed by someone else": Progress(
+        fakes.pod("a"),
+        dataclasses.replace(fakes.pod("a"), status=objects.TaskStatus.BOUND, node_name="n1"),
+        wakes=True,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(PROGRESS.values()), ids=list(PROGRESS))
+def test_placement_only_changes_wait_for_the_periodic_cycle(case: Progress) -> None:
+    wakes: list[int] = []
+    cluster = state.ClusterState(wake=lambda: wakes.append(1))
+    cluster.upsert_pod(case.before)
+    version = cluster.view().version
+    cluster.upsert_pod(case.after)
+    # Either way the version moves: the periodic cycle decides again from the new figures.
+    assert (len(wakes), cluster.view().version) == (1 + case.wakes, version + 1)
+
+
 def test_status_figures_written_back_do_not_wake_the_cycle_but_states_do() -> None:
     wakes: list[int] = []
     cluster = state.ClusterState(wake=lambda: wakes.append(1))
