@@ -86,6 +86,7 @@ class AdmissionCycle:
         period: float = settings.DEFAULTS.cycle_period,
         debounce: float = settings.DEFAULTS.debounce,
         explanation_budget: int = settings.DEFAULTS.explanation_budget,
+        explanation_writers: int = settings.DEFAULTS.explanation_writers,
         figures_interval: float = settings.DEFAULTS.figures_interval,
         busy_figures_factor: float = settings.DEFAULTS.busy_figures_factor,
         eviction_retry: float = settings.DEFAULTS.eviction_retry,
@@ -102,6 +103,7 @@ class AdmissionCycle:
         self._period = period
         self._debounce = debounce
         self._explanation_budget = explanation_budget
+        self._explanation_writers = max(1, explanation_writers)
         self._figures_interval = figures_interval
         self._busy_figures_factor = busy_figures_factor
         self._eviction_retry = eviction_retry
@@ -291,8 +293,16 @@ class AdmissionCycle:
                 # 404: the group is gone; otherwise the next cycle plans the write again.
                 if error.status != 404:
                     logger.warning("PodGroup %s: status not written: %s", key, error)
-        for explanation in explanations:
-            await self._apply_explanation(explanation)
+        # Explanations are independent (one pod each): several in flight at once.
+        writers = asyncio.Semaphore(self._explanation_writers)
+
+        async def explain(explanation: explaining.Explanation) -> None:
+            async with writers:
+                await self._apply_explanation(explanation)
+
+        async with asyncio.TaskGroup() as group:
+            for explanation in explanations:
+                group.create_task(explain(explanation))
         for eviction in evictions:
             await self._apply_eviction(eviction)
 

@@ -48,6 +48,9 @@ class OperatorSettings:
     explanation_budget: int = 200
     """Most pod explanations (events and conditions of held pods) one cycle plans: with
     thousands of held pods, the rest follow in later cycles instead of one long write."""
+    explanation_writers: int = 8
+    """Explanations written at once (each is an annotation and an Event): one at a time, 5,000
+    held pods took minutes to be told why they wait; gate removals keep their own workers."""
     figures_interval: float = 2.0
     """Seconds between writes that only refresh a queue's figures (``allocated``,
     ``reserved``...): during a burst every cycle changes them, and a status write per queue per

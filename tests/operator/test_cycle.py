@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -393,3 +394,44 @@ async def test_a_victim_whose_eviction_is_refused_is_passed_over_until_its_retry
             f"and ns/a-protected again in {protected_for:g}s",
         )
     ]
+
+
+class SlowAnnotations(fakes.FakeKube):
+    """Annotations take a while: records how many are in flight at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight = 0
+        self.most = 0
+
+    async def annotate_pod(self, namespace: str, name: str, annotations: Any) -> None:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            await asyncio.sleep(0)  # a round trip: the other writers get to start theirs
+            await super().annotate_pod(namespace, name, annotations)
+        finally:
+            self.in_flight -= 1
+
+
+@pytest.mark.parametrize("writers", [1, 3], ids=["one at a time", "three at once"])
+async def test_explanations_are_written_by_several_writers_at_once(writers: int) -> None:
+    cluster = state.ClusterState()
+    api = SlowAnnotations()
+    session = FakeSession()
+    admission = cycle.AdmissionCycle(
+        cluster=cluster,
+        api=api,
+        remover=gating.GateRemover(cluster=cluster, api=api),
+        session=session,
+        explanation_writers=writers,
+        wall_clock=lambda: 0.0,
+    )
+    names = [f"p{index}" for index in range(8)]
+    for name in names:
+        cluster.upsert_pod(fakes.pod(name))
+    cluster.mark_synced()
+    session.reasons = {f"ns/{name}": "queue team: cpu 2 > 1" for name in names}
+    await admission.run_once()
+    await admission.wait_writes()
+    assert (len(annotations_written(api)), api.most) == (8, writers)
