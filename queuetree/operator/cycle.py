@@ -12,14 +12,15 @@ Each cycle (:meth:`AdmissionCycle.run_once`):
 2. runs the core session in admission mode (enqueue and the capacity check for gated pods; no
    binding: kube-scheduler binds);
 3. for every admitted pod: assume it ungated in the state, then offer it to the gate workers
-   (a full queue drops the assumption; the next cycle offers it again);
+   (once their queue is full, the rest wait for the next cycle, unassumed);
 4. plans the queue controller's writes (states, marks, parents, status) and the explanations
    of pods that stay gated, and hands them to one background writer, so slow status writes
    never delay the next admission; while that writer is busy, later cycles skip these writes
    and recompute them afresh (they are level-triggered: a diff against what the watches show).
    Writes that only refresh a queue's figures go out at most every ``figures_interval``
    (``busy_figures_factor`` times less often while the gate workers have a backlog);
-5. records metrics.
+   explanations go out ``explanation_writers`` at a time;
+5. publishes its view and result to the metrics (the series are computed when scraped).
 """
 
 from __future__ import annotations
