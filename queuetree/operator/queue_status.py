@@ -14,8 +14,9 @@ carries the transition, which the cycle turns into one event on the queue and on
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from queuetree.api import bodies, statuses
@@ -51,14 +52,32 @@ class QueueWrite:
 
 def count_pod_groups(snapshot: objects.Snapshot) -> dict[str, dict[str, int]]:
     """Queue name -> the five PodGroup phase counters of ``status``, every phase present."""
+    tally: collections.Counter[tuple[str, objects.PodGroupPhase]] = collections.Counter(
+        (group.queue, group.phase) for group in snapshot.pod_groups.values()
+    )
+    return counts_of(snapshot.queues, tally)
+
+
+def counts_of(
+    queues: Iterable[str], tally: Mapping[tuple[str, objects.PodGroupPhase], int]
+) -> dict[str, dict[str, int]]:
+    """:func:`count_pod_groups` from a tally of pod groups by (queue, phase), such as the one
+    the state keeps (``state.StateView.group_tally``)."""
     counts: dict[str, dict[str, int]] = {
-        name: dict.fromkeys(_PHASE_COUNTERS.values(), 0) for name in snapshot.queues
+        name: dict.fromkeys(_PHASE_COUNTERS.values(), 0) for name in queues
     }
-    for group in snapshot.pod_groups.values():
-        queue_counts = counts.get(group.queue)
+    for (queue, phase), number in tally.items():
+        queue_counts = counts.get(queue)
         if queue_counts is not None:
-            queue_counts[_PHASE_COUNTERS[group.phase]] += 1
+            queue_counts[_PHASE_COUNTERS[phase]] += number
     return counts
+
+
+def view_counts(view: state.StateView) -> dict[str, dict[str, int]]:
+    """:func:`count_pod_groups` of ``view.snapshot``, from the state's tally when it has one."""
+    if view.group_tally is None:
+        return count_pod_groups(view.snapshot)
+    return counts_of(view.snapshot.queues, view.group_tally)
 
 
 def derive_request(
@@ -180,7 +199,7 @@ def plan_queue_writes(
     """Every queue write that changes something, by queue name. ``now`` (RFC 3339) is the
     ``lastTransitionTime`` of a readiness condition that flips; without a session result no
     condition is planned (the faults are the session's)."""
-    counts = count_pod_groups(view.snapshot)
+    counts = view_counts(view)
     verdicts = decide_states(view, counts=counts)
     figures = result.queues if result is not None else {}
     writes: list[QueueWrite] = []

@@ -15,6 +15,7 @@ after which the next cycle decides again from the cluster as it is.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import threading
 from collections.abc import Callable, Mapping
@@ -57,6 +58,10 @@ class StateView:
 
     gated: frozenset[str] = frozenset()
     """Keys of the pods that snapshots show with our gate (assumed removals excluded)."""
+    group_tally: Mapping[tuple[str, objects.PodGroupPhase], int] | None = None
+    """How many of ``snapshot.pod_groups`` each (queue, phase) has, kept by the state as the
+    groups change (a cycle does not walk every group to count them); None: count the
+    snapshot's."""
 
     @property
     def for_session(self) -> objects.Snapshot:
@@ -100,6 +105,11 @@ class ClusterState:
         self._compaction = compacting.CompactionIndex()
         """The settled lone pods by compaction bucket, fed pod by pod (see _classify)."""
         self._gated: set[str] = set()
+        self._group_tally: collections.Counter[tuple[str, objects.PodGroupPhase]] = (
+            collections.Counter()
+        )
+        self._tallied: dict[str, tuple[str, objects.PodGroupPhase]] = {}
+        """Group key -> the (queue, phase) it is counted under in ``_group_tally``."""
         self._version = 0
         self._synced = False
 
@@ -230,6 +240,28 @@ class ClusterState:
         else:
             self._gated.discard(key)
         self._compaction.update(key, pod, self._group_of(pod) if pod is not None else None)
+        self._tally(key)
+
+    def _tally(self, key: str) -> None:
+        """Count the group snapshots show under ``key`` (real, else assumed, else lone: the
+        precedence of :meth:`view`) in ``_group_tally``, instead of what it was counted as.
+        Every change to any of the three maps under a key ends in :meth:`_classify` of it."""
+        shown = (
+            self._pod_groups.get(key) or self._assumed_groups.get(key) or self._lone_groups.get(key)
+        )
+        entry = None if shown is None else (shown.queue, shown.phase)
+        counted = self._tallied.get(key)
+        if counted == entry:
+            return
+        if counted is not None:
+            self._group_tally[counted] -= 1
+            if not self._group_tally[counted]:
+                del self._group_tally[counted]
+        if entry is None:
+            del self._tallied[key]
+        else:
+            self._tallied[key] = entry
+            self._group_tally[entry] += 1
 
     def _group_of(self, pod: objects.Pod) -> objects.PodGroup | None:
         """The group snapshots show for ``pod`` (a real PodGroup shadows a lone pod's own)."""
@@ -346,6 +378,7 @@ class ClusterState:
                     snapshot, pod_groups=self._pod_groups, group_of=self._group_of
                 ),
                 gated=frozenset(self._gated),
+                group_tally=MappingProxyType(dict(self._group_tally)),
                 queue_records=MappingProxyType(dict(self._queues)),
                 pod_groups=pod_groups,
                 assumed=MappingProxyType(dict(self._assumed)),

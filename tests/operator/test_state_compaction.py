@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from queuetree.api import schedconf
 from queuetree.core import decisions, objects, resources, sessions
-from queuetree.operator import state
+from queuetree.operator import queue_status, state
 from tests.operator import fakes
 
 GATE = objects.QUEUE_ALLOCATION_GATE
@@ -155,6 +155,8 @@ def compare(view: state.StateView) -> None:
     )
     real = set(view.pod_groups)
     assert comparable(folded, real) == comparable(whole, real)
+    # The state's tally of pod groups by queue and phase is the snapshot's, counted.
+    assert queue_status.view_counts(view) == queue_status.count_pod_groups(view.snapshot)
 
 
 @settings(max_examples=400, deadline=None)
