@@ -14,6 +14,7 @@ test_state_compaction.py).
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
@@ -33,7 +34,10 @@ class CompactionIndex:
         self._bucket_of: dict[str, compaction.Bucket] = {}
         self._buckets: dict[compaction.Bucket, dict[str, objects.Pod]] = {}
         self._folds: dict[compaction.Bucket, tuple[objects.Pod, objects.PodGroup]] = {}
-        self._unsettled: set[str] = set()
+        self._unsettled: dict[str, objects.Pod] = {}
+        """The pods that are not folded, as snapshots show them."""
+        self._unsettled_groups: collections.Counter[str] = collections.Counter()
+        """Group key -> how many of ``_unsettled`` are in it."""
         self._unschedulable: set[str] = set()
 
     def update(self, key: str, pod: objects.Pod | None, group: objects.PodGroup | None) -> None:
@@ -46,7 +50,11 @@ class CompactionIndex:
             self._folds.pop(old, None)
             if not members:
                 del self._buckets[old]
-        self._unsettled.discard(key)
+        unsettled = self._unsettled.pop(key, None)
+        if unsettled is not None:
+            self._unsettled_groups[unsettled.group] -= 1
+            if not self._unsettled_groups[unsettled.group]:
+                del self._unsettled_groups[unsettled.group]
         self._unschedulable.discard(key)
         if pod is None:
             return
@@ -54,7 +62,8 @@ class CompactionIndex:
             self._unschedulable.add(key)
         bucket = compaction.settled_bucket(key, pod, group)
         if bucket is None:
-            self._unsettled.add(key)
+            self._unsettled[key] = pod
+            self._unsettled_groups[pod.group] += 1
             return
         self._bucket_of[key] = bucket
         self._buckets.setdefault(bucket, {})[key] = pod
@@ -73,16 +82,15 @@ class CompactionIndex:
         if self._unschedulable:
             return None
         leaf_queues = compaction.leaves(snapshot.queues)
-        pods: dict[str, objects.Pod] = {}
-        groups: dict[str, objects.PodGroup] = dict(pod_groups)
-        shown = snapshot.pods
-        for key in self._unsettled:
-            pod = shown[key]
-            pods[key] = pod
-            if pod.group not in groups:
-                group = group_of(pod)
-                if group is not None:
-                    groups[pod.group] = group
+        # The unsettled pods and their groups, copied by dict and set operations: during a
+        # burst they are thousands, and this runs every cycle. ``snapshot.pod_groups`` shows
+        # every group with the precedence of ``group_of`` (real, assumed, lone), and the real
+        # groups are the same objects in both.
+        pods: dict[str, objects.Pod] = dict(self._unsettled)
+        shown_groups = snapshot.pod_groups
+        wanted = self._unsettled_groups.keys() & shown_groups.keys()
+        groups: dict[str, objects.PodGroup] = {key: shown_groups[key] for key in wanted}
+        groups.update(pod_groups)
         for bucket, members in self._buckets.items():
             if len(members) > 1 and bucket[0] in leaf_queues:
                 folded = self._folds.get(bucket)
