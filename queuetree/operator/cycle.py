@@ -19,7 +19,7 @@ Each cycle (:meth:`AdmissionCycle.run_once`):
    and recompute them afresh (they are level-triggered: a diff against what the watches show).
    Writes that only refresh a queue's figures go out at most every ``figures_interval``
    (``busy_figures_factor`` times less often while the gate workers have a backlog);
-   explanations go out ``explanation_writers`` at a time;
+   ``status_writers`` of these writes are in flight at once;
 5. publishes its view and result to the metrics (the series are computed when scraped).
 """
 
@@ -31,7 +31,7 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from queuetree.api import bodies
@@ -87,7 +87,7 @@ class AdmissionCycle:
         period: float = settings.DEFAULTS.cycle_period,
         debounce: float = settings.DEFAULTS.debounce,
         explanation_budget: int = settings.DEFAULTS.explanation_budget,
-        explanation_writers: int = settings.DEFAULTS.explanation_writers,
+        status_writers: int = settings.DEFAULTS.status_writers,
         figures_interval: float = settings.DEFAULTS.figures_interval,
         busy_figures_factor: float = settings.DEFAULTS.busy_figures_factor,
         eviction_retry: float = settings.DEFAULTS.eviction_retry,
@@ -104,7 +104,7 @@ class AdmissionCycle:
         self._period = period
         self._debounce = debounce
         self._explanation_budget = explanation_budget
-        self._explanation_writers = max(1, explanation_writers)
+        self._writers = max(1, status_writers)
         self._figures_interval = figures_interval
         self._busy_figures_factor = busy_figures_factor
         self._eviction_retry = eviction_retry
@@ -284,28 +284,31 @@ class AdmissionCycle:
         explanations: list[explaining.Explanation],
         evictions: list[reclaiming.Eviction],
     ) -> None:
-        for write in writes:
-            await self._apply_queue_write(write)
-        for key, status in groups.items():
-            namespace, _, name = key.partition("/")
-            try:
-                await self._api.patch_pod_group_status(namespace, name, bodies.status_patch(status))
-            except kube.ApiError as error:
-                # 404: the group is gone; otherwise the next cycle plans the write again.
-                if error.status != 404:
-                    logger.warning("PodGroup %s: status not written: %s", key, error)
-        # Explanations are independent (one pod each): several in flight at once.
-        writers = asyncio.Semaphore(self._explanation_writers)
+        # Each write is about one object and independent of the others: several in flight.
+        slots = asyncio.Semaphore(self._writers)
 
-        async def explain(explanation: explaining.Explanation) -> None:
-            async with writers:
-                await self._apply_explanation(explanation)
+        async def bounded(write: Awaitable[None]) -> None:
+            async with slots:
+                await write
 
         async with asyncio.TaskGroup() as group:
+            for write in writes:
+                group.create_task(bounded(self._apply_queue_write(write)))
+            for key, status in groups.items():
+                group.create_task(bounded(self._apply_pod_group_status(key, status)))
             for explanation in explanations:
-                group.create_task(explain(explanation))
+                group.create_task(bounded(self._apply_explanation(explanation)))
         for eviction in evictions:
             await self._apply_eviction(eviction)
+
+    async def _apply_pod_group_status(self, key: str, status: Mapping[str, Any]) -> None:
+        namespace, _, name = key.partition("/")
+        try:
+            await self._api.patch_pod_group_status(namespace, name, bodies.status_patch(status))
+        except kube.ApiError as error:
+            # 404: the group is gone; otherwise the next cycle plans the write again.
+            if error.status != 404:
+                logger.warning("PodGroup %s: status not written: %s", key, error)
 
     async def _apply_queue_write(self, write: queue_status.QueueWrite) -> None:
         try:

@@ -113,7 +113,7 @@ def build_cycle(
         debounce=config.debounce,
         pace=config.pace,
         explanation_budget=config.explanation_budget,
-        explanation_writers=config.explanation_writers,
+        status_writers=config.status_writers,
         figures_interval=config.figures_interval,
         busy_figures_factor=config.busy_figures_factor,
         eviction_retry=config.eviction_retry,

@@ -48,9 +48,11 @@ class OperatorSettings:
     explanation_budget: int = 200
     """Most pod explanations (events and conditions of held pods) one cycle plans: with
     thousands of held pods, the rest follow in later cycles instead of one long write."""
-    explanation_writers: int = 8
-    """Explanations written at once (each is an annotation and an Event): one at a time, 5,000
-    held pods took minutes to be told why they wait; gate removals keep their own workers."""
+    status_writers: int = 8
+    """Writes of the cycle's background writer in flight at once (queue statuses, PodGroup
+    statuses, pod explanations; each is for one object): one at a time, a round of queue
+    figures held up explanations, and 5,000 held pods took minutes to be told why they wait.
+    Gate removals have their own workers."""
     figures_interval: float = 2.0
     """Seconds between writes that only refresh a queue's figures (``allocated``,
     ``reserved``...): during a burst every cycle changes them, and a status write per queue per

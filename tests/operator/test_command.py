@@ -37,7 +37,7 @@ DEFAULTS = {
     "debounce": 0.02,
     "pace": 1.0,
     "explanation_budget": 200,
-    "explanation_writers": 8,
+    "status_writers": 8,
     "figures_interval": 2.0,
     "busy_figures_factor": 5.0,
     "eviction_retry": 10.0,

@@ -415,7 +415,7 @@ class SlowAnnotations(fakes.FakeKube):
 
 
 @pytest.mark.parametrize("writers", [1, 3], ids=["one at a time", "three at once"])
-async def test_explanations_are_written_by_several_writers_at_once(writers: int) -> None:
+async def test_the_writer_has_several_writes_in_flight_at_once(writers: int) -> None:
     cluster = state.ClusterState()
     api = SlowAnnotations()
     session = FakeSession()
@@ -424,7 +424,7 @@ async def test_explanations_are_written_by_several_writers_at_once(writers: int)
         api=api,
         remover=gating.GateRemover(cluster=cluster, api=api),
         session=session,
-        explanation_writers=writers,
+        status_writers=writers,
         wall_clock=lambda: 0.0,
     )
     names = [f"p{index}" for index in range(8)]
