@@ -163,8 +163,8 @@ class ClusterState:
     def upsert_pod(self, pod: objects.Pod) -> None:
         """Store ``pod``; a pod that no longer carries our gate confirms its assumed removal.
 
-        Wakes the cycle when what snapshots show of the pod changed, unless only its placement
-        moved (:func:`placement_only`): the periodic cycle shows that in the figures.
+        Wakes the cycle when what snapshots show of the pod changed, unless the change only takes
+        room (:func:`only_takes_room`): the periodic cycle shows that in the figures.
         """
         with self._lock:
             wake = self._store_pod(pod)
@@ -175,8 +175,8 @@ class ClusterState:
         """Store ``pod``; True when what snapshots show of it changed in a way worth a cycle soon.
 
         The watch confirming an assumed removal changes nothing a snapshot shows (the assumed
-        pod already appears without our gate), so it wakes no cycle; nor does a change of
-        placement only (:func:`placement_only`), although it changes the version.
+        pod already appears without our gate), so it wakes no cycle; nor does a change that only
+        takes room (:func:`only_takes_room`), although it changes the version.
         """
         key = pod.key
         try:
@@ -204,7 +204,7 @@ class ClusterState:
         if after == before:
             return False
         self._changed()
-        return not placement_only(before, after)
+        return not only_takes_room(before, after)
 
     def _assume_view(self, key: str, pod: objects.Pod) -> None:
         shown = self._assumed_view[key] = _without_queue_gate(pod)
@@ -459,23 +459,25 @@ def holds_room(pod: objects.Pod) -> bool:
     return pod.status is objects.TaskStatus.PENDING and not pod.sch_gated and pod.reserves
 
 
-def placement_only(before: objects.Pod | None, after: objects.Pod) -> bool:
-    """``after`` differs from ``before`` only in its status and node, and held room in its queue
-    before and after (:func:`holds_room`): kube-scheduler bound an admitted pod, or the kubelet
-    started it.
+def only_takes_room(before: objects.Pod | None, after: objects.Pod) -> bool:
+    """The change of a pod from ``before`` (None: it is new) to ``after`` gives no room back and
+    asks for no decision: a pod without our gate that is new, or changed only in its status and
+    node without leaving its queue's usage (:func:`holds_room`), and is not unschedulable.
+    kube-scheduler binding a pod, the kubelet starting it, and pods created without the gate
+    are such changes.
 
-    Such a change moves a queue's figures from ``reserved`` to ``allocated`` but not its usage,
-    and takes room on a node without giving any back, so it cannot let any pod in that was not
-    let in before: deciding again at once would only cost a session. Between admission and
-    running a pod makes two or three such changes, and with thousands of pods being placed they
-    would keep the cycle running without pause. Deciding later is always safe: every cycle
-    decides from the view it takes when it runs.
+    Such a change can only take room (or move a queue's figures from ``reserved`` to
+    ``allocated``), so it cannot let in a pod that was not let in before: deciding again at
+    once would only cost a session. Between admission and running a pod makes two or three such
+    changes, and with thousands of pods being placed they kept the cycle running without pause.
+    Deciding later is always safe: every cycle decides from the view it takes when it runs.
     """
+    if after.queue_gated or after.unschedulable:
+        return False
+    if before is None:
+        return True
     return (
-        before is not None
-        and not after.unschedulable
-        and holds_room(before)
-        and holds_room(after)
+        not (holds_room(before) and not holds_room(after))
         and dataclasses.replace(before, status=after.status, node_name=after.node_name) == after
     )
 
