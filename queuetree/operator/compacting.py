@@ -33,7 +33,17 @@ class CompactionIndex:
     def __init__(self) -> None:
         self._bucket_of: dict[str, compaction.Bucket] = {}
         self._buckets: dict[compaction.Bucket, dict[str, objects.Pod]] = {}
-        self._folds: dict[compaction.Bucket, tuple[objects.Pod, objects.PodGroup]] = {}
+        self._shown: dict[
+            compaction.Bucket, tuple[dict[str, objects.Pod], dict[str, objects.PodGroup]]
+        ] = {}
+        """What each bucket puts in the session's snapshot (its fold, or its one pod, and the
+        group), computed by :meth:`folded` when the bucket changed or the leaves did."""
+        self._shown_pods: dict[str, objects.Pod] = {}
+        self._shown_groups: dict[str, objects.PodGroup] = {}
+        """Every bucket's part of ``_shown``, merged (no two buckets share a key)."""
+        self._dirty: set[compaction.Bucket] = set()
+        self._leaves: frozenset[str] | None = None
+        """The leaf queues ``_shown`` was computed for."""
         self._unsettled: dict[str, objects.Pod] = {}
         """The pods that are not folded, as snapshots show them."""
         self._unsettled_groups: collections.Counter[str] = collections.Counter()
@@ -47,7 +57,7 @@ class CompactionIndex:
         if old is not None:
             members = self._buckets[old]
             del members[key]
-            self._folds.pop(old, None)
+            self._dirty.add(old)
             if not members:
                 del self._buckets[old]
         unsettled = self._unsettled.pop(key, None)
@@ -67,7 +77,7 @@ class CompactionIndex:
             return
         self._bucket_of[key] = bucket
         self._buckets.setdefault(bucket, {})[key] = pod
-        self._folds.pop(bucket, None)
+        self._dirty.add(bucket)
 
     def folded(
         self,
@@ -90,20 +100,10 @@ class CompactionIndex:
         shown_groups = snapshot.pod_groups
         wanted = self._unsettled_groups.keys() & shown_groups.keys()
         groups: dict[str, objects.PodGroup] = {key: shown_groups[key] for key in wanted}
+        self._refresh(leaf_queues, group_of)
+        pods.update(self._shown_pods)
+        groups.update(self._shown_groups)
         groups.update(pod_groups)
-        for bucket, members in self._buckets.items():
-            if len(members) > 1 and bucket[0] in leaf_queues:
-                folded = self._folds.get(bucket)
-                if folded is None:
-                    folded = self._folds[bucket] = compaction.fold(bucket, members.values())
-                pods[folded[0].key] = folded[0]
-                groups[folded[1].key] = folded[1]
-                continue
-            for key, pod in members.items():
-                pods[key] = pod
-                group = group_of(pod)
-                if group is not None:
-                    groups[pod.group] = group
         return objects.Snapshot(
             queues=snapshot.queues,
             pod_groups=MappingProxyType(groups),
@@ -111,3 +111,41 @@ class CompactionIndex:
             nodes=snapshot.nodes,
             priority_classes=snapshot.priority_classes,
         )
+
+    def _refresh(self, leaf_queues: frozenset[str], group_of: GroupOfFn) -> None:
+        """Bring ``_shown`` up to date: the buckets that changed since the last call, or every
+        bucket when the leaves changed. A bucket of two pods or more in a leaf queue shows its
+        fold; any other shows its pods, each in its group."""
+        if leaf_queues != self._leaves:
+            self._leaves = leaf_queues
+            self._dirty.update(self._shown)
+            self._dirty.update(self._buckets)
+        # Every old part goes before any new one: a pod that moved between two changed buckets
+        # has the same key in both.
+        for bucket in self._dirty:
+            old = self._shown.pop(bucket, None)
+            if old is not None:
+                for key in old[0]:
+                    del self._shown_pods[key]
+                for key in old[1]:
+                    del self._shown_groups[key]
+        for bucket in self._dirty:
+            members = self._buckets.get(bucket)
+            if not members:
+                continue
+            pods: dict[str, objects.Pod] = {}
+            groups: dict[str, objects.PodGroup] = {}
+            if len(members) > 1 and bucket[0] in leaf_queues:
+                pod, group = compaction.fold(bucket, members.values())
+                pods[pod.key] = pod
+                groups[group.key] = group
+            else:
+                for key, pod in members.items():
+                    pods[key] = pod
+                    member_group = group_of(pod)
+                    if member_group is not None:
+                        groups[pod.group] = member_group
+            self._shown[bucket] = (pods, groups)
+            self._shown_pods.update(pods)
+            self._shown_groups.update(groups)
+        self._dirty.clear()
