@@ -37,12 +37,12 @@ order does not depend on the snapshot's order.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
-import functools
+import itertools
 import operator
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, NamedTuple
 
 from queuetree.core import configs, frameworks, objects, plugins, resources
 
@@ -52,7 +52,23 @@ _INQUEUE = objects.PodGroupPhase.INQUEUE
 _ONLY_OURS = (objects.QUEUE_ALLOCATION_GATE,)
 
 Signature = tuple[Hashable, ...]
-"""What two interchangeable candidates share (see the module docstring)."""
+"""What two interchangeable candidates of one queue share (see the module docstring)."""
+
+Candidate = tuple[datetime.datetime, str, str, str, int]
+"""A fold candidate: ``(created, uid or key, group key, pod key, signature)``.
+
+A plain tuple, one per gated pod, so it costs one allocation. The first three fields are
+``created``, ``uid`` (its key when empty) and the key of the pod group: the job order's own
+tie-breaks, so that a queue's candidates sort on the tuples themselves (group keys are unique,
+so a sort never compares past them). ``signature`` is the same number for interchangeable
+candidates (:data:`Signature`, interned): never negative."""
+
+_GROUP = operator.itemgetter(2)
+_KEY = operator.itemgetter(3)
+_SIGNATURE = operator.itemgetter(4)
+_SPLIT = -1
+"""The signature of the entries that stand for the other jobs of a queue (``form_runs``): no
+candidate's, so a run never spans one."""
 
 _VOTING_HOOKS = frozenset(
     {
@@ -61,24 +77,6 @@ _VOTING_HOOKS = frozenset(
         frameworks.Hook.JOB_ENQUEUED,
     }
 )
-
-
-class Candidate(NamedTuple):
-    """A fold candidate (a tuple: one is made per gated pod, so it must be cheap)."""
-
-    order: tuple[datetime.datetime, str, str]
-    """``(created, uid or key, key)`` of the pod group: the job order's own tie-breaks (first,
-    so that a queue's entries sort on it; the jobs that split runs are 1-tuples of it)."""
-    key: str
-    pod: objects.Pod
-    group: objects.PodGroup
-    signature: int
-    """The same number for interchangeable candidates (:data:`Signature`, interned)."""
-
-
-_new_candidate: Callable[[tuple[Any, ...]], Candidate] = functools.partial(tuple.__new__, Candidate)
-"""``Candidate`` from a tuple of its fields without the Python-level constructor (one is made
-per gated pod)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -90,7 +88,10 @@ class Candidates:
     of these groups (a second pod of a lone pod's group) is for the caller to find: then
     nothing may fold."""
     by_queue: dict[str, list[Candidate]]
-    """Queue -> its candidates, in snapshot order."""
+    """Queue -> its candidates, in snapshot order (only queues that have any)."""
+    others: list[tuple[str, objects.Pod]]
+    """``(key, pod)`` of every pod of the snapshot that is not a candidate, in snapshot order:
+    what the session builds pod by pod."""
 
     def __len__(self) -> int:
         return len(self.groups)
@@ -143,42 +144,46 @@ def find_candidates(
     pod's task priority (its annotation, else its priority)."""
     pod_groups = snapshot.pod_groups
     groups: dict[str, str] = {}
-    by_queue: dict[str, list[Candidate]] = {}
+    # Every leaf, so that one lookup finds a candidate's list and tells that its queue is a
+    # leaf; the leaves without candidates are dropped at the end.
+    by_queue: dict[str, list[Candidate]] = {leaf: [] for leaf in leaves}
+    others: list[tuple[str, objects.Pod]] = []
     values: dict[int, Hashable] = {}
     by_identity: dict[Hashable, int] = {}
     """The signature with requests by object identity -> its number (pods share request
     objects, so most pods cost one lookup here)."""
     by_value: dict[Signature, int] = {}
-    shared: set[str] = set()
-    """Groups that two candidates name: not lone."""
     pending = _PENDING_STATUS
     admitted = objects.ADMITTED_QUEUE_ANNOTATION
     gate = objects.QUEUE_ALLOCATION_GATE
     task_priority_key = objects.TASK_PRIORITY_ANNOTATION
-    new = _new_candidate
-    for key, pod in snapshot.pods.items():
+    for item in snapshot.pods.items():
+        key, pod = item
         if (
             pod.scheduling_gates != _ONLY_OURS
             or pod.status is not pending
             or pod.unschedulable
             or pod.count != 1
         ):
+            others.append(item)
             continue
         group_key = pod.group
         group = pod_groups.get(group_key)
         if group is None or group.min_member > 1 or group.missing:
+            others.append(item)
             continue
-        queue = group.queue
+        entries = by_queue.get(group.queue)  # None: not a leaf
         phase = group.phase
         annotations = pod.annotations
         if (
-            queue not in leaves
+            entries is None
             or (phase is not _PENDING and phase is not _INQUEUE)
             or admitted in annotations
         ):
+            others.append(item)
             continue
+        # The queue is not part of it: runs are formed per queue.
         identity = (
-            queue,
             group.min_member,
             # Not the enum itself: hashing an enum member is a Python-level call.
             phase is _INQUEUE,
@@ -194,28 +199,27 @@ def find_candidates(
         signature = by_identity.get(identity)
         if signature is None:
             value = (
-                *identity[:5],
+                *identity[:4],
                 _resource_key(group.min_resources, values),
                 _resource_key(pod.resreq, values),
                 _resource_key(pod.init_resreq, values),
-                *identity[8:],
+                *identity[7:],
             )
             signature = by_identity[identity] = by_value.setdefault(value, len(by_value))
-        if group_key in groups:
-            shared.add(group_key)
         groups[group_key] = key
-        entries = by_queue.get(queue)
-        if entries is None:
-            entries = by_queue[queue] = []
-        entries.append(
-            new(((group.created, group.uid or group_key, group_key), key, pod, group, signature))
-        )
-    if shared:
+        entries.append((group.created, group.uid or group_key, group_key, key, signature))
+    by_queue = {queue: entries for queue, entries in by_queue.items() if entries}
+    if len(groups) != sum(map(len, by_queue.values())):
+        # A group that two candidates name is no lone pod's: neither is a candidate. Rare.
+        named = collections.Counter(map(_GROUP, itertools.chain.from_iterable(by_queue.values())))
+        shared = {group_key for group_key, count in named.items() if count > 1}
         for queue, entries in by_queue.items():
-            by_queue[queue] = [c for c in entries if c.group.key not in shared]
+            by_queue[queue] = [c for c in entries if c[2] not in shared]
+        by_queue = {queue: entries for queue, entries in by_queue.items() if entries}
         for group_key in shared:
             del groups[group_key]
-    return Candidates(groups=groups, by_queue=by_queue)
+        others = [item for item in snapshot.pods.items() if groups.get(item[1].group) != item[0]]
+    return Candidates(groups=groups, by_queue=by_queue, others=others)
 
 
 def form_runs(
@@ -229,30 +233,18 @@ def form_runs(
     split runs. Consumes ``candidates.by_queue`` (its lists are sorted in place)."""
     runs: list[list[Candidate]] = []
     for queue in sorted(candidates.by_queue):
-        entries: list[tuple[Any, ...]] = candidates.by_queue[queue]  # type: ignore[assignment]
+        entries = candidates.by_queue[queue]
         split = others.get(queue)
         if split:
-            entries.extend((order,) for order in split)
-        # Group keys are unique, so the sort never compares past the first element.
-        entries.sort(key=_ORDER)
-        run: list[Candidate] = []
-        signature = -1
-        for entry in entries:
-            if len(entry) == 1:
-                if run:
-                    runs.append(run)
-                    run = []
-                signature = -1
-                continue
-            if entry[4] != signature and run:
-                runs.append(run)
-                run = []
-            run.append(entry)  # type: ignore[arg-type]
-            signature = entry[4]
-        if run:
-            runs.append(run)
+            entries.extend((created, uid, key, "", _SPLIT) for created, uid, key in split)
+        # Group keys and job keys are unique, so the sort never compares past the third field.
+        entries.sort()
+        for signature, members in itertools.groupby(entries, _SIGNATURE):
+            if signature != _SPLIT:
+                runs.append(list(members))
     return runs
 
 
-_ORDER = operator.itemgetter(0)
-"""The sort key of a queue's entries: ``(created, uid or key, key)``."""
+def members(run: list[Candidate]) -> tuple[list[str], list[str]]:
+    """The pod keys and the pod group keys of the members of ``run``, in order."""
+    return list(map(_KEY, run)), list(map(_GROUP, run))

@@ -15,7 +15,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import gc
-from collections.abc import Mapping
+import itertools
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from queuetree.core import (
@@ -236,11 +237,19 @@ def _build_session(
         else None
     )
     folded_groups = candidates.groups if candidates is not None else {}
+    pod_groups = snapshot.pod_groups
+    group_items: Iterable[tuple[str, objects.PodGroup]] = pod_groups.items()
+    if len(folded_groups) == len(pod_groups):
+        group_items = ()  # every group is a candidate's (its keys are some of pod_groups')
+    elif folded_groups:
+        # The candidates' groups are built with their runs below (skipped at C speed).
+        group_items = [
+            (key, pod_groups[key])
+            for key in itertools.filterfalse(folded_groups.__contains__, pod_groups)
+        ]
     jobs: dict[str, frameworks.Job] = {}
     job_type = frameworks.Job
-    for key, group in snapshot.pod_groups.items():
-        if folded_groups and key in folded_groups:
-            continue
+    for key, group in group_items:
         # Inlined _new_job, positional: this runs once per pod group.
         priority_class = (
             priority_classes.get(group.priority_class_name) if priority_classes else None
@@ -274,9 +283,8 @@ def _build_session(
     # Locals: the loop below runs once per pod.
     task_type = frameworks.Task
     pending = objects.TaskStatus.PENDING
-    for key, pod in snapshot.pods.items():
-        if folded_groups and folded_groups.get(pod.group) == key:
-            continue  # a fold candidate: built with its run below
+    # The fold candidates are built with their runs below.
+    for key, pod in candidates.others if candidates is not None else snapshot.pods.items():
         job = jobs.get(pod.group)
         charged = pod.admitted_queue if pod.annotations else ""
         if job is None or (charged and job.queue != charged):
@@ -337,9 +345,10 @@ def _build_session(
                 unschedulable[job.key] = job
     if candidates:
         others = _acting_jobs(jobs, set(candidates.by_queue))
+        pods = snapshot.pods
         for run in folding.form_runs(candidates, others=others):
-            first = run[0]
-            group = first.group
+            _, _, group_key, first_key, _ = run[0]
+            group = pod_groups[group_key]
             minimum = group.min_resources
             priority_class = (
                 priority_classes.get(group.priority_class_name) if priority_classes else None
@@ -355,14 +364,12 @@ def _build_session(
                 (group.created, group.uid or group.key),
             )
             jobs[job.key] = job
-            task = _new_task(first.pod, key=first.key, job=job, dims=dims, cache=cache)
+            task = _new_task(pods[first_key], key=first_key, job=job, dims=dims, cache=cache)
             job.add_task(task)
-            tasks[first.key] = task
+            tasks[first_key] = task
             if len(run) > 1:
-                job.run = frameworks.Run(
-                    pods=[candidate.key for candidate in run],
-                    groups=[candidate.pod.group for candidate in run],
-                )
+                keys, groups = folding.members(run)
+                job.run = frameworks.Run(pods=keys, groups=groups)
                 if group.phase is objects.PodGroupPhase.INQUEUE:
                     job.run.inqueue = len(run)
     session = frameworks.Session(
