@@ -26,6 +26,7 @@ blocks a pod, on which resource, with the figures.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -844,7 +845,7 @@ class CapacityPlugin(frameworks.Plugin):
                 return n
             blocker = self.blockers.get(task.key)
             if blocker is not None:
-                self.blockers.update(dict.fromkeys(keys, blocker))
+                self.blockers.update(zip(keys, itertools.repeat(blocker)))
             return 0
         req = task.resreq
         dims = task.req_dims
@@ -869,7 +870,9 @@ class CapacityPlugin(frameworks.Plugin):
                 for i in task.nonzero:
                     target_reserved[i] = vectors.repeat_add(target_reserved[i], req[i], admitted)
                 target.reserved_pods += count
-            self.reserved_tasks.update(dict.fromkeys(keys[:admitted], attr))
+            self.reserved_tasks.update(
+                zip(itertools.islice(keys, admitted), itertools.repeat(attr))
+            )
         if admitted < n:
             # The first refused member, at the figures the admissions before it left.
             for allocated, reserved, releasing, limit, target in attr.figures:
@@ -878,7 +881,9 @@ class CapacityPlugin(frameworks.Plugin):
                         blocker = self._quota_blocker(
                             task, target=target, leaf=attr, dim=i, held=False
                         )
-                        self.blockers.update(dict.fromkeys(keys[admitted:], blocker))
+                        self.blockers.update(
+                            zip(itertools.islice(keys, admitted, None), itertools.repeat(blocker))
+                        )
                         return admitted
         return admitted
 
@@ -893,7 +898,7 @@ class CapacityPlugin(frameworks.Plugin):
         if not self._usable(attr, job.key):
             blocker = self.blockers.get(job.key)
             if blocker is not None:
-                self.blockers.update(dict.fromkeys(groups, blocker))
+                self.blockers.update(zip(groups, itertools.repeat(blocker)))
             return 0
         assert attr is not None
         minimum = job.min_resources
@@ -938,7 +943,7 @@ class CapacityPlugin(frameworks.Plugin):
                 del self.blockers[job.key]
             else:
                 self.blockers[job.key] = before
-            self.blockers.update(dict.fromkeys(refused, blocker))
+            self.blockers.update(zip(refused, itertools.repeat(blocker)))
             self.session.events.extend(dataclasses.replace(event, key=key) for key in refused)
         return enqueued
 

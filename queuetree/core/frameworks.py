@@ -435,9 +435,6 @@ class Session:
         """Job key -> pending, ungated, opted-in tasks (admitted earlier, not yet placed)."""
         self.unschedulable_jobs: dict[str, Job] = {}
         """Jobs with a pending, ungated pod that kube-scheduler marked Unschedulable."""
-        self.member_groups: dict[str, str] = {}
-        """Pod key -> its pod group's key, for every member of a run (``Run``), filled when
-        the result is written."""
         self.scheduler_names: frozenset[str] | None = None
         """Admission mode: the ``spec.schedulerName`` values whose pods may be ungated (the
         schedulers that will place them); None admits pods whatever scheduler they name."""

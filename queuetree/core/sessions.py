@@ -589,9 +589,11 @@ def _result(
             # task holds resources, so Inqueue once enqueued, else Pending. Members follow
             # their run's first group rather than their key's sorted place.
             if not job.group.synthetic:
-                counts.update(dict.fromkeys(run.groups, objects.NO_COUNTS))
-            phases.update(dict.fromkeys(run.groups[: run.inqueue], inqueue))
-            phases.update(dict.fromkeys(run.groups[run.inqueue :], pending))
+                counts.update(zip(run.groups, itertools.repeat(objects.NO_COUNTS)))
+            phases.update(zip(itertools.islice(run.groups, run.inqueue), itertools.repeat(inqueue)))
+            phases.update(
+                zip(itertools.islice(run.groups, run.inqueue, None), itertools.repeat(pending))
+            )
             continue
         found = _count_tasks(job)
         if not job.group.synthetic:
@@ -599,13 +601,12 @@ def _result(
             counts[key] = found
         phases[key] = _phase(session, job, running=found.running, succeeded=found.succeeded)
     runs = [job for job in session.jobs.values() if job.run is not None]
-    for job in runs:
-        assert job.run is not None
-        # Pod key -> group key of every member, for the explanations (C-level zip).
-        session.member_groups.update(zip(job.run.pods, job.run.groups, strict=True))
     shared: explaining.Shared = []
-    reasons = explaining.explain(session, plugin, shared=shared)
-    remedies, briefs = explaining.remedies(session, plugin, reasons, shared=shared)
+    sentences: explaining.Sentences = {}
+    reasons = explaining.explain(session, plugin, shared=shared, sentences=sentences)
+    remedies, briefs = explaining.remedies(
+        session, plugin, reasons, shared=shared, sentences=sentences
+    )
     pipeline = {} if session.admission_only else dict(sorted(session.pipelined.items()))
     bind = {} if session.admission_only else dict(sorted(session.bound.items()))
     return decisions.SessionResult(
@@ -641,11 +642,15 @@ def _admitted_to(session: frameworks.Session, runs: list[frameworks.Job]) -> dic
     admitted: dict[str, str] = {}
     for job in runs:
         assert job.run is not None
-        admitted.update(dict.fromkeys(job.run.pods[: job.run.ungated], job.queue))
+        admitted.update(
+            zip(itertools.islice(job.run.pods, job.run.ungated), itertools.repeat(job.queue))
+        )
+    if len(admitted) == len(session.ungated):
+        # It holds ungated pods only, so as many keys as ``ungated`` has means all of them.
+        return admitted
     tasks = session.tasks
-    for key in session.ungated:
-        if key not in admitted:
-            admitted[key] = tasks[key].job.queue
+    for key in itertools.filterfalse(admitted.__contains__, session.ungated):
+        admitted[key] = tasks[key].job.queue
     return admitted
 
 
