@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from queuetree.core import conditions, configs, decisions, frameworks, objects, vectors
@@ -717,6 +717,33 @@ class CapacityPlugin(frameworks.Plugin):
         rrep = ra.ancestors[level + 1] if level + 1 < len(ra.ancestors) else ra
         return _compare_share(lrep, rrep)
 
+    def queue_order_key(self, names: Collection[str]) -> Callable[[str], Any] | None:
+        """:meth:`queue_order` as a sort key for ``names``, when one exists (see
+        ``frameworks.Plugin.queue_order_key``): priority (higher first), then in hierarchy
+        mode leaves before the other queues, then shares (:func:`_share_key`): a queue's own
+        for a non-leaf queue and in flat mode, and for a leaf the shares along its path from
+        root that :func:`_leaf_paths` keeps. None when a queue has no figures or a share is
+        NaN, or when equal shares make the comparator's order one no key gives."""
+        attrs: list[QueueAttr] = []
+        for name in names:
+            attr = self.attrs.get(name)
+            if attr is None or attr.share != attr.share:
+                return None  # compared as equal to every queue; NaN compares as neither
+            attrs.append(attr)
+        if not self.hierarchy:
+            keys = {a.name: (-a.queue.priority, _share_key(a)) for a in attrs}
+            return keys.__getitem__
+        paths = _leaf_paths([a for a in attrs if a.is_leaf])
+        if paths is None:
+            return None
+        ordered: dict[str, tuple[Any, ...]] = {}
+        for a in attrs:
+            if a.is_leaf:
+                ordered[a.name] = (-a.queue.priority, False, paths[a.name])
+            else:
+                ordered[a.name] = (-a.queue.priority, True, (_share_key(a),))
+        return ordered.__getitem__
+
     def victim_queue_order(self, left: str, right: str, preemptor: str) -> int:
         if not self.hierarchy:
             return 0
@@ -1181,6 +1208,64 @@ def _compare_share(left: QueueAttr, right: QueueAttr) -> int:
             return 0
         return -1 if left.has_deserved else 1
     return -1 if left.share < right.share else 1
+
+
+def _share_key(attr: QueueAttr) -> tuple[float, bool]:
+    """:func:`_compare_share` as a key: smaller share first, then a queue with a deserved
+    quota before a best-effort one."""
+    return (attr.share, not attr.has_deserved)
+
+
+ShareKeys = tuple[tuple[float, bool], ...]
+
+
+def _leaf_paths(leaves: list[QueueAttr]) -> dict[str, ShareKeys] | None:
+    """Leaf name -> a key that orders ``leaves`` as the hierarchical :meth:`queue_order`
+    orders two leaves of one priority, or None when no key can.
+
+    The comparator compares the children of the deepest common ancestor of two leaves that
+    lead to each (:func:`_queue_level`); on equal shares it leaves the order to the default
+    tie-break (creation time, then name) of the leaves themselves. Take the tree of the
+    leaves' paths from root. Where a queue's children in that tree have distinct shares, the
+    key goes on with the share of the child on the leaf's path; where they all have one share
+    (every two leaves through two of them are equal for the comparator), it stops, and every
+    queue below must then have children of one share too: otherwise the comparator finds
+    some of those leaves equal and orders others by share, which no key expresses (the
+    comparator need not even be transitive then). None also where some children of a queue
+    have one share and others another, and for leaves without one common root.
+    """
+    children: dict[int, dict[int, QueueAttr]] = {}
+    paths: list[tuple[QueueAttr, ...]] = []
+    for leaf in leaves:
+        path = (*leaf.ancestors, leaf)
+        if len(path) < 2 or leaf.broken or (paths and path[0] is not paths[0][0]):
+            return None
+        paths.append(path)
+        for parent, child in itertools.pairwise(path):
+            children.setdefault(id(parent), {})[id(child)] = child
+    tied: set[int] = set()
+    for parent_id, kids in children.items():
+        if len(kids) < 2:
+            continue
+        shares = {_share_key(kid) for kid in kids.values()}
+        if len(shares) == 1:
+            tied.add(parent_id)
+        elif len(shares) < len(kids):
+            return None
+    found: dict[str, ShareKeys] = {}
+    for path in paths:
+        key: list[tuple[float, bool]] = []
+        stopped = False
+        for parent, child in itertools.pairwise(path):
+            if stopped:
+                if len(children[id(parent)]) > 1 and id(parent) not in tied:
+                    return None
+            elif id(parent) in tied:
+                stopped = True
+            else:
+                key.append(_share_key(child))
+        found[path[-1].name] = tuple(key)
+    return found
 
 
 def _queue_level(left: QueueAttr, right: QueueAttr) -> int:
