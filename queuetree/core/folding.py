@@ -115,6 +115,52 @@ def supported(config: configs.SchedulerConfiguration) -> bool:
     return voters <= 1
 
 
+_Shape = tuple[
+    int,
+    bool,
+    str,
+    bool,
+    resources.Resource | None,
+    resources.Resource,
+    resources.Resource,
+    int,
+    bool,
+    str,
+]
+"""What :data:`Signature` is made of, as read off a candidate and its group: minMember,
+Inqueue or not, priority class, synthetic or not, minResources, requests, init requests,
+task priority, opt-in, scheduler name (the queue aside: runs are formed per queue)."""
+
+
+@dataclasses.dataclass(slots=True)
+class _Numbers:
+    """The numbers of the signatures seen so far: equal signatures get one number."""
+
+    by_identity: dict[Hashable, int] = dataclasses.field(default_factory=dict)
+    """The shape with its resources by object identity -> its number (pods share request
+    objects, so most shapes cost one lookup here)."""
+    by_value: dict[Signature, int] = dataclasses.field(default_factory=dict)
+    values: dict[int, Hashable] = dataclasses.field(default_factory=dict)
+    """id of a resource -> :func:`_resource_key` of it."""
+
+    def signature(self, shape: _Shape) -> int:
+        identity = (*shape[:4], id(shape[4]), id(shape[5]), id(shape[6]), *shape[7:])
+        number = self.by_identity.get(identity)
+        if number is None:
+            values = self.values
+            value = (
+                *shape[:4],
+                _resource_key(shape[4], values),
+                _resource_key(shape[5], values),
+                _resource_key(shape[6], values),
+                *shape[7:],
+            )
+            number = self.by_identity[identity] = self.by_value.setdefault(
+                value, len(self.by_value)
+            )
+        return number
+
+
 def _resource_key(resource: resources.Resource | None, cache: dict[int, Hashable]) -> Hashable:
     """A hashable value of ``resource`` (pods share request objects: each is read once)."""
     if resource is None:
@@ -148,19 +194,21 @@ def find_candidates(
     # leaf; the leaves without candidates are dropped at the end.
     by_queue: dict[str, list[Candidate]] = {leaf: [] for leaf in leaves}
     others: list[tuple[str, objects.Pod]] = []
-    values: dict[int, Hashable] = {}
-    by_identity: dict[Hashable, int] = {}
-    """The signature with requests by object identity -> its number (pods share request
-    objects, so most pods cost one lookup here)."""
-    by_value: dict[Signature, int] = {}
+    numbers = _Numbers()
+    last_shape: _Shape | tuple[()] = ()
+    last_signature = _SPLIT
+    # Locals: this loop runs once per pod.
+    only_ours = _ONLY_OURS
     pending = _PENDING_STATUS
+    pending_phase = _PENDING
+    inqueue = _INQUEUE
     admitted = objects.ADMITTED_QUEUE_ANNOTATION
     gate = objects.QUEUE_ALLOCATION_GATE
     task_priority_key = objects.TASK_PRIORITY_ANNOTATION
     for item in snapshot.pods.items():
         key, pod = item
         if (
-            pod.scheduling_gates != _ONLY_OURS
+            pod.scheduling_gates != only_ours
             or pod.status is not pending
             or pod.unschedulable
             or pod.count != 1
@@ -168,8 +216,9 @@ def find_candidates(
             others.append(item)
             continue
         group_key = pod.group
-        group = pod_groups.get(group_key)
-        if group is None or group.min_member > 1 or group.missing:
+        try:
+            group = pod_groups[group_key]
+        except KeyError:
             others.append(item)
             continue
         entries = by_queue.get(group.queue)  # None: not a leaf
@@ -177,37 +226,34 @@ def find_candidates(
         annotations = pod.annotations
         if (
             entries is None
-            or (phase is not _PENDING and phase is not _INQUEUE)
+            or group.min_member > 1
+            or group.missing
+            or (phase is not pending_phase and phase is not inqueue)
             or admitted in annotations
         ):
             others.append(item)
             continue
-        # The queue is not part of it: runs are formed per queue.
-        identity = (
+        shape = (
             group.min_member,
             # Not the enum itself: hashing an enum member is a Python-level call.
-            phase is _INQUEUE,
+            phase is inqueue,
             group.priority_class_name,
             group.synthetic,
-            id(group.min_resources),
-            id(pod.resreq),
-            id(pod.init_resreq),
+            group.min_resources,
+            pod.resreq,
+            pod.init_resreq,
             pod.priority if task_priority_key not in annotations else task_priority(pod),
             annotations.get(gate) == "true",
             pod.scheduler_name,
         )
-        signature = by_identity.get(identity)
-        if signature is None:
-            value = (
-                *identity[:4],
-                _resource_key(group.min_resources, values),
-                _resource_key(pod.resreq, values),
-                _resource_key(pod.init_resreq, values),
-                *identity[7:],
-            )
-            signature = by_identity[identity] = by_value.setdefault(value, len(by_value))
+        # Candidates next to each other in the snapshot usually have one shape (a job's pods
+        # are listed together, and share request objects): a tuple comparison, by identity
+        # first, then finds the signature; equal values mean equal signatures.
+        if shape != last_shape:
+            last_shape = shape
+            last_signature = numbers.signature(shape)
         groups[group_key] = key
-        entries.append((group.created, group.uid or group_key, group_key, key, signature))
+        entries.append((group.created, group.uid or group_key, group_key, key, last_signature))
     by_queue = {queue: entries for queue, entries in by_queue.items() if entries}
     if len(groups) != sum(map(len, by_queue.values())):
         # A group that two candidates name is no lone pod's: neither is a candidate. Rare.
