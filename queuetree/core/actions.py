@@ -79,10 +79,8 @@ def enqueue(session: frameworks.Session) -> None:
     inqueue = objects.PodGroupPhase.INQUEUE
     for job in free:
         job.phase = inqueue
-        session.enqueued.add(job.key)
         if job.run is not None:
             job.run.inqueue = len(job.run)
-            session.enqueued.update(job.run.groups)
     for queue in session.sorted_queues(set(pending)):
         for job in sorted(pending[queue], key=lambda j: (session.job_key(j), j.key)):
             if job.run is not None:
@@ -90,7 +88,6 @@ def enqueue(session: frameworks.Session) -> None:
             elif session.job_enqueueable(job):
                 session.job_enqueued(job)
                 job.phase = objects.PodGroupPhase.INQUEUE
-                session.enqueued.add(job.key)
 
 
 def _enqueue_run(session: frameworks.Session, job: frameworks.Job, run: frameworks.Run) -> None:
@@ -107,7 +104,6 @@ def _enqueue_run(session: frameworks.Session, job: frameworks.Job, run: framewor
     if enqueued:
         job.phase = objects.PodGroupPhase.INQUEUE
         run.inqueue = enqueued
-        session.enqueued.update(run.groups[:enqueued])
 
 
 def _tell_run_members(session: frameworks.Session, job: frameworks.Job, keys: list[str]) -> None:

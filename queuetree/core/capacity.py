@@ -118,7 +118,9 @@ class CapacityPlugin(frameworks.Plugin):
         self.level = 0
         self.attrs: dict[str, QueueAttr] = {}
         self.reserved_tasks: dict[str, QueueAttr] = {}
-        """Task key -> the leaf whose chain holds the task's reserved request."""
+        """Task key -> the leaf whose chain holds the task's reserved request (for a run, its
+        one task stands for the members it admitted: ``frameworks.Run.ungated`` counts them,
+        and the other members are no tasks, so nothing looks them up here)."""
         self.blockers: dict[str, Blocker] = {}
         """Task key or job key -> the last rejection."""
         self.faults: dict[str, list[conditions.Fault]] = {}
@@ -858,8 +860,9 @@ class CapacityPlugin(frameworks.Plugin):
         """:meth:`allocatable` for the members ``keys`` of a run (``frameworks.Run``), each a
         gated pod like ``task``, in order: how many of the first of them are admitted, each
         reserving its request when ``reserve`` (as ``session.reserve`` would, one after the
-        other), and the refused ones get the blocker the first refused one gets, which the
-        per-pod path gives every one of them (nothing changes after a refusal).
+        other; recorded in :attr:`reserved_tasks` once, for ``task``), and the refused ones
+        get the blocker the first refused one gets, which the per-pod path gives every one of
+        them (nothing changes after a refusal).
 
         The count per chain member and resource is arithmetic (``vectors.repeat_add`` keeps
         it exactly what repeated additions give), checked against the per-pod comparison at
@@ -897,9 +900,7 @@ class CapacityPlugin(frameworks.Plugin):
                 for i in task.nonzero:
                     target_reserved[i] = vectors.repeat_add(target_reserved[i], req[i], admitted)
                 target.reserved_pods += count
-            self.reserved_tasks.update(
-                zip(itertools.islice(keys, admitted), itertools.repeat(attr))
-            )
+            self.reserved_tasks[task.key] = attr
         if admitted < n:
             # The first refused member, at the figures the admissions before it left.
             for allocated, reserved, releasing, limit, target in attr.figures:

@@ -434,7 +434,6 @@ class Session:
         """Names of the plugins whose answers chose the victims of the last
         :meth:`reclaimable` or :meth:`preemptable` call (the deciding tier), for the rule."""
         self.ungated: list[str] = []
-        self.enqueued: set[str] = set()
         # Explanations gathered on the way (``explaining`` turns them into reasons).
         self.job_messages: dict[str, str] = {}
         self.fit_errors: dict[str, str] = {}
