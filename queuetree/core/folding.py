@@ -42,7 +42,7 @@ import dataclasses
 import datetime
 import itertools
 import operator
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 
 from queuetree.core import configs, frameworks, objects, plugins, resources
 
@@ -67,7 +67,7 @@ _GROUP = operator.itemgetter(2)
 _KEY = operator.itemgetter(3)
 _SIGNATURE = operator.itemgetter(4)
 _SPLIT = -1
-"""The signature of the entries that stand for the other jobs of a queue (``form_runs``): no
+"""The signature of the entries that stand for the other jobs of a queue (``iter_runs``): no
 candidate's, so a run never spans one."""
 
 _VOTING_HOOKS = frozenset(
@@ -268,16 +268,18 @@ def find_candidates(
     return Candidates(groups=groups, by_queue=by_queue, others=others)
 
 
-def form_runs(
+def iter_runs(
     candidates: Candidates,
     *,
     others: Mapping[str, list[tuple[datetime.datetime, str, str]]],
-) -> list[list[Candidate]]:
+) -> Iterator[list[Candidate]]:
     """The runs of ``candidates``, each first in order first, every candidate in exactly one
     (many of length one), queues by name. ``others`` maps a queue to the ``(created, uid or
     key, key)`` of the other jobs of that queue that enqueue or allocate may act on: they
-    split runs. Consumes ``candidates.by_queue`` (its lists are sorted in place)."""
-    runs: list[list[Candidate]] = []
+    split runs. Consumes ``candidates.by_queue`` (its lists are sorted in place).
+
+    A queue's runs are yielded right after its candidates are sorted, so that whoever reads
+    their keys next (:func:`members`) finds them still in the processor's caches."""
     for queue in sorted(candidates.by_queue):
         entries = candidates.by_queue[queue]
         split = others.get(queue)
@@ -287,8 +289,7 @@ def form_runs(
         entries.sort()
         for signature, members in itertools.groupby(entries, _SIGNATURE):
             if signature != _SPLIT:
-                runs.append(list(members))
-    return runs
+                yield list(members)
 
 
 def members(run: list[Candidate]) -> tuple[list[str], list[str]]:

@@ -346,7 +346,7 @@ def _build_session(
     if candidates:
         others = _acting_jobs(jobs, set(candidates.by_queue))
         pods = snapshot.pods
-        for run in folding.form_runs(candidates, others=others):
+        for run in folding.iter_runs(candidates, others=others):
             _, _, group_key, first_key, _ = run[0]
             group = pod_groups[group_key]
             minimum = group.min_resources
@@ -392,7 +392,7 @@ def _acting_jobs(
 ) -> dict[str, list[tuple[datetime.datetime, str, str]]]:
     """Queue -> ``(created, uid or key, key)`` of its jobs that enqueue or allocate may act on
     (Pending, or with a Pending task), for ``queues`` (those with fold candidates): they split
-    runs (``folding.form_runs``)."""
+    runs (``folding.iter_runs``)."""
     pending_phase = objects.PodGroupPhase.PENDING
     pending = objects.TaskStatus.PENDING
     found: dict[str, list[tuple[datetime.datetime, str, str]]] = {}
@@ -666,7 +666,8 @@ def count_runs(snapshot: objects.Snapshot, *, config: configs.SchedulerConfigura
         compacted, leaves=compaction.leaves(compacted.queues), task_priority=_task_priority
     )
     count = len(candidates)
-    return len(folding.form_runs(candidates, others={})) + len(compacted.pods) - count
+    runs = sum(1 for _ in folding.iter_runs(candidates, others={}))
+    return runs + len(compacted.pods) - count
 
 
 def _count_tasks(job: frameworks.Job) -> objects.GroupCounts:
