@@ -884,6 +884,8 @@ class CapacityPlugin(frameworks.Plugin):
             for i in dims:
                 if admitted == 0:
                     break
+                if limit[i] == vectors.MAXF:
+                    continue  # no figure exceeds an unlimited one: every member passes here
                 admitted = _prefix(
                     admitted,
                     allocated=allocated[i],
@@ -943,6 +945,8 @@ class CapacityPlugin(frameworks.Plugin):
             for i in req_dims:
                 if enqueued == 0:
                     break
+                if target.real_capability[i] == vectors.MAXF:
+                    continue  # no figure exceeds an unlimited one: every member passes here
                 # minimum + allocated + inqueue - elastic > realCapability refuses.
                 enqueued = _enqueue_prefix(
                     enqueued,
