@@ -294,11 +294,16 @@ class CapacityPlugin(frameworks.Plugin):
                     if value:
                         request_sum[i] += value * count
             pods = leaf_pods.get(name, 0)
+            # Adding a zero vector changes nothing: a leaf of pending pods only moves requests.
+            allocates, enqueues, lends = any(allocated_sum), any(inqueue_sum), any(elastic_sum)
             for target in self.attrs[name].chain:
-                vectors.iadd(target.allocated, allocated_sum)
+                if allocates:
+                    vectors.iadd(target.allocated, allocated_sum)
                 vectors.iadd(target.request, request_sum)
-                vectors.iadd(target.inqueue, inqueue_sum)
-                vectors.iadd(target.elastic, elastic_sum)
+                if enqueues:
+                    vectors.iadd(target.inqueue, inqueue_sum)
+                if lends:
+                    vectors.iadd(target.elastic, elastic_sum)
                 target.allocated_pods += pods
         for name, releasing_sum in leaf_releasing.items():
             for target in self.attrs[name].chain:

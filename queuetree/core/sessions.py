@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import gc
 import itertools
+import operator
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
@@ -172,6 +174,13 @@ def _release(session: frameworks.Session, plugin: capacity.CapacityPlugin | None
     vars(session).clear()
 
 
+_SCALARS = operator.attrgetter("scalars")
+_MIN_RESOURCES = operator.attrgetter("min_resources")
+_REQUEST_SCALARS = operator.attrgetter("resreq.scalars")
+_INIT_SCALARS = operator.attrgetter("init_resreq.scalars")
+_NOT_NONE = functools.partial(operator.is_not, None)
+
+
 def _scalar_names(snapshot: objects.Snapshot) -> set[str]:
     names: set[str] = set()
 
@@ -185,14 +194,20 @@ def _scalar_names(snapshot: objects.Snapshot) -> set[str]:
         see(queue.capability)
         see(queue.deserved)
         see(queue.guarantee)
-    for group in snapshot.pod_groups.values():
-        see(group.min_resources)
-    # Pods usually share a handful of request objects: visit each distinct one once.
+    # Pod groups and pods are many, most name no scalar, and the others share a handful of
+    # request objects: their scalar maps are picked out at C speed (empty ones and groups
+    # without minResources dropped), and each distinct map is read once.
+    minimums = filter(_NOT_NONE, map(_MIN_RESOURCES, snapshot.pod_groups.values()))
     pods = snapshot.pods.values()
-    distinct = {id(pod.resreq): pod.resreq for pod in pods}
-    distinct.update({id(pod.init_resreq): pod.init_resreq for pod in pods})
-    for resource in distinct.values():
-        see(resource)
+    maps: dict[int, Mapping[str, resources.Amount]] = {}
+    for found in (
+        map(_SCALARS, minimums),
+        map(_REQUEST_SCALARS, pods),
+        map(_INIT_SCALARS, pods),
+    ):
+        maps.update({id(scalars): scalars for scalars in filter(None, found)})
+    for scalars in maps.values():
+        names.update(scalars)
     return names
 
 
@@ -590,6 +605,11 @@ def _result(
             # their run's first group rather than their key's sorted place.
             if not job.group.synthetic:
                 counts.update(zip(run.groups, itertools.repeat(objects.NO_COUNTS)))
+            if run.inqueue in (0, len(run)):
+                phases.update(
+                    zip(run.groups, itertools.repeat(inqueue if run.inqueue else pending))
+                )
+                continue
             phases.update(zip(itertools.islice(run.groups, run.inqueue), itertools.repeat(inqueue)))
             phases.update(
                 zip(itertools.islice(run.groups, run.inqueue, None), itertools.repeat(pending))
