@@ -328,6 +328,8 @@ def remedies(
             # Otherwise the pods go through the loop below one by one, as any other.
             found.update(zip(keys, itertools.repeat(text[1])))
             briefs.update(zip(keys, itertools.repeat(text[2])))
+    if len(found) == len(reasons):
+        return found, briefs  # the shared sets covered every pod (their keys are reasons')
     member_groups: dict[str, str] | None = None
     # The pods a shared set covered (all of ``found`` so far) are skipped at C speed.
     for key in itertools.filterfalse(found.__contains__, reasons):
