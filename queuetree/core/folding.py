@@ -276,10 +276,12 @@ def iter_runs(
     """The runs of ``candidates``, each first in order first, every candidate in exactly one
     (many of length one), queues by name. ``others`` maps a queue to the ``(created, uid or
     key, key)`` of the other jobs of that queue that enqueue or allocate may act on: they
-    split runs. Consumes ``candidates.by_queue`` (its lists are sorted in place).
+    split runs. Consumes ``candidates.by_queue``: its lists are sorted in place, and emptied
+    once their runs are yielded.
 
     A queue's runs are yielded right after its candidates are sorted, so that whoever reads
-    their keys next (:func:`members`) finds them still in the processor's caches."""
+    their keys next (:func:`members`) finds them still in the processor's caches; so does
+    the release of its candidates, then."""
     for queue in sorted(candidates.by_queue):
         entries = candidates.by_queue[queue]
         split = others.get(queue)
@@ -290,6 +292,7 @@ def iter_runs(
         for signature, members in itertools.groupby(entries, _SIGNATURE):
             if signature != _SPLIT:
                 yield list(members)
+        entries.clear()
 
 
 def members(run: list[Candidate]) -> tuple[list[str], list[str]]:
