@@ -44,10 +44,6 @@ class _QueueItem:
         return self.session.queue_order(self.name, other.name) < 0
 
 
-def _sorted_queues(session: frameworks.Session, names: set[str]) -> list[str]:
-    return sorted(names, key=functools.cmp_to_key(session.queue_order))
-
-
 # -- enqueue ---------------------------------------------------------------------------------
 
 
@@ -83,18 +79,15 @@ def enqueue(session: frameworks.Session) -> None:
     inqueue = objects.PodGroupPhase.INQUEUE
     for job in free:
         job.phase = inqueue
-        session.enqueued.add(job.key)
         if job.run is not None:
             job.run.inqueue = len(job.run)
-            session.enqueued.update(job.run.groups)
-    for queue in _sorted_queues(session, set(pending)):
+    for queue in session.sorted_queues(set(pending)):
         for job in sorted(pending[queue], key=lambda j: (session.job_key(j), j.key)):
             if job.run is not None:
                 _enqueue_run(session, job, job.run)
             elif session.job_enqueueable(job):
                 session.job_enqueued(job)
                 job.phase = objects.PodGroupPhase.INQUEUE
-                session.enqueued.add(job.key)
 
 
 def _enqueue_run(session: frameworks.Session, job: frameworks.Job, run: frameworks.Run) -> None:
@@ -111,7 +104,6 @@ def _enqueue_run(session: frameworks.Session, job: frameworks.Job, run: framewor
     if enqueued:
         job.phase = objects.PodGroupPhase.INQUEUE
         run.inqueue = enqueued
-        session.enqueued.update(run.groups[:enqueued])
 
 
 def _tell_run_members(session: frameworks.Session, job: frameworks.Job, keys: list[str]) -> None:
@@ -218,7 +210,7 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
         # Admission places nothing, so no share (hence no queue order) and no gang readiness
         # (hence no job order) changes: the heap walk below reduces to two sorted loops.
         allocatable = session.allocatable_check()
-        for queue in _sorted_queues(session, set(job_heaps)):
+        for queue in session.sorted_queues(set(job_heaps)):
             # Ties of the job key (equal creation time and uid) go by the job's own key, so the
             # order never depends on the snapshot's (``folding`` forms runs in this order).
             for _, _, job in sorted(job_heaps[queue], key=_by_key_then_name):
@@ -687,7 +679,7 @@ def preempt(session: frameworks.Session) -> None:
             continue
         if session.job_starving(job):
             by_queue.setdefault(job.queue, []).append(job)
-    for queue in _sorted_queues(session, set(by_queue)):
+    for queue in session.sorted_queues(set(by_queue)):
         # Phase 1: starving jobs evict other jobs' tasks in the same queue.
         for job in sorted(by_queue[queue], key=session.job_key):
             stmt = Statement(session)

@@ -26,8 +26,9 @@ blocks a pod, on which resource, with the figures.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from queuetree.core import conditions, configs, decisions, frameworks, objects, vectors
@@ -117,7 +118,9 @@ class CapacityPlugin(frameworks.Plugin):
         self.level = 0
         self.attrs: dict[str, QueueAttr] = {}
         self.reserved_tasks: dict[str, QueueAttr] = {}
-        """Task key -> the leaf whose chain holds the task's reserved request."""
+        """Task key -> the leaf whose chain holds the task's reserved request (for a run, its
+        one task stands for the members it admitted: ``frameworks.Run.ungated`` counts them,
+        and the other members are no tasks, so nothing looks them up here)."""
         self.blockers: dict[str, Blocker] = {}
         """Task key or job key -> the last rejection."""
         self.faults: dict[str, list[conditions.Fault]] = {}
@@ -291,11 +294,16 @@ class CapacityPlugin(frameworks.Plugin):
                     if value:
                         request_sum[i] += value * count
             pods = leaf_pods.get(name, 0)
+            # Adding a zero vector changes nothing: a leaf of pending pods only moves requests.
+            allocates, enqueues, lends = any(allocated_sum), any(inqueue_sum), any(elastic_sum)
             for target in self.attrs[name].chain:
-                vectors.iadd(target.allocated, allocated_sum)
+                if allocates:
+                    vectors.iadd(target.allocated, allocated_sum)
                 vectors.iadd(target.request, request_sum)
-                vectors.iadd(target.inqueue, inqueue_sum)
-                vectors.iadd(target.elastic, elastic_sum)
+                if enqueues:
+                    vectors.iadd(target.inqueue, inqueue_sum)
+                if lends:
+                    vectors.iadd(target.elastic, elastic_sum)
                 target.allocated_pods += pods
         for name, releasing_sum in leaf_releasing.items():
             for target in self.attrs[name].chain:
@@ -716,6 +724,33 @@ class CapacityPlugin(frameworks.Plugin):
         rrep = ra.ancestors[level + 1] if level + 1 < len(ra.ancestors) else ra
         return _compare_share(lrep, rrep)
 
+    def queue_order_key(self, names: Collection[str]) -> Callable[[str], Any] | None:
+        """:meth:`queue_order` as a sort key for ``names``, when one exists (see
+        ``frameworks.Plugin.queue_order_key``): priority (higher first), then in hierarchy
+        mode leaves before the other queues, then shares (:func:`_share_key`): a queue's own
+        for a non-leaf queue and in flat mode, and for a leaf the shares along its path from
+        root that :func:`_leaf_paths` keeps. None when a queue has no figures or a share is
+        NaN, or when equal shares make the comparator's order one no key gives."""
+        attrs: list[QueueAttr] = []
+        for name in names:
+            attr = self.attrs.get(name)
+            if attr is None or attr.share != attr.share:
+                return None  # compared as equal to every queue; NaN compares as neither
+            attrs.append(attr)
+        if not self.hierarchy:
+            keys = {a.name: (-a.queue.priority, _share_key(a)) for a in attrs}
+            return keys.__getitem__
+        paths = _leaf_paths([a for a in attrs if a.is_leaf])
+        if paths is None:
+            return None
+        ordered: dict[str, tuple[Any, ...]] = {}
+        for a in attrs:
+            if a.is_leaf:
+                ordered[a.name] = (-a.queue.priority, False, paths[a.name])
+            else:
+                ordered[a.name] = (-a.queue.priority, True, (_share_key(a),))
+        return ordered.__getitem__
+
     def victim_queue_order(self, left: str, right: str, preemptor: str) -> int:
         if not self.hierarchy:
             return 0
@@ -830,8 +865,9 @@ class CapacityPlugin(frameworks.Plugin):
         """:meth:`allocatable` for the members ``keys`` of a run (``frameworks.Run``), each a
         gated pod like ``task``, in order: how many of the first of them are admitted, each
         reserving its request when ``reserve`` (as ``session.reserve`` would, one after the
-        other), and the refused ones get the blocker the first refused one gets, which the
-        per-pod path gives every one of them (nothing changes after a refusal).
+        other; recorded in :attr:`reserved_tasks` once, for ``task``), and the refused ones
+        get the blocker the first refused one gets, which the per-pod path gives every one of
+        them (nothing changes after a refusal).
 
         The count per chain member and resource is arithmetic (``vectors.repeat_add`` keeps
         it exactly what repeated additions give), checked against the per-pod comparison at
@@ -844,7 +880,7 @@ class CapacityPlugin(frameworks.Plugin):
                 return n
             blocker = self.blockers.get(task.key)
             if blocker is not None:
-                self.blockers.update(dict.fromkeys(keys, blocker))
+                self.blockers.update(zip(keys, itertools.repeat(blocker)))
             return 0
         req = task.resreq
         dims = task.req_dims
@@ -853,6 +889,8 @@ class CapacityPlugin(frameworks.Plugin):
             for i in dims:
                 if admitted == 0:
                     break
+                if limit[i] == vectors.MAXF:
+                    continue  # no figure exceeds an unlimited one: every member passes here
                 admitted = _prefix(
                     admitted,
                     allocated=allocated[i],
@@ -869,7 +907,7 @@ class CapacityPlugin(frameworks.Plugin):
                 for i in task.nonzero:
                     target_reserved[i] = vectors.repeat_add(target_reserved[i], req[i], admitted)
                 target.reserved_pods += count
-            self.reserved_tasks.update(dict.fromkeys(keys[:admitted], attr))
+            self.reserved_tasks[task.key] = attr
         if admitted < n:
             # The first refused member, at the figures the admissions before it left.
             for allocated, reserved, releasing, limit, target in attr.figures:
@@ -878,7 +916,9 @@ class CapacityPlugin(frameworks.Plugin):
                         blocker = self._quota_blocker(
                             task, target=target, leaf=attr, dim=i, held=False
                         )
-                        self.blockers.update(dict.fromkeys(keys[admitted:], blocker))
+                        self.blockers.update(
+                            zip(itertools.islice(keys, admitted, None), itertools.repeat(blocker))
+                        )
                         return admitted
         return admitted
 
@@ -893,7 +933,7 @@ class CapacityPlugin(frameworks.Plugin):
         if not self._usable(attr, job.key):
             blocker = self.blockers.get(job.key)
             if blocker is not None:
-                self.blockers.update(dict.fromkeys(groups, blocker))
+                self.blockers.update(zip(groups, itertools.repeat(blocker)))
             return 0
         assert attr is not None
         minimum = job.min_resources
@@ -910,6 +950,8 @@ class CapacityPlugin(frameworks.Plugin):
             for i in req_dims:
                 if enqueued == 0:
                     break
+                if target.real_capability[i] == vectors.MAXF:
+                    continue  # no figure exceeds an unlimited one: every member passes here
                 # minimum + allocated + inqueue - elastic > realCapability refuses.
                 enqueued = _enqueue_prefix(
                     enqueued,
@@ -938,7 +980,7 @@ class CapacityPlugin(frameworks.Plugin):
                 del self.blockers[job.key]
             else:
                 self.blockers[job.key] = before
-            self.blockers.update(dict.fromkeys(refused, blocker))
+            self.blockers.update(zip(refused, itertools.repeat(blocker)))
             self.session.events.extend(dataclasses.replace(event, key=key) for key in refused)
         return enqueued
 
@@ -1176,6 +1218,64 @@ def _compare_share(left: QueueAttr, right: QueueAttr) -> int:
             return 0
         return -1 if left.has_deserved else 1
     return -1 if left.share < right.share else 1
+
+
+def _share_key(attr: QueueAttr) -> tuple[float, bool]:
+    """:func:`_compare_share` as a key: smaller share first, then a queue with a deserved
+    quota before a best-effort one."""
+    return (attr.share, not attr.has_deserved)
+
+
+ShareKeys = tuple[tuple[float, bool], ...]
+
+
+def _leaf_paths(leaves: list[QueueAttr]) -> dict[str, ShareKeys] | None:
+    """Leaf name -> a key that orders ``leaves`` as the hierarchical :meth:`queue_order`
+    orders two leaves of one priority, or None when no key can.
+
+    The comparator compares the children of the deepest common ancestor of two leaves that
+    lead to each (:func:`_queue_level`); on equal shares it leaves the order to the default
+    tie-break (creation time, then name) of the leaves themselves. Take the tree of the
+    leaves' paths from root. Where a queue's children in that tree have distinct shares, the
+    key goes on with the share of the child on the leaf's path; where they all have one share
+    (every two leaves through two of them are equal for the comparator), it stops, and every
+    queue below must then have children of one share too: otherwise the comparator finds
+    some of those leaves equal and orders others by share, which no key expresses (the
+    comparator need not even be transitive then). None also where some children of a queue
+    have one share and others another, and for leaves without one common root.
+    """
+    children: dict[int, dict[int, QueueAttr]] = {}
+    paths: list[tuple[QueueAttr, ...]] = []
+    for leaf in leaves:
+        path = (*leaf.ancestors, leaf)
+        if len(path) < 2 or leaf.broken or (paths and path[0] is not paths[0][0]):
+            return None
+        paths.append(path)
+        for parent, child in itertools.pairwise(path):
+            children.setdefault(id(parent), {})[id(child)] = child
+    tied: set[int] = set()
+    for parent_id, kids in children.items():
+        if len(kids) < 2:
+            continue
+        shares = {_share_key(kid) for kid in kids.values()}
+        if len(shares) == 1:
+            tied.add(parent_id)
+        elif len(shares) < len(kids):
+            return None
+    found: dict[str, ShareKeys] = {}
+    for path in paths:
+        key: list[tuple[float, bool]] = []
+        stopped = False
+        for parent, child in itertools.pairwise(path):
+            if stopped:
+                if len(children[id(parent)]) > 1 and id(parent) not in tied:
+                    return None
+            elif id(parent) in tied:
+                stopped = True
+            else:
+                key.append(_share_key(child))
+        found[path[-1].name] = tuple(key)
+    return found
 
 
 def _queue_level(left: QueueAttr, right: QueueAttr) -> int:

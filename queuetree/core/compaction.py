@@ -107,19 +107,18 @@ def compact(snapshot: objects.Snapshot) -> Compacted:
     leaf_queues = leaves(snapshot.queues)
     groups = snapshot.pod_groups
     buckets: dict[Bucket, list[objects.Pod]] = {}
-    kept: dict[str, objects.Pod] = {}
+    settled: set[str] = set()
     for key, pod in snapshot.pods.items():
         if pod.unschedulable:
             return Compacted(snapshot=snapshot, folded=_NOTHING)
         if pod.scheduling_gates:
             # Never settled (settled_bucket says so too): the common case of a session with
             # many pods to admit, kept cheap.
-            kept[key] = pod
             continue
         bucket = settled_bucket(key, pod, groups.get(pod.group))
         if bucket is None or bucket[0] not in leaf_queues:
-            kept[key] = pod
             continue
+        settled.add(key)
         members = buckets.get(bucket)
         if members is None:
             buckets[bucket] = [pod]
@@ -127,7 +126,8 @@ def compact(snapshot: objects.Snapshot) -> Compacted:
             members.append(pod)
     if all(len(members) < 2 for members in buckets.values()):
         return Compacted(snapshot=snapshot, folded=_NOTHING)
-    pods = kept
+    # The pods in no bucket, in snapshot order; then each bucket's (one, or its folded pod).
+    pods = {key: pod for key, pod in snapshot.pods.items() if key not in settled}
     pod_groups = dict(groups)
     folded_groups: dict[str, tuple[str, ...]] = {}
     for bucket in sorted(buckets):

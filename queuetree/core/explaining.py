@@ -15,6 +15,7 @@ capacity rejection, :func:`remedies` says what would have to change for the pod 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from queuetree.core import capacity, frameworks, objects, vectors
@@ -61,21 +62,27 @@ def explain_blocker(blocker: capacity.Blocker, dims: vectors.Dims, *, lone: bool
 Shared = list[tuple[list[str], str]]
 """Held members of runs that got one reason together: ``(pod keys, reason)``."""
 
+Sentences = dict[int, str]
+"""id of a blocker -> :func:`explain_blocker` of it (``lone`` False): thousands of held pods
+share one (interned) blocker, and formatting figures is the costly part."""
+
 
 def explain(
     session: frameworks.Session,
     plugin: capacity.CapacityPlugin | None,
     *,
     shared: Shared | None = None,
+    sentences: Sentences | None = None,
 ) -> dict[str, str]:
     """Pod key -> reason, for every pending pod that this session neither placed nor ungated.
 
     ``shared``, when given, receives the held members of runs (``frameworks.Run``) that share
-    one reason and one blocker, so :func:`remedies` can treat each such set once."""
-    admitted = set(session.bound) | set(session.pipelined) | set(session.ungated)
+    one reason and one blocker, so :func:`remedies` can treat each such set once; so does
+    ``sentences`` receive the sentences of the blockers, for :func:`remedies` to reuse."""
+    admitted: set[str] | None = None
     reasons: dict[str, str] = {}
     blockers = plugin.blockers if plugin is not None else {}
-    cache: dict[int, str] = {}
+    cache: Sentences = {} if sentences is None else sentences
     # Snapshot order: deterministic for a given snapshot; callers sort for display.
     for key, task in session.tasks.items():
         run = task.job.run
@@ -90,7 +97,12 @@ def explain(
                 shared=shared,
             )
             continue
-        if task.status != objects.TaskStatus.PENDING or key in admitted:
+        if task.status != objects.TaskStatus.PENDING:
+            continue
+        if admitted is None:
+            # Only tasks outside runs are looked up here (a run's members can be most of them).
+            admitted = set(session.bound) | set(session.pipelined) | set(session.ungated)
+        if key in admitted:
             continue
         pod = task.pod
         if session.admission_only and not pod.scheduling_gates and not pod.unschedulable:
@@ -116,7 +128,7 @@ def _explain_run(
     *,
     reasons: dict[str, str],
     blockers: dict[str, capacity.Blocker],
-    cache: dict[int, str],
+    cache: Sentences,
     shared: Shared | None,
 ) -> None:
     """The reason of every held member of a run (``folding``), each as its own lone pod's: the
@@ -138,7 +150,7 @@ def _explain_run(
             )
             if reason:
                 keys = run.pods[start : run.inqueue]
-                reasons.update(dict.fromkeys(keys, reason))
+                reasons.update(zip(keys, itertools.repeat(reason)))
                 if shared is not None:
                     shared.append((keys, reason))
             start = run.inqueue
@@ -166,7 +178,7 @@ def _reason(
     job_key: str,
     pending: bool,
     blockers: dict[str, capacity.Blocker],
-    cache: dict[int, str],
+    cache: Sentences,
 ) -> str:
     """Why pod ``key`` of pod group ``job_key`` (``task`` and its job, or, for a member of a
     run, the run's first task and job) was not admitted; ``pending``: its group is Pending."""
@@ -271,12 +283,13 @@ def remedies(
     reasons: dict[str, str],
     *,
     shared: Sequence[tuple[list[str], str]] = (),
+    sentences: Sentences | None = None,
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Pod key -> :func:`remedy`, and pod key -> :func:`brief`, for every reason of
     ``reasons`` that a capacity rejection of the pod (or of its pending pod group) gave.
 
-    ``shared`` (from :func:`explain`): sets of pods with one reason and one blocker, each
-    decided once for all its pods."""
+    ``shared`` and ``sentences`` (from :func:`explain`): sets of pods with one reason and one
+    blocker, each decided once for all its pods, and the sentences already written."""
     found: dict[str, str] = {}
     briefs: dict[str, str] = {}
     if plugin is None:
@@ -286,6 +299,7 @@ def remedies(
     one (interned) blocker, and formatting figures is the costly part."""
     blockers = plugin.blockers
     dims = session.dims
+    written = {} if sentences is None else sentences
 
     def matching(blocker: capacity.Blocker, reason: str) -> tuple[str, str, str] | None:
         # The reason was worded for a pod group or for a lone pod (explain_blocker's ``lone``):
@@ -293,8 +307,11 @@ def remedies(
         for lone in (False, True):
             text = texts.get((id(blocker), lone))
             if text is None:
+                sentence = None if lone else written.get(id(blocker))
+                if sentence is None:
+                    sentence = explain_blocker(blocker, dims, lone=lone)
                 text = texts[id(blocker), lone] = (
-                    explain_blocker(blocker, dims, lone=lone),
+                    sentence,
                     remedy(blocker, dims, lone=lone),
                     brief(blocker, dims),
                 )
@@ -302,7 +319,6 @@ def remedies(
                 return text
         return None
 
-    covered: set[str] = set()
     for keys, reason in shared:
         blocker = blockers.get(keys[0])
         if blocker is None:
@@ -310,15 +326,21 @@ def remedies(
         text = matching(blocker, reason)
         if text is not None:
             # Otherwise the pods go through the loop below one by one, as any other.
-            covered.update(keys)
-            found.update(dict.fromkeys(keys, text[1]))
-            briefs.update(dict.fromkeys(keys, text[2]))
-    for key, reason in reasons.items():
-        if covered and key in covered:
-            continue
-        job_key = session.member_groups.get(key)
-        if job_key is None:
-            job_key = session.tasks[key].job.key
+            found.update(zip(keys, itertools.repeat(text[1])))
+            briefs.update(zip(keys, itertools.repeat(text[2])))
+    if len(found) == len(reasons):
+        return found, briefs  # the shared sets covered every pod (their keys are reasons')
+    member_groups: dict[str, str] | None = None
+    # The pods a shared set covered (all of ``found`` so far) are skipped at C speed.
+    for key in itertools.filterfalse(found.__contains__, reasons):
+        reason = reasons[key]
+        task = session.tasks.get(key)
+        if task is not None and task.job.run is None:
+            job_key = task.job.key
+        else:
+            if member_groups is None:
+                member_groups = _member_groups(session)
+            job_key = member_groups[key]
         for blocker in (blockers.get(key), blockers.get(job_key)):
             if blocker is None:
                 continue
@@ -328,3 +350,12 @@ def remedies(
                 briefs[key] = text[2]
                 break
     return found, briefs
+
+
+def _member_groups(session: frameworks.Session) -> dict[str, str]:
+    """Pod key -> pod group key, for every member of a run (``frameworks.Run``)."""
+    found: dict[str, str] = {}
+    for job in session.jobs.values():
+        if job.run is not None:
+            found.update(zip(job.run.pods, job.run.groups, strict=True))
+    return found

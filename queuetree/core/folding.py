@@ -37,12 +37,12 @@ order does not depend on the snapshot's order.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
-import functools
+import itertools
 import operator
-from collections.abc import Callable, Hashable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Hashable, Iterator, Mapping
 
 from queuetree.core import configs, frameworks, objects, plugins, resources
 
@@ -52,7 +52,23 @@ _INQUEUE = objects.PodGroupPhase.INQUEUE
 _ONLY_OURS = (objects.QUEUE_ALLOCATION_GATE,)
 
 Signature = tuple[Hashable, ...]
-"""What two interchangeable candidates share (see the module docstring)."""
+"""What two interchangeable candidates of one queue share (see the module docstring)."""
+
+Candidate = tuple[datetime.datetime, str, str, str, int]
+"""A fold candidate: ``(created, uid or key, group key, pod key, signature)``.
+
+A plain tuple, one per gated pod, so it costs one allocation. The first three fields are
+``created``, ``uid`` (its key when empty) and the key of the pod group: the job order's own
+tie-breaks, so that a queue's candidates sort on the tuples themselves (group keys are unique,
+so a sort never compares past them). ``signature`` is the same number for interchangeable
+candidates (:data:`Signature`, interned): never negative."""
+
+_GROUP = operator.itemgetter(2)
+_KEY = operator.itemgetter(3)
+_SIGNATURE = operator.itemgetter(4)
+_SPLIT = -1
+"""The signature of the entries that stand for the other jobs of a queue (``iter_runs``): no
+candidate's, so a run never spans one."""
 
 _VOTING_HOOKS = frozenset(
     {
@@ -61,24 +77,6 @@ _VOTING_HOOKS = frozenset(
         frameworks.Hook.JOB_ENQUEUED,
     }
 )
-
-
-class Candidate(NamedTuple):
-    """A fold candidate (a tuple: one is made per gated pod, so it must be cheap)."""
-
-    order: tuple[datetime.datetime, str, str]
-    """``(created, uid or key, key)`` of the pod group: the job order's own tie-breaks (first,
-    so that a queue's entries sort on it; the jobs that split runs are 1-tuples of it)."""
-    key: str
-    pod: objects.Pod
-    group: objects.PodGroup
-    signature: int
-    """The same number for interchangeable candidates (:data:`Signature`, interned)."""
-
-
-_new_candidate: Callable[[tuple[Any, ...]], Candidate] = functools.partial(tuple.__new__, Candidate)
-"""``Candidate`` from a tuple of its fields without the Python-level constructor (one is made
-per gated pod)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -90,7 +88,10 @@ class Candidates:
     of these groups (a second pod of a lone pod's group) is for the caller to find: then
     nothing may fold."""
     by_queue: dict[str, list[Candidate]]
-    """Queue -> its candidates, in snapshot order."""
+    """Queue -> its candidates, in snapshot order (only queues that have any)."""
+    others: list[tuple[str, objects.Pod]]
+    """``(key, pod)`` of every pod of the snapshot that is not a candidate, in snapshot order:
+    what the session builds pod by pod."""
 
     def __len__(self) -> int:
         return len(self.groups)
@@ -112,6 +113,52 @@ def supported(config: configs.SchedulerConfiguration) -> bool:
                 return False
             voters += 1
     return voters <= 1
+
+
+_Shape = tuple[
+    int,
+    bool,
+    str,
+    bool,
+    resources.Resource | None,
+    resources.Resource,
+    resources.Resource,
+    int,
+    bool,
+    str,
+]
+"""What :data:`Signature` is made of, as read off a candidate and its group: minMember,
+Inqueue or not, priority class, synthetic or not, minResources, requests, init requests,
+task priority, opt-in, scheduler name (the queue aside: runs are formed per queue)."""
+
+
+@dataclasses.dataclass(slots=True)
+class _Numbers:
+    """The numbers of the signatures seen so far: equal signatures get one number."""
+
+    by_identity: dict[Hashable, int] = dataclasses.field(default_factory=dict)
+    """The shape with its resources by object identity -> its number (pods share request
+    objects, so most shapes cost one lookup here)."""
+    by_value: dict[Signature, int] = dataclasses.field(default_factory=dict)
+    values: dict[int, Hashable] = dataclasses.field(default_factory=dict)
+    """id of a resource -> :func:`_resource_key` of it."""
+
+    def signature(self, shape: _Shape) -> int:
+        identity = (*shape[:4], id(shape[4]), id(shape[5]), id(shape[6]), *shape[7:])
+        number = self.by_identity.get(identity)
+        if number is None:
+            values = self.values
+            value = (
+                *shape[:4],
+                _resource_key(shape[4], values),
+                _resource_key(shape[5], values),
+                _resource_key(shape[6], values),
+                *shape[7:],
+            )
+            number = self.by_identity[identity] = self.by_value.setdefault(
+                value, len(self.by_value)
+            )
+        return number
 
 
 def _resource_key(resource: resources.Resource | None, cache: dict[int, Hashable]) -> Hashable:
@@ -143,116 +190,111 @@ def find_candidates(
     pod's task priority (its annotation, else its priority)."""
     pod_groups = snapshot.pod_groups
     groups: dict[str, str] = {}
-    by_queue: dict[str, list[Candidate]] = {}
-    values: dict[int, Hashable] = {}
-    by_identity: dict[Hashable, int] = {}
-    """The signature with requests by object identity -> its number (pods share request
-    objects, so most pods cost one lookup here)."""
-    by_value: dict[Signature, int] = {}
-    shared: set[str] = set()
-    """Groups that two candidates name: not lone."""
+    # Every leaf, so that one lookup finds a candidate's list and tells that its queue is a
+    # leaf; the leaves without candidates are dropped at the end.
+    by_queue: dict[str, list[Candidate]] = {leaf: [] for leaf in leaves}
+    others: list[tuple[str, objects.Pod]] = []
+    numbers = _Numbers()
+    last_shape: _Shape | tuple[()] = ()
+    last_signature = _SPLIT
+    # Locals: this loop runs once per pod.
+    only_ours = _ONLY_OURS
     pending = _PENDING_STATUS
+    pending_phase = _PENDING
+    inqueue = _INQUEUE
     admitted = objects.ADMITTED_QUEUE_ANNOTATION
     gate = objects.QUEUE_ALLOCATION_GATE
     task_priority_key = objects.TASK_PRIORITY_ANNOTATION
-    new = _new_candidate
-    for key, pod in snapshot.pods.items():
+    for item in snapshot.pods.items():
+        key, pod = item
         if (
-            pod.scheduling_gates != _ONLY_OURS
+            pod.scheduling_gates != only_ours
             or pod.status is not pending
             or pod.unschedulable
             or pod.count != 1
         ):
+            others.append(item)
             continue
         group_key = pod.group
-        group = pod_groups.get(group_key)
-        if group is None or group.min_member > 1 or group.missing:
+        try:
+            group = pod_groups[group_key]
+        except KeyError:
+            others.append(item)
             continue
-        queue = group.queue
+        entries = by_queue.get(group.queue)  # None: not a leaf
         phase = group.phase
         annotations = pod.annotations
         if (
-            queue not in leaves
-            or (phase is not _PENDING and phase is not _INQUEUE)
+            entries is None
+            or group.min_member > 1
+            or group.missing
+            or (phase is not pending_phase and phase is not inqueue)
             or admitted in annotations
         ):
+            others.append(item)
             continue
-        identity = (
-            queue,
+        shape = (
             group.min_member,
             # Not the enum itself: hashing an enum member is a Python-level call.
-            phase is _INQUEUE,
+            phase is inqueue,
             group.priority_class_name,
             group.synthetic,
-            id(group.min_resources),
-            id(pod.resreq),
-            id(pod.init_resreq),
+            group.min_resources,
+            pod.resreq,
+            pod.init_resreq,
             pod.priority if task_priority_key not in annotations else task_priority(pod),
             annotations.get(gate) == "true",
             pod.scheduler_name,
         )
-        signature = by_identity.get(identity)
-        if signature is None:
-            value = (
-                *identity[:5],
-                _resource_key(group.min_resources, values),
-                _resource_key(pod.resreq, values),
-                _resource_key(pod.init_resreq, values),
-                *identity[8:],
-            )
-            signature = by_identity[identity] = by_value.setdefault(value, len(by_value))
-        if group_key in groups:
-            shared.add(group_key)
+        # Candidates next to each other in the snapshot usually have one shape (a job's pods
+        # are listed together, and share request objects): a tuple comparison, by identity
+        # first, then finds the signature; equal values mean equal signatures.
+        if shape != last_shape:
+            last_shape = shape
+            last_signature = numbers.signature(shape)
         groups[group_key] = key
-        entries = by_queue.get(queue)
-        if entries is None:
-            entries = by_queue[queue] = []
-        entries.append(
-            new(((group.created, group.uid or group_key, group_key), key, pod, group, signature))
-        )
-    if shared:
+        entries.append((group.created, group.uid or group_key, group_key, key, last_signature))
+    by_queue = {queue: entries for queue, entries in by_queue.items() if entries}
+    if len(groups) != sum(map(len, by_queue.values())):
+        # A group that two candidates name is no lone pod's: neither is a candidate. Rare.
+        named = collections.Counter(map(_GROUP, itertools.chain.from_iterable(by_queue.values())))
+        shared = {group_key for group_key, count in named.items() if count > 1}
         for queue, entries in by_queue.items():
-            by_queue[queue] = [c for c in entries if c.group.key not in shared]
+            by_queue[queue] = [c for c in entries if c[2] not in shared]
+        by_queue = {queue: entries for queue, entries in by_queue.items() if entries}
         for group_key in shared:
             del groups[group_key]
-    return Candidates(groups=groups, by_queue=by_queue)
+        others = [item for item in snapshot.pods.items() if groups.get(item[1].group) != item[0]]
+    return Candidates(groups=groups, by_queue=by_queue, others=others)
 
 
-def form_runs(
+def iter_runs(
     candidates: Candidates,
     *,
     others: Mapping[str, list[tuple[datetime.datetime, str, str]]],
-) -> list[list[Candidate]]:
+) -> Iterator[list[Candidate]]:
     """The runs of ``candidates``, each first in order first, every candidate in exactly one
     (many of length one), queues by name. ``others`` maps a queue to the ``(created, uid or
     key, key)`` of the other jobs of that queue that enqueue or allocate may act on: they
-    split runs. Consumes ``candidates.by_queue`` (its lists are sorted in place)."""
-    runs: list[list[Candidate]] = []
+    split runs. Consumes ``candidates.by_queue``: its lists are sorted in place, and emptied
+    once their runs are yielded.
+
+    A queue's runs are yielded right after its candidates are sorted, so that whoever reads
+    their keys next (:func:`members`) finds them still in the processor's caches; so does
+    the release of its candidates, then."""
     for queue in sorted(candidates.by_queue):
-        entries: list[tuple[Any, ...]] = candidates.by_queue[queue]  # type: ignore[assignment]
+        entries = candidates.by_queue[queue]
         split = others.get(queue)
         if split:
-            entries.extend((order,) for order in split)
-        # Group keys are unique, so the sort never compares past the first element.
-        entries.sort(key=_ORDER)
-        run: list[Candidate] = []
-        signature = -1
-        for entry in entries:
-            if len(entry) == 1:
-                if run:
-                    runs.append(run)
-                    run = []
-                signature = -1
-                continue
-            if entry[4] != signature and run:
-                runs.append(run)
-                run = []
-            run.append(entry)  # type: ignore[arg-type]
-            signature = entry[4]
-        if run:
-            runs.append(run)
-    return runs
+            entries.extend((created, uid, key, "", _SPLIT) for created, uid, key in split)
+        # Group keys and job keys are unique, so the sort never compares past the third field.
+        entries.sort()
+        for signature, members in itertools.groupby(entries, _SIGNATURE):
+            if signature != _SPLIT:
+                yield list(members)
+        entries.clear()
 
 
-_ORDER = operator.itemgetter(0)
-"""The sort key of a queue's entries: ``(created, uid or key, key)``."""
+def members(run: list[Candidate]) -> tuple[list[str], list[str]]:
+    """The pod keys and the pod group keys of the members of ``run``, in order."""
+    return list(map(_KEY, run)), list(map(_GROUP, run))

@@ -19,7 +19,9 @@ Orders: job and task orders are *key functions* (a plugin's comparator in Volcan
 one property of each side, so a key per enabled plugin, in tier order, followed by the default
 creation-time-then-uid tie-break, compares exactly as Volcano's first-non-zero dispatch). Queue
 order stays a comparator because the hierarchical capacity order compares two queues' ancestors
-pairwise.
+pairwise, and equal shares there need not make an order a key can express; where the queues at
+hand do allow one, a plugin gives it (``Plugin.queue_order_key``) and sorts use it
+(``Session.sorted_queues``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import dataclasses
 import datetime
 import enum
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar
 
 from queuetree.core import configs, decisions, objects, vectors
@@ -307,6 +309,13 @@ class Plugin:
     def queue_order(self, left: str, right: str) -> int:
         raise NotImplementedError
 
+    def queue_order_key(self, names: Collection[str]) -> Callable[[str], Any] | None:
+        """A sort key for ``names`` that orders them as :meth:`queue_order` does: for every
+        two of them, comparing their keys gives the sign of ``queue_order``. None when no key
+        can (the comparator is then the only way, see :meth:`Session.sorted_queues`); the
+        default, for a plugin that does not say."""
+        return None
+
     def victim_queue_order(self, left: str, right: str, preemptor: str) -> int:
         raise NotImplementedError
 
@@ -425,7 +434,6 @@ class Session:
         """Names of the plugins whose answers chose the victims of the last
         :meth:`reclaimable` or :meth:`preemptable` call (the deciding tier), for the rule."""
         self.ungated: list[str] = []
-        self.enqueued: set[str] = set()
         # Explanations gathered on the way (``explaining`` turns them into reasons).
         self.job_messages: dict[str, str] = {}
         self.fit_errors: dict[str, str] = {}
@@ -435,9 +443,6 @@ class Session:
         """Job key -> pending, ungated, opted-in tasks (admitted earlier, not yet placed)."""
         self.unschedulable_jobs: dict[str, Job] = {}
         """Jobs with a pending, ungated pod that kube-scheduler marked Unschedulable."""
-        self.member_groups: dict[str, str] = {}
-        """Pod key -> its pod group's key, for every member of a run (``Run``), filled when
-        the result is written."""
         self.scheduler_names: frozenset[str] | None = None
         """Admission mode: the ``spec.schedulerName`` values whose pods may be ungated (the
         schedulers that will place them); None admits pods whatever scheduler they name."""
@@ -510,6 +515,25 @@ class Session:
             if verdict:
                 return verdict
         return _compare(self._queue_default(left), self._queue_default(right))
+
+    def sorted_queues(self, names: Collection[str]) -> list[str]:
+        """``names`` in queue order (:meth:`queue_order`), first first.
+
+        On a key when every plugin that orders queues gives one for ``names``
+        (:meth:`Plugin.queue_order_key`): the keys in tier order, then the default tie-break,
+        compare exactly as the comparator dispatches, and a key is computed once per queue
+        rather than a comparator call per comparison. Otherwise with the comparator. Names
+        are unique and the default ends with the name, so either way there are no ties and
+        the order is the same."""
+        keys: list[Callable[[str], Any]] = []
+        for fn in self.flat(Hook.QUEUE_ORDER):
+            plugin = getattr(fn, "__self__", None)
+            key = plugin.queue_order_key(names) if isinstance(plugin, Plugin) else None
+            if key is None:
+                return sorted(names, key=functools.cmp_to_key(self.queue_order))
+            keys.append(key)
+        default = self._queue_default
+        return sorted(names, key=lambda name: (*[key(name) for key in keys], default(name)))
 
     def _queue_default(self, name: str) -> tuple[datetime.datetime, str]:
         queue = self.queues.get(name)

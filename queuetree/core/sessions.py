@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import gc
-from collections.abc import Mapping
+import itertools
+import operator
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from queuetree.core import (
@@ -171,6 +174,13 @@ def _release(session: frameworks.Session, plugin: capacity.CapacityPlugin | None
     vars(session).clear()
 
 
+_SCALARS = operator.attrgetter("scalars")
+_MIN_RESOURCES = operator.attrgetter("min_resources")
+_REQUEST_SCALARS = operator.attrgetter("resreq.scalars")
+_INIT_SCALARS = operator.attrgetter("init_resreq.scalars")
+_NOT_NONE = functools.partial(operator.is_not, None)
+
+
 def _scalar_names(snapshot: objects.Snapshot) -> set[str]:
     names: set[str] = set()
 
@@ -184,14 +194,20 @@ def _scalar_names(snapshot: objects.Snapshot) -> set[str]:
         see(queue.capability)
         see(queue.deserved)
         see(queue.guarantee)
-    for group in snapshot.pod_groups.values():
-        see(group.min_resources)
-    # Pods usually share a handful of request objects: visit each distinct one once.
+    # Pod groups and pods are many, most name no scalar, and the others share a handful of
+    # request objects: their scalar maps are picked out at C speed (empty ones and groups
+    # without minResources dropped), and each distinct map is read once.
+    minimums = filter(_NOT_NONE, map(_MIN_RESOURCES, snapshot.pod_groups.values()))
     pods = snapshot.pods.values()
-    distinct = {id(pod.resreq): pod.resreq for pod in pods}
-    distinct.update({id(pod.init_resreq): pod.init_resreq for pod in pods})
-    for resource in distinct.values():
-        see(resource)
+    maps: dict[int, Mapping[str, resources.Amount]] = {}
+    for found in (
+        map(_SCALARS, minimums),
+        map(_REQUEST_SCALARS, pods),
+        map(_INIT_SCALARS, pods),
+    ):
+        maps.update({id(scalars): scalars for scalars in filter(None, found)})
+    for scalars in maps.values():
+        names.update(scalars)
     return names
 
 
@@ -236,11 +252,19 @@ def _build_session(
         else None
     )
     folded_groups = candidates.groups if candidates is not None else {}
+    pod_groups = snapshot.pod_groups
+    group_items: Iterable[tuple[str, objects.PodGroup]] = pod_groups.items()
+    if len(folded_groups) == len(pod_groups):
+        group_items = ()  # every group is a candidate's (its keys are some of pod_groups')
+    elif folded_groups:
+        # The candidates' groups are built with their runs below (skipped at C speed).
+        group_items = [
+            (key, pod_groups[key])
+            for key in itertools.filterfalse(folded_groups.__contains__, pod_groups)
+        ]
     jobs: dict[str, frameworks.Job] = {}
     job_type = frameworks.Job
-    for key, group in snapshot.pod_groups.items():
-        if folded_groups and key in folded_groups:
-            continue
+    for key, group in group_items:
         # Inlined _new_job, positional: this runs once per pod group.
         priority_class = (
             priority_classes.get(group.priority_class_name) if priority_classes else None
@@ -274,9 +298,8 @@ def _build_session(
     # Locals: the loop below runs once per pod.
     task_type = frameworks.Task
     pending = objects.TaskStatus.PENDING
-    for key, pod in snapshot.pods.items():
-        if folded_groups and folded_groups.get(pod.group) == key:
-            continue  # a fold candidate: built with its run below
+    # The fold candidates are built with their runs below.
+    for key, pod in candidates.others if candidates is not None else snapshot.pods.items():
         job = jobs.get(pod.group)
         charged = pod.admitted_queue if pod.annotations else ""
         if job is None or (charged and job.queue != charged):
@@ -337,9 +360,10 @@ def _build_session(
                 unschedulable[job.key] = job
     if candidates:
         others = _acting_jobs(jobs, set(candidates.by_queue))
-        for run in folding.form_runs(candidates, others=others):
-            first = run[0]
-            group = first.group
+        pods = snapshot.pods
+        for run in folding.iter_runs(candidates, others=others):
+            _, _, group_key, first_key, _ = run[0]
+            group = pod_groups[group_key]
             minimum = group.min_resources
             priority_class = (
                 priority_classes.get(group.priority_class_name) if priority_classes else None
@@ -355,14 +379,12 @@ def _build_session(
                 (group.created, group.uid or group.key),
             )
             jobs[job.key] = job
-            task = _new_task(first.pod, key=first.key, job=job, dims=dims, cache=cache)
+            task = _new_task(pods[first_key], key=first_key, job=job, dims=dims, cache=cache)
             job.add_task(task)
-            tasks[first.key] = task
+            tasks[first_key] = task
             if len(run) > 1:
-                job.run = frameworks.Run(
-                    pods=[candidate.key for candidate in run],
-                    groups=[candidate.pod.group for candidate in run],
-                )
+                keys, groups = folding.members(run)
+                job.run = frameworks.Run(pods=keys, groups=groups)
                 if group.phase is objects.PodGroupPhase.INQUEUE:
                     job.run.inqueue = len(run)
     session = frameworks.Session(
@@ -385,7 +407,7 @@ def _acting_jobs(
 ) -> dict[str, list[tuple[datetime.datetime, str, str]]]:
     """Queue -> ``(created, uid or key, key)`` of its jobs that enqueue or allocate may act on
     (Pending, or with a Pending task), for ``queues`` (those with fold candidates): they split
-    runs (``folding.form_runs``)."""
+    runs (``folding.iter_runs``)."""
     pending_phase = objects.PodGroupPhase.PENDING
     pending = objects.TaskStatus.PENDING
     found: dict[str, list[tuple[datetime.datetime, str, str]]] = {}
@@ -582,9 +604,16 @@ def _result(
             # task holds resources, so Inqueue once enqueued, else Pending. Members follow
             # their run's first group rather than their key's sorted place.
             if not job.group.synthetic:
-                counts.update(dict.fromkeys(run.groups, objects.NO_COUNTS))
-            phases.update(dict.fromkeys(run.groups[: run.inqueue], inqueue))
-            phases.update(dict.fromkeys(run.groups[run.inqueue :], pending))
+                counts.update(zip(run.groups, itertools.repeat(objects.NO_COUNTS)))
+            if run.inqueue in (0, len(run)):
+                phases.update(
+                    zip(run.groups, itertools.repeat(inqueue if run.inqueue else pending))
+                )
+                continue
+            phases.update(zip(itertools.islice(run.groups, run.inqueue), itertools.repeat(inqueue)))
+            phases.update(
+                zip(itertools.islice(run.groups, run.inqueue, None), itertools.repeat(pending))
+            )
             continue
         found = _count_tasks(job)
         if not job.group.synthetic:
@@ -592,13 +621,12 @@ def _result(
             counts[key] = found
         phases[key] = _phase(session, job, running=found.running, succeeded=found.succeeded)
     runs = [job for job in session.jobs.values() if job.run is not None]
-    for job in runs:
-        assert job.run is not None
-        # Pod key -> group key of every member, for the explanations (C-level zip).
-        session.member_groups.update(zip(job.run.pods, job.run.groups, strict=True))
     shared: explaining.Shared = []
-    reasons = explaining.explain(session, plugin, shared=shared)
-    remedies, briefs = explaining.remedies(session, plugin, reasons, shared=shared)
+    sentences: explaining.Sentences = {}
+    reasons = explaining.explain(session, plugin, shared=shared, sentences=sentences)
+    remedies, briefs = explaining.remedies(
+        session, plugin, reasons, shared=shared, sentences=sentences
+    )
     pipeline = {} if session.admission_only else dict(sorted(session.pipelined.items()))
     bind = {} if session.admission_only else dict(sorted(session.bound.items()))
     return decisions.SessionResult(
@@ -634,11 +662,15 @@ def _admitted_to(session: frameworks.Session, runs: list[frameworks.Job]) -> dic
     admitted: dict[str, str] = {}
     for job in runs:
         assert job.run is not None
-        admitted.update(dict.fromkeys(job.run.pods[: job.run.ungated], job.queue))
+        admitted.update(
+            zip(itertools.islice(job.run.pods, job.run.ungated), itertools.repeat(job.queue))
+        )
+    if len(admitted) == len(session.ungated):
+        # It holds ungated pods only, so as many keys as ``ungated`` has means all of them.
+        return admitted
     tasks = session.tasks
-    for key in session.ungated:
-        if key not in admitted:
-            admitted[key] = tasks[key].job.queue
+    for key in itertools.filterfalse(admitted.__contains__, session.ungated):
+        admitted[key] = tasks[key].job.queue
     return admitted
 
 
@@ -654,7 +686,8 @@ def count_runs(snapshot: objects.Snapshot, *, config: configs.SchedulerConfigura
         compacted, leaves=compaction.leaves(compacted.queues), task_priority=_task_priority
     )
     count = len(candidates)
-    return len(folding.form_runs(candidates, others={})) + len(compacted.pods) - count
+    runs = sum(1 for _ in folding.iter_runs(candidates, others={}))
+    return runs + len(compacted.pods) - count
 
 
 def _count_tasks(job: frameworks.Job) -> objects.GroupCounts:

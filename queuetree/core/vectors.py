@@ -58,6 +58,11 @@ class Dims:
     index: Mapping[str, int]
     pods: int
     """Index of the ``pods`` scalar, or -1 when no object mentions it."""
+    formatted: dict[tuple[int, float], str] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """:meth:`format_value`'s answers so far (a session's explanations repeat a few figures
+    across thousands of refusals; a Dims lives for one session)."""
 
     @classmethod
     def of(cls, scalar_names: Iterable[str]) -> Dims:
@@ -105,13 +110,18 @@ class Dims:
 
     def format_value(self, i: int, value: float) -> str:
         """One figure in canonical Kubernetes form: ``1500m``, ``18Gi``, GPUs as counts."""
-        if value >= MAXI:
-            return "unlimited"
-        if i == MEMORY:
-            return quantities.format_bytes(round(value))
-        if i == self.pods:
-            return str(round(value))
-        return quantities.format_milli(round(value))
+        text = self.formatted.get((i, value))
+        if text is None:
+            if value >= MAXI:
+                text = "unlimited"
+            elif i == MEMORY:
+                text = quantities.format_bytes(round(value))
+            elif i == self.pods:
+                text = str(round(value))
+            else:
+                text = quantities.format_milli(round(value))
+            self.formatted[i, value] = text
+        return text
 
     def format(self, vec: Vec) -> str:
         """``cpu 9, memory 18Gi, nvidia.com/gpu 2`` (zero scalars left out)."""

@@ -245,7 +245,7 @@ def test_a_queue_of_identical_gated_pods_is_one_run_that_admits_as_many_as_fit()
     candidates = folding.find_candidates(
         snapshot, leaves=frozenset({"team"}), task_priority=lambda pod: pod.priority
     )
-    assert [len(run) for run in folding.form_runs(candidates, others={})] == [100]
+    assert [len(run) for run in folding.iter_runs(candidates, others={})] == [100]
     result = _session(snapshot, HIERARCHICAL, fold=True)
     assert result.ungate == tuple(f"ns/p{i:03d}" for i in range(30))
     assert len(result.reasons) == 70
@@ -266,7 +266,7 @@ def test_a_pod_of_another_shape_created_in_between_splits_the_run() -> None:
     candidates = folding.find_candidates(
         split, leaves=frozenset({"team"}), task_priority=lambda pod: pod.priority
     )
-    assert [len(run) for run in folding.form_runs(candidates, others={})] == [5, 1, 4]
+    assert [len(run) for run in folding.iter_runs(candidates, others={})] == [5, 1, 4]
 
 
 SECOND_POD = {
