@@ -86,6 +86,7 @@ def scaled(autoscaled: support.Cluster) -> Iterator[support.Kube]:
             lambda: not autoscaled.client.items("nodes") or None,
             what="Karpenter removes every node after the test",
             deadline=SCALE_DEADLINE,
+            diagnose=lambda: support.karpenter_state(autoscaled),
         )
 
 
@@ -179,7 +180,10 @@ def test_pods_waiting_for_quota_buy_no_nodes_and_a_raise_buys_only_what_they_nee
     # Four pods fill the queue and buy one node, which keeps room for three more.
     kube.must(kube.apply(*pods(kube, "filler", 4, queue=name, seconds=150)))
     support.eventually(
-        lambda: bound(kube, "-l", "!wave") == 4, what="the fillers run", deadline=SCALE_DEADLINE
+        lambda: bound(kube, "-l", "!wave") == 4,
+        what="the fillers run",
+        deadline=SCALE_DEADLINE,
+        diagnose=lambda: support.karpenter_state(cluster, kube.namespace),
     )
     sampler = support.NodeSampler(cluster)
     try:
@@ -234,6 +238,7 @@ def test_pods_waiting_for_quota_buy_no_nodes_and_a_raise_buys_only_what_they_nee
             lambda: bound(kube, "-l", "wave") == 50,
             what="Karpenter's nodes take all 50 pods",
             deadline=SCALE_DEADLINE,
+            diagnose=lambda: support.karpenter_state(cluster, kube.namespace),
         )
         scale_up_seconds = round(time.monotonic() - started, 1)
         grown = sampler.sample()
@@ -273,12 +278,14 @@ def test_pods_waiting_for_quota_buy_no_nodes_and_a_raise_buys_only_what_they_nee
             ),
             what="every pod succeeds",
             deadline=SCALE_DEADLINE,
+            diagnose=lambda: support.karpenter_state(cluster, kube.namespace),
         )
         done_at = sampler.now()
         support.eventually(
             lambda: sampler.sample().nodes == 0,
             what="Karpenter removes every node",
             deadline=SCALE_DEADLINE,
+            diagnose=lambda: support.karpenter_state(cluster, kube.namespace),
         )
         reserved = support.queue_figures(kube, name)["reserved"]
         assert not support.all_zero({"reserved": reserved}), reserved
@@ -309,6 +316,7 @@ def test_the_same_pods_without_the_gate_buy_nodes(scaled: support.Kube) -> None:
             lambda: bound(kube) == 50,
             what="Karpenter's nodes take all 50 pods",
             deadline=SCALE_DEADLINE,
+            diagnose=lambda: support.karpenter_state(cluster, kube.namespace),
         )
         grown = sampler.sample()
         estimate = karpenter.bin_packing_estimate(
@@ -364,6 +372,7 @@ def test_a_gang_that_fits_only_after_a_scale_up_is_ungated_whole(scaled: support
             lambda: bound(kube) == 6,
             what="Karpenter's nodes take the whole gang",
             deadline=SCALE_DEADLINE,
+            diagnose=lambda: support.karpenter_state(cluster, kube.namespace),
         )
         seconds = round(time.monotonic() - raised, 1)
         claims = support.nodeclaims(cluster)
