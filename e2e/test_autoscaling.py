@@ -71,20 +71,37 @@ def autoscaled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Clu
         )
 
 
+def no_capacity(cluster: support.Cluster) -> bool:
+    """No node and no NodeClaim: everything Karpenter bought is gone, in flight included."""
+    return not cluster.client.items("nodes") and not cluster.client.items("nodeclaims")
+
+
 @pytest.fixture
 def scaled(autoscaled: support.Cluster) -> Iterator[support.Kube]:
-    """A namespace on the autoscaled cluster; afterwards its objects are deleted and the test
-    waits until Karpenter has taken every node back, so the next test starts from none."""
+    """A namespace on the autoscaled cluster, handed over once Karpenter is ready to provision
+    (:func:`karpenter.unready` names nothing) and holds no node and no NodeClaim; afterwards
+    its objects are deleted and the test waits until Karpenter has taken every node and
+    NodeClaim back, so the next test starts from none."""
     namespace = support.unique("scale")
     assert autoscaled.client.run("create", "namespace", namespace).ok
     kube = support.Kube(autoscaled, namespace)
+    control_plane = support.sandbox(autoscaled).control_plane
+    assert control_plane is not None
     try:
+        support.eventually(
+            lambda: (
+                not karpenter.unready(support.autoscaler(autoscaled), control_plane.kubectl)
+                and no_capacity(autoscaled)
+            ),
+            what="Karpenter is ready to provision, with no node and no NodeClaim",
+            diagnose=lambda: support.karpenter_state(autoscaled, namespace),
+        )
         yield kube
     finally:
         kube.cleanup()
         support.eventually(
-            lambda: not autoscaled.client.items("nodes") or None,
-            what="Karpenter removes every node after the test",
+            lambda: no_capacity(autoscaled),
+            what="Karpenter removes every node and NodeClaim after the test",
             deadline=SCALE_DEADLINE,
             diagnose=lambda: support.karpenter_state(autoscaled),
         )
