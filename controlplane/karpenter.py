@@ -20,7 +20,12 @@ cannot be built here: the Go module proxy serves no version of
 3. the process: leader election off (one replica), metrics and health probes on free ports,
    the batch window of :class:`Options`; ready once ``/readyz`` answers;
 4. a KWOKNodeClass and a NodePool (:func:`node_pool`): one instance type, on-demand, CPU
-   limits, and consolidation after a few seconds, so tests see scale-down within a minute.
+   limits, and consolidation after a few seconds, so tests see scale-down within a minute;
+5. ready to provision once :func:`unready` names nothing: ``/readyz`` answers (it only says
+   the manager's caches synced and its CRDs are served, not that a controller runs), the
+   KWOKNodeClass and the NodePool are Ready, and Karpenter's own cluster state is synced
+   (:data:`SYNCED_METRIC`: its provisioner schedules nothing before, and drops the batch that
+   found it unsynced).
 
 Karpenter binds its metrics and health ports on every interface (``:PORT``; it has no flag for
 the address), on ports chosen free on loopback.
@@ -48,6 +53,9 @@ NODE_POOL = "default"
 NODE_CLASS = "default"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 NODE_POOL_LABEL = "karpenter.sh/nodepool"
+SYNCED_METRIC = "karpenter_cluster_state_synced"
+"""Karpenter's gauge: 1 once its cluster state holds every Node and NodeClaim the API server
+has. Its disruption loop sets it about once a second until then, and every 10 s after."""
 CRDS = (
     "crd/nodepools.karpenter.sh",
     "crd/nodeclaims.karpenter.sh",
@@ -110,6 +118,10 @@ class Karpenter:
     @property
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    @property
+    def readyz_url(self) -> str:
+        return f"http://127.0.0.1:{self.health_port}/readyz"
 
     def metrics(self) -> str:
         """Its Prometheus exposition text now ("" when it does not answer)."""
@@ -287,27 +299,86 @@ def start(
     running = Karpenter(
         options=options, process=process, metrics_port=metrics_port, health_port=health_port
     )
-    wait(
-        lambda: _http_status(f"http://127.0.0.1:{health_port}/readyz") == 200,
-        "Karpenter answers /readyz",
-    )
+    wait(lambda: _http_status(running.readyz_url) == 200, "Karpenter answers /readyz")
     must("apply", "--server-side", "-f", "-", input=_stream(node_pool(options)))
-    wait(
-        lambda: _ready(kubectl("get", "nodepool", NODE_POOL, "-o", "json")),
-        f"the NodePool {NODE_POOL} is Ready",
-    )
+    missing: list[str] = []
+
+    def ready() -> bool:
+        missing[:] = unready(running, kubectl)
+        return not missing
+
+    try:
+        wait(ready, "Karpenter is ready to provision")
+    except RuntimeError as exc:
+        raise KarpenterError(
+            f"karpenter: not ready to provision: {'; '.join(missing)}\n{exc}"
+        ) from None
     return running
+
+
+def unready(running: Karpenter, kubectl: KubectlFn) -> list[str]:
+    """What Karpenter still lacks before it provisions, one item per missing condition (empty
+    when it is ready): its process running, ``/readyz`` answering 200, the KWOKNodeClass and
+    the NodePool Ready (an item quotes the conditions that are not True), and its cluster
+    state synced (:data:`SYNCED_METRIC` at 1)."""
+    if not running.process.alive():
+        return [f"the process exited with {running.process.popen.returncode}"]
+    missing = []
+    status = _http_status(running.readyz_url)
+    if status != 200:
+        missing.append(f"/readyz answers {status or 'nothing'}")
+    for kind, name in (("kwoknodeclass", NODE_CLASS), ("nodepool", NODE_POOL)):
+        done = kubectl("get", kind, name, "-o", "json")
+        if done.returncode != 0:
+            missing.append(f"{kind}/{name}: {done.stderr.strip()}")
+            continue
+        reason = not_ready(json.loads(done.stdout))
+        if reason is not None:
+            missing.append(f"{kind}/{name} {reason}")
+    synced = gauge(running.metrics(), SYNCED_METRIC)
+    if synced != 1.0:
+        missing.append(f"{SYNCED_METRIC} is {'absent' if synced is None else f'{synced:g}'}")
+    return missing
 
 
 def _stream(manifests: list[dict[str, Any]]) -> str:
     return yaml.safe_dump_all(manifests, sort_keys=False)
 
 
-def _ready(done: subprocess.CompletedProcess[str]) -> bool:
-    if done.returncode != 0:
-        return False
-    conditions = (json.loads(done.stdout).get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+def conditions_text(obj: Mapping[str, Any]) -> str:
+    """An object's status conditions on one line: ``Type=Status (Reason: message)``, with the
+    reason and message only where the condition is not True."""
+    parts = []
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        text = f"{condition.get('type')}={condition.get('status')}"
+        if condition.get("status") != "True":
+            detail = ": ".join(
+                str(condition[key]) for key in ("reason", "message") if condition.get(key)
+            )
+            text += f" ({detail})" if detail else ""
+        parts.append(text)
+    return ", ".join(parts) or "no conditions"
+
+
+def not_ready(obj: Mapping[str, Any]) -> str | None:
+    """None when the object's ``Ready`` condition is True; otherwise what it says instead."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+        return None
+    return f"not Ready: {conditions_text(obj)}"
+
+
+def gauge(exposition: str, name: str) -> float | None:
+    """The value of an unlabelled sample ``name`` in a Prometheus exposition text (None when
+    absent)."""
+    for line in exposition.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0] == name:
+            try:
+                return float(fields[1])
+            except ValueError:
+                return None
+    return None
 
 
 def _http_status(url: str) -> int:

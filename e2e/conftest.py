@@ -22,7 +22,7 @@ import json
 import os
 import pathlib
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
@@ -53,6 +53,27 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
                 "--e2e-existing-cluster (or QUEUETREE_E2E_EXISTING=1) to test that cluster",
                 yellow=True,
             )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test on a cluster that runs Karpenter gets a report section with Karpenter's
+    state (NodePool, NodeClaims, nodes, the test's pods and events) and the tail of its log,
+    so a failure that is not a timed-out wait is diagnosable too."""
+    report = yield
+    if report.failed:
+        kubes = [v for v in getattr(item, "funcargs", {}).values() if isinstance(v, support.Kube)]
+        if kubes and support.has_autoscaler(kubes[0].cluster):
+            kube = kubes[0]
+            try:
+                text = support.karpenter_state(kube.cluster, kube.namespace)
+                text += "\n" + support.karpenter_log_tail(kube.cluster)
+            except Exception as exc:  # the report of a failure must not fail
+                text = f"(no Karpenter report: {type(exc).__name__}: {exc})"
+            report.sections.append((f"Karpenter after the failed {report.when}", text))
+    return report
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

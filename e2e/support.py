@@ -178,9 +178,14 @@ def pod_group(
 
 
 def eventually(
-    probe: Callable[[], T | None], *, what: str, deadline: float = DEFAULT_DEADLINE
+    probe: Callable[[], T | None],
+    *,
+    what: str,
+    deadline: float = DEFAULT_DEADLINE,
+    diagnose: Callable[[], str] | None = None,
 ) -> T:
-    """Poll ``probe`` until it returns something true; fail naming ``what``.
+    """Poll ``probe`` until it returns something true; fail naming ``what``, followed by what
+    ``diagnose`` says about the cluster at that moment (if given).
 
     Empty strings, lists and zero count as not yet: a probe that reads an annotation or lists
     events returns them while the state is still on its way, and taking them as an answer made
@@ -188,7 +193,18 @@ def eventually(
     try:
         return kubectl.poll(lambda: probe() or None, timeout=deadline, what=what, interval=0.2)
     except TimeoutError as exc:
-        raise AssertionError(str(exc)) from None
+        message = str(exc)
+        if diagnose is not None:
+            message += "\n" + _diagnosis(diagnose)
+        raise AssertionError(message) from None
+
+
+def _diagnosis(diagnose: Callable[[], str]) -> str:
+    """What ``diagnose`` says, or why it could not say it (a failure message must not fail)."""
+    try:
+        return diagnose()
+    except Exception as exc:  # the cluster may be what broke
+        return f"(no diagnosis: {type(exc).__name__}: {exc})"
 
 
 def tenant_access(namespace: str) -> list[dict[str, Any]]:
@@ -936,6 +952,93 @@ def instance_types(cluster: Cluster) -> dict[str, int]:
         kind = node["metadata"]["labels"].get(karpenter.INSTANCE_TYPE_LABEL, "?")
         found[kind] = found.get(kind, 0) + 1
     return found
+
+
+KARPENTER_LOG_LINES = 60
+"""How much of Karpenter's log a failed test's report quotes (:func:`karpenter_log_tail`)."""
+
+
+def karpenter_state(cluster: Cluster, namespace: str | None = None) -> str:
+    """What a failed autoscaling test needs in its message, at the moment it failed: what
+    :func:`karpenter.unready` names, the NodePool's and every NodeClaim's conditions, the
+    nodes with their taints, the pods of ``namespace`` (node, gates, PodScheduled) and its
+    latest events, and the errors in Karpenter's log (and where the whole log is)."""
+    control_plane = sandbox(cluster).control_plane
+    assert control_plane is not None
+    running = autoscaler(cluster)
+    client = cluster.client
+    lines = ["--- Karpenter"]
+    missing = karpenter.unready(running, control_plane.kubectl)
+    lines.append(f"unready: {'; '.join(missing)}" if missing else "ready to provision")
+    for pool in client.items("nodepools"):
+        lines.append(
+            f"nodepool/{pool['metadata']['name']}: {karpenter.conditions_text(pool)}; "
+            f"resources {(pool.get('status') or {}).get('resources', {})}"
+        )
+    claims = client.items("nodeclaims")
+    lines.append(f"nodeclaims: {len(claims)}")
+    for claim in claims:
+        metadata, status = claim["metadata"], claim.get("status") or {}
+        lines.append(
+            f"  {metadata['name']} (created {metadata.get('creationTimestamp')}, "
+            f"deleting {bool(metadata.get('deletionTimestamp'))}, "
+            f"node {status.get('nodeName', '-')}): {karpenter.conditions_text(claim)}"
+        )
+    nodes = client.items("nodes")
+    lines.append(f"nodes: {len(nodes)}")
+    for node in nodes:
+        ready = condition(node, "Ready") or {}
+        taints = [
+            f"{t.get('key')}:{t.get('effect')}"
+            for t in (node.get("spec") or {}).get("taints") or []
+        ]
+        lines.append(
+            f"  {node['metadata']['name']}: Ready={ready.get('status', '?')}, taints {taints}"
+        )
+    if namespace is not None:
+        pods = client.items("pods", "-n", namespace)
+        lines.append(f"pods of {namespace}: {len(pods)}")
+        for item in pods:
+            scheduled = condition(item, "PodScheduled") or {}
+            gates = [g.get("name") for g in (item.get("spec") or {}).get("schedulingGates") or []]
+            lines.append(
+                f"  {item['metadata']['name']}: node {item['spec'].get('nodeName', '-')}, "
+                f"phase {(item.get('status') or {}).get('phase')}, gates {gates}, "
+                f"PodScheduled={scheduled.get('status', '-')} {scheduled.get('reason', '')}: "
+                f"{scheduled.get('message', '')}"
+            )
+        events = sorted(
+            client.items("events", "-n", namespace),
+            key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""),
+        )
+        lines.append(f"latest events of {namespace} (of {len(events)}):")
+        for event in events[-30:]:
+            source = (event.get("source") or {}).get("component") or event.get(
+                "reportingComponent", ""
+            )
+            lines.append(
+                f"  {event.get('lastTimestamp') or event.get('eventTime')} {source} "
+                f"{event.get('reason')} {(event.get('involvedObject') or {}).get('name')}: "
+                f"{event.get('message', '')}"
+            )
+    errors = [line for line in running.log_lines() if '"level":"ERROR"' in line]
+    lines.append(f"Karpenter's errors in {running.process.log}: {len(errors)}, the last 10:")
+    lines += [f"  {line}" for line in errors[-10:]]
+    return "\n".join(lines)
+
+
+def karpenter_log_tail(cluster: Cluster, lines: int = KARPENTER_LOG_LINES) -> str:
+    """The last ``lines`` lines of Karpenter's log, headed by where the whole log is (the
+    stack's workdir, ``controlplane/logs/karpenter.log``, which pytest keeps)."""
+    running = autoscaler(cluster)
+    tail = running.log_lines()[-lines:]
+    return "\n".join([f"--- the last {len(tail)} lines of {running.process.log}:", *tail])
+
+
+def has_autoscaler(cluster: Cluster) -> bool:
+    """Whether the cluster is a sandbox on the real backend that runs Karpenter."""
+    control_plane = cluster.sandbox.control_plane if cluster.sandbox is not None else None
+    return control_plane is not None and control_plane.autoscaler is not None
 
 
 def karpenter_events(kube: Kube, *, prefix: str = "") -> list[dict[str, Any]]:

@@ -71,21 +71,39 @@ def autoscaled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Clu
         )
 
 
+def no_capacity(cluster: support.Cluster) -> bool:
+    """No node and no NodeClaim: everything Karpenter bought is gone, in flight included."""
+    return not cluster.client.items("nodes") and not cluster.client.items("nodeclaims")
+
+
 @pytest.fixture
 def scaled(autoscaled: support.Cluster) -> Iterator[support.Kube]:
-    """A namespace on the autoscaled cluster; afterwards its objects are deleted and the test
-    waits until Karpenter has taken every node back, so the next test starts from none."""
+    """A namespace on the autoscaled cluster, handed over once Karpenter is ready to provision
+    (:func:`karpenter.unready` names nothing) and holds no node and no NodeClaim; afterwards
+    its objects are deleted and the test waits until Karpenter has taken every node and
+    NodeClaim back, so the next test starts from none."""
     namespace = support.unique("scale")
     assert autoscaled.client.run("create", "namespace", namespace).ok
     kube = support.Kube(autoscaled, namespace)
+    control_plane = support.sandbox(autoscaled).control_plane
+    assert control_plane is not None
     try:
+        support.eventually(
+            lambda: (
+                not karpenter.unready(support.autoscaler(autoscaled), control_plane.kubectl)
+                and no_capacity(autoscaled)
+            ),
+            what="Karpenter is ready to provision, with no node and no NodeClaim",
+            diagnose=lambda: support.karpenter_state(autoscaled, namespace),
+        )
         yield kube
     finally:
         kube.cleanup()
         support.eventually(
-            lambda: not autoscaled.client.items("nodes") or None,
-            what="Karpenter removes every node after the test",
+            lambda: no_capacity(autoscaled),
+            what="Karpenter removes every node and NodeClaim after the test",
             deadline=SCALE_DEADLINE,
+            diagnose=lambda: support.karpenter_state(autoscaled),
         )
 
 
@@ -122,6 +140,34 @@ def provisioning(cluster: support.Cluster) -> dict[str, float]:
         ),
         "nodeclaims_created": support.karpenter_metric(cluster, support.NODECLAIMS_CREATED),
     }
+
+
+def settled_provisioning(cluster: support.Cluster) -> dict[str, float]:
+    """:func:`provisioning` once Karpenter's provisioner has gone quiet: the counters unchanged
+    for one provisioning interval, so no batch is still open.
+
+    Pods a node was just bought for start one batch more: kube-scheduler retries them when
+    the node appears, still carrying Karpenter's ``karpenter.sh/unregistered`` taint, and
+    marks them Unschedulable again; that status update triggers Karpenter, whose batch closes
+    a batch idle duration later and runs a simulation that finds no pending pod, about a
+    second after the pods were bound (measured: bound at 04:08:42.28, the counter 2 -> 3 at
+    04:08:43.34). Read before that, the counters would charge it to whatever comes next."""
+    window = OPTIONS.provisioning_interval
+    seen = provisioning(cluster)
+    since = time.monotonic()
+
+    def quiet() -> dict[str, float] | None:
+        nonlocal seen, since
+        now = provisioning(cluster)
+        if now != seen:
+            seen, since = now, time.monotonic()
+        return now if time.monotonic() - since >= window else None
+
+    return support.eventually(
+        quiet,
+        what=f"Karpenter runs no provisioning simulation for {window:g}s",
+        diagnose=lambda: f"counters {seen}\n" + support.karpenter_state(cluster),
+    )
 
 
 def provisioned_lines(cluster: support.Cluster, since: int) -> list[str]:
@@ -179,13 +225,16 @@ def test_pods_waiting_for_quota_buy_no_nodes_and_a_raise_buys_only_what_they_nee
     # Four pods fill the queue and buy one node, which keeps room for three more.
     kube.must(kube.apply(*pods(kube, "filler", 4, queue=name, seconds=150)))
     support.eventually(
-        lambda: bound(kube, "-l", "!wave") == 4, what="the fillers run", deadline=SCALE_DEADLINE
+        lambda: bound(kube, "-l", "!wave") == 4,
+        what="the fillers run",
+        deadline=SCALE_DEADLINE,
+        diagnose=lambda: support.karpenter_state(cluster, kube.namespace),
     )
     sampler = support.NodeSampler(cluster)
     try:
         first = sampler.sample()
         assert first.nodes == 1, first
-        before = provisioning(cluster)
+        before = settled_provisioning(cluster)
         log_mark = len(support.autoscaler(cluster).log_lines())
         wave = pods(kube, "wave", 50, queue=name, seconds=60, labels={"wave": "1"})
         kube.must(kube.apply(*wave))
@@ -234,6 +283,7 @@ def test_pods_waiting_for_quota_buy_no_nodes_and_a_raise_buys_only_what_they_nee
             lambda: bound(kube, "-l", "wave") == 50,
             what="Karpenter's nodes take all 50 pods",
             deadline=SCALE_DEADLINE,
+            diagnose=lambda: support.karpenter_state(cluster, kube.namespace),
         )
         scale_up_seconds = round(time.monotonic() - started, 1)
         grown = sampler.sample()
@@ -273,12 +323,14 @@ def test_pods_waiting_for_quota_buy_no_nodes_and_a_raise_buys_only_what_they_nee
             ),
             what="every pod succeeds",
             deadline=SCALE_DEADLINE,
+            diagnose=lambda: support.karpenter_state(cluster, kube.namespace),
         )
         done_at = sampler.now()
         support.eventually(
             lambda: sampler.sample().nodes == 0,
             what="Karpenter removes every node",
             deadline=SCALE_DEADLINE,
+            diagnose=lambda: support.karpenter_state(cluster, kube.namespace),
         )
         reserved = support.queue_figures(kube, name)["reserved"]
         assert not support.all_zero({"reserved": reserved}), reserved
@@ -309,6 +361,7 @@ def test_the_same_pods_without_the_gate_buy_nodes(scaled: support.Kube) -> None:
             lambda: bound(kube) == 50,
             what="Karpenter's nodes take all 50 pods",
             deadline=SCALE_DEADLINE,
+            diagnose=lambda: support.karpenter_state(cluster, kube.namespace),
         )
         grown = sampler.sample()
         estimate = karpenter.bin_packing_estimate(
@@ -364,6 +417,7 @@ def test_a_gang_that_fits_only_after_a_scale_up_is_ungated_whole(scaled: support
             lambda: bound(kube) == 6,
             what="Karpenter's nodes take the whole gang",
             deadline=SCALE_DEADLINE,
+            diagnose=lambda: support.karpenter_state(cluster, kube.namespace),
         )
         seconds = round(time.monotonic() - raised, 1)
         claims = support.nodeclaims(cluster)

@@ -151,6 +151,53 @@ def test_the_provisioning_interval_is_the_pod_trigger_or_the_batch_if_longer() -
     ) == (10.0, 30.0)
 
 
+READINESS = {
+    "ready": (
+        [{"type": "NodeClassReady", "status": "True"}, {"type": "Ready", "status": "True"}],
+        None,
+    ),
+    "no-status-yet": ([], "not Ready: no conditions"),
+    "a-dependent-false": (
+        [
+            {
+                "type": "NodeClassReady",
+                "status": "False",
+                "reason": "NodeClassReadinessUnknown",
+                "message": "Node Class Readiness Unknown",
+            },
+            {"type": "Ready", "status": "False", "reason": "UnhealthyDependents"},
+        ],
+        "not Ready: NodeClassReady=False (NodeClassReadinessUnknown: Node Class Readiness "
+        "Unknown), Ready=False (UnhealthyDependents)",
+    ),
+}
+
+
+@pytest.mark.parametrize(("conditions", "said"), list(READINESS.values()), ids=list(READINESS))
+def test_an_object_not_ready_says_which_conditions_are_not_true_and_why(
+    conditions: list[dict[str, str]], said: str | None
+) -> None:
+    assert karpenter.not_ready({"status": {"conditions": conditions}}) == said
+
+
+GAUGES = {
+    "synced": (
+        "# TYPE karpenter_cluster_state_synced gauge\nkarpenter_cluster_state_synced 1\n",
+        1.0,
+    ),
+    "unsynced": ("karpenter_cluster_state_synced 0\n", 0.0),
+    "not-yet-set": ("karpenter_cluster_state_node_count 0\n", None),
+    "no-answer": ("", None),
+}
+
+
+@pytest.mark.parametrize(("text", "value"), list(GAUGES.values()), ids=list(GAUGES))
+def test_the_synced_gauge_is_read_from_the_metrics_text_or_absent(
+    text: str, value: float | None
+) -> None:
+    assert karpenter.gauge(text, karpenter.SYNCED_METRIC) == value
+
+
 def test_karpenter_comes_up_and_buys_a_kwok_node_for_an_unschedulable_pod(
     binaries: Mapping[str, building.Built], tmp_path: pathlib.Path
 ) -> None:
