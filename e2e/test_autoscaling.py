@@ -25,9 +25,15 @@ from controlplane import karpenter
 from e2e import support
 from queuetree.sandbox import stack
 
-pytestmark = pytest.mark.backends(
-    "real", reason="Karpenter (the autoscaler) runs against the real control plane only"
-)
+pytestmark = [
+    pytest.mark.backends(
+        "real", reason="Karpenter (the autoscaler) runs against the real control plane only"
+    ),
+    # The first scenario lasts about 190 s by design (its fillers run for 150 s) and its
+    # setup starts the module's stack with Karpenter: the suite's 300 s left about 100 s of
+    # margin on a loaded two-core machine.
+    pytest.mark.timeout(600),
+]
 
 OPTIONS = karpenter.Options()
 INSTANCE_TYPE = OPTIONS.instance_types[0]
