@@ -247,6 +247,9 @@ class Listener:
         self._room = asyncio.Event()
         self._room.set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._unstarted: set[socket.socket] = set()
+        """Accepted connections whose task has not run yet: a task cancelled before its first
+        step never runs its body, so :meth:`stop` closes these itself."""
         self._accepting: asyncio.Task[None] | None = None
 
     @property
@@ -271,6 +274,9 @@ class Listener:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        for connection in self._unstarted:
+            connection.close()
+        self._unstarted.clear()
         self._sock.close()
 
     async def _accept(self) -> None:
@@ -296,11 +302,13 @@ class Listener:
                 await asyncio.sleep(0.1)
                 continue
             self._taken()
+            self._unstarted.add(connection)
             task = asyncio.create_task(self._start(connection))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
     async def _start(self, connection: socket.socket) -> None:
+        self._unstarted.discard(connection)
         loop = asyncio.get_running_loop()
         protocol = StatusErrors(self._manager, loop=loop, **handler_options(self._limits))
         guard = Guard(protocol, limits=self._limits, on_lost=self._released)

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from queuetree import cli
 from queuetree.webhooks import certificates, listening, reviewing, server, settings
@@ -345,3 +346,30 @@ def test_a_port_in_use_exits_2_naming_the_port(
             ]
         )
     assert (code, f"cannot listen on 127.0.0.1 (--port={port}" in caplog.text) == (2, True)
+
+
+async def test_a_connection_accepted_just_before_the_listener_stops_is_closed() -> None:
+    """The connection's task is cancelled before it ever runs (it was accepted in the same
+    step of the event loop as the stop): the listener closes the socket itself, instead of
+    leaving it to the garbage collector (an unclosed-socket ResourceWarning)."""
+    limits = listening.Limits()
+    app = server.build_app(
+        source=server.StaticSource(), settings=settings.ReviewSettings(), limits=limits
+    )
+    runner = web.AppRunner(app)
+    await runner.setup()
+    sock = listening.bind("127.0.0.1", 0)
+    listener = listening.Listener(runner, sock, context=None, limits=limits)
+    client = socket.create_connection(("127.0.0.1", listener.port))
+    try:
+        loop = asyncio.get_running_loop()
+        accepted, _ = await loop.sock_accept(sock)
+        # What _accept does once a connection arrives, then a stop before the task has run.
+        listener._unstarted.add(accepted)
+        task = asyncio.create_task(listener._start(accepted))
+        listener._tasks.add(task)
+        await listener.stop()
+        assert (task.cancelled(), accepted.fileno()) == (True, -1)
+    finally:
+        client.close()
+        await runner.cleanup()
