@@ -8,6 +8,7 @@ and poll for the states they expect with a deadline (:func:`eventually`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import pathlib
@@ -410,25 +411,30 @@ def start(
             raise LookupError(f"no endpoints for service {namespace}/{name}:{service_port}")
         return "127.0.0.1", port
 
-    with harness.running(
-        tmp_path,
-        simulate=simulation.SimulationOptions(nodes=nodes(*node_flags)),
-        service_resolver=resolve,
-        users={
-            OPERATOR_TOKEN: {
-                "username": OPERATOR_USER,
-                "groups": ["system:serviceaccounts", "system:authenticated"],
-            }
-        },
-    ) as cluster:
+    hooks: list[WebhookThread] = []
+    with contextlib.ExitStack() as stack:
+        # Registered first, so run last: kubesim stops before the webhook, and with it every
+        # review it still had in flight (a stopping operator's writes), so the webhook stops
+        # with no connection half open (one left in a TLS handshake outlives its event loop).
+        stack.callback(lambda: [hook.stop() for hook in hooks])
+        cluster = stack.enter_context(
+            harness.running(
+                tmp_path,
+                simulate=simulation.SimulationOptions(nodes=nodes(*node_flags)),
+                service_resolver=resolve,
+                users={
+                    OPERATOR_TOKEN: {
+                        "username": OPERATOR_USER,
+                        "groups": ["system:serviceaccounts", "system:authenticated"],
+                    }
+                },
+            )
+        )
         client = Client(cluster)
         client.install_crds()
-        hook = WebhookThread(cluster, port).start(client) if webhook else None
-        try:
-            yield cluster, client
-        finally:
-            if hook is not None:
-                hook.stop()
+        if webhook:
+            hooks.append(WebhookThread(cluster, port).start(client))
+        yield cluster, client
 
 
 def queue_of(pod: dict[str, Any]) -> str:
