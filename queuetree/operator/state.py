@@ -243,12 +243,10 @@ class ClusterState:
         self._tally(key)
 
     def _tally(self, key: str) -> None:
-        """Count the group snapshots show under ``key`` (real, else assumed, else lone: the
-        precedence of :meth:`view`) in ``_group_tally``, instead of what it was counted as.
-        Every change to any of the three maps under a key ends in :meth:`_classify` of it."""
-        shown = (
-            self._pod_groups.get(key) or self._assumed_groups.get(key) or self._lone_groups.get(key)
-        )
+        """Count the group snapshots show under ``key`` (:meth:`_shown_group`) in
+        ``_group_tally``, instead of what it was counted as. Every change to any of the three
+        maps under a key ends in :meth:`_classify` of it."""
+        shown = self._shown_group(key)
         entry = None if shown is None else (shown.queue, shown.phase)
         counted = self._tallied.get(key)
         if counted == entry:
@@ -265,11 +263,13 @@ class ClusterState:
 
     def _group_of(self, pod: objects.Pod) -> objects.PodGroup | None:
         """The group snapshots show for ``pod`` (a real PodGroup shadows a lone pod's own)."""
-        group = pod.group
+        return self._shown_group(pod.group)
+
+    def _shown_group(self, key: str) -> objects.PodGroup | None:
+        """The group snapshots show under ``key``: the real PodGroup, else the assumed pod's,
+        else the lone pod's (the precedence of the merge in :meth:`view`)."""
         return (
-            self._pod_groups.get(group)
-            or self._assumed_groups.get(group)
-            or self._lone_groups.get(group)
+            self._pod_groups.get(key) or self._assumed_groups.get(key) or self._lone_groups.get(key)
         )
 
     def replace_pods(self, pods: list[objects.Pod]) -> None:
