@@ -8,8 +8,7 @@ holds thousands of such pods and few gated ones, so a session that walks every p
 time in proportion to the cluster, not to the work.
 
 :func:`compact` replaces the *settled* lone pods of each bucket (same queue, same status, same
-node, same opt-in) by one pod whose request is their sum, with a single-pod group of the same
-phase. A pod is settled when it is in a single-pod group (``synthetic``, ``minMember`` 1,
+opt-in) by one pod whose request is their sum, with a single-pod group of the same phase. A pod is settled when it is in a single-pod group (``synthetic``, ``minMember`` 1,
 ``minResources`` its own request) of a leaf queue and either
 
 - is Pending with no scheduling gate at all and its group Inqueue (admitted, not placed yet:
@@ -21,12 +20,15 @@ For such a pod every figure the session computes is a sum over pods (allocated, 
 inqueue, elastic, reserved, and how many pods are allocated and reserved, at its queue and
 every ancestor: the folded pod's ``count`` is the number of pods it stands for), no action
 chooses it (enqueue takes Pending groups, admission takes gated pods), and none of its own
-fields reaches the result; so the session's result over the compacted snapshot equals the
-result over the original one (tests/core/test_compaction.py checks this on generated
-clusters). Exceptions, where nothing is compacted and the snapshot is returned as it is: any
-pod is unschedulable
-(reclaim may then run and choose victims among individual running pods, and count the pods on
-each node). Sums are exact: requests are integers.
+fields reaches the result. The folded pod is on no node: the pods it stands for may be on
+many, and an admission session reads no node's usage (it places nothing; reclaim, the one
+action that looks at what runs on each node, runs only for unschedulable pods, and then
+nothing is folded), only the nodes' allocatable, which folding leaves alone. So the
+session's result over the compacted snapshot equals the result over the original one
+(tests/core/test_compaction.py checks this on generated clusters with several nodes). The
+exception, where nothing is compacted and the snapshot is returned as it is: any pod is
+unschedulable (reclaim may then run, choose victims among individual running pods, and count
+the pods on each node). Sums are exact: requests are integers.
 
 The folded pods have the empty namespace, which no real pod has, so their keys cannot collide
 with a real pod's.
@@ -47,8 +49,8 @@ _RUNNING = objects.PodGroupPhase.RUNNING
 
 _NOTHING: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
-Bucket = tuple[str, objects.TaskStatus, str, bool]
-"""(queue, status, node name, reserves: ``objects.Pod.reserves``)."""
+Bucket = tuple[str, objects.TaskStatus, bool]
+"""(queue, status, reserves: ``objects.Pod.reserves``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -89,7 +91,7 @@ def settled_bucket(key: str, pod: objects.Pod, group: objects.PodGroup | None) -
     minimum = group.min_resources
     if group.min_member != 1 or (minimum is not pod.resreq and minimum != pod.resreq):
         return None
-    return (group.queue, status, pod.node_name, pod.reserves)
+    return (group.queue, status, pod.reserves)
 
 
 def leaves(queues: Mapping[str, objects.Queue]) -> frozenset[str]:
@@ -153,8 +155,9 @@ def compact(snapshot: objects.Snapshot) -> Compacted:
 
 def fold(bucket: Bucket, members: Iterable[objects.Pod]) -> tuple[objects.Pod, objects.PodGroup]:
     """One pod whose request is the sum of ``members``' (all of ``bucket``), and its single-pod
-    group, in the phase the members' groups have (Inqueue when Pending, else Running)."""
-    queue, status, node_name, reserves = bucket
+    group, in the phase the members' groups have (Inqueue when Pending, else Running), on no
+    node (see the module docstring)."""
+    queue, status, reserves = bucket
     phase = _INQUEUE if status is _PENDING else _RUNNING
     # Summed as Resource.__add__ does (scalars stay None until a member has one), without
     # building a Resource per member: this runs once per settled pod of the cluster.
@@ -173,7 +176,7 @@ def fold(bucket: Bucket, members: Iterable[objects.Pod]) -> tuple[objects.Pod, o
             for name, value in request.scalars.items():
                 scalars[name] = scalars.get(name, 0) + value
     total = resources.Resource._trusted(cpu, memory, scalars)
-    name = f"folded:{queue}:{status}:{node_name}:{'reserving' if reserves else 'not-reserving'}"
+    name = f"folded:{queue}:{status}:{'reserving' if reserves else 'not-reserving'}"
     # The opt-in annotation is what makes the folded pod reserve as its members do.
     annotations: Mapping[str, str] = (
         MappingProxyType({objects.QUEUE_ALLOCATION_GATE: "true"})
@@ -187,7 +190,6 @@ def fold(bucket: Bucket, members: Iterable[objects.Pod]) -> tuple[objects.Pod, o
         status=status,
         resreq=total,
         init_resreq=total,
-        node_name=node_name,
         annotations=annotations,
         count=count,
     )

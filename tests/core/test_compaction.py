@@ -199,7 +199,11 @@ class CasesCase(NamedTuple):
 CASES = {
     "two reserved pods of one queue become one": CasesCase(
         kinds=["reserved", "reserved"],
-        expected={"/folded:q:Pending::reserving": b.res(cpu=3)},
+        expected={"/folded:q:Pending:reserving": (3000, "", objects.PodGroupPhase.INQUEUE)},
+    ),
+    "running pods of one queue on two nodes become one, on no node": CasesCase(
+        kinds=["running:n1", "running:n2", "running:n1"],
+        expected={"/folded:q:Running:reserving": (6000, "", objects.PodGroupPhase.RUNNING)},
     ),
     "a lone reserved pod is kept as it is": CasesCase(kinds=["reserved"], expected={}),
     "a gated pod is never folded": CasesCase(kinds=["gated", "gated"], expected={}),
@@ -208,11 +212,12 @@ CASES = {
 
 @pytest.mark.parametrize(("kinds", "expected"), CASES.values(), ids=CASES.keys())
 def test_compaction_of_small_queues(
-    kinds: list[str], expected: dict[str, resources.Resource]
+    kinds: list[str], expected: dict[str, tuple[int, str, objects.PodGroupPhase]]
 ) -> None:
     pods = {}
     groups = {}
-    for index, kind in enumerate(kinds):
+    for index, spelled in enumerate(kinds):
+        kind, _, node = spelled.partition(":")
         request = b.res(cpu=index + 1)
         pod = objects.Pod(
             namespace="ns",
@@ -222,10 +227,13 @@ def test_compaction_of_small_queues(
             init_resreq=request,
             annotations=OPT_IN,
             scheduling_gates=(GATE,) if kind == "gated" else (),
+            status=objects.TaskStatus.RUNNING if kind == "running" else objects.TaskStatus.PENDING,
+            node_name=node,
         )
-        phase = (
-            objects.PodGroupPhase.INQUEUE if kind == "reserved" else (objects.PodGroupPhase.PENDING)
-        )
+        phase = {
+            "reserved": objects.PodGroupPhase.INQUEUE,
+            "running": objects.PodGroupPhase.RUNNING,
+        }.get(kind, objects.PodGroupPhase.PENDING)
         pods[pod.key] = pod
         groups[pod.group] = _lone(pod, "q", phase)
     snapshot = objects.Snapshot(
@@ -236,10 +244,8 @@ def test_compaction_of_small_queues(
     )
     folded = compaction.compact(snapshot).snapshot
     assert {
-        key: (pod.resreq.milli_cpu, folded.pod_groups[pod.group].phase)
+        key: (pod.resreq.milli_cpu, pod.node_name, folded.pod_groups[pod.group].phase)
         for key, pod in folded.pods.items()
         if not pod.namespace
-    } == {
-        key: (request.milli_cpu, objects.PodGroupPhase.INQUEUE) for key, request in expected.items()
-    }
+    } == expected
     assert (folded is snapshot) == (not expected)

@@ -219,10 +219,10 @@ def test_settled_pods_of_a_leaf_are_folded_and_a_change_refolds_only_their_bucke
     cluster.upsert_pod(make_pod("admitted", 4, "team-a", 1))
     second = cluster.view().for_session
     assert {key: pod.resreq.milli_cpu for key, pod in first.pods.items()} == {
-        "/folded:team-a:Pending::reserving": 300,
+        "/folded:team-a:Pending:reserving": 300,
         "ns/p3": 200,
     }
     assert {key: pod.resreq.milli_cpu for key, pod in second.pods.items()} == {
-        "/folded:team-a:Pending::reserving": 400,
+        "/folded:team-a:Pending:reserving": 400,
         "ns/p3": 200,
     }
