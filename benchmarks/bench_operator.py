@@ -26,7 +26,8 @@ Prints one JSON object per phase (``--phases`` chooses): pods ungated per second
 creation, or the release, to the last gate removal), the p50/p99 latency from creation (or the
 release) to gate removal, the creation rate, the raw rates and, for the burst and the release,
 the ratios to them; for the release, how long after its creation each held pod was explained;
-and the operator's CPU time (user plus system, from /proc) per pod of the phase.
+the operator's CPU time (user plus system, from /proc) per pod of the phase, and how many
+admission cycles it ran in the phase, with their mean wall time (from its ``/metrics``).
 On kubesim the simulated scheduler and kubelet are off, so nothing but the operator writes pods
 while it is measured; on the real backend kube-scheduler binds the admitted pods and kwok runs
 them, as in a cluster. Targets (issues 6 and 16): burst ratio >= 0.7 and at least the bind
@@ -59,6 +60,7 @@ from typing import Any
 
 import aiohttp
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GATE = "scheduling.volcano.sh/queue-allocation-gate"
@@ -86,6 +88,21 @@ def cpu_seconds(pid: int) -> float:
     fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     # utime and stime are fields 14 and 15 of proc(5); the split drops the first two.
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+CYCLES = "queuetree_cycle_duration_seconds"
+
+
+async def cycle_totals(session: aiohttp.ClientSession, url: str) -> tuple[float, float]:
+    """How many admission cycles the operator has run, and their wall time in seconds, from its
+    ``/metrics``."""
+    async with session.get(url) as answer:
+        text = await answer.text()
+    for family in text_string_to_metric_families(text):
+        if family.name == CYCLES:
+            samples = {sample.name: sample.value for sample in family.samples}
+            return samples[f"{CYCLES}_count"], samples[f"{CYCLES}_sum"]
+    raise SystemExit(f"{url} has no {CYCLES}")
 
 
 def wait_file(path: pathlib.Path, *, deadline: float = 30.0) -> str:
@@ -151,6 +168,16 @@ async def until(probe: Any, *, deadline: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
+def cycle_figures(after: tuple[float, float], before: tuple[float, float]) -> dict[str, Any]:
+    """The admission cycles of one phase: how many, and their mean wall time."""
+    count = after[0] - before[0]
+    seconds = after[1] - before[1]
+    return {
+        "cycles": int(count),
+        "cycle_mean_ms": round(1000 * seconds / count, 2) if count else None,
+    }
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[int(fraction * (len(ordered) - 1))]
@@ -164,6 +191,7 @@ async def measure(
     leaves: int,
     paced_rate: float,
     operator_pid: int,
+    metrics_url: str,
     phases: frozenset[str] = frozenset({"burst", "paced", "release"}),
 ) -> list[dict[str, Any]]:
     async with aiohttp.ClientSession(
@@ -201,6 +229,7 @@ async def measure(
             if mode not in phases:
                 continue
             cpu_before = cpu_seconds(operator_pid)
+            cycles_before = await cycle_totals(session, metrics_url)
             created = await create_pods(api, f"{mode}-", pods, names, rate=rate)
             all_created.extend(created)
 
@@ -209,6 +238,7 @@ async def measure(
 
             await until(all_ungated, deadline=600, what=f"every gate of the {mode} removed")
             cpu = cpu_seconds(operator_pid) - cpu_before
+            cycles = cycle_figures(await cycle_totals(session, metrics_url), cycles_before)
             first = min(created.values())
             finished = max(ungated[name] for name in created)
             latencies = sorted(ungated[name] - created[name] for name in created)
@@ -223,6 +253,7 @@ async def measure(
                     "latency_p99_seconds": round(percentile(latencies, 0.99), 4),
                     "created_per_second": round(pods / (max(created.values()) - first + 1e-9), 1),
                     "operator_cpu_ms_per_pod": round(1000 * cpu / pods, 3),
+                    **cycles,
                     "backend": target.backend,
                     **({"paced_rate": rate} if rate is not None else {}),
                 }
@@ -233,6 +264,7 @@ async def measure(
             all_created.extend(created)
             released = time.monotonic()
             cpu_before = cpu_seconds(operator_pid)
+            cycles_before = await cycle_totals(session, metrics_url)
             status, answer = await api.call(
                 "PATCH",
                 f"{QUEUES}/{RELEASE_PARENT}",
@@ -247,6 +279,7 @@ async def measure(
 
             await until(all_released, deadline=600, what="every held pod released")
             cpu = cpu_seconds(operator_pid) - cpu_before
+            cycles = cycle_figures(await cycle_totals(session, metrics_url), cycles_before)
             finished = max(ungated[name] for name in created)
             latencies = sorted(ungated[name] - released for name in created)
             results.append(
@@ -261,6 +294,7 @@ async def measure(
                     "explained_p99_seconds": round(percentile(explained, 0.99), 4),
                     "explained_max_seconds": round(max(explained), 4),
                     "operator_cpu_ms_per_pod": round(1000 * cpu / pods, 3),
+                    **cycles,
                     "backend": target.backend,
                 }
             )
@@ -671,7 +705,7 @@ def main() -> int:
         tmp = pathlib.Path(raw)
         logs = pathlib.Path(args.keep_logs) if args.keep_logs else tmp
         logs.mkdir(parents=True, exist_ok=True)
-        metrics_port = free_port() if args.keep_logs else 0
+        metrics_port = free_port()
         env = {**os.environ, "KUBECACHEDIR": str(tmp / "cache")}
         if args.backend == "real":
             target, stop_backend = start_real(tmp, logs)
@@ -702,10 +736,11 @@ def main() -> int:
                     leaves=args.leaves,
                     paced_rate=args.paced_rate or PACED_RATE[args.backend],
                     operator_pid=operator.pid,
+                    metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
                     phases=frozenset(args.phases.split(",")),
                 )
             )
-            if metrics_port:
+            if args.keep_logs:
                 scrape = f"http://127.0.0.1:{metrics_port}/metrics"
                 with urllib.request.urlopen(scrape, timeout=10) as answer:
                     (logs / "metrics.txt").write_bytes(answer.read())
