@@ -2,7 +2,9 @@
 
 One :class:`AdmissionCycle` runs while this replica leads. It wakes on any relevant change
 (kopf handlers call :meth:`AdmissionCycle.wake`), waits ``debounce`` seconds so a burst of
-watch events becomes one cycle, and otherwise runs every ``period`` seconds as a fallback.
+watch events becomes one cycle (and longer under a stream of changes: see
+``settings.OperatorSettings.pace`` and ``min_interval``), and otherwise runs every ``period``
+seconds as a fallback.
 
 Each cycle (:meth:`AdmissionCycle.run_once`):
 
@@ -72,6 +74,21 @@ class CycleReport:
     evictions: tuple[str, ...] = ()
 
 
+def cycle_pause(
+    *,
+    debounce: float,
+    pace: float,
+    min_interval: float,
+    last_duration: float,
+    since_last_start: float,
+) -> float:
+    """Seconds a wake-up waits before its cycle: ``debounce``, at least ``pace`` times the last
+    cycle's duration, and at least what is left of ``min_interval`` since the last cycle
+    started (see settings.OperatorSettings). ``since_last_start`` is infinite before the
+    first cycle."""
+    return max(debounce, pace * last_duration, min_interval - since_last_start)
+
+
 class AdmissionCycle:
     """The cycle loop of the leader (see the module docstring)."""
 
@@ -92,6 +109,7 @@ class AdmissionCycle:
         busy_figures_factor: float = settings.DEFAULTS.busy_figures_factor,
         eviction_retry: float = settings.DEFAULTS.eviction_retry,
         pace: float = settings.DEFAULTS.pace,
+        min_interval: float = settings.DEFAULTS.min_interval,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -111,13 +129,16 @@ class AdmissionCycle:
         self._refused: dict[str, float] = {}
         """Victim key -> monotonic time until which reclaim may not choose it (a 429)."""
         self._pace = pace
+        self._min_interval = min_interval
         self._figures_written: dict[str, float] = {}
+        self._queue_plans: queue_status.PlanMemo = {}
         self._clock = clock
         self._wall_clock = wall_clock
         self._wakeup = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._evicting: set[str] = set()
         self._last_duration = 0.0
+        self._last_started = -float("inf")
         self._last: tuple[tuple[int, frozenset[str]], decisions.SessionResult] | None = None
         self._told: dict[str, conditions.Readiness] = {}
         """Queue -> the readiness last announced (event and log): a write planned again while
@@ -143,17 +164,15 @@ class AdmissionCycle:
             while True:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wakeup.wait(), timeout=self._period)
-                # Debounce, and pace (see settings.OperatorSettings.pace).
-                pause = max(self._debounce, self._pace * self._last_duration)
-                if self._wakeup.is_set() and pause > 0:
-                    await asyncio.sleep(pause)
+                if self._wakeup.is_set():
+                    await self._pause()
                 # Flow control: decide again once the gate workers are close to done with
                 # the last decisions (at the latest after one period).
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self._period):
                         await self._remover.wait_drained()
                 self._wakeup.clear()
-                started = self._clock()
+                started = self._last_started = self._clock()
                 try:
                     await self.run_once()
                 except Exception:
@@ -164,6 +183,17 @@ class AdmissionCycle:
                 self._writer.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._writer
+
+    async def _pause(self) -> None:
+        pause = cycle_pause(
+            debounce=self._debounce,
+            pace=self._pace,
+            min_interval=self._min_interval,
+            last_duration=self._last_duration,
+            since_last_start=self._clock() - self._last_started,
+        )
+        if pause > 0:
+            await asyncio.sleep(pause)
 
     async def run_once(self) -> CycleReport:
         started = self._clock()
@@ -212,7 +242,9 @@ class AdmissionCycle:
         evictions: list[reclaiming.Eviction] = []
         if self._writer is None or self._writer.done():
             writes = self._throttle(
-                queue_status.plan_queue_writes(view, result, now=self._timestamp())
+                queue_status.plan_queue_writes(
+                    view, result, now=self._timestamp(), memo=self._queue_plans
+                )
             )
             groups = queue_status.plan_pod_group_status(view.pod_groups, result)
             explanations = explaining.plan_explanations(

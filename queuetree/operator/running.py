@@ -112,6 +112,7 @@ def build_cycle(
         period=config.cycle_period,
         debounce=config.debounce,
         pace=config.pace,
+        min_interval=config.min_interval,
         explanation_budget=config.explanation_budget,
         status_writers=config.status_writers,
         figures_interval=config.figures_interval,

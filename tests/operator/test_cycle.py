@@ -435,3 +435,40 @@ async def test_the_writer_has_several_writes_in_flight_at_once(writers: int) -> 
     await admission.run_once()
     await admission.wait_writes()
     assert (len(annotations_written(api)), api.most) == (8, writers)
+
+
+class PauseCase(NamedTuple):
+    last_duration: Any
+    since_last_start: Any
+    pause: Any
+
+
+PAUSES = {
+    "the first cycle waits only the debounce": PauseCase(
+        last_duration=0.0, since_last_start=float("inf"), pause=0.02
+    ),
+    "after a quiet spell, only the debounce": PauseCase(
+        last_duration=0.01, since_last_start=5.0, pause=0.02
+    ),
+    "under a stream, what is left of the interval": PauseCase(
+        last_duration=0.01, since_last_start=0.03, pause=0.07
+    ),
+    "a long cycle is paced by its duration": PauseCase(
+        last_duration=0.3, since_last_start=0.3, pause=0.3
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("last_duration", "since_last_start", "pause"), PAUSES.values(), ids=PAUSES.keys()
+)
+def test_a_wake_up_waits_the_debounce_the_pace_or_the_rest_of_the_interval(
+    last_duration: float, since_last_start: float, pause: float
+) -> None:
+    assert cycle.cycle_pause(
+        debounce=0.02,
+        pace=1.0,
+        min_interval=0.1,
+        last_duration=last_duration,
+        since_last_start=since_last_start,
+    ) == pytest.approx(pause)
