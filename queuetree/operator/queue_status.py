@@ -193,61 +193,107 @@ def merge_patch_value(current: Any, desired: Any) -> Any:
     return patch
 
 
+PlanMemo = dict[str, tuple[tuple[Any, ...], "QueueWrite | None"]]
+"""Queue name -> what one queue's plan was computed from, and the write it gave (None: none);
+what :func:`plan_queue_writes` reuses while a queue's inputs stay the same."""
+
+
 def plan_queue_writes(
-    view: state.StateView, result: decisions.SessionResult | None, *, now: str = ""
+    view: state.StateView,
+    result: decisions.SessionResult | None,
+    *,
+    now: str = "",
+    memo: PlanMemo | None = None,
 ) -> list[QueueWrite]:
     """Every queue write that changes something, by queue name. ``now`` (RFC 3339) is the
     ``lastTransitionTime`` of a readiness condition that flips; without a session result no
-    condition is planned (the faults are the session's)."""
+    condition is planned (the faults are the session's).
+
+    ``memo`` (kept by the caller from one call to the next) skips the queues whose inputs are
+    what they were at the last call: the same record (the same object: a watch event replaces
+    it), verdict, counters, figures and faults give the same write, so it is reused, with the
+    ``now`` of the call that computed it (the time the flip was first seen). Under a stream of
+    pods most queues' figures change at every cycle, but their records only when a write of
+    ours comes back; tests/operator/test_queue_status.py checks that a memo never changes a
+    plan.
+    """
     counts = view_counts(view)
     verdicts = decide_states(view, counts=counts)
     figures = result.queues if result is not None else {}
+    faults = result.queue_faults if result is not None else {}
     writes: list[QueueWrite] = []
     for name in sorted(view.queue_records):
         record = view.queue_records[name]
-        verdict = verdicts[name]
-        desired = desired_status(
-            verdict=verdict, counts=counts.get(name, {}), figures=figures.get(name)
+        inputs = (
+            record,
+            verdicts[name],
+            counts.get(name, {}),
+            figures.get(name),
+            faults.get(name, ()),
+            result is None,
         )
-        status_patch = {
-            key: merge_patch_value(record.status.get(key), value)
-            for key, value in desired.items()
-            if record.status.get(key) != value
-        }
-        transition = None
-        if result is not None:
-            ready = conditions.readiness(
-                name,
-                state=verdict.state,
-                faults=result.queue_faults.get(name, ()),
-                closed_by_parent=verdict.closed_by_parent,
-            )
-            if not statuses.same_condition(statuses.read_condition(record.status), ready):
-                status_patch["conditions"] = statuses.conditions_value(
-                    record.status, ready, now=now
-                )
-                transition = ready
-        marked = record.queue.annotations.get(objects.CLOSED_BY_PARENT_ANNOTATION)
-        wanted_mark = "true" if verdict.closed_by_parent else "false"
-        mark = None
-        if (marked == "true") != verdict.closed_by_parent and (
-            marked is not None or verdict.closed_by_parent
-        ):
-            mark = {objects.CLOSED_BY_PARENT_ANNOTATION: wanted_mark}
-        orphan = name != objects.ROOT_QUEUE and not record.queue.parent
-        meta = bodies.queue_patch(annotations=mark, parent=objects.ROOT_QUEUE if orphan else None)
-        if status_patch or meta or verdict.message:
-            writes.append(
-                QueueWrite(
-                    name=name,
-                    status=status_patch,
-                    meta=meta,
-                    warning=verdict.message,
-                    transition=transition,
-                    uid=record.queue.uid,
-                )
-            )
+        if memo is not None:
+            previous = memo.get(name)
+            if previous is not None and _same_inputs(previous[0], inputs):
+                if previous[1] is not None:
+                    writes.append(previous[1])
+                continue
+        write = _plan_queue_write(name, inputs, now=now)
+        if memo is not None:
+            memo[name] = (inputs, write)
+        if write is not None:
+            writes.append(write)
+    if memo is not None and len(memo) > len(view.queue_records):
+        for name in memo.keys() - view.queue_records.keys():
+            del memo[name]
     return writes
+
+
+def _same_inputs(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
+    # The record by identity (its status is a deep mapping, and a watch event always brings a
+    # new object); the rest by value.
+    return old[0] is new[0] and old[1:] == new[1:]
+
+
+def _plan_queue_write(name: str, inputs: tuple[Any, ...], *, now: str) -> QueueWrite | None:
+    """The write of one queue from the inputs :func:`plan_queue_writes` gathered, or None."""
+    record, verdict, counts, figures, faults, without_result = inputs
+    desired = desired_status(verdict=verdict, counts=counts, figures=figures)
+    status_patch = {
+        key: merge_patch_value(record.status.get(key), value)
+        for key, value in desired.items()
+        if record.status.get(key) != value
+    }
+    transition = None
+    if not without_result:
+        ready = conditions.readiness(
+            name,
+            state=verdict.state,
+            faults=faults,
+            closed_by_parent=verdict.closed_by_parent,
+        )
+        if not statuses.same_condition(statuses.read_condition(record.status), ready):
+            status_patch["conditions"] = statuses.conditions_value(record.status, ready, now=now)
+            transition = ready
+    marked = record.queue.annotations.get(objects.CLOSED_BY_PARENT_ANNOTATION)
+    wanted_mark = "true" if verdict.closed_by_parent else "false"
+    mark = None
+    if (marked == "true") != verdict.closed_by_parent and (
+        marked is not None or verdict.closed_by_parent
+    ):
+        mark = {objects.CLOSED_BY_PARENT_ANNOTATION: wanted_mark}
+    orphan = name != objects.ROOT_QUEUE and not record.queue.parent
+    meta = bodies.queue_patch(annotations=mark, parent=objects.ROOT_QUEUE if orphan else None)
+    if not (status_patch or meta or verdict.message):
+        return None
+    return QueueWrite(
+        name=name,
+        status=status_patch,
+        meta=meta,
+        warning=verdict.message,
+        transition=transition,
+        uid=record.queue.uid,
+    )
 
 
 def plan_pod_group_status(

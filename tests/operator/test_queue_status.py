@@ -7,6 +7,8 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from queuetree.core import conditions, decisions, objects, resources
 from queuetree.operator import queue_status, state
@@ -315,3 +317,60 @@ def test_pod_group_status_fills_the_columns_once_then_follows_changes(
     )
     planned = queue_status.plan_pod_group_status({"ns/g": group}, result)
     assert planned.get("ns/g") == expected
+
+
+# The memo of plan_queue_writes: over any history of views and results, a plan computed with
+# the memo of the earlier steps is the plan computed afresh.
+MEMO_STATUSES = (
+    {},
+    OPEN_STATUS,
+    {**OPEN_STATUS, "conditions": [ready("q")]},
+    {"state": "Closed", **COUNTS},
+    {**OPEN_STATUS, "allocated": {"cpu": "2", "memory": "0", "pods": "1"}},
+)
+MEMO_FIGURES = (None, figures(CPU2, pods=1), figures(ZERO), figures(CPU2, pods=2, waiting=1))
+MEMO_FAULTS = (
+    (),
+    (conditions.Fault(reason=conditions.QueueReason.PARENT_NOT_FOUND, message="x"),),
+)
+
+
+@st.composite
+def memo_histories(draw: st.DrawFn) -> list[tuple[Any, ...]]:
+    names = ("root", "a", "b")
+    records: dict[str, state.QueueRecord] = {}
+    steps = []
+    for _ in range(draw(st.integers(min_value=1, max_value=8))):
+        for name in names:
+            # Kept (the same object, as when no watch event came) or replaced.
+            if name not in records or draw(st.booleans()):
+                records[name] = record(
+                    name,
+                    "" if name == "root" else draw(st.sampled_from(["root", "", "a"])),
+                    status=dict(draw(st.sampled_from(MEMO_STATUSES))),
+                    mark=draw(st.sampled_from([None, "true", "false"])),
+                )
+        pods = [fakes.pod("p", gates=(), queue="a")] if draw(st.booleans()) else []
+        result = (
+            None
+            if draw(st.integers(min_value=0, max_value=4)) == 0
+            else decisions.SessionResult(
+                ready=True,
+                queues=MappingProxyType(
+                    {name: f for name in names if (f := draw(st.sampled_from(MEMO_FIGURES)))}
+                ),
+                queue_faults=MappingProxyType({"b": draw(st.sampled_from(MEMO_FAULTS))}),
+            )
+        )
+        steps.append((view_of(list(records.values()), pods), result))
+    return steps
+
+
+@settings(max_examples=150, deadline=None)
+@given(history=memo_histories())
+def test_a_memo_never_changes_a_plan(history: list[tuple[Any, ...]]) -> None:
+    memo: queue_status.PlanMemo = {}
+    for view, result in history:
+        assert queue_status.plan_queue_writes(
+            view, result, now=NOW, memo=memo
+        ) == queue_status.plan_queue_writes(view, result, now=NOW)
