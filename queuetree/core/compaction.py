@@ -8,7 +8,8 @@ holds thousands of such pods and few gated ones, so a session that walks every p
 time in proportion to the cluster, not to the work.
 
 :func:`compact` replaces the *settled* lone pods of each bucket (same queue, same status, same
-opt-in) by one pod whose request is their sum, with a single-pod group of the same phase. A pod is settled when it is in a single-pod group (``synthetic``, ``minMember`` 1,
+opt-in) by one pod whose request is their sum, with a single-pod group of the same phase. A
+pod is settled when it is in a single-pod group (``synthetic``, ``minMember`` 1,
 ``minResources`` its own request) of a leaf queue and either
 
 - is Pending with no scheduling gate at all and its group Inqueue (admitted, not placed yet:
