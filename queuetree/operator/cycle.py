@@ -21,7 +21,8 @@ Each cycle (:meth:`AdmissionCycle.run_once`):
    and recompute them afresh (they are level-triggered: a diff against what the watches show).
    Writes that only refresh a queue's figures go out at most every ``figures_interval``
    (``busy_figures_factor`` times less often while the gate workers have a backlog);
-   ``status_writers`` of these writes are in flight at once;
+   ``status_writers`` of these writes are in flight at once; the Event of an explanation
+   follows its annotation in a lane of its own (``event_writers`` in flight);
 5. publishes its view and result to the metrics (the series are computed when scraped).
 """
 
@@ -105,6 +106,7 @@ class AdmissionCycle:
         debounce: float = settings.DEFAULTS.debounce,
         explanation_budget: int = settings.DEFAULTS.explanation_budget,
         status_writers: int = settings.DEFAULTS.status_writers,
+        event_writers: int = settings.DEFAULTS.event_writers,
         figures_interval: float = settings.DEFAULTS.figures_interval,
         busy_figures_factor: float = settings.DEFAULTS.busy_figures_factor,
         eviction_retry: float = settings.DEFAULTS.eviction_retry,
@@ -123,6 +125,10 @@ class AdmissionCycle:
         self._debounce = debounce
         self._explanation_budget = explanation_budget
         self._writers = max(1, status_writers)
+        self._event_writers = max(1, event_writers)
+        self._pod_events: dict[str, explaining.Explanation] = {}
+        """Pod key -> the explanation whose Event is still to be sent, oldest first."""
+        self._event_lane: asyncio.Task[None] | None = None
         self._figures_interval = figures_interval
         self._busy_figures_factor = busy_figures_factor
         self._eviction_retry = eviction_retry
@@ -145,9 +151,12 @@ class AdmissionCycle:
         the watch lags behind the last one is not announced twice."""
 
     async def wait_writes(self) -> None:
-        """Wait until the background writes planned so far are done (tests, shutdown)."""
+        """Wait until the background writes planned so far are done, Events included (tests,
+        shutdown)."""
         if self._writer is not None:
             await asyncio.shield(self._writer)
+        if self._event_lane is not None:
+            await asyncio.shield(self._event_lane)
 
     def wake(self) -> None:
         """Ask for a cycle soon; safe to call any number of times from handlers."""
@@ -179,10 +188,11 @@ class AdmissionCycle:
                     logger.exception("Admission cycle failed; the next one starts afresh")
                 self._last_duration = self._clock() - started
         finally:
-            if self._writer is not None:
-                self._writer.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._writer
+            for task in (self._writer, self._event_lane):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
 
     async def _pause(self) -> None:
         pause = cycle_pause(
@@ -393,29 +403,66 @@ class AdmissionCycle:
         previous = self._cluster.swap_explanation(explanation.key, explanation.reason)
         if previous == explanation.reason:
             return
+        # A later reason replaces an Event not sent yet; a removal cancels it.
+        self._pod_events.pop(explanation.key, None)
         try:
             await self._api.annotate_pod(
                 namespace, name, {explaining.REASON_ANNOTATION: explanation.reason or None}
             )
-            if explanation.reason:
-                await self._api.create_event(
-                    namespace,
-                    self.event_body(
-                        kind="Pod",
-                        api_version="v1",
-                        namespace=namespace,
-                        name=name,
-                        uid=explanation.uid,
-                        event_type="Normal",
-                        reason=explaining.EVENT_REASON,
-                        message=explanation.reason,
-                    ),
-                )
         except kube.ApiError as error:
             # Restore the previous record so the next cycle explains again.
             self._cluster.swap_explanation(explanation.key, previous or "")
             if error.status != 404:
                 logger.warning("Pod %s: explanation not written: %s", explanation.key, error)
+            return
+        if explanation.reason:
+            self._pod_events[explanation.key] = explanation
+            if self._event_lane is None or self._event_lane.done():
+                self._event_lane = asyncio.create_task(
+                    self._send_pod_events(), name="queuetree explanation events"
+                )
+
+    async def _send_pod_events(self) -> None:
+        """Send the Events of written explanations, oldest first, ``event_writers`` at once,
+        until none is left; one whose pod's explanation is no longer its own is dropped."""
+        slots = asyncio.Semaphore(self._event_writers)
+        async with asyncio.TaskGroup() as group:
+            while self._pod_events:
+                await slots.acquire()
+                if not self._pod_events:
+                    slots.release()
+                    break
+                key = next(iter(self._pod_events))
+                explanation = self._pod_events.pop(key)
+                if self._cluster.explanation_of(key) != explanation.reason:
+                    slots.release()
+                    continue
+                group.create_task(self._send_pod_event(explanation, slots))
+
+    async def _send_pod_event(
+        self, explanation: explaining.Explanation, slots: asyncio.Semaphore
+    ) -> None:
+        namespace, _, name = explanation.key.partition("/")
+        try:
+            await self._api.create_event(
+                namespace,
+                self.event_body(
+                    kind="Pod",
+                    api_version="v1",
+                    namespace=namespace,
+                    name=name,
+                    uid=explanation.uid,
+                    event_type="Normal",
+                    reason=explaining.EVENT_REASON,
+                    message=explanation.reason,
+                ),
+            )
+        except kube.ApiError as error:
+            # Events are best effort, as in client-go; the annotation is the record.
+            if error.status != 404:
+                logger.warning("Pod %s: explanation event not sent: %s", explanation.key, error)
+        finally:
+            slots.release()
 
     async def _apply_eviction(self, eviction: reclaiming.Eviction) -> None:
         namespace, _, name = eviction.victim.partition("/")

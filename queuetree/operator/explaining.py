@@ -6,13 +6,16 @@ that ``kubectl describe pod`` prints: an annotation (:data:`REASON_ANNOTATION`, 
 current reason) and an Event (reason :data:`EVENT_REASON`), each written only when the reason
 changes, never every cycle. Once the pod is admitted, the annotation is removed.
 
-A cycle writes at most ``budget`` explanations; the rest wait for later cycles, so a burst of
-thousands of new gated pods never turns into thousands of writes ahead of gate removals.
+A cycle writes at most ``budget`` explanations, the oldest pods first; the rest wait for later
+cycles, so a burst of thousands of new gated pods never turns into thousands of writes ahead of
+gate removals, and none waits behind pods that arrived after it. The cycle writes each
+annotation before its Event, which follows in a lane of its own (``cycle.AdmissionCycle``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Mapping
 
 from queuetree.core import decisions, objects
@@ -21,6 +24,9 @@ from queuetree.operator import state
 REASON_ANNOTATION = objects.ADMISSION_REASON_ANNOTATION
 """Pod annotation holding why the pod is still held by the queue gate."""
 EVENT_REASON = "QueueAdmissionPending"
+
+
+_AGE = operator.itemgetter(0, 1)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -40,7 +46,8 @@ def plan_explanations(
     *,
     budget: int,
 ) -> list[Explanation]:
-    """Explanations whose text differs from what was last written, by pod key, at most ``budget``.
+    """Explanations whose text differs from what was last written, at most ``budget``, oldest
+    pod first (creation time, then key).
 
     Pods held by our gate (and not just admitted) get the core's reason; a pod with no reason
     from the core gets none written. Pods that were explained and are no longer held get their
@@ -51,12 +58,15 @@ def plan_explanations(
     planned: list[Explanation] = []
     pods = view.snapshot.pods
     # Only pods with our gate or with an explanation can need a write: not every pod.
-    for key in sorted(view.gated | explained.keys()):
+    found = [
+        (pod.created, key, pod)
+        for key in view.gated | explained.keys()
+        if (pod := pods.get(key)) is not None
+    ]
+    found.sort(key=_AGE)
+    for _, key, pod in found:
         if len(planned) >= budget:
             break
-        pod = pods.get(key)
-        if pod is None:
-            continue
         held = pod.queue_gated and key not in view.assumed
         previous = explained.get(key, "")
         if held:

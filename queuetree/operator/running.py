@@ -115,6 +115,7 @@ def build_cycle(
         min_interval=config.min_interval,
         explanation_budget=config.explanation_budget,
         status_writers=config.status_writers,
+        event_writers=config.event_writers,
         figures_interval=config.figures_interval,
         busy_figures_factor=config.busy_figures_factor,
         eviction_retry=config.eviction_retry,

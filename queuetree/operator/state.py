@@ -450,13 +450,16 @@ class ClusterState:
         with self._lock:
             return MappingProxyType(dict(self._explained))
 
+    def explanation_of(self, key: str) -> str:
+        """The explanation shown for pod ``key`` ("" for none)."""
+        with self._lock:
+            return self._explained.get(key, "")
+
 
 def holds_room(pod: objects.Pod) -> bool:
     """``pod`` counts in its queue's usage: placed (``objects.ALLOCATED_STATUSES``), or admitted
-    and reserving its room until it is placed (ungated, pending, ``reserves``)."""
-    if pod.status in objects.ALLOCATED_STATUSES:
-        return True
-    return pod.status is objects.TaskStatus.PENDING and not pod.sch_gated and pod.reserves
+    and reserving its room until it is placed (``objects.Pod.holds_reservation``)."""
+    return pod.status in objects.ALLOCATED_STATUSES or pod.holds_reservation
 
 
 def only_takes_room(before: objects.Pod | None, after: objects.Pod) -> bool:

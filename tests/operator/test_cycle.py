@@ -472,3 +472,86 @@ def test_a_wake_up_waits_the_debounce_the_pace_or_the_rest_of_the_interval(
         last_duration=last_duration,
         since_last_start=since_last_start,
     ) == pytest.approx(pause)
+
+
+class HeldEvents(fakes.FakeKube):
+    """Events wait until ``release`` is set (an API server busy with other writes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def create_event(self, namespace: str, body: Any) -> None:
+        await self.release.wait()
+        await super().create_event(namespace, body)
+
+
+class LaneCase(NamedTuple):
+    second: Any
+    annotations: Any
+    events: Any
+
+
+LANE = {
+    "a later reason replaces the Event not sent yet": LaneCase(
+        second={"ns/a": "queue team: cpu 2 > 1", "ns/b": "queue dept: cpu 3 > 2"},
+        annotations=[
+            ("a", "queue team: cpu 2 > 1"),
+            ("b", "queue team: cpu 2 > 1"),
+            ("b", "queue dept: cpu 3 > 2"),
+        ],
+        events=[("a", "queue team: cpu 2 > 1"), ("b", "queue dept: cpu 3 > 2")],
+    ),
+    "an explanation removed before its Event went out sends none": LaneCase(
+        second=None,
+        annotations=[("a", "queue team: cpu 2 > 1"), ("b", "queue team: cpu 2 > 1"), ("b", None)],
+        events=[("a", "queue team: cpu 2 > 1")],
+    ),
+}
+
+
+@pytest.mark.parametrize(("second", "annotations", "events"), LANE.values(), ids=LANE.keys())
+async def test_annotations_go_first_and_their_events_follow_in_a_lane_of_their_own(
+    second: dict[str, str] | None, annotations: list[Any], events: list[Any]
+) -> None:
+    cluster = state.ClusterState()
+    api = HeldEvents()
+    session = FakeSession()
+    admission = cycle.AdmissionCycle(
+        cluster=cluster,
+        api=api,
+        remover=gating.GateRemover(cluster=cluster, api=api),
+        session=session,
+        event_writers=1,
+        wall_clock=lambda: 0.0,
+    )
+    for name in ("a", "b"):
+        cluster.upsert_pod(fakes.pod(name))
+    cluster.mark_synced()
+    session.reasons = {"ns/a": "queue team: cpu 2 > 1", "ns/b": "queue team: cpu 2 > 1"}
+    await admission.run_once()
+    # Both annotations are written while the first Event is still on its way.
+    await fakes.wait_for(lambda: len(annotations_written(api)) == 2)
+    if second is None:
+        # b is no longer held (its gate went another way): its explanation is removed.
+        cluster.upsert_pod(fakes.pod("b", gates=()))
+        session.reasons = {"ns/a": "queue team: cpu 2 > 1"}
+    else:
+        cluster.upsert_pod(dataclasses.replace(fakes.pod("b"), labels={"round": "2"}))
+        session.reasons = second
+    await admission.run_once()
+    await fakes.wait_for(lambda: len(annotations_written(api)) == 3)
+    api.release.set()
+    await admission.wait_writes()
+    key = explaining.REASON_ANNOTATION
+    written = [
+        (call.target.rpartition("/")[2], call.body[key])
+        for call in api.calls
+        if call.verb == "annotate"
+    ]
+    sent = [
+        (call.body["involvedObject"]["name"], call.body["message"])
+        for call in api.calls
+        if call.target.startswith("events/")
+    ]
+    assert (written, sent) == (annotations, events)
