@@ -634,11 +634,8 @@ class CapacityPlugin(frameworks.Plugin):
             if attr is None:
                 continue
             for task in job.tasks:
-                if (
-                    task.status == objects.TaskStatus.PENDING
-                    and not task.sch_gated
-                    and task.pod.reserves
-                ):
+                # At session open a task's status is its pod's.
+                if task.pod.holds_reservation:
                     self._reserve(task, attr)
 
     # -- 2. reserved capacity ---------------------------------------------------------------

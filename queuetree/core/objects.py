@@ -322,6 +322,14 @@ class Pod:
         return self.opted_in or ADMITTED_QUEUE_ANNOTATION in self.annotations
 
     @property
+    def holds_reservation(self) -> bool:
+        """Admitted and not placed yet, its request stays reserved in its queue and every
+        ancestor (spec §5.3): Pending, with no scheduling gate, and :attr:`reserves`. The one
+        statement of the rule: the capacity plugin's reserved figures, the session's in-flight
+        counts and the operator's wake-ups (``state.holds_room``) all read it."""
+        return self.status is TaskStatus.PENDING and not self.scheduling_gates and self.reserves
+
+    @property
     def sch_gated(self) -> bool:
         """The pod has at least one scheduling gate (Volcano's ``task.SchGated``)."""
         return bool(self.scheduling_gates)

@@ -354,7 +354,7 @@ def _build_session(
             if state is not None and pod.status in OCCUPYING:
                 state.add(task)
         if not pod.scheduling_gates and pod.status is pending:
-            if gate_on and pod.reserves:
+            if gate_on and pod.holds_reservation:
                 in_flight[job.key] = in_flight.get(job.key, 0) + 1
             if pod.unschedulable:
                 unschedulable[job.key] = job
