@@ -291,8 +291,12 @@ async def measure(
                     "ungated_per_second": round(pods / (finished - released), 1),
                     "latency_p50_seconds": round(statistics.median(latencies), 4),
                     "latency_p99_seconds": round(percentile(latencies, 0.99), 4),
+                    "explained_p50_seconds": round(statistics.median(explained), 4),
                     "explained_p99_seconds": round(percentile(explained, 0.99), 4),
                     "explained_max_seconds": round(max(explained), 4),
+                    "held_created_per_second": round(
+                        pods / (max(created.values()) - min(created.values()) + 1e-9), 1
+                    ),
                     "operator_cpu_ms_per_pod": round(1000 * cpu / pods, 3),
                     **cycles,
                     "backend": target.backend,
