@@ -442,20 +442,13 @@ class AdmissionCycle:
     async def _send_pod_event(
         self, explanation: explaining.Explanation, slots: asyncio.Semaphore
     ) -> None:
-        namespace, _, name = explanation.key.partition("/")
         try:
-            await self._api.create_event(
-                namespace,
-                self.event_body(
-                    kind="Pod",
-                    api_version="v1",
-                    namespace=namespace,
-                    name=name,
-                    uid=explanation.uid,
-                    event_type="Normal",
-                    reason=explaining.EVENT_REASON,
-                    message=explanation.reason,
-                ),
+            await self._pod_event(
+                explanation.key,
+                uid=explanation.uid,
+                event_type="Normal",
+                reason=explaining.EVENT_REASON,
+                message=explanation.reason,
             )
         except kube.ApiError as error:
             # Events are best effort, as in client-go; the annotation is the record.
@@ -485,20 +478,9 @@ class AdmissionCycle:
         ):
             if not key:
                 continue
-            pod_namespace, _, pod_name = key.partition("/")
             with contextlib.suppress(kube.ApiError):
-                await self._api.create_event(
-                    pod_namespace,
-                    self.event_body(
-                        kind="Pod",
-                        api_version="v1",
-                        namespace=pod_namespace,
-                        name=pod_name,
-                        uid=uid,
-                        event_type="Normal",
-                        reason="Reclaim",
-                        message=text,
-                    ),
+                await self._pod_event(
+                    key, uid=uid, event_type="Normal", reason="Reclaim", message=text
                 )
 
     async def _eviction_refused(self, eviction: reclaiming.Eviction, error: kube.ApiError) -> None:
@@ -517,27 +499,37 @@ class AdmissionCycle:
             self._metrics.eviction_refusals.inc()
         if not eviction.reclaimer:
             return
-        pod_namespace, _, pod_name = eviction.reclaimer.partition("/")
         with contextlib.suppress(kube.ApiError):
-            await self._api.create_event(
-                pod_namespace,
-                self.event_body(
-                    kind="Pod",
-                    api_version="v1",
-                    namespace=pod_namespace,
-                    name=pod_name,
-                    uid=eviction.reclaimer_uid,
-                    event_type="Warning",
-                    reason="ReclaimBlocked",
-                    message=reclaiming.refusal_message(
-                        eviction, refusal=refusal, retry_seconds=retry
-                    ),
-                ),
+            await self._pod_event(
+                eviction.reclaimer,
+                uid=eviction.reclaimer_uid,
+                event_type="Warning",
+                reason="ReclaimBlocked",
+                message=reclaiming.refusal_message(eviction, refusal=refusal, retry_seconds=retry),
             )
 
     def _timestamp(self) -> str:
         """Now, in the RFC 3339 form of Kubernetes timestamps (whole seconds, UTC)."""
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._wall_clock()))
+
+    async def _pod_event(
+        self, key: str, *, uid: str, event_type: str, reason: str, message: str
+    ) -> None:
+        """Create an Event about pod ``key`` (``namespace/name``)."""
+        namespace, _, name = key.partition("/")
+        await self._api.create_event(
+            namespace,
+            self.event_body(
+                kind="Pod",
+                api_version="v1",
+                namespace=namespace,
+                name=name,
+                uid=uid,
+                event_type=event_type,
+                reason=reason,
+                message=message,
+            ),
+        )
 
     def event_body(
         self,

@@ -34,16 +34,23 @@ class FakeSession:
 
 
 def make(
-    *, workers: int = 1
+    *, workers: int = 1, api: fakes.FakeKube | None = None, **settings: Any
 ) -> tuple[
     state.ClusterState, fakes.FakeKube, gating.GateRemover, FakeSession, cycle.AdmissionCycle
 ]:
+    """A cycle over a fresh state, ``api`` (a plain fake by default) and a fake session;
+    ``settings`` are more keyword arguments of the cycle."""
     cluster = state.ClusterState()
-    api = fakes.FakeKube()
+    api = api if api is not None else fakes.FakeKube()
     remover = gating.GateRemover(cluster=cluster, api=api, workers=workers)
     session = FakeSession()
     admission = cycle.AdmissionCycle(
-        cluster=cluster, api=api, remover=remover, session=session, wall_clock=lambda: 0.0
+        cluster=cluster,
+        api=api,
+        remover=remover,
+        session=session,
+        wall_clock=lambda: 0.0,
+        **settings,
     )
     return cluster, api, remover, session, admission
 
@@ -416,17 +423,8 @@ class SlowAnnotations(fakes.FakeKube):
 
 @pytest.mark.parametrize("writers", [1, 3], ids=["one at a time", "three at once"])
 async def test_the_writer_has_several_writes_in_flight_at_once(writers: int) -> None:
-    cluster = state.ClusterState()
     api = SlowAnnotations()
-    session = FakeSession()
-    admission = cycle.AdmissionCycle(
-        cluster=cluster,
-        api=api,
-        remover=gating.GateRemover(cluster=cluster, api=api),
-        session=session,
-        status_writers=writers,
-        wall_clock=lambda: 0.0,
-    )
+    cluster, _, _, session, admission = make(api=api, status_writers=writers)
     names = [f"p{index}" for index in range(8)]
     for name in names:
         cluster.upsert_pod(fakes.pod(name))
@@ -514,17 +512,8 @@ LANE = {
 async def test_annotations_go_first_and_their_events_follow_in_a_lane_of_their_own(
     second: dict[str, str] | None, annotations: list[Any], events: list[Any]
 ) -> None:
-    cluster = state.ClusterState()
     api = HeldEvents()
-    session = FakeSession()
-    admission = cycle.AdmissionCycle(
-        cluster=cluster,
-        api=api,
-        remover=gating.GateRemover(cluster=cluster, api=api),
-        session=session,
-        event_writers=1,
-        wall_clock=lambda: 0.0,
-    )
+    cluster, _, _, session, admission = make(api=api, event_writers=1)
     for name in ("a", "b"):
         cluster.upsert_pod(fakes.pod(name))
     cluster.mark_synced()
