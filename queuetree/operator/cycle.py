@@ -426,18 +426,21 @@ class AdmissionCycle:
         """Send the Events of written explanations, oldest first, ``event_writers`` at once,
         until none is left; one whose pod's explanation is no longer its own is dropped."""
         slots = asyncio.Semaphore(self._event_writers)
-        async with asyncio.TaskGroup() as group:
-            while self._pod_events:
-                await slots.acquire()
-                if not self._pod_events:
-                    slots.release()
-                    break
-                key = next(iter(self._pod_events))
-                explanation = self._pod_events.pop(key)
-                if self._cluster.explanation_of(key) != explanation.reason:
-                    slots.release()
-                    continue
-                group.create_task(self._send_pod_event(explanation, slots))
+        # The outer loop: an Event queued while the last sends were on their way finds this
+        # lane not done yet, so this lane sends it.
+        while self._pod_events:
+            async with asyncio.TaskGroup() as group:
+                while self._pod_events:
+                    await slots.acquire()
+                    if not self._pod_events:
+                        slots.release()
+                        break
+                    key = next(iter(self._pod_events))
+                    explanation = self._pod_events.pop(key)
+                    if self._cluster.explanation_of(key) != explanation.reason:
+                        slots.release()
+                        continue
+                    group.create_task(self._send_pod_event(explanation, slots))
 
     async def _send_pod_event(
         self, explanation: explaining.Explanation, slots: asyncio.Semaphore

@@ -544,3 +544,23 @@ async def test_annotations_go_first_and_their_events_follow_in_a_lane_of_their_o
         if call.target.startswith("events/")
     ]
     assert (written, sent) == (annotations, events)
+
+
+async def test_an_event_queued_while_the_lane_finishes_its_last_send_is_sent_too() -> None:
+    # The lane has one Event on its way and nothing queued; the next explanation's Event must
+    # not wait for a third explanation to start a new lane.
+    api = HeldEvents()
+    cluster, _, _, session, admission = make(api=api, event_writers=1)
+    cluster.upsert_pod(fakes.pod("a"))
+    cluster.mark_synced()
+    session.reasons = {"ns/a": "queue team: cpu 2 > 1"}
+    await admission.run_once()
+    await fakes.wait_for(lambda: len(annotations_written(api)) == 1)
+    cluster.upsert_pod(fakes.pod("b"))
+    session.reasons = {"ns/a": "queue team: cpu 2 > 1", "ns/b": "queue team: cpu 2 > 1"}
+    await admission.run_once()
+    await fakes.wait_for(lambda: len(annotations_written(api)) == 2)
+    api.release.set()
+    await admission.wait_writes()
+    sent = [call.body["involvedObject"]["name"] for call in api.calls if call.verb == "create"]
+    assert sent == ["a", "b"]
