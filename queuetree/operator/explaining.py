@@ -15,7 +15,6 @@ annotation before its Event, which follows in a lane of its own (``cycle.Admissi
 from __future__ import annotations
 
 import dataclasses
-import operator
 from collections.abc import Mapping
 
 from queuetree.core import decisions, objects
@@ -24,9 +23,6 @@ from queuetree.operator import state
 REASON_ANNOTATION = objects.ADMISSION_REASON_ANNOTATION
 """Pod annotation holding why the pod is still held by the queue gate."""
 EVENT_REASON = "QueueAdmissionPending"
-
-
-_AGE = operator.itemgetter(0, 1)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -63,7 +59,7 @@ def plan_explanations(
         for key in view.gated | explained.keys()
         if (pod := pods.get(key)) is not None
     ]
-    found.sort(key=_AGE)
+    found.sort()  # keys are distinct: no two entries get as far as comparing pods
     for _, key, pod in found:
         if len(planned) >= budget:
             break

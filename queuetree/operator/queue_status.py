@@ -17,7 +17,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from queuetree.api import bodies, statuses
 from queuetree.core import conditions, decisions, objects, resources
@@ -193,7 +193,23 @@ def merge_patch_value(current: Any, desired: Any) -> Any:
     return patch
 
 
-PlanMemo = dict[str, tuple[tuple[Any, ...], "QueueWrite | None"]]
+class _PlanInputs(NamedTuple):
+    """What one queue's plan is computed from."""
+
+    record: state.QueueRecord
+    verdict: queue_states.QueueVerdict
+    counts: Mapping[str, int]
+    figures: decisions.QueueFigures | None
+    faults: tuple[conditions.Fault, ...]
+    without_result: bool
+
+    def same_as(self, other: _PlanInputs) -> bool:
+        # The record by identity (its status is a deep mapping, and a watch event always
+        # brings a new object); the rest by value.
+        return self.record is other.record and self[1:] == other[1:]
+
+
+PlanMemo = dict[str, tuple[_PlanInputs, "QueueWrite | None"]]
 """Queue name -> what one queue's plan was computed from, and the write it gave (None: none);
 what :func:`plan_queue_writes` reuses while a queue's inputs stay the same."""
 
@@ -224,7 +240,7 @@ def plan_queue_writes(
     writes: list[QueueWrite] = []
     for name in sorted(view.queue_records):
         record = view.queue_records[name]
-        inputs = (
+        inputs = _PlanInputs(
             record,
             verdicts[name],
             counts.get(name, {}),
@@ -234,7 +250,7 @@ def plan_queue_writes(
         )
         if memo is not None:
             previous = memo.get(name)
-            if previous is not None and _same_inputs(previous[0], inputs):
+            if previous is not None and previous[0].same_as(inputs):
                 if previous[1] is not None:
                     writes.append(previous[1])
                 continue
@@ -249,13 +265,7 @@ def plan_queue_writes(
     return writes
 
 
-def _same_inputs(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
-    # The record by identity (its status is a deep mapping, and a watch event always brings a
-    # new object); the rest by value.
-    return old[0] is new[0] and old[1:] == new[1:]
-
-
-def _plan_queue_write(name: str, inputs: tuple[Any, ...], *, now: str) -> QueueWrite | None:
+def _plan_queue_write(name: str, inputs: _PlanInputs, *, now: str) -> QueueWrite | None:
     """The write of one queue from the inputs :func:`plan_queue_writes` gathered, or None."""
     record, verdict, counts, figures, faults, without_result = inputs
     desired = desired_status(verdict=verdict, counts=counts, figures=figures)
