@@ -64,6 +64,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+import uvloop
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -744,18 +745,20 @@ def main() -> int:
                 env={**env, "KUBECONFIG": str(target.kubeconfig)},
                 log=logs / "operator.log",
             )
-            result = asyncio.run(
-                measure(
-                    target,
-                    pods=args.pods,
-                    workers=args.workers,
-                    leaves=args.leaves,
-                    paced_rate=args.paced_rate or PACED_RATE[args.backend],
-                    operator_pid=operator.pid,
-                    metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
-                    phases=frozenset(args.phases.split(",")),
+            # The operator's event loop, so that the raw client rate is the same client's.
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                result = runner.run(
+                    measure(
+                        target,
+                        pods=args.pods,
+                        workers=args.workers,
+                        leaves=args.leaves,
+                        paced_rate=args.paced_rate or PACED_RATE[args.backend],
+                        operator_pid=operator.pid,
+                        metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
+                        phases=frozenset(args.phases.split(",")),
+                    )
                 )
-            )
             if args.keep_logs:
                 scrape = f"http://127.0.0.1:{metrics_port}/metrics"
                 with urllib.request.urlopen(scrape, timeout=10) as answer:
