@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         # uvloop: the operator's CPU goes mostly to sockets, TLS and HTTP (a watch event and a
         # gate removal per pod); on uvloop's event loop a burst of admissions costs about a
-        # quarter less CPU per pod than on asyncio's (docs/operator.md, Benchmark).
+        # fifth less CPU per pod than on asyncio's (docs/operator.md, Benchmark).
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             runner.run(running.run(config))
     except OSError as error:
