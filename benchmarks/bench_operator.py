@@ -30,7 +30,7 @@ the operator's CPU time (user plus system, from /proc) per pod of the phase, and
 admission cycles it ran in the phase, with their mean wall time (from its ``/metrics``); for
 the burst and the paced stream, the driver's own CPU time per pod, which on a small machine is
 taken from the API server and the operator (so the driver decodes with orjson and runs without
-the cyclic collector).
+the cyclic collector, on the operator's event loop).
 On kubesim the simulated scheduler and kubelet are off, so nothing but the operator writes pods
 while it is measured; on the real backend kube-scheduler binds the admitted pods and kwok runs
 them, as in a cluster. Targets (issues 6 and 16): burst ratio >= 0.7 and at least the bind

@@ -191,8 +191,8 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     try:
         # uvloop: the operator's CPU goes mostly to sockets, TLS and HTTP (a watch event and a
-        # gate removal per pod); on uvloop's event loop a burst of admissions costs about a
-        # fifth less CPU per pod than on asyncio's (docs/operator.md, Benchmark).
+        # gate removal per pod), which cost less on uvloop's event loop than on asyncio's
+        # (measured in docs/operator.md, Benchmark).
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             runner.run(running.run(config))
     except OSError as error:
