@@ -43,6 +43,33 @@ def decode(data: bytes | str) -> Any:
         return json.loads(data)
 
 
+def fingerprint(value: Any) -> bytes | None:
+    """Decoded JSON values as one flat bytes object, equal for equal values that list their
+    keys in the same order (as two serialisations of the same object by the API server do);
+    None for anything else (the caller treats it as changed).
+
+    What a long-lived cache keeps to tell whether a part of an object changed: one object the
+    cyclic garbage collector never looks at, instead of the dicts and lists of that part, which
+    it would walk in every full collection. Other mappings are written as the dicts they hold.
+    None for what orjson does not write as JSON data of the same type: integers beyond 64 bits,
+    keys that are not strings, datetimes, subclasses of the JSON types. NaN and the infinities
+    (which JSON, and so the API server, cannot send) are written as ``null``.
+    """
+    try:
+        return orjson.dumps(value, default=_plain, option=_EXACT)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return None
+
+
+_EXACT: Final = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
+def _plain(value: object) -> dict[Any, Any]:
+    if type(value) is MappingProxyType:
+        return dict(value)
+    raise TypeError(type(value).__name__)
+
+
 # -- reading the identity of a watched object ---------------------------------------------------
 
 

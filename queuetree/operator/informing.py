@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 
@@ -52,46 +52,55 @@ def parse(body: dict[str, Any]) -> objects.Pod | None:
         return None
 
 
-def _identity(body: dict[str, Any]) -> tuple[Any, ...]:
+def _identity(body: dict[str, Any]) -> bytes | None:
     """Everything a parsed pod depends on except what the cluster writes after creation (see
-    :func:`_progress`).
+    :func:`_progress`), as a :func:`bodies.fingerprint`.
 
     Parsing a pod costs more than everything else the operator does for it, and nearly every
     event after a pod's creation changes only what kube-scheduler, the kubelet or a gate removal
-    writes (and bookkeeping such as ``resourceVersion`` and ``managedFields``). Dictionary
-    equality on these parts runs in C and is far cheaper than a parse.
+    writes (and bookkeeping such as ``resourceVersion`` and ``managedFields``). Comparing
+    fingerprints is far cheaper than a parse, and the cache keeps one bytes object per pod
+    rather than the dicts of its spec, which the garbage collector would walk (see
+    docs/operator.md, Benchmark).
     """
     meta = bodies.metadata_of(body)
     spec = bodies.spec_of(body)
-    return (
-        meta.get("uid"),
-        meta.get("labels"),
-        meta.get("annotations"),
-        meta.get("deletionTimestamp"),
-        meta.get("creationTimestamp"),
-        {
-            name: value
-            for name, value in spec.items()
-            if name not in pod_fast_path.PROGRESS_SPEC_FIELDS
-        },
+    return bodies.fingerprint(
+        (
+            meta.get("uid"),
+            meta.get("labels"),
+            meta.get("annotations"),
+            meta.get("deletionTimestamp"),
+            meta.get("creationTimestamp"),
+            {
+                name: value
+                for name, value in spec.items()
+                if name not in pod_fast_path.PROGRESS_SPEC_FIELDS
+            },
+        )
     )
 
 
-def _progress(body: dict[str, Any]) -> tuple[Any, ...]:
+def _progress(body: dict[str, Any]) -> bytes | None:
     """What the cluster writes into a pod after its creation: ``status`` and the
     :data:`pod_fast_path.PROGRESS_SPEC_FIELDS` of ``spec`` (``pod_manifests.reparse_progress``
-    re-reads them)."""
+    re-reads them), as a :func:`bodies.fingerprint`."""
     spec = bodies.spec_of(body)
-    return (
-        bodies.status_of(body),
-        *(spec.get(name) for name in sorted(pod_fast_path.PROGRESS_SPEC_FIELDS)),
+    return bodies.fingerprint(
+        (
+            bodies.status_of(body),
+            *(spec.get(name) for name in _PROGRESS_FIELDS),
+        )
     )
+
+
+_PROGRESS_FIELDS: Final = tuple(sorted(pod_fast_path.PROGRESS_SPEC_FIELDS))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Known:
-    identity: tuple[Any, ...]
-    progress: tuple[Any, ...]
+    identity: bytes | None
+    progress: bytes | None
     pod: objects.Pod
 
 
@@ -110,8 +119,8 @@ class PodEvents:
         progress = _progress(body)
         known = self._known.get(key)
         parsed: objects.Pod | None
-        if known is not None and known.identity == identity:
-            if known.progress == progress:
+        if known is not None and identity is not None and known.identity == identity:
+            if progress is not None and known.progress == progress:
                 return known.pod
             try:
                 parsed = pod_manifests.reparse_progress(known.pod, body)
