@@ -6,7 +6,6 @@ through the checked path when it raises :class:`Unusual`.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import functools
 from collections.abc import Mapping
@@ -440,10 +439,19 @@ def reparse_progress_fast(pod: objects.Pod, manifest: readers.RawManifest) -> ob
         raise Unusual
     deleting = _fast_time(metadata.get("deletionTimestamp")) is not None
     progress = _fast_progress(manifest, spec, deleting=deleting)
-    return dataclasses.replace(
+    if (
+        progress.node_name == pod.node_name
+        and progress.status == pod.status
+        and progress.unschedulable == pod.unschedulable
+        and progress.scheduling_gates == pod.scheduling_gates
+    ):
+        # Most writes after creation change nothing a parse keeps (a condition's timestamps,
+        # the pod's IP, container statuses): the same object, so the state sees no change.
+        return pod
+    return objects.with_progress(
         pod,
-        node_name=progress.node_name,
         status=progress.status,
+        node_name=progress.node_name,
         unschedulable=progress.unschedulable,
         scheduling_gates=progress.scheduling_gates,
     )

@@ -179,6 +179,11 @@ class ClusterState:
         takes room (:func:`only_takes_room`), although it changes the version.
         """
         key = pod.key
+        stored = self._pods.get(key)
+        if (stored is pod or stored == pod) and (pod.queue_gated or key not in self._assumed):
+            # Nothing changed that a snapshot shows or an index holds: a placed pod's later
+            # status writes (its conditions' timestamps, its IP, its containers' states).
+            return False
         try:
             return self._store_pod_unclassified(pod)
         finally:
@@ -479,9 +484,8 @@ def only_takes_room(before: objects.Pod | None, after: objects.Pod) -> bool:
         return False
     if before is None:
         return True
-    return (
-        not (holds_room(before) and not holds_room(after))
-        and dataclasses.replace(before, status=after.status, node_name=after.node_name) == after
+    return not (holds_room(before) and not holds_room(after)) and objects.same_but_placement(
+        before, after
     )
 
 

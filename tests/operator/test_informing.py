@@ -172,3 +172,73 @@ def test_error_events_end_the_watch(event: dict[str, Any], error: type[Exception
     _, events = make()
     with pytest.raises(error):
         events.apply(event, "7")
+
+
+def running(name: str, *, version: str, **status: Any) -> dict[str, Any]:
+    placed = copy.deepcopy(body(name, gates=(), version=version))
+    placed["spec"]["nodeName"] = "n1"
+    placed["status"] = {"phase": "Running", **status}
+    return placed
+
+
+def scheduling_gated(name: str, *, version: str) -> dict[str, Any]:
+    gated = body(name, version=version)
+    gated["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}
+    ]
+    return gated
+
+
+@pytest.mark.parametrize(
+    ("first", "later", "changes"),
+    [
+        (body("a"), body("a", version="2"), False),
+        (body("a"), scheduling_gated("a", version="2"), False),
+        (
+            running("a", version="1"),
+            running("a", version="2", podIP="10.0.0.7", conditions=[{"type": "Ready"}]),
+            False,
+        ),
+        (running("a", version="1"), running("a", version="2", phase="Succeeded"), True),
+        (body("a"), body("a", gates=(), version="2"), True),
+        (
+            body("a"),
+            with_progress_of(
+                body("a"),
+                {
+                    "spec": {"schedulingGates": [{"name": GATE}]},
+                    "status": {
+                        "phase": "Pending",
+                        "conditions": [
+                            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+                        ],
+                    },
+                },
+            ),
+            True,
+        ),
+    ],
+    ids=[
+        "only the resourceVersion changed",
+        "kube-scheduler's SchedulingGated condition",
+        "a running pod's IP and conditions",
+        "a running pod that finished",
+        "the gate removed",
+        "marked unschedulable",
+    ],
+)
+def test_a_write_that_changes_nothing_a_parse_keeps_leaves_the_state_as_it_was(
+    first: dict[str, Any], later: dict[str, Any], changes: bool
+) -> None:
+    """The re-read gives the very object it had (nothing is copied), the state keeps it and
+    its version does not move: no snapshot, no index and no cycle sees anything new."""
+    cluster, events = make()
+    events.apply({"type": "ADDED", "object": first}, "0")
+    stored = cluster.get_pod("ns/a")
+    assert stored is not None
+    assert (pod_manifests.reparse_progress(stored, later) is not stored) is changes
+    version = cluster.view().version
+    events.apply({"type": "MODIFIED", "object": later}, "1")
+    assert cluster.get_pod("ns/a") == informing.parse(later)
+    assert (cluster.get_pod("ns/a") is not stored) is changes
+    assert (cluster.view().version != version) is changes
