@@ -523,8 +523,11 @@ async def raw_patch_rate(api: Api, names: list[str], *, workers: int, kind: str)
 
 async def raw_client_patch_rate(target: Target, names: list[str], *, workers: int) -> float:
     """The JSON patch of :func:`raw_patch_rate` through kubernetes-asyncio, the client the
-    operator uses (one connection per worker), ``workers`` in flight."""
+    operator uses, set up as the operator sets it up (:func:`kube.tune_client`; one connection
+    per worker), ``workers`` in flight."""
     from kubernetes_asyncio import client, config
+
+    from queuetree.operator import kube
 
     configuration = client.Configuration()
     await config.load_kube_config(
@@ -535,6 +538,9 @@ async def raw_client_patch_rate(target: Target, names: list[str], *, workers: in
     for name in names:
         queue.put_nowait(name)
     async with client.ApiClient(configuration) as api_client:
+        # Untuned, the client looks the proxy up in a thread for every request (kube.py):
+        # the rate, and the ratio to it, would be of a slower client than the operator's.
+        kube.tune_client(api_client)
         core = client.CoreV1Api(api_client)
 
         async def work() -> None:
