@@ -522,15 +522,22 @@ class Session:
         On a key when every plugin that orders queues gives one for ``names``
         (:meth:`Plugin.queue_order_key`): the keys in tier order, then the default tie-break,
         compare exactly as the comparator dispatches, and a key is computed once per queue
-        rather than a comparator call per comparison. Otherwise with the comparator. Names
-        are unique and the default ends with the name, so either way there are no ties and
-        the order is the same."""
+        rather than a comparator call per comparison. Otherwise with the comparator, over
+        ``names`` in the default order first: the comparator need not be transitive (in
+        hierarchy mode two leaves compare by their own shares, a third against either by the
+        ancestors' shares, and ties fall to the default), and the order a sort gives for a
+        cycle depends on the order it is given, which for a set is the hash seed's. Names are
+        unique and the default ends with the name, so there are no ties and the order is the
+        same in every process."""
         keys: list[Callable[[str], Any]] = []
         for fn in self.flat(Hook.QUEUE_ORDER):
             plugin = getattr(fn, "__self__", None)
             key = plugin.queue_order_key(names) if isinstance(plugin, Plugin) else None
             if key is None:
-                return sorted(names, key=functools.cmp_to_key(self.queue_order))
+                return sorted(
+                    sorted(names, key=self._queue_default),
+                    key=functools.cmp_to_key(self.queue_order),
+                )
             keys.append(key)
         default = self._queue_default
         return sorted(names, key=lambda name: (*[key(name) for key in keys], default(name)))
