@@ -18,7 +18,8 @@ first seen without gates, bound to a node, and explained:
 5. the API server's raw pod PATCH rate in the same run, with as many requests in flight as the
    operator has gate workers: a merge patch of a label (the cheapest pod write) and a JSON
    patch of the gate removal's shape (two tests and one change, what the operator sends), both
-   from aiohttp, and the JSON patch again through kubernetes-asyncio, the operator's client;
+   from aiohttp, and the JSON patch again through the operator's own write path
+   (``kube.AsyncKube``), the client it admits with;
 6. on the real backend, kube-scheduler's bind rate in the same run: pods created without gates
    in one burst, from the first creation to the last binding.
 
@@ -355,8 +356,8 @@ async def measure(
 
 def meets_target(result: dict[str, Any]) -> bool | None:
     """Whether a phase's figures meet issue 16's target (None: the phase has none): burst and
-    release at least :data:`TARGET_RATIO` of the raw JSON PATCH rate of kubernetes-asyncio (the
-    operator's client) and at least the bind rate where measured; the release's held pods all
+    release at least :data:`TARGET_RATIO` of the raw JSON PATCH rate of the operator's own write
+    path and at least the bind rate where measured; the release's held pods all
     explained within :data:`TARGET_EXPLAINED` seconds; the paced stream at
     :data:`PACED_RATE` with a p99 under :data:`TARGET_PACED_P99` seconds."""
     name = result["benchmark"]
@@ -522,9 +523,9 @@ async def raw_patch_rate(api: Api, names: list[str], *, workers: int, kind: str)
 
 
 async def raw_client_patch_rate(target: Target, names: list[str], *, workers: int) -> float:
-    """The JSON patch of :func:`raw_patch_rate` through kubernetes-asyncio, the client the
-    operator uses, set up as the operator sets it up (:func:`kube.tune_client`; one connection
-    per worker), ``workers`` in flight."""
+    """The JSON patch of :func:`raw_patch_rate` through the operator's own write path
+    (:class:`kube.AsyncKube` on a kubernetes-asyncio client set up as the operator sets it up:
+    :func:`kube.tune_client`, one connection per worker, no rate limit), ``workers`` in flight."""
     from kubernetes_asyncio import client, config
 
     from queuetree.operator import kube
@@ -538,10 +539,8 @@ async def raw_client_patch_rate(target: Target, names: list[str], *, workers: in
     for name in names:
         queue.put_nowait(name)
     async with client.ApiClient(configuration) as api_client:
-        # Untuned, the client looks the proxy up in a thread for every request (kube.py):
-        # the rate, and the ratio to it, would be of a slower client than the operator's.
         kube.tune_client(api_client)
-        core = client.CoreV1Api(api_client)
+        writes = kube.AsyncKube(api_client, limiter=kube.RateLimiter(qps=0, burst=1))
 
         async def work() -> None:
             while not queue.empty():
@@ -551,11 +550,7 @@ async def raw_client_patch_rate(target: Target, names: list[str], *, workers: in
                     {"op": "test", "path": "/metadata/namespace", "value": "default"},
                     {"op": "add", "path": "/metadata/labels/bench-client", "value": "raw"},
                 ]
-                response = await core.patch_namespaced_pod(
-                    name, "default", body, _preload_content=False
-                )
-                await response.read()
-                response.release()
+                await writes.patch_pod("default", name, body)
 
         started = time.monotonic()
         await asyncio.gather(*(work() for _ in range(workers)))

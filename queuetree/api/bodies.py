@@ -64,6 +64,19 @@ def fingerprint(value: Any) -> bytes | None:
 _EXACT: Final = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
 
 
+def encode(value: Any) -> bytes:
+    """A request body as JSON text: dicts, lists, tuples, strings, numbers, booleans and None,
+    and other mappings as the dicts they hold. Raises ``TypeError`` for anything else (a
+    datetime too: the bodies built here carry their timestamps as RFC 3339 strings)."""
+    return orjson.dumps(value, default=_mapping, option=orjson.OPT_PASSTHROUGH_DATETIME)
+
+
+def _mapping(value: object) -> dict[Any, Any]:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
 def _plain(value: object) -> dict[Any, Any]:
     if type(value) is MappingProxyType:
         return dict(value)

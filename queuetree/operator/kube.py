@@ -2,10 +2,11 @@
 
 Every write the operator makes goes through :class:`KubeApi` (reads come from kopf's watches,
 never from here): pod gate removals (JSON patch), pod annotations, evictions, queue creation,
-queue status and spec patches, and events. :class:`AsyncKube` implements it on
-kubernetes-asyncio with a client-side rate limit (QPS and burst, like client-go's token bucket)
-and without deserialising responses into models, which the operator never reads. Tests use a
-fake that records the calls.
+queue status and spec patches, and events. :class:`AsyncKube` implements it on the
+configuration, credentials and connection pool of a kubernetes-asyncio client, with a
+client-side rate limit (QPS and burst, like client-go's token bucket), without reading
+responses into models, which the operator never reads. Tests use a fake that records the
+calls.
 
 Errors: :class:`ApiError` carries the HTTP status and reason of a refused request; status 0
 means the request never got an answer (connection refused, timeout). Callers decide which
@@ -20,16 +21,12 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import aiohttp
+import yarl
 
-from queuetree.api import bodies
-
-GROUP = bodies.VOLCANO_GROUP
-VERSION = bodies.VOLCANO_VERSION
-QUEUES = "queues"
-POD_GROUPS = "podgroups"
+from queuetree.api import bodies, paths
 
 JsonPatch = Sequence[Mapping[str, Any]]
 ErrorFn = Callable[[str, int], None]
@@ -117,150 +114,153 @@ class RateLimiter:
                 await asyncio.sleep(-self._tokens / self._qps)
 
 
+REQUEST_TIMEOUT_SECONDS: Final = 70.0
+"""How long one write may take before its connection is taken for dead: the API server gives up
+on a request after 60 s (its ``--request-timeout``); without a limit a stalled connection would
+hold its gate worker for good."""
+
+_JSON: Final = "application/json"
+_JSON_PATCH: Final = "application/json-patch+json"
+_MERGE_PATCH: Final = "application/merge-patch+json"
+
+
 class AsyncKube:
-    """:class:`KubeApi` over a kubernetes-asyncio ``ApiClient``."""
+    """:class:`KubeApi` over a kubernetes-asyncio ``ApiClient``: its configuration, credentials
+    and connection pool, without its generated API methods.
+
+    Requests go straight to the client's aiohttp session. Per request the generated layer
+    (serialising the body through its model sanitiser and :mod:`json`, building parameters,
+    headers and the URL anew) cost about a tenth of the operator's CPU in a burst of gate
+    removals against a real API server (docs/operator.md, Benchmark). What the client does for
+    every request is kept: its default headers (``User-Agent``), the credentials of
+    ``configuration.auth_settings()`` read for each request (which runs the in-cluster token
+    refresh hook, so a rotated service-account token is picked up), its proxy and TLS server
+    name; the CA and client certificates are in the pool's SSL context. Responses are read and
+    dropped (the operator never reads them), except a refusal's ``Status``.
+    """
 
     def __init__(
-        self, api_client: Any, *, limiter: RateLimiter, on_error: ErrorFn | None = None
+        self,
+        api_client: Any,
+        *,
+        limiter: RateLimiter,
+        on_error: ErrorFn | None = None,
+        timeout: float = REQUEST_TIMEOUT_SECONDS,
     ) -> None:
-        from kubernetes_asyncio import client
-
-        # Typed as Any: the generated stubs omit the documented ``_content_type`` keyword and
-        # insist on model objects where the API accepts plain dicts.
-        self._core: Any = client.CoreV1Api(api_client)
-        self._custom: Any = client.CustomObjectsApi(api_client)
+        self._client = api_client
+        self._base = str(api_client.configuration.host).rstrip("/")
         self._limiter = limiter
         self._on_error: ErrorFn = on_error or (lambda verb, status: None)
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
 
-    async def _call(self, verb: str, target: str, request: Any) -> None:
-        from kubernetes_asyncio.client import exceptions
-
+    async def _send(
+        self, verb: str, target: str, method: str, path: str, body: Any, content_type: str
+    ) -> None:
         await self._limiter.acquire()
+        client = self._client
+        # The session is looked up per request: tune_client replaces it after construction.
+        rest = client.rest_client
+        headers = {**client.default_headers, "Accept": _JSON, "Content-Type": content_type}
+        for setting in (await client.configuration.auth_settings()).values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[setting["key"]] = setting["value"]
         try:
-            response = await request
-        except exceptions.ApiException as error:
-            self._on_error(verb, int(error.status or 0))
-            raise ApiError(
-                verb=verb, target=target, status=int(error.status or 0), reason=str(error.reason)
-            ) from error
+            async with rest.pool_manager.request(
+                method,
+                yarl.URL(self._base + path, encoded=True),
+                data=bodies.encode(body),
+                headers=headers,
+                proxy=rest.proxy,
+                proxy_headers=rest.proxy_headers,
+                server_hostname=rest.server_hostname,
+                timeout=self._timeout,
+            ) as response:
+                status = response.status
+                answer = await response.read()
+                retry_header = response.headers.get("Retry-After")
         except (aiohttp.ClientError, TimeoutError) as error:
             self._on_error(verb, 0)
             raise ApiError(verb=verb, target=target, status=0, reason=type(error).__name__) from (
                 error
             )
-        try:
-            body = await response.read()
-        finally:
-            response.release()
-        if response.status >= 400:
-            self._on_error(verb, response.status)
-            reason, message, retry_after = _status_reason(body)
+        if status >= 400:
+            self._on_error(verb, status)
+            reason, message, retry_after = _status_reason(answer)
             if retry_after is None:
-                retry_after = _seconds(response.headers.get("Retry-After"))
+                retry_after = _seconds(retry_header)
             raise ApiError(
                 verb=verb,
                 target=target,
-                status=response.status,
+                status=status,
                 reason=reason,
                 message=message,
                 retry_after=retry_after,
             )
 
     async def patch_pod(self, namespace: str, name: str, patch: JsonPatch) -> None:
-        await self._call(
+        await self._send(
             "patch",
             f"pods/{namespace}/{name}",
-            self._core.patch_namespaced_pod(name, namespace, list(patch), _preload_content=False),
+            "PATCH",
+            paths.pod(namespace, name),
+            patch,
+            _JSON_PATCH,
         )
 
     async def annotate_pod(
         self, namespace: str, name: str, annotations: Mapping[str, str | None]
     ) -> None:
-        await self._call(
+        await self._send(
             "patch",
             f"pods/{namespace}/{name}",
-            self._core.patch_namespaced_pod(
-                name,
-                namespace,
-                bodies.annotations_patch(annotations),
-                _content_type="application/merge-patch+json",
-                _preload_content=False,
-            ),
+            "PATCH",
+            paths.pod(namespace, name),
+            bodies.annotations_patch(annotations),
+            _MERGE_PATCH,
         )
 
     async def evict_pod(self, namespace: str, name: str) -> None:
-        body = bodies.eviction(namespace, name)
-        await self._call(
+        await self._send(
             "create",
             f"pods/{namespace}/{name}/eviction",
-            self._core.create_namespaced_pod_eviction(
-                name, namespace, body, _preload_content=False
-            ),
+            "POST",
+            paths.pod_eviction(namespace, name),
+            bodies.eviction(namespace, name),
+            _JSON,
         )
 
     async def create_queue(self, body: Mapping[str, Any]) -> None:
         name = bodies.name_of(body)
-        await self._call(
-            "create",
-            f"queues/{name}",
-            self._custom.create_cluster_custom_object(
-                GROUP, VERSION, QUEUES, dict(body), _preload_content=False
-            ),
-        )
+        await self._send("create", f"queues/{name}", "POST", paths.queues(), body, _JSON)
 
     async def patch_queue(self, name: str, patch: Mapping[str, Any]) -> None:
-        await self._call(
-            "patch",
-            f"queues/{name}",
-            self._custom.patch_cluster_custom_object(
-                GROUP,
-                VERSION,
-                QUEUES,
-                name,
-                dict(patch),
-                _content_type="application/merge-patch+json",
-                _preload_content=False,
-            ),
-        )
+        await self._send("patch", f"queues/{name}", "PATCH", paths.queue(name), patch, _MERGE_PATCH)
 
     async def patch_queue_status(self, name: str, patch: Mapping[str, Any]) -> None:
-        await self._call(
+        await self._send(
             "patch",
             f"queues/{name}/status",
-            self._custom.patch_cluster_custom_object_status(
-                GROUP,
-                VERSION,
-                QUEUES,
-                name,
-                dict(patch),
-                _content_type="application/merge-patch+json",
-                _preload_content=False,
-            ),
+            "PATCH",
+            paths.queue_status(name),
+            patch,
+            _MERGE_PATCH,
         )
 
     async def patch_pod_group_status(
         self, namespace: str, name: str, patch: Mapping[str, Any]
     ) -> None:
-        await self._call(
+        await self._send(
             "patch",
             f"podgroups/{namespace}/{name}/status",
-            self._custom.patch_namespaced_custom_object_status(
-                GROUP,
-                VERSION,
-                namespace,
-                POD_GROUPS,
-                name,
-                dict(patch),
-                _content_type="application/merge-patch+json",
-                _preload_content=False,
-            ),
+            "PATCH",
+            paths.pod_group_status(namespace, name),
+            patch,
+            _MERGE_PATCH,
         )
 
     async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
-        await self._call(
-            "create",
-            f"events/{namespace}",
-            self._core.create_namespaced_event(namespace, dict(body), _preload_content=False),
+        await self._send(
+            "create", f"events/{namespace}", "POST", paths.events(namespace), body, _JSON
         )
 
 

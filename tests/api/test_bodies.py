@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 from types import MappingProxyType
 from typing import Any
 
@@ -61,3 +62,37 @@ def test_fingerprints_are_equal_only_for_equal_values(first: Any, second: Any, s
 def test_what_is_not_plain_json_has_no_fingerprint(value: Any) -> None:
     """The informer then treats the part as changed, and parses the pod again."""
     assert bodies.fingerprint(value) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ([{"op": "remove", "path": "/spec/schedulingGates/0"}], None),
+        ({"metadata": {"annotations": {"a": "b", "gone": None}}}, None),
+        ({"status": {"allocated": {"cpu": "2"}, "running": 3, "ok": True}}, None),
+        ({"x": MappingProxyType({"a": "1"})}, {"x": {"a": "1"}}),
+        ({"ops": ("a", "b")}, {"ops": ["a", "b"]}),
+        ({"name": "é ü ✓"}, None),
+    ],
+    ids=[
+        "a JSON patch",
+        "a merge patch, None removing a key",
+        "numbers, strings and booleans",
+        "a read-only mapping as the dict it holds",
+        "a tuple as a list",
+        "text beyond ASCII",
+    ],
+)
+def test_a_request_body_is_its_json_text(value: Any, expected: Any) -> None:
+    encoded = bodies.encode(value)
+    assert json.loads(encoded) == (value if expected is None else expected)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"at": datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)}, {"x": {1, 2}}, {"x": object()}],
+    ids=["a datetime (timestamps are sent as strings)", "a set", "an object"],
+)
+def test_what_is_not_json_is_refused_as_a_request_body(value: Any) -> None:
+    with pytest.raises(TypeError):
+        bodies.encode(value)

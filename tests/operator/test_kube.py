@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import json
 import pathlib
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -231,3 +233,236 @@ def test_a_retry_after_header_is_read_as_seconds(
     header: str | None, expected: float | None
 ) -> None:
     assert kube._seconds(header) == expected
+
+
+class Sent(NamedTuple):
+    method: str
+    path: str
+    content_type: str
+    body: Any
+
+
+class WriteCase(NamedTuple):
+    call: Any
+    expected: Any
+
+
+WRITES = {
+    "a gate removal is a JSON patch of the pod": WriteCase(
+        call=lambda api: api.patch_pod("team-a", "p-1", [{"op": "remove", "path": "/x"}]),
+        expected=Sent(
+            "PATCH",
+            "/api/v1/namespaces/team-a/pods/p-1",
+            "application/json-patch+json",
+            [{"op": "remove", "path": "/x"}],
+        ),
+    ),
+    "an annotation is a merge patch; None removes one": WriteCase(
+        call=lambda api: api.annotate_pod("team-a", "p-1", {"a": "b", "c": None}),
+        expected=Sent(
+            "PATCH",
+            "/api/v1/namespaces/team-a/pods/p-1",
+            "application/merge-patch+json",
+            {"metadata": {"annotations": {"a": "b", "c": None}}},
+        ),
+    ),
+    "an eviction is created under the pod": WriteCase(
+        call=lambda api: api.evict_pod("team-a", "p-1"),
+        expected=Sent(
+            "POST",
+            "/api/v1/namespaces/team-a/pods/p-1/eviction",
+            "application/json",
+            {
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": {"name": "p-1", "namespace": "team-a"},
+            },
+        ),
+    ),
+    "a queue is created cluster-wide": WriteCase(
+        call=lambda api: api.create_queue({"metadata": {"name": "default"}}),
+        expected=Sent(
+            "POST",
+            "/apis/scheduling.volcano.sh/v1beta1/queues",
+            "application/json",
+            {"metadata": {"name": "default"}},
+        ),
+    ),
+    "a queue's spec is a merge patch of the queue": WriteCase(
+        call=lambda api: api.patch_queue("org", {"spec": {"parent": "root"}}),
+        expected=Sent(
+            "PATCH",
+            "/apis/scheduling.volcano.sh/v1beta1/queues/org",
+            "application/merge-patch+json",
+            {"spec": {"parent": "root"}},
+        ),
+    ),
+    "a queue's status goes to its status subresource": WriteCase(
+        call=lambda api: api.patch_queue_status("org", {"status": {"state": "Open"}}),
+        expected=Sent(
+            "PATCH",
+            "/apis/scheduling.volcano.sh/v1beta1/queues/org/status",
+            "application/merge-patch+json",
+            {"status": {"state": "Open"}},
+        ),
+    ),
+    "a pod group's status goes to its status subresource": WriteCase(
+        call=lambda api: api.patch_pod_group_status("ns", "pg", {"status": {"phase": "Inqueue"}}),
+        expected=Sent(
+            "PATCH",
+            "/apis/scheduling.volcano.sh/v1beta1/namespaces/ns/podgroups/pg/status",
+            "application/merge-patch+json",
+            {"status": {"phase": "Inqueue"}},
+        ),
+    ),
+    "an event is created in its namespace": WriteCase(
+        call=lambda api: api.create_event("ns", {"reason": "Held"}),
+        expected=Sent(
+            "POST", "/api/v1/namespaces/ns/events", "application/json", {"reason": "Held"}
+        ),
+    ),
+    "a name that is not a DNS name cannot change the path's shape": WriteCase(
+        call=lambda api: api.annotate_pod("a/b", "../c?d", {}),
+        expected=Sent(
+            "PATCH",
+            "/api/v1/namespaces/a%2Fb/pods/..%2Fc%3Fd",
+            "application/merge-patch+json",
+            {"metadata": {"annotations": {}}},
+        ),
+    ),
+}
+
+
+class Recorder:
+    """An API server that records each request and answers it with ``answer``."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[Sent, dict[str, str]]] = []
+        self.answer: tuple[int, Any, dict[str, str]] = (200, {"kind": "Pod"}, {})
+        self.stall = False
+        self.url = ""
+
+    async def handle(self, request: Any) -> Any:
+        from aiohttp import web
+
+        body = await request.read()
+        self.requests.append(
+            (
+                Sent(
+                    request.method,
+                    request.raw_path,
+                    request.headers.get("Content-Type", ""),
+                    json.loads(body),
+                ),
+                dict(request.headers),
+            )
+        )
+        if self.stall:
+            await asyncio.Event().wait()
+        status, answer, headers = self.answer
+        return web.json_response(answer, status=status, headers=headers)
+
+
+@pytest.fixture
+async def recorder(aiohttp_server: Any) -> Any:
+    from aiohttp import web
+
+    recorder = Recorder()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", recorder.handle)
+    server = await aiohttp_server(app)
+    recorder.url = str(server.make_url("")).rstrip("/")
+    return recorder
+
+
+def _client(url: str, token: str = "t0") -> Any:
+    from kubernetes_asyncio import client
+
+    configuration = client.Configuration(host=url)
+    configuration.api_key = {"BearerToken": token}
+    configuration.api_key_prefix = {"BearerToken": "Bearer"}
+    return client.ApiClient(configuration)
+
+
+@pytest.mark.parametrize(("call", "expected"), WRITES.values(), ids=WRITES)
+async def test_each_write_sends_its_method_path_content_type_and_body(
+    recorder: Recorder, call: Any, expected: Sent
+) -> None:
+    async with _client(recorder.url) as api_client:
+        kube.tune_client(api_client)
+        await call(kube.AsyncKube(api_client, limiter=kube.RateLimiter(qps=0, burst=1)))
+    [(sent, headers)] = recorder.requests
+    assert sent == expected
+    assert (headers["Authorization"], headers["Accept"], headers["User-Agent"]) == (
+        "Bearer t0",
+        "application/json",
+        api_client.user_agent,
+    )
+
+
+async def test_the_credentials_are_read_for_each_request_so_a_rotated_token_is_sent(
+    recorder: Recorder,
+) -> None:
+    """In a cluster the service-account token file is re-read by the client's refresh hook
+    (kubernetes-asyncio's in-cluster loader sets one): every write runs it."""
+    tokens = iter(["first", "second"])
+
+    def refresh(configuration: Any) -> None:
+        configuration.api_key["BearerToken"] = next(tokens)
+
+    async with _client(recorder.url) as api_client:
+        api_client.configuration.refresh_api_key_hook = refresh
+        api = kube.AsyncKube(api_client, limiter=kube.RateLimiter(qps=0, burst=1))
+        await api.annotate_pod("ns", "p", {"a": "1"})
+        await api.annotate_pod("ns", "p", {"a": "2"})
+    assert [headers["Authorization"] for _, headers in recorder.requests] == [
+        "Bearer first",
+        "Bearer second",
+    ]
+
+
+class FailureCase(NamedTuple):
+    answer: Any
+    stall: Any
+    expected: Any
+
+
+FAILURES = {
+    "a refusal carries the Status's reason, message and retry time": FailureCase(
+        answer=(
+            429,
+            {"reason": "TooManyRequests", "message": "budget", "details": {"retryAfterSeconds": 3}},
+            {},
+        ),
+        stall=False,
+        expected=(429, "TooManyRequests", "budget", 3.0),
+    ),
+    "else the Retry-After header's seconds": FailureCase(
+        answer=(503, {"reason": "ServiceUnavailable"}, {"Retry-After": "7"}),
+        stall=False,
+        expected=(503, "ServiceUnavailable", "", 7.0),
+    ),
+    "no answer within the timeout is status 0": FailureCase(
+        answer=(200, {}, {}), stall=True, expected=(0, "TimeoutError", "", None)
+    ),
+}
+
+
+@pytest.mark.parametrize(("answer", "stall", "expected"), FAILURES.values(), ids=FAILURES)
+async def test_a_failed_write_is_an_api_error_and_is_counted(
+    recorder: Recorder, answer: Any, stall: bool, expected: Any
+) -> None:
+    recorder.answer, recorder.stall = answer, stall
+    errors: list[tuple[str, int]] = []
+    async with _client(recorder.url) as api_client:
+        api = kube.AsyncKube(
+            api_client,
+            limiter=kube.RateLimiter(qps=0, burst=1),
+            on_error=lambda verb, status: errors.append((verb, status)),
+            timeout=0.5,
+        )
+        with pytest.raises(kube.ApiError) as raised:
+            await api.evict_pod("ns", "p")
+    error = raised.value
+    assert (error.status, error.reason, error.message, error.retry_after) == expected
+    assert errors == [("create", expected[0])]

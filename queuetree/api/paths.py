@@ -1,0 +1,47 @@
+"""The API server's URL paths of the objects the operator writes (``/api/v1/...``, ``/apis/...``).
+
+Each returns a path, percent-encoded, to append to the server's base URL. Names and
+namespaces are DNS labels or subdomains once the API server has admitted the object; they are
+encoded anyway, so that a name read off a malformed body can never change the path's shape.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+from urllib.parse import quote
+
+from queuetree.api import bodies
+
+_VOLCANO: Final = f"/apis/{bodies.VOLCANO_GROUP}/{bodies.VOLCANO_VERSION}"
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+def pod(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{_segment(namespace)}/pods/{_segment(name)}"
+
+
+def pod_eviction(namespace: str, name: str) -> str:
+    return f"{pod(namespace, name)}/eviction"
+
+
+def events(namespace: str) -> str:
+    return f"/api/v1/namespaces/{_segment(namespace)}/events"
+
+
+def queues() -> str:
+    return f"{_VOLCANO}/queues"
+
+
+def queue(name: str) -> str:
+    return f"{queues()}/{_segment(name)}"
+
+
+def queue_status(name: str) -> str:
+    return f"{queue(name)}/status"
+
+
+def pod_group_status(namespace: str, name: str) -> str:
+    return f"{_VOLCANO}/namespaces/{_segment(namespace)}/podgroups/{_segment(name)}/status"
