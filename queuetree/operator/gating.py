@@ -60,12 +60,21 @@ again within this many seconds."""
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Outcome:
-    """What one removal did: ``status`` 0 on success, else the refused request's status."""
+    """What one removal did: ``status`` None when the gate was removed; else the HTTP status
+    of the refused request, 0 when the request got no answer (a timeout, a refused or dropped
+    connection), -1 when the removal failed otherwise."""
 
     key: str
-    status: int
+    status: int | None
     latency: float
     """Seconds from the admission decision to the answer."""
+
+    @property
+    def label(self) -> str:
+        """``removed``, ``no-answer``, ``error`` or the HTTP status (the metric's ``outcome``)."""
+        if self.status is None:
+            return "removed"
+        return {0: "no-answer", -1: "error"}.get(self.status, str(self.status))
 
 
 OutcomeFn = Callable[[Outcome], None]
@@ -218,7 +227,7 @@ class GateRemover:
         if pod is None or patch is None:
             self._cluster.forget_ungate(key)
             return
-        status = 0
+        status: int | None = None
         try:
             await self._api.patch_pod(pod.namespace, pod.name, patch)
             if patch[-1]["path"] == _REASON_PATH:

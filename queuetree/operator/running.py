@@ -93,11 +93,9 @@ def build_cycle(
     session: cycle.SessionFn,
 ) -> tuple[cycle.AdmissionCycle, gating.GateRemover]:
     def on_outcome(outcome: gating.Outcome) -> None:
-        if outcome.status == 0:
+        if outcome.status is None:
             metrics_.ungate_latency.observe(outcome.latency)
-            metrics_.ungates.labels(outcome="removed").inc()
-        else:
-            metrics_.ungates.labels(outcome=str(outcome.status)).inc()
+        metrics_.ungates.labels(outcome=outcome.label).inc()
 
     remover = gating.GateRemover(
         cluster=cluster, api=api, workers=config.gate_workers, on_outcome=on_outcome

@@ -105,27 +105,35 @@ async def test_offer_deduplicates_and_respects_the_bound() -> None:
 class OutcomesCase(NamedTuple):
     failure: Any
     status: Any
+    label: Any
     still_assumed: Any
 
 
 OUTCOMES = {
     "success keeps the assumption until the watch confirms": OutcomesCase(
-        failure=None, status=0, still_assumed=True
+        failure=None, status=None, label="removed", still_assumed=True
     ),
     "a pod that is gone is a normal outcome": OutcomesCase(
-        failure=404, status=404, still_assumed=False
+        failure=404, status=404, label="404", still_assumed=False
     ),
-    "a failed test is a normal outcome": OutcomesCase(failure=422, status=422, still_assumed=False),
+    "a failed test is a normal outcome": OutcomesCase(
+        failure=422, status=422, label="422", still_assumed=False
+    ),
     "a server error drops the assumption for the next cycle": OutcomesCase(
-        failure=500, status=500, still_assumed=False
+        failure=500, status=500, label="500", still_assumed=False
+    ),
+    "no answer (a timeout, a dropped connection) is a failure, not a removal": OutcomesCase(
+        failure=0, status=0, label="no-answer", still_assumed=False
     ),
 }
 
 
 @pytest.mark.parametrize(
-    ("failure", "status", "still_assumed"), list(OUTCOMES.values()), ids=list(OUTCOMES)
+    ("failure", "status", "label", "still_assumed"), list(OUTCOMES.values()), ids=list(OUTCOMES)
 )
-async def test_worker_outcomes(failure: int | None, status: int, still_assumed: bool) -> None:
+async def test_worker_outcomes(
+    failure: int | None, status: int | None, label: str, still_assumed: bool
+) -> None:
     cluster, api, remover, outcomes = make()
     cluster.upsert_pod(fakes.pod("p"))
     assert cluster.assume_ungated("ns/p", decided_at=9.5)
@@ -138,7 +146,9 @@ async def test_worker_outcomes(failure: int | None, status: int, still_assumed: 
     finally:
         await remover.stop()
     assert outcomes == [gating.Outcome(key="ns/p", status=status, latency=0.5)]
+    assert outcomes[0].label == label
     assert ("ns/p" in cluster.view().assumed) is still_assumed
+    assert remover.holding_off("ns/p") is (status not in (None, *gating.NORMAL_STATUSES))
 
 
 async def test_a_pod_that_gained_company_is_not_patched() -> None:
@@ -208,4 +218,4 @@ async def test_a_refused_removal_holds_the_pod_off_for_a_doubling_backoff_withou
         (4.0, True, False, False),
         (0.0, False, False, False),
     ]
-    assert [o.status for o in outcomes] == [403, 403, 403, 0]
+    assert [o.status for o in outcomes] == [403, 403, 403, None]
