@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 
@@ -36,16 +37,7 @@ class Process:
 
     def stop(self, grace: float = 15.0) -> int:
         """SIGTERM, wait up to ``grace`` seconds, then SIGKILL; the exit code."""
-        if self.alive():
-            with contextlib.suppress(ProcessLookupError):
-                self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(grace)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    self.popen.kill()
-                self.popen.wait(5)
-        return int(self.popen.returncode)
+        return stop_all([self], grace)[self.name]
 
     def kill(self) -> None:
         """SIGKILL at once (a crash, as a test wants it), and reap the process."""
@@ -60,6 +52,26 @@ class Process:
         except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
+
+
+def stop_all(group: Sequence[Process], grace: float = 15.0) -> dict[str, int]:
+    """Stop ``group`` together: SIGTERM to each, then wait for them all within one ``grace``
+    (SIGKILL to any still running after it); their exit codes by name. Processes that shut
+    down gracefully in seconds each (a webhook draining, an operator releasing its Lease) take
+    as long as the slowest of them, not as long as their sum."""
+    for process in group:
+        if process.alive():
+            with contextlib.suppress(ProcessLookupError):
+                process.popen.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for process in group:
+        try:
+            process.popen.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                process.popen.kill()
+            process.popen.wait(5)
+    return {process.name: int(process.popen.returncode) for process in group}
 
 
 def free_port() -> int:

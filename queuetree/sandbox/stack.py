@@ -69,7 +69,9 @@ WEBHOOK_CONFIGURATIONS = (
     "validatingwebhookconfiguration/queuetree-validating-webhook",
 )
 CRDS = ("crd/queues.scheduling.volcano.sh", "crd/podgroups.scheduling.volcano.sh")
-BACKENDS = ("kubesim", "real")
+KUBESIM = "kubesim"
+"""The kubesim backend's name, and its process's."""
+BACKENDS = (KUBESIM, "real")
 """``kubesim``: the in-repo emulator (starts in a second); ``real``: the control plane built
 from the Kubernetes Go modules (``make controlplane``)."""
 TOKEN_DURATION = "720h"
@@ -129,7 +131,7 @@ class Options:
     """Seconds each start-up step may take before the start fails (and stops what started)."""
     webhook_flags: tuple[str, ...] = ()
     operator_flags: tuple[str, ...] = ()
-    backend: str = "kubesim"
+    backend: str = KUBESIM
     """One of :data:`BACKENDS`."""
     autoscaler: karpenter.Options | None = None
     """On ``real``: run Karpenter with its kwok provider as the cluster's autoscaler, with
@@ -248,10 +250,12 @@ class Stack:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
     def stop(self) -> dict[str, int]:
-        """Stop every process, newest first; their exit codes by name."""
-        codes = {}
-        for process in reversed(self.processes):
-            codes[process.name] = process.stop()
+        """Stop every process; their exit codes by name. queuetree's own (the operator replicas
+        and the webhook) stop together, then the API server they talk to (kubesim, or the
+        control plane), so that none of them sees it go first."""
+        clients = [process for process in self.processes if process.name != KUBESIM]
+        codes = processes.stop_all(clients)
+        codes.update(processes.stop_all([p for p in self.processes if p.name == KUBESIM]))
         if self.control_plane is not None:
             codes.update(self.control_plane.stop())
         return codes
@@ -446,7 +450,7 @@ def _start_kubesim(stack: Stack) -> None:
     stack.cache_dir.mkdir(exist_ok=True)
     stack.processes.append(
         processes.spawn(
-            "kubesim",
+            KUBESIM,
             _queuetree("sandbox", f"--serve-kubesim={spec}"),
             workdir=options.workdir,
             env=dict(os.environ),
@@ -596,6 +600,9 @@ def _start_webhook(stack: Stack) -> None:
                 f"--namespace={NAMESPACE}",
                 f"--metrics-port={metrics_port}",
                 "--cert-check-interval=2",
+                # The API server calls it by address, not through a Service's endpoints, so
+                # after SIGTERM there is no caller to wait for (the default waits 5 s).
+                "--shutdown-delay=0",
                 *(("--cert-extra-sans=127.0.0.1",) if options.backend == "real" else ()),
                 f"--kubeconfig={options.workdir / 'queuetree-webhook.kubeconfig'}",
                 *options.webhook_flags,
