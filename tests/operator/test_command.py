@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import pathlib
+import sys
 from typing import Any, NamedTuple
 
 import pytest
@@ -109,3 +111,16 @@ def test_the_configuration_file_is_read(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "scheduler.conf"
     path.write_text('actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: capacity\n')
     assert command.load_config(str(path)).actions == ("enqueue", "allocate")
+
+
+def test_the_interpreter_is_tuned_for_the_operator() -> None:
+    """The switch interval and the collector's thresholds are the module's, and process-wide:
+    the test puts back what it changed."""
+    interval, thresholds = sys.getswitchinterval(), gc.get_threshold()
+    try:
+        command.tune_interpreter()
+        assert sys.getswitchinterval() == pytest.approx(command.SWITCH_INTERVAL)
+        assert gc.get_threshold() == command.GC_THRESHOLDS
+    finally:
+        sys.setswitchinterval(interval)
+        gc.set_threshold(*thresholds)
