@@ -38,7 +38,12 @@ while it is measured; on the real backend kube-scheduler binds the admitted pods
 them, as in a cluster. Targets (issues 6 and 16): burst ratio >= 0.7 and at least the bind
 rate, paced p99 < 1 s at 500 pods a second, every held pod explained within 10 s; each line
 says whether its phase meets them (``meets_target``). Nothing asserts: a benchmark measures.
-``--keep-logs DIR`` keeps the logs and the operator's metrics.
+``--keep-logs DIR`` keeps the logs and the operator's metrics. ``--operator-tree DIR`` runs the
+operator from another source tree (a git worktree of the commit to compare with: before and
+after on the same machine, with the same driver); it is run from that directory, since
+``python -m`` puts the working directory ahead of ``PYTHONPATH``. ``--mark-dir DIR`` touches
+``DIR/<phase>.start`` and ``DIR/<phase>.end`` around each phase, so that a profiler can be
+attached for the phase alone.
 
     .venv/bin/python benchmarks/bench_operator.py [--backend kubesim|real] [--pods 5000]
         [--workers 16] [--phases burst,paced,release,bind] [--paced-rate 500]
@@ -80,9 +85,11 @@ PROFILE = (
 )
 
 
-def start(args: list[str], *, env: dict[str, str], log: pathlib.Path) -> subprocess.Popen[bytes]:
+def start(
+    args: list[str], *, env: dict[str, str], log: pathlib.Path, cwd: pathlib.Path | None = None
+) -> subprocess.Popen[bytes]:
     stream = log.open("wb")
-    return subprocess.Popen(args, env=env, stdout=stream, stderr=subprocess.STDOUT)
+    return subprocess.Popen(args, env=env, cwd=cwd, stdout=stream, stderr=subprocess.STDOUT)
 
 
 def free_port() -> int:
@@ -96,6 +103,20 @@ def cpu_seconds(pid: int) -> float:
     fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     # utime and stime are fields 14 and 15 of proc(5); the split drops the first two.
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of process ``pid`` now, in MiB, from /proc (Linux)."""
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    raise SystemExit(f"/proc/{pid}/status has no VmRSS")
+
+
+def mark(directory: pathlib.Path | None, name: str) -> None:
+    """Touch ``directory/name`` (``--mark-dir``): a phase starts or ends."""
+    if directory is not None:
+        (directory / name).touch()
 
 
 CYCLES = "queuetree_cycle_duration_seconds"
@@ -201,6 +222,7 @@ async def measure(
     operator_pid: int,
     metrics_url: str,
     phases: frozenset[str] = frozenset({"burst", "paced", "release"}),
+    marks: pathlib.Path | None = None,
 ) -> list[dict[str, Any]]:
     async with aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=64), timeout=aiohttp.ClientTimeout(total=60)
@@ -239,6 +261,7 @@ async def measure(
             cpu_before = cpu_seconds(operator_pid)
             driver_before = time.process_time()
             cycles_before = await cycle_totals(session, metrics_url)
+            mark(marks, f"{mode}.start")
             created = await create_pods(api, f"{mode}-", pods, names, rate=rate)
             all_created.extend(created)
 
@@ -246,6 +269,7 @@ async def measure(
                 return all(name in ungated for name in created)
 
             await until(all_ungated, deadline=600, what=f"every gate of the {mode} removed")
+            mark(marks, f"{mode}.end")
             cpu = cpu_seconds(operator_pid) - cpu_before
             driver_cpu = time.process_time() - driver_before
             cycles = cycle_figures(await cycle_totals(session, metrics_url), cycles_before)
@@ -263,6 +287,7 @@ async def measure(
                     "latency_p99_seconds": round(percentile(latencies, 0.99), 4),
                     "created_per_second": round(pods / (max(created.values()) - first + 1e-9), 1),
                     "operator_cpu_ms_per_pod": round(1000 * cpu / pods, 3),
+                    "operator_rss_mib": rss_mib(operator_pid),
                     "driver_cpu_ms_per_pod": round(1000 * driver_cpu / pods, 3),
                     **cycles,
                     "backend": target.backend,
@@ -274,6 +299,7 @@ async def measure(
             explained = [seen.explained[name] - created[name] for name in created]
             all_created.extend(created)
             released = time.monotonic()
+            mark(marks, "release.start")
             cpu_before = cpu_seconds(operator_pid)
             cycles_before = await cycle_totals(session, metrics_url)
             status, answer = await api.call(
@@ -289,6 +315,7 @@ async def measure(
                 return all(name in ungated for name in created)
 
             await until(all_released, deadline=600, what="every held pod released")
+            mark(marks, "release.end")
             cpu = cpu_seconds(operator_pid) - cpu_before
             cycles = cycle_figures(await cycle_totals(session, metrics_url), cycles_before)
             finished = max(ungated[name] for name in created)
@@ -309,6 +336,7 @@ async def measure(
                         pods / (max(created.values()) - min(created.values()) + 1e-9), 1
                     ),
                     "operator_cpu_ms_per_pod": round(1000 * cpu / pods, 3),
+                    "operator_rss_mib": rss_mib(operator_pid),
                     **cycles,
                     "backend": target.backend,
                 }
@@ -749,7 +777,22 @@ def main() -> int:
     parser.add_argument(
         "--keep-logs", metavar="DIR", help="write the backend's and the operator's logs into DIR"
     )
+    parser.add_argument(
+        "--operator-tree",
+        metavar="DIR",
+        type=pathlib.Path,
+        help="run the operator from this source tree (a git worktree of another commit)",
+    )
+    parser.add_argument(
+        "--mark-dir",
+        metavar="DIR",
+        type=pathlib.Path,
+        help="touch DIR/<phase>.start and DIR/<phase>.end around each phase",
+    )
     args = parser.parse_args()
+    tree = args.operator_tree.resolve() if args.operator_tree else None
+    if tree is not None and not (tree / "queuetree" / "__main__.py").is_file():
+        parser.error(f"--operator-tree={args.operator_tree}: no queuetree/__main__.py there")
     # The driver shares the machine with the API server and the operator: its cyclic garbage
     # collector (about a seventh of its CPU, walking every recorded event) would be taken
     # from them. What it allocates is freed by reference counting.
@@ -778,8 +821,13 @@ def main() -> int:
                     "--kube-api-qps=0",
                     f"--gate-removal-worker-num={args.workers}",
                 ],
-                env={**env, "KUBECONFIG": str(target.kubeconfig)},
+                env={
+                    **env,
+                    "KUBECONFIG": str(target.kubeconfig),
+                    **({"PYTHONPATH": str(tree)} if tree is not None else {}),
+                },
                 log=logs / "operator.log",
+                cwd=tree,
             )
             # The operator's event loop, so that the raw client rate is the same client's.
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
@@ -793,6 +841,7 @@ def main() -> int:
                         operator_pid=operator.pid,
                         metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
                         phases=frozenset(args.phases.split(",")),
+                        marks=args.mark_dir,
                     )
                 )
             if args.keep_logs:
@@ -808,6 +857,8 @@ def main() -> int:
                     operator.kill()
             stop_backend()
     for line in result:
+        if tree is not None:
+            line["operator_tree"] = str(tree)
         print(json.dumps(line))
     return 0
 
