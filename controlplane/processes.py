@@ -57,7 +57,7 @@ class Process:
 def stop_all(group: Sequence[Process], grace: float = 15.0) -> dict[str, int]:
     """Stop ``group`` together: SIGTERM to each, then wait for them all within one ``grace``
     (SIGKILL to any still running after it); their exit codes by name. Processes that shut
-    down gracefully in seconds each (a webhook draining, an operator releasing its Lease) take
+    down gracefully in seconds each (a webhook draining, an operator ending its watches) take
     as long as the slowest of them, not as long as their sum."""
     for process in group:
         if process.alive():
