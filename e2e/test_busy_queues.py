@@ -82,3 +82,48 @@ def test_a_leaf_with_allocated_pods_cannot_get_a_first_child(kube: support.Kube)
         f"queue {leaf} cannot be the parent queue of queue {child} because it has allocated Pods: 2"
     )
     assert (created.ok, says in created.stderr) == (False, True), created.describe()
+
+
+def test_an_admin_is_warned_when_a_change_leaves_a_busy_queue_over_its_capability(
+    kube: support.Kube,
+) -> None:
+    """Lowering a busy queue's capability, or moving it under a parent without room, is allowed
+    (nothing running is evicted) but said: the queue admits nothing more until its use falls."""
+    small, small_leaf = support.unique("small"), support.unique("small-leaf")
+    big, leaf = support.unique("big"), support.unique("moved")
+    kube.must(
+        kube.apply(
+            support.queue(small, capability={"cpu": "200m", "memory": "1Gi"}),
+            support.queue(small_leaf, parent=small),
+            support.queue(big),
+            support.queue(leaf, parent=big),
+        )
+    )
+    run_two(kube, small_leaf, "s")
+    run_two(kube, leaf, "m")
+    support.eventually(
+        lambda: allocated_pods(kube, leaf) == "2" and allocated_pods(kube, small) == "2",
+        what="both queues count their 2 pods",
+    )
+    lowered = kube.must(
+        kube.kubectl(
+            "patch", "queue", leaf, "--type=merge", "-p", '{"spec":{"capability":{"cpu":"100m"}}}'
+        )
+    )
+    moved = kube.must(
+        kube.kubectl(
+            "patch", "queue", leaf, "--type=merge", "-p", f'{{"spec":{{"parent":"{small}"}}}}'
+        )
+    )
+    zero = kube.must(
+        kube.kubectl(
+            "patch", "queue", leaf, "--type=merge", "-p", '{"spec":{"capability":{"cpu":"0"}}}'
+        )
+    )
+    assert (
+        f"queue {leaf} uses cpu 200m now" in lowered.stderr,
+        "above the new capability (cpu 100m): nothing running is evicted" in lowered.stderr,
+        f"queue {small} would use cpu 400m with queue {leaf}'s cpu 200m" in moved.stderr,
+        "0 does not stop queue" in zero.stderr,
+        kube.running("m-0") and kube.running("m-1"),
+    ) == (True, True, True, True, True), (lowered.describe(), moved.describe(), zero.describe())

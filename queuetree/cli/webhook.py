@@ -300,7 +300,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--watch-nodes",
         default=False,
         help="watch nodes (only the names of the resources they offer) to warn when a root "
-        "capability omits one; needs nodes list/watch",
+        "capability omits one, or a quota names one no node offers; needs nodes list/watch",
     )
     cluster.add_argument(
         "--cache-wait",

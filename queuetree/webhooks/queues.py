@@ -79,6 +79,11 @@ def validate(
     warnings = validation.soft_problems(
         reading.queue, tree=tree, node_resources=view.node_resources, sound=queue is not None
     )
+    existing = None if previous is None else tree.queues.get(reading.queue.name)
+    if queue is not None and existing is not None:
+        # The figures are the operator's, in the stored queue; an update of the spec
+        # carries the status along but a client could send any.
+        warnings += validation.usage_warnings(queue, old=existing, tree=tree)
     return verdicts.Verdict(_answer(request.uid, trouble, warnings=warnings), missing=missing)
 
 

@@ -636,6 +636,98 @@ WARNING_CASES = [
         id="child-of-a-closed-parent",
     ),
     case(
+        [],
+        "CREATE",
+        queue("frozen", "root", capability={"cpu": "0", "memory": "0"}),
+        allowed(
+            warnings=[
+                f'spec.capability["{name}"]: 0 does not stop queue frozen: a zero {name} '
+                f"capability means the parent's (unlimited up to it), as in Volcano; to stop "
+                "admitting, close the queue (kubectl queuetree close frozen), or set a small "
+                "amount such as 1m"
+                for name in ("cpu", "memory")
+            ]
+        ),
+        id="zero-cpu-and-memory-capability-means-the-parents",
+    ),
+    case(
+        [queue("c", "root", capability={"cpu": "4"}, allocated={"cpu": "2", "pods": "2"})],
+        "UPDATE",
+        queue("c", "root", capability={"cpu": "1"}, allocated={"cpu": "2", "pods": "2"}),
+        allowed(
+            warnings=[
+                "spec.capability: queue c uses cpu 2 now (status.allocated plus "
+                "status.reserved), above the new capability (cpu 1): nothing running is "
+                "evicted; the queue admits no more pods that request cpu until its use falls "
+                "below it (kubectl queuetree pending c lists what waits)"
+            ]
+        ),
+        old=queue("c", "root", capability={"cpu": "4"}, allocated={"cpu": "2", "pods": "2"}),
+        id="capability-lowered-below-what-the-queue-uses",
+    ),
+    case(
+        [
+            queue(
+                "c",
+                "root",
+                capability={"cpu": "4", "pods": "5"},
+                allocated={"cpu": "1", "pods": "2"},
+                reserved={"cpu": "1", "pods": "1"},
+            )
+        ],
+        "UPDATE",
+        queue("c", "root", capability={"cpu": "2", "pods": "2"}),
+        allowed(
+            warnings=[
+                "spec.capability: queue c uses pods 3 now (status.allocated plus "
+                "status.reserved), above the new capability (pods 2): nothing running is "
+                "evicted; the queue admits no more pods that request pods until its use "
+                "falls below it (kubectl queuetree pending c lists what waits)"
+            ]
+        ),
+        old=queue("c", "root", capability={"cpu": "4", "pods": "5"}),
+        id="reserved-pods-count-as-use-and-a-capability-at-use-is-no-warning",
+    ),
+    case(
+        [queue("c", "root", capability={"cpu": "4"}, allocated={"cpu": "2"})],
+        "UPDATE",
+        queue("c", "root", capability={"cpu": "3"}),
+        allowed(),
+        old=queue("c", "root", capability={"cpu": "4"}),
+        id="capability-lowered-but-above-use",
+    ),
+    case(
+        [
+            queue("small", "root", capability={"cpu": "2"}, allocated={"cpu": "2"}),
+            queue("sibling", "small", capability={"cpu": "2"}, allocated={"cpu": "2"}),
+            queue("big", "root", capability={"cpu": "8"}, allocated={"cpu": "2"}),
+            queue("b", "big", capability={"cpu": "2"}, allocated={"cpu": "2"}),
+        ],
+        "UPDATE",
+        queue("b", "small", capability={"cpu": "2"}),
+        allowed(
+            warnings=[
+                "spec.parent: under small, queue small would use cpu 4 with queue b's cpu 2, "
+                "above its capability (cpu 2): nothing running is evicted; no queue under "
+                "small admits pods that request cpu until its use falls below it"
+            ]
+        ),
+        old=queue("b", "big", capability={"cpu": "2"}),
+        id="a-busy-queue-moved-under-a-parent-without-room",
+    ),
+    case(
+        [
+            queue("big", "root", capability={"cpu": "8"}, allocated={"cpu": "2"}),
+            queue("mid", "big", capability={"cpu": "4"}, allocated={"cpu": "1"}),
+            queue("b", "big", capability={"cpu": "2"}, allocated={"cpu": "2"}),
+        ],
+        "UPDATE",
+        queue("b", "mid", capability={"cpu": "2"}),
+        allowed(),
+        old=queue("b", "big", capability={"cpu": "2"}),
+        id="a-busy-queue-moved-within-its-ancestor-counts-it-once",
+    ),
+    case(
         [queue("root", capability={"cpu": "1"})],
         "CREATE",
         queue("a", "root", capability={"cpu": "-1", "example.com/fpga": "1"}),
@@ -699,3 +791,67 @@ def test_a_root_capability_omitting_what_nodes_offer_is_a_warning() -> None:
             "root's capability or leave it empty (unlimited)"
         ]
     )
+
+
+@pytest.mark.parametrize(
+    ("capability", "existing", "expected"),
+    [
+        pytest.param(
+            {"nvidia.com/gpus": "1"},
+            [],
+            [
+                'spec.capability["nvidia.com/gpus"]: no node offers nvidia.com/gpus and no '
+                "other queue names it (did you mean nvidia.com/gpu?): pods request resources "
+                "by their exact name, so a quota on a misspelt one limits nothing"
+            ],
+            id="a-misspelt-extended-resource",
+        ),
+        pytest.param(
+            {"example.com/fpga": "1"},
+            [queue("other", "root", capability={"example.com/fpga": "2"})],
+            [],
+            id="a-resource-another-queue-names-is-no-typo",
+        ),
+        pytest.param({"nvidia.com/gpu": "1"}, [], [], id="a-resource-nodes-offer"),
+        pytest.param(
+            {"example.com/fpga": "1"},
+            [],
+            [
+                'spec.capability["example.com/fpga"]: no node offers example.com/fpga and no '
+                "other queue names it: pods request resources by their exact name, so a quota "
+                "on a misspelt one limits nothing"
+            ],
+            id="any-resource-no-node-offers",
+        ),
+    ],
+)
+def test_a_resource_no_node_offers_is_a_warning_with_the_closest_names(
+    capability: dict[str, str], existing: list[dict[str, Any]], expected: list[str]
+) -> None:
+    view = dataclasses.replace(
+        cluster(*existing), node_resources=frozenset({"nvidia.com/gpu", "ephemeral-storage"})
+    )
+    response = answer(PATH, review("CREATE", queue("a", "root", capability=capability)), view)
+    assert outcome(response) == allowed(warnings=expected)
+
+
+@pytest.mark.parametrize(
+    ("capability", "expected"),
+    [
+        pytest.param(
+            {"nvidia.com/gpus": "1"},
+            [
+                'spec.capability["nvidia.com/gpus"]: no other queue names nvidia.com/gpus (did '
+                "you mean nvidia.com/gpu?): pods request resources by their exact name, so a "
+                "quota on a misspelt one limits nothing"
+            ],
+            id="close-to-a-well-known-device",
+        ),
+        pytest.param({"example.com/fpga": "1"}, [], id="an-unknown-device-is-not-a-typo"),
+    ],
+)
+def test_without_nodes_only_names_close_to_known_ones_are_warned(
+    capability: dict[str, str], expected: list[str]
+) -> None:
+    response = answer(PATH, review("CREATE", queue("a", "root", capability=capability)), cluster())
+    assert outcome(response) == allowed(warnings=expected)
