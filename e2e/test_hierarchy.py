@@ -158,3 +158,22 @@ def test_closing_a_parent_closes_its_children_and_reopening_reopens_them(
     )
     kube.must(kube.apply(support.pod("late", namespace=kube.namespace, queue=busy)))
     support.eventually(lambda: kube.running("late"), what="a new pod runs in the reopened queue")
+
+
+def test_a_leaf_closed_with_a_running_pod_is_closing_until_the_pod_is_gone(
+    kube: support.Kube,
+) -> None:
+    leaf = support.unique("closing")
+    kube.must(kube.apply(support.queue(leaf)))
+    kube.must(kube.apply(support.pod("worker", namespace=kube.namespace, queue=leaf)))
+    support.eventually(lambda: kube.running("worker"), what="the worker runs")
+    kube.set_queue_state(leaf, "Closed")
+    support.eventually(
+        lambda: queue_states(kube, [leaf]) == {leaf: ("Closing", "")},
+        what="the leaf is Closing while its pod runs",
+    )
+    kube.delete_pod("worker")
+    support.eventually(
+        lambda: queue_states(kube, [leaf]) == {leaf: ("Closed", "")},
+        what="the leaf is Closed once its pod is gone",
+    )

@@ -118,17 +118,21 @@ def decide_states(
             if parent_record is None
             else queue_states.read_state(str(parent_record.status.get("state", "")))
         )
+        current = queue_states.read_state(str(record.status.get("state", "")))
+        request = derive_request(record, parent_state=parent_state, has_pod_groups=has_pod_groups)
+        if request is queue_states.QueueAction.CLOSE and current is objects.QueueState.CLOSED:
+            # The Closed a person wrote is the request, not the state: the queue was open until
+            # then, and is Closing while it has pod groups (spec §4.4's close of an Open queue).
+            current = objects.QueueState.OPEN
         nodes[name] = queue_states.QueueNode(
             name=name,
             parent=record.queue.parent_name,
-            state=queue_states.read_state(str(record.status.get("state", ""))),
+            state=current,
             closed_by_parent=(
                 record.queue.annotations.get(objects.CLOSED_BY_PARENT_ANNOTATION) == "true"
             ),
             has_pod_groups=has_pod_groups,
-            request=derive_request(
-                record, parent_state=parent_state, has_pod_groups=has_pod_groups
-            ),
+            request=request,
         )
     return queue_states.reconcile_states(nodes)
 

@@ -108,6 +108,16 @@ CASES = {
             )
         ],
     ),
+    "a leaf a person closed is Closing while it has pods": CasesCase(
+        records=[
+            record("root", status=OPEN_STATUS),
+            record("team", "root", status={**OPEN_STATUS, "state": "Closed"}),
+        ],
+        pods=[fakes.pod("worker", gates=(), queue="team")],
+        expected=[
+            queue_status.QueueWrite(name="team", status={"state": "Closing", "inqueue": 1})
+        ],
+    ),
     "reopening the parent unmarks and reopens the child": CasesCase(
         records=[
             record("root", status=OPEN_STATUS),
