@@ -194,7 +194,12 @@ def _reason(
         # Its queue is a guess (the pod's queue-name annotation): the group decides.
         return session.job_messages[job_key]
     if job.queue not in session.queues:
-        return f"queue {job.queue!r} does not exist: create it or set the pod group's spec.queue"
+        where = (
+            f"the pod's {objects.QUEUE_NAME_ANNOTATION} annotation"
+            if job.group.synthetic
+            else "the pod group's spec.queue"
+        )
+        return f"queue {job.queue!r} does not exist: create it or name an existing leaf in {where}"
     if pod.unschedulable and not pod.scheduling_gates:
         text = (
             "kube-scheduler found no node for the pod (Unschedulable) although its queue "

@@ -533,6 +533,7 @@ def test_a_live_dump_with_a_pod_naming_a_deleted_queue_is_understood(
     assert (code, result["ungate"], result["reasons"]["ns/p"], len(result["warnings"])) == (
         0,
         [],
-        "queue 'ml-a' does not exist: create it or set the pod group's spec.queue",
+        "queue 'ml-a' does not exist: create it or name an existing leaf in the pod's "
+        "scheduling.volcano.sh/queue-name annotation",
         1,
     )

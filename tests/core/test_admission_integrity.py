@@ -417,3 +417,38 @@ def test_a_chain_of_thousands_of_queues_neither_fails_the_session_nor_blocks_oth
         ),
         5002,
     )
+
+
+MISSING_QUEUES = {
+    "a lone pod is told to fix its queue-name annotation": Case(
+        items=(
+            NODE,
+            *QUEUES,
+            b.pod("ns", "p")
+            .requests(cpu="1")
+            .admission()
+            .annotate(**{objects.QUEUE_NAME_ANNOTATION: "gone"}),
+        ),
+        reasons={
+            "ns/p": "queue 'gone' does not exist: create it or name an existing leaf in the "
+            "pod's scheduling.volcano.sh/queue-name annotation"
+        },
+    ),
+    "a pod of a group is told to fix the group's spec.queue": Case(
+        items=(
+            NODE,
+            *QUEUES,
+            b.pod_group("ns", "g").queue("gone"),
+            b.pod("ns", "p").group("g").requests(cpu="1").admission(),
+        ),
+        reasons={
+            "ns/p": "queue 'gone' does not exist: create it or name an existing leaf in the "
+            "pod group's spec.queue"
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("case", MISSING_QUEUES.values(), ids=MISSING_QUEUES.keys())
+def test_a_pod_whose_queue_does_not_exist_is_told_where_to_name_one(case: Case) -> None:
+    assert session(*case.items) == (case.ungate, case.reasons)
