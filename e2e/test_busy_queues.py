@@ -127,3 +127,26 @@ def test_an_admin_is_warned_when_a_change_leaves_a_busy_queue_over_its_capabilit
         "0 does not stop queue" in zero.stderr,
         kube.running("m-0") and kube.running("m-1"),
     ) == (True, True, True, True, True), (lowered.describe(), moved.describe(), zero.describe())
+
+
+def test_a_person_cannot_zero_the_figures_the_deletion_check_reads(kube: support.Kube) -> None:
+    leaf = support.unique("busy-leaf")
+    kube.must(kube.apply(support.queue(leaf)))
+    run_two(kube, leaf, "p")
+    support.eventually(lambda: allocated_pods(kube, leaf) == "2", what="the leaf counts 2 pods")
+    zeroed = kube.kubectl(
+        "patch",
+        "queue",
+        leaf,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status":{"allocated":{"pods":"0"}}}',
+    )
+    deleted = kube.kubectl("delete", "queue", leaf, "--wait=false")
+    assert (
+        zeroed.ok,
+        f"status.allocated of queue {leaf} is written by the queuetree operator" in zeroed.stderr,
+        deleted.ok,
+        allocated_pods(kube, leaf),
+    ) == (False, True, False, "2"), (zeroed.describe(), deleted.describe())

@@ -25,6 +25,8 @@ def validate(
 
     CREATE and UPDATE: the fields; on CREATE or a parent change, the parent; root protection;
     on CREATE or a quota/parent change, the quota against ancestors, siblings and subtree.
+    UPDATE of the ``status`` subresource: only ``status.state`` may change, except by the
+    operator (:func:`_status_problems`).
     DELETE reads only the name and the stored object (``oldObject``; ``object`` is null).
     The configured default queue (``settings.default_queue``) cannot be deleted, like ``root``
     and ``default`` (``default`` always: the PodGroup CRD writes it into groups that name no
@@ -44,6 +46,10 @@ def validate(
         )
     if request.object is None:
         return verdicts.Verdict(verdicts.missing_object(request, what="object"))
+    if request.sub_resource == "status":
+        return verdicts.Verdict(
+            _answer(request.uid, _status_problems(request, settings=settings), warnings=[])
+        )
     # One reading of each object: the rules run on the queues it gives, beside its problems.
     reading = queue_manifests.read_queue(request.object, name=request.name)
     old_reading = (
@@ -135,6 +141,46 @@ def mutate(
     if name != objects.ROOT_QUEUE and not spec.get("parent"):
         patch.append(patches.add_spec_field("parent", objects.ROOT_QUEUE))
     return verdicts.Verdict(admission.allow(request.uid, patch=patch))
+
+
+PERSON_STATUS_FIELDS = frozenset({"state"})
+"""What a person may write into a queue's status: the state that closes or opens it
+(``kubectl queuetree close``). Everything else there is the operator's."""
+
+
+def _status_problems(
+    request: admission.Request, *, settings: settings_.ReviewSettings
+) -> list[problems.Problem]:
+    """A status UPDATE by anyone but the operator changes only :data:`PERSON_STATUS_FIELDS`.
+
+    The figures are the operator's count of the queue's pods, and the deletion check reads
+    them (``status.allocated["pods"]``, ``status.reserved["pods"]``): a person who zeroes them
+    could delete a queue whose pods still run, and its ancestors would stop counting them.
+    The operator recomputes every figure each cycle, so there is nothing to fix by hand.
+    """
+    if request.username == settings.operator_username or request.old_object is None:
+        return []
+    assert request.object is not None
+    before, after = bodies.status_of(request.old_object), bodies.status_of(request.object)
+    changed = sorted(
+        name
+        for name in before.keys() | after.keys()
+        if name not in PERSON_STATUS_FIELDS and before.get(name) != after.get(name)
+    )
+    if not changed:
+        return []
+    name = bodies.metadata_of(request.object).get("name") or request.name
+    operator = f"the queuetree operator ({settings.operator_username})"
+    return [
+        problems.Problem(
+            f"status.{field}",
+            problems.ErrorType.FORBIDDEN,
+            f"status.{field} of queue {name} is written by {operator} only (it counts the "
+            "queue's pods, and deleting a queue is refused while they run); a person writes "
+            f"only status.state, to close or open the queue (kubectl queuetree close {name})",
+        )
+        for field in changed
+    ]
 
 
 def _deletion_problems(

@@ -115,6 +115,9 @@ class Endpoint:
     operations: frozenset[str]
     fn: ReviewFn
     mutating: bool
+    sub_resources: frozenset[str] = frozenset()
+    """Subresources it reviews as well as the resource itself (whose ``fn`` reads
+    ``request.sub_resource``)."""
 
 
 QUEUES = admission.Resource("scheduling.volcano.sh", "v1beta1", "queues")
@@ -133,6 +136,7 @@ ENDPOINTS: Mapping[str, Endpoint] = MappingProxyType(
                 frozenset({"CREATE", "UPDATE", "DELETE"}),
                 queues.validate,
                 mutating=False,
+                sub_resources=frozenset({"status"}),
             ),
             Endpoint(
                 "/queues/mutate",
@@ -246,7 +250,9 @@ def review(
         request = admission.read_request(decoded)
     except admission.ReviewError as exc:
         return bad_request(400, f"not a usable AdmissionReview: {exc}")
-    if request.resource != endpoint.resource or request.sub_resource:
+    if request.resource != endpoint.resource or (
+        request.sub_resource and request.sub_resource not in endpoint.sub_resources
+    ):
         resource = f"{request.resource}" + (
             f"/{request.sub_resource}" if request.sub_resource else ""
         )

@@ -400,6 +400,13 @@ EXPECTED_WEBHOOKS = {
             "timeoutSeconds": 10,
             **COMMON,
         },
+        "validatequeuestatus.queuetree.io": {
+            "path": "/queues/validate",
+            "rules": [(("scheduling.volcano.sh",), ("queues/status",), ("UPDATE",), "Cluster")],
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 10,
+            **COMMON,
+        },
         "validatepod.volcano.sh": {
             "path": "/pods/validate",
             "rules": [(*PODS, ("CREATE", "UPDATE"), "Namespaced")],
@@ -434,7 +441,7 @@ EXPECTED_WEBHOOKS = {
 
 
 @pytest.mark.parametrize("name", OVERLAYS)
-def test_the_nine_webhooks_have_their_paths_rules_and_failure_policies(name: str) -> None:
+def test_the_ten_webhooks_have_their_paths_rules_and_failure_policies(name: str) -> None:
     objects = overlay(name)
     actual = {
         (kind, config_name): {

@@ -114,9 +114,7 @@ CASES = {
             record("team", "root", status={**OPEN_STATUS, "state": "Closed"}),
         ],
         pods=[fakes.pod("worker", gates=(), queue="team")],
-        expected=[
-            queue_status.QueueWrite(name="team", status={"state": "Closing", "inqueue": 1})
-        ],
+        expected=[queue_status.QueueWrite(name="team", status={"state": "Closing", "inqueue": 1})],
     ),
     "reopening the parent unmarks and reopens the child": CasesCase(
         records=[

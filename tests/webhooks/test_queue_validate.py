@@ -855,3 +855,40 @@ def test_without_nodes_only_names_close_to_known_ones_are_warned(
 ) -> None:
     response = answer(PATH, review("CREATE", queue("a", "root", capability=capability)), cluster())
     assert outcome(response) == allowed(warnings=expected)
+
+
+OPERATOR = settings.OPERATOR_USERNAME
+BUSY = {"state": "Open", "allocated": {"cpu": "2", "pods": "2"}}
+
+
+@pytest.mark.parametrize(
+    ("user", "after", "expected"),
+    [
+        pytest.param(
+            "kubernetes-admin", {**BUSY, "state": "Closed"}, allowed(), id="a-person-closes-it"
+        ),
+        pytest.param(
+            "kubernetes-admin",
+            {**BUSY, "allocated": {"cpu": "2", "pods": "0"}},
+            denied(
+                "requestBody.status.allocated: Forbidden: status.allocated of queue a is written "
+                f"by the queuetree operator ({OPERATOR}) only (it counts the queue's pods, and "
+                "deleting a queue is refused while they run); a person writes only "
+                "status.state, to close or open the queue (kubectl queuetree close a)"
+            ),
+            id="a-person-zeroes-the-pods-it-counts",
+        ),
+        pytest.param(OPERATOR, {**BUSY, "allocated": {"pods": "0"}}, allowed(), id="the-operator"),
+    ],
+)
+def test_only_the_operator_writes_a_queues_figures(
+    user: str, after: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    body = review(
+        "UPDATE",
+        {**queue("a", "root"), "status": after},
+        old={**queue("a", "root"), "status": BUSY},
+    )
+    body["request"]["subResource"] = "status"
+    body["request"]["userInfo"]["username"] = user
+    assert outcome(answer(PATH, body, cluster(queue("a", "root")))) == expected

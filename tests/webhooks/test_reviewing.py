@@ -153,15 +153,15 @@ def with_request(**changes: Any) -> bytes:
         ),
         pytest.param(
             "/queues/validate",
-            with_request(subResource="status"),
+            with_request(subResource="scale"),
             {
                 "http": 200,
                 "code": 400,
                 "message": "/queues/validate reviews scheduling.volcano.sh/v1beta1 queues, but the "
-                "request is for scheduling.volcano.sh/v1beta1 queues/status: check the rules of "
+                "request is for scheduling.volcano.sh/v1beta1 queues/scale: check the rules of "
                 "the webhook configuration",
             },
-            id="subresource",
+            id="subresource-it-does-not-review",
         ),
         pytest.param(
             "/queues/validate",
