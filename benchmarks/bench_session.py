@@ -82,7 +82,6 @@ def build(pods: int, *, shapes: int = 1, block: int = 10) -> objects.Snapshot:
             name=name,
             group=key,
             resreq=request,
-            init_resreq=request,
             scheduling_gates=(objects.QUEUE_ALLOCATION_GATE,),
             annotations=annotations,
             uid=key,

@@ -27,34 +27,16 @@ def _container_request(container: readers.Reader) -> resources.Resource:
     return requested + (only_limits.resource_list() or resources.EMPTY)
 
 
-def _pod_requests(spec: readers.Reader) -> tuple[resources.Resource, resources.Resource]:
-    """``(resreq, init_resreq)`` as Kubernetes computes a pod's effective request.
-
-    ``resreq``: the containers' requests plus every sidecar (an init container with
-    ``restartPolicy: Always``, which keeps running) plus ``spec.overhead``. ``init_resreq``: the
-    larger, per dimension, of ``resreq`` and each regular init container's request plus the
-    sidecars started before it plus the overhead. Both always have a scalar mapping (possibly
-    empty), as Volcano's ``GetPodResourceRequest``.
-    """
-    containers = resources.sum_all(_container_request(c) for c in spec.at("containers").items())
-    sidecars = resources.EMPTY
-    init_peak = resources.EMPTY
-    for container in spec.at("initContainers").items():
-        request = _container_request(container)
-        if container.at("restartPolicy").string() == "Always":
-            sidecars = sidecars + request
-        else:
-            init_peak = init_peak.set_max_resource(request + sidecars)
-    overhead = spec.at("overhead").resource_list() or resources.EMPTY
-    resreq = containers + sidecars + overhead
-    init_resreq = resreq.set_max_resource(init_peak + overhead)
-    return _with_scalars(resreq), _with_scalars(init_resreq)
-
-
-def _with_scalars(resource: resources.Resource) -> resources.Resource:
-    if resource.scalars is not None:
-        return resource
-    return resources.Resource(milli_cpu=resource.milli_cpu, memory=resource.memory, scalars={})
+def _pod_request(spec: readers.Reader) -> resources.Resource:
+    """The pod's request (:func:`pod_rules.pod_request`) from the containers of ``spec``."""
+    # Read in document order, so that problems are reported in that order.
+    containers = [_container_request(c) for c in spec.at("containers").items()]
+    init_containers = [
+        (_container_request(c), c.at("restartPolicy").string() == "Always")
+        for c in spec.at("initContainers").items()
+    ]
+    overhead = spec.at("overhead").resource_list()
+    return pod_rules.pod_request(containers, init_containers, overhead=overhead)
 
 
 def _node_selector_requirements(
@@ -130,7 +112,7 @@ def parse_pod(
     The group is ``<namespace>/<scheduling.k8s.io/group-name>`` when the annotation is set, else
     the pod's own key (its single-pod group, see ``objects.pod_group_for_lone_pod``). Status by
     :func:`pod_rules.task_status` (``status.phase`` absent is Pending, as for a manifest never
-    applied); requests by :func:`_pod_requests`; priority by :func:`_pod_priority` with
+    applied); requests by :func:`_pod_request`; priority by :func:`_pod_priority` with
     ``priority_classes``: given (as from files), a ``priorityClassName`` that is not among them is
     an error, as the API server's admission would reject the pod; None (as from a cluster, where
     ``spec.priority`` is always resolved), an unresolvable name is a warning and priority 1.
@@ -182,7 +164,7 @@ def parse_pod_checked(
     spec.mapping()
     node_name = spec.at("nodeName").string()
     phase = root.at("status", "phase").string() or "Pending"
-    resreq, init_resreq = _pod_requests(spec)
+    resreq = _pod_request(spec)
     group_name = meta.annotations.get(objects.GROUP_NAME_ANNOTATION, "")
     unschedulable = any(
         condition.at("type").string() == "PodScheduled"
@@ -213,7 +195,6 @@ def parse_pod_checked(
         group=f"{meta.namespace}/{group_name}" if group_name else f"{meta.namespace}/{meta.name}",
         status=pod_rules.task_status(phase, deleting=meta.deleting, node_name=node_name),
         resreq=resreq,
-        init_resreq=init_resreq,
         priority=_pod_priority(
             root,
             meta,

@@ -1,15 +1,16 @@
 """The rules both pod readers share (:mod:`pod_manifests`, checked, and :mod:`pod_fast_path`):
-the task status of a phase, the task priority annotation, the default priority and whether a
-pod may be preempted. One place, so the two readers cannot drift apart.
+the pod's request from its containers' requests, the task status of a phase, the task
+priority annotation, the default priority and whether a pod may be preempted. One place, so
+the two readers cannot drift apart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from queuetree.api import readers
-from queuetree.core import objects
+from queuetree.core import objects, resources
 
 DEFAULT_SCHEDULER: Final = objects.DEFAULT_SCHEDULER
 DEFAULT_TASK_PRIORITY: Final = 1
@@ -17,6 +18,43 @@ DEFAULT_TASK_PRIORITY: Final = 1
 
 
 # -- Pod ----------------------------------------------------------------------------------------
+
+WITH_SCALARS: Final = resources.Resource(milli_cpu=0, memory=0, scalars={})
+"""Zero with an (empty) scalar mapping: a pod's request always has one, as Volcano's
+``GetPodResourceRequest`` gives (``resources.Resource`` tells an empty mapping from none)."""
+
+
+def pod_request(
+    containers: Iterable[resources.Resource],
+    init_containers: Iterable[tuple[resources.Resource, bool]],
+    *,
+    overhead: resources.Resource | None,
+) -> resources.Resource:
+    """The pod's request as Kubernetes computes it (``PodRequests`` of
+    k8s.io/component-helpers/resource): what kube-scheduler reserves for the pod on its node,
+    and ResourceQuota charges, for the pod's whole life.
+
+    ``containers``: each container's request; ``init_containers``: each init container's
+    request, and whether it is a sidecar (``restartPolicy: Always``: it keeps running beside
+    the containers); ``overhead``: ``spec.overhead`` (None when absent). The request is the
+    larger, per dimension, of the containers plus every sidecar, and of each regular init
+    container plus the sidecars started before it (it runs alone, before the containers),
+    plus the overhead. An init container that asks for more than the containers therefore
+    raises the pod's request, even after it has finished: kube-scheduler keeps the node's
+    room for it.
+    """
+    total = WITH_SCALARS
+    for request in containers:
+        total = total + request
+    sidecars = resources.EMPTY
+    init_peak = resources.EMPTY
+    for request, sidecar in init_containers:
+        if sidecar:
+            sidecars = sidecars + request
+        else:
+            init_peak = init_peak.set_max_resource(request + sidecars)
+    total = (total + sidecars).set_max_resource(init_peak)
+    return total if overhead is None else total + overhead
 
 
 def task_status(phase: str, *, deleting: bool, node_name: str) -> objects.TaskStatus:

@@ -1076,7 +1076,7 @@ class CapacityPlugin(frameworks.Plugin):
             reclaimees,
             key=session.victim_key(reclaimer),
         )
-        reclaimer_names = vectors.names(reclaimer.init_resreq)
+        reclaimer_names = vectors.names(reclaimer.resreq)
         for ee in candidates:
             attr = self.attrs.get(ee.job.queue)
             if attr is None:

@@ -439,7 +439,6 @@ GI = 2**30
 class WellFormedCase(NamedTuple):
     manifest: Any
     resreq: Any
-    init_resreq: Any
 
 
 WELL_FORMED = {
@@ -454,12 +453,10 @@ WELL_FORMED = {
             },
         },
         resreq=resources.Resource(10, 0, {}),
-        init_resreq=resources.Resource(10, 0, {}),
     ),
     "a stored pod": WellFormedCase(
         manifest=stored_pod(),
         resreq=resources.Resource(500, GI, {}),
-        init_resreq=resources.Resource(500, GI, {}),
     ),
     "a stored pod with a GPU sidecar, an init container, overhead, node affinity": WellFormedCase(
         manifest=stored_pod(
@@ -481,25 +478,18 @@ WELL_FORMED = {
                 }
             },
         ),
-        resreq=resources.Resource(4100, 16 * GI + 128 * 2**20, {"nvidia.com/gpu": 1000}),
-        init_resreq=resources.Resource(6000, 16 * GI + 128 * 2**20, {"nvidia.com/gpu": 1000}),
+        resreq=resources.Resource(6000, 16 * GI + 128 * 2**20, {"nvidia.com/gpu": 1000}),
     ),
 }
 
 
-@pytest.mark.parametrize(
-    ("manifest", "resreq", "init_resreq"), WELL_FORMED.values(), ids=WELL_FORMED.keys()
-)
+@pytest.mark.parametrize(("manifest", "resreq"), WELL_FORMED.values(), ids=WELL_FORMED.keys())
 def test_the_fast_path_takes_a_well_formed_pod_and_reads_it_as_the_checked_path(
-    manifest: dict[str, Any], resreq: resources.Resource, init_resreq: resources.Resource
+    manifest: dict[str, Any], resreq: resources.Resource
 ) -> None:
     taken = fast(manifest, None)
     assert taken is not None
-    assert (taken, taken.resreq, taken.init_resreq) == (
-        pod_manifests.parse_pod_checked(manifest),
-        resreq,
-        init_resreq,
-    )
+    assert (taken, taken.resreq) == (pod_manifests.parse_pod_checked(manifest), resreq)
 
 
 class QuantityOrdersCase(NamedTuple):
