@@ -123,6 +123,7 @@ def _fast_pod_request(spec: dict[Any, Any]) -> resources.Resource:
         _containers_key(spec.get("containers"), init=False),
         _containers_key(spec.get("initContainers"), init=True),
         _items_key(spec.get("overhead")),
+        _pod_level_key(spec.get("resources")),
     )
     try:
         request = _pod_request_of(key)
@@ -134,9 +135,19 @@ def _fast_pod_request(spec: dict[Any, Any]) -> resources.Resource:
 
 
 _ContainersKey = tuple[tuple[Any, ...], ...] | None
+_ItemsKey = tuple[tuple[Any, Any], ...] | None
+_PodLevelKey = tuple[_ItemsKey, _ItemsKey] | None
 
 
-def _items_key(value: Any) -> tuple[tuple[Any, Any], ...] | None:
+def _pod_level_key(value: Any) -> _PodLevelKey:
+    """``spec.resources``' requests and limits, as hashable items; None when absent."""
+    if value is None:
+        return None
+    level = _fast_dict(value)
+    return (_items_key(level.get("requests")), _items_key(level.get("limits")))
+
+
+def _items_key(value: Any) -> _ItemsKey:
     if value is None:
         return None
     if type(value) is not dict:
@@ -168,13 +179,13 @@ def _containers_key(value: Any, *, init: bool) -> _ContainersKey:
 
 @functools.lru_cache(maxsize=4096)
 def _pod_request_of(
-    key: tuple[_ContainersKey, _ContainersKey, tuple[tuple[Any, Any], ...] | None],
+    key: tuple[_ContainersKey, _ContainersKey, _ItemsKey, _PodLevelKey],
 ) -> resources.Resource | None:
     """The request of a key of :func:`_fast_pod_request`; None when the checked path must read
     the pod. Keys that are equal but not alike (``1`` and ``True``) are both declined by
     :func:`_well_formed_resource`, and a non-string restartPolicy by :func:`_fast_string`, so
     they cannot share an entry with a different result."""
-    containers_key, init_key, overhead_key = key
+    containers_key, init_key, overhead_key, level_key = key
     try:
         containers = [
             _request_of_items(requests, limits) for requests, limits in containers_key or ()
@@ -184,9 +195,38 @@ def _pod_request_of(
             for requests, limits, restart_policy in init_key or ()
         ]
         overhead = _resource_of_items(overhead_key)
+        pod_level = (
+            None
+            if level_key is None
+            else _pod_level_of(level_key, containers=(*(containers_key or ()), *(init_key or ())))
+        )
     except Unusual:
         return None
-    return pod_rules.pod_request(containers, init_containers, overhead=overhead)
+    return pod_rules.pod_request(
+        containers, init_containers, overhead=overhead, pod_level=pod_level
+    )
+
+
+def _pod_level_of(
+    key: tuple[_ItemsKey, _ItemsKey], *, containers: tuple[tuple[Any, ...], ...]
+) -> pod_rules.PodLevel:
+    """:func:`pod_manifests._pod_level` of the items of ``spec.resources`` (``key``) and of
+    the containers' and init containers' requests and limits (read well formed already).
+    A resource that is not a pod-level one is a warning: declined."""
+    read: list[tuple[resources.Resource, frozenset[str]]] = []
+    for items in key:
+        resource = _resource_of_items(items) or resources.EMPTY  # names are strings now
+        names = frozenset(name for name, _ in items or ())
+        if not all(map(pod_rules.is_pod_level_resource, names)):
+            raise Unusual
+        read.append((resource, names))
+    (requests, requested), (limits, limited) = read
+    stated = frozenset(
+        name for container in containers for items in container[:2] for name, _ in items or ()
+    )
+    return pod_rules.PodLevel(
+        requests=requests, requested=requested, limits=limits, limited=limited, stated=stated
+    )
 
 
 def _resource_of_items(items: tuple[tuple[Any, Any], ...] | None) -> resources.Resource | None:

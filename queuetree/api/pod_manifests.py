@@ -27,16 +27,66 @@ def _container_request(container: readers.Reader) -> resources.Resource:
     return requested + (only_limits.resource_list() or resources.EMPTY)
 
 
-def _pod_request(spec: readers.Reader) -> resources.Resource:
-    """The pod's request (:func:`pod_rules.pod_request`) from the containers of ``spec``."""
+def _pod_request(
+    spec: readers.Reader, *, on_warning: readers.WarningFn | None, document: str
+) -> resources.Resource:
+    """The pod's request (:func:`pod_rules.pod_request`) from ``spec``: its containers, init
+    containers, overhead and pod-level resources (:func:`_pod_level`)."""
     # Read in document order, so that problems are reported in that order.
-    containers = [_container_request(c) for c in spec.at("containers").items()]
-    init_containers = [
-        (_container_request(c), c.at("restartPolicy").string() == "Always")
-        for c in spec.at("initContainers").items()
+    containers = spec.at("containers").items()
+    init_containers = spec.at("initContainers").items()
+    requests = [_container_request(c) for c in containers]
+    init_requests = [
+        (_container_request(c), c.at("restartPolicy").string() == "Always") for c in init_containers
     ]
     overhead = spec.at("overhead").resource_list()
-    return pod_rules.pod_request(containers, init_containers, overhead=overhead)
+    pod_level = _pod_level(
+        spec.at("resources"),
+        containers=[*containers, *init_containers],
+        on_warning=on_warning,
+        document=document,
+    )
+    return pod_rules.pod_request(requests, init_requests, overhead=overhead, pod_level=pod_level)
+
+
+def _pod_level(
+    level: readers.Reader,
+    *,
+    containers: list[readers.Reader],
+    on_warning: readers.WarningFn | None,
+    document: str,
+) -> pod_rules.PodLevel | None:
+    """``spec.resources`` (:class:`pod_rules.PodLevel`); None when absent or unreadable (each
+    problem is reported at its path). A resource that is not a pod-level one is ignored with a
+    warning, as kube-scheduler ignores it (the API server refuses such a pod)."""
+    if level.value is None:
+        return None
+    found: list[tuple[resources.Resource, frozenset[str]]] = []
+    for field in ("requests", "limits"):
+        quantities = level.at(field)
+        read = quantities.resource_list()  # reports each bad quantity at its path
+        names = [name for name in quantities.mapping() if isinstance(name, str)]
+        for name in names:
+            if not pod_rules.is_pod_level_resource(name) and on_warning is not None:
+                on_warning(
+                    f"{document}: spec.resources.{field}{problems.key(name)}: not a pod-level "
+                    "resource (only cpu, memory and hugepages-* are): ignored, as kube-scheduler "
+                    "ignores it (the API server refuses such a pod); request it in the "
+                    "containers' resources"
+                )
+        supported = frozenset(filter(pod_rules.is_pod_level_resource, names))
+        found.append((read or resources.EMPTY, supported))
+    (requests, requested), (limits, limited) = found
+    stated = frozenset(
+        name
+        for container in containers
+        for field in ("requests", "limits")
+        for name in container.at("resources", field).mapping()
+        if isinstance(name, str)
+    )
+    return pod_rules.PodLevel(
+        requests=requests, requested=requested, limits=limits, limited=limited, stated=stated
+    )
 
 
 def _node_selector_requirements(
@@ -164,7 +214,8 @@ def parse_pod_checked(
     spec.mapping()
     node_name = spec.at("nodeName").string()
     phase = root.at("status", "phase").string() or "Pending"
-    resreq = _pod_request(spec)
+    document = sink.document if not origin else f"{origin}: {sink.document}"
+    resreq = _pod_request(spec, on_warning=on_warning, document=document)
     group_name = meta.annotations.get(objects.GROUP_NAME_ANNOTATION, "")
     unschedulable = any(
         condition.at("type").string() == "PodScheduled"
@@ -200,7 +251,7 @@ def parse_pod_checked(
             meta,
             priority_classes=priority_classes,
             on_warning=on_warning,
-            document=sink.document if not origin else f"{origin}: {sink.document}",
+            document=document,
         ),
         node_name=node_name,
         scheduling_gates=tuple(

@@ -268,6 +268,83 @@ REQUESTS = {
         },
         expected=resources.Resource(2250, 120 * 2**20, {}),
     ),
+    # PodLevelResources (beta, on by default since Kubernetes 1.34): kube-scheduler reads these.
+    "pod-level requests replace the containers' aggregate": RequestsCase(
+        spec={
+            "resources": {"requests": {"cpu": "20", "memory": "50Gi"}},
+            "containers": [container()],
+        },
+        expected=resources.Resource(20_000, 50 * GI, {}),
+    ),
+    "a pod-level request replaces only its own resource": RequestsCase(
+        spec={
+            "resources": {"requests": {"memory": "8Gi"}},
+            "containers": [container({"cpu": "1", "memory": "1Gi", GPU: "1"})],
+        },
+        expected=resources.Resource(1000, 8 * GI, {GPU: 1000}),
+    ),
+    "a pod-level request replaces the init containers' peak too": RequestsCase(
+        spec={
+            "resources": {"requests": {"cpu": "40"}},
+            "initContainers": [container({"cpu": "30"})],
+            "containers": [container({"cpu": "1"})],
+        },
+        expected=resources.Resource(40_000, 0, {}),
+    ),
+    "a pod-level limit alone is the request of what no container states": RequestsCase(
+        spec={
+            "resources": {"limits": {"cpu": "20", "memory": "50Gi"}},
+            "containers": [container({"cpu": "1"})],
+        },
+        expected=resources.Resource(1000, 50 * GI, {}),
+    ),
+    "a container's limit states the resource as its request does": RequestsCase(
+        spec={
+            "resources": {"limits": {"memory": "50Gi"}},
+            "containers": [{"name": "c", "resources": {"limits": {"memory": "1Gi"}}}],
+        },
+        expected=resources.Resource(0, GI, {}),
+    ),
+    "a container's zero request states the resource": RequestsCase(
+        spec={
+            "resources": {"limits": {"cpu": "4"}},
+            "initContainers": [container({"cpu": "0"})],
+            "containers": [container()],
+        },
+        expected=resources.Resource(0, 0, {}),
+    ),
+    "hugepages: the pod-level limit is the request, whatever the containers state": RequestsCase(
+        spec={
+            "resources": {"limits": {"hugepages-2Mi": "2Gi"}},
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {
+                        "requests": {"hugepages-2Mi": "1Gi"},
+                        "limits": {"hugepages-2Mi": "1Gi"},
+                    },
+                }
+            ],
+        },
+        expected=resources.Resource(0, 0, {"hugepages-2Mi": 2 * GI * 1000}),
+    ),
+    "the overhead is added to the pod-level request": RequestsCase(
+        spec={
+            "resources": {"requests": {"cpu": "2"}},
+            "containers": [container()],
+            "overhead": {"cpu": "250m"},
+        },
+        expected=resources.Resource(2250, 0, {}),
+    ),
+    "a resource that is not a pod-level one is ignored, as kube-scheduler ignores it": (
+        RequestsCase(
+            spec={
+                "resources": {"requests": {GPU: "1", "cpu": "2"}},
+                "containers": [container({"cpu": "1"})],
+            },
+            expected=resources.Resource(2000, 0, {}),
+        )
+    ),
 }
 
 
@@ -433,6 +510,22 @@ BAD_PODS = {
             'spec.priorityClassName: no PriorityClass with this name was given (got "urgent")'
         ],
     ),
+    "every malformed pod-level quantity is named": BadPodsCase(
+        manifest=pod_manifest(
+            spec={
+                "containers": [container()],
+                "resources": {"requests": {"cpu": "-1"}, "limits": {"memory": "1GB"}},
+            }
+        ),
+        expected=[
+            'spec.resources.requests["cpu"]: must not be negative',
+            'spec.resources.limits["memory"]: invalid quantity',
+        ],
+    ),
+    "pod-level resources must be an object": BadPodsCase(
+        manifest=pod_manifest(spec={"containers": [container()], "resources": ["cpu"]}),
+        expected=['spec.resources: must be an object (got ["cpu"])'],
+    ),
     "containers must be a list": BadPodsCase(
         manifest=pod_manifest(spec={"containers": {"name": "c"}}),
         expected=['spec.containers: must be a list (got {"name": "c"})'],
@@ -452,3 +545,17 @@ def test_a_bad_pod_is_refused_naming_each_field(
     assert len(messages) == len(expected), messages
     for message, start in zip(messages, expected, strict=True):
         assert message[len(prefix) :].startswith(start), (message, start)
+
+
+def test_a_resource_that_is_not_a_pod_level_one_is_named_in_a_warning() -> None:
+    warnings: list[str] = []
+    manifest = pod_manifest(
+        spec={"containers": [container()], "resources": {"limits": {"pods": "1", GPU: "2"}}}
+    )
+    pod_manifests.parse_pod(manifest, origin="pods.yaml#0", on_warning=warnings.append)
+    assert warnings == [
+        f'pods.yaml#0: Pod ns1/p1: spec.resources.limits["{name}"]: not a pod-level resource '
+        "(only cpu, memory and hugepages-* are): ignored, as kube-scheduler ignores it (the "
+        "API server refuses such a pod); request it in the containers' resources"
+        for name in ("pods", GPU)
+    ]

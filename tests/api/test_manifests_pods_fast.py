@@ -244,6 +244,9 @@ def pod_shapes(draw: st.DrawFn, *, odd: bool) -> dict[str, Any]:
         "containers": items(containers(odd=odd), odd=odd),
         "initContainers": items(containers(odd=odd, init=True), odd=odd),
         "overhead": resource_lists(odd=odd),
+        "resources": objects_of(
+            {"requests": resource_lists(odd=odd), "limits": resource_lists(odd=odd)}, odd=odd
+        ),
         "nodeName": st.sampled_from(["node-1", ""]),
         "schedulerName": st.sampled_from(["volcano", ""]),
         "priority": st.one_of(st.integers(min_value=-(2**40), max_value=2**40)),
@@ -480,6 +483,13 @@ WELL_FORMED = {
         ),
         resreq=resources.Resource(6000, 16 * GI + 128 * 2**20, {"nvidia.com/gpu": 1000}),
     ),
+    "a stored pod with pod-level requests and limits": WellFormedCase(
+        manifest=stored_pod(
+            containers=[{"name": "main", "image": "busybox"}],
+            resources={"requests": {"cpu": "20"}, "limits": {"cpu": "20", "memory": "50Gi"}},
+        ),
+        resreq=resources.Resource(20_000, 50 * GI, {}),
+    ),
 }
 
 
@@ -613,6 +623,19 @@ RICH_PODS = {
     "a pod with a class name only": RichPodsCase(
         manifest=rich_pod(annotations={}, spec={"priority": None, "priorityClassName": "high"}),
         taken=[False, True],
+    ),
+    "a pod with pod-level resources": RichPodsCase(
+        manifest=rich_pod(
+            annotations={},
+            spec={
+                "priority": 5,
+                "resources": {
+                    "requests": {"cpu": "4", "hugepages-2Mi": "1Gi"},
+                    "limits": {"cpu": "8", "memory": "8Gi", "hugepages-1Gi": "2Gi"},
+                },
+            },
+        ),
+        taken=[True, True],
     ),
     "a pod with the task-priority annotation": RichPodsCase(
         manifest=rich_pod(

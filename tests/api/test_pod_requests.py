@@ -170,6 +170,47 @@ CASES = {
             | {"team": ("cpu 0, memory 0", "cpu 2, memory 0")},
         ),
     ),
+    "fix: pod-level requests are the pod's requests "
+    "(Volcano reads the containers only: a best-effort pod, admitted)": (
+        (
+            pod(
+                "podlevel",
+                resources={
+                    "requests": {"cpu": "20", "memory": "50Gi"},
+                    "limits": {"cpu": "20", "memory": "50Gi"},
+                },
+                containers=[container()],
+            ),
+        ),
+        Outcome(
+            reasons={
+                "t2/podlevel": "pod t2/podlevel is not admitted: queue 'b' cannot take the "
+                "pod's requests on cpu: requested 20, used 0 of capability 3 (allocated plus "
+                "inqueue groups)"
+            },
+            used={"b": NOTHING, "team": NOTHING},
+        ),
+    ),
+    "pod-level limits alone are the requests, as the API server defaults them": (
+        (
+            pod(
+                "limits-only",
+                state="running",
+                resources={"limits": {"cpu": "2", "memory": "3Gi"}},
+                containers=[container()],
+            ),
+            pod("next", containers=[container(cpu="1500m")]),
+        ),
+        Outcome(
+            reasons={
+                "t2/next": "pod t2/next is not admitted: queue 'b' cannot take the pod's "
+                "requests on cpu: requested 1500m, used 2 of capability 3 (allocated plus "
+                "inqueue groups)"
+            },
+            used={"b": ("cpu 2, memory 3Gi", "cpu 0, memory 0")}
+            | {"team": ("cpu 2, memory 3Gi", "cpu 0, memory 0")},
+        ),
+    ),
     "sidecars count beside the containers and before the init containers after them": (
         (
             pod(
