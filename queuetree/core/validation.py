@@ -777,7 +777,11 @@ def soft_problems(
     - a root capability that is set but omits a scalar resource that nodes offer
       (``node_resources``) or that some queue of the tree names: every request for it is
       refused, since children inherit no key for it (spec §7 item 7);
-    - a new child of a Closed or Closing parent: the queue controller closes it at once.
+    - a new child of a Closed or Closing parent: the queue controller closes it at once;
+    - a deserved number of ``pods`` without a guarantee of them (which it must cover): shares
+      and reclaim compare what pods request, and a pod requests no ``pods``, so it changes
+      nothing (a ``pods`` capability limits the pods, and a guarantee keeps them from
+      siblings and from reclaim: ``capacity``).
 
     With ``sound`` False (the queue has problems, so its place in the tree means little), only
     the first.
@@ -795,6 +799,14 @@ def soft_problems(
                     f"{field}{problems.key(name)}: the scheduler ignores the resource name "
                     f'"{name}": extended resources need a domain prefix such as nvidia.com/gpu'
                 )
+    if resources.PODS in written.deserved and resources.PODS not in written.guarantee:
+        warnings.append(
+            f"spec.deserved{problems.key(resources.PODS)}: a deserved number of pods changes "
+            "nothing: shares and reclaim compare the resources pods request, and a pod "
+            "requests no pods; to limit how many pods run in the queue, set "
+            f"spec.capability{problems.key(resources.PODS)} (a guarantee of pods keeps them "
+            "from siblings and from reclaim)"
+        )
     if not sound:
         return warnings
     root = queue if queue.name == objects.ROOT_QUEUE else tree.queues.get(objects.ROOT_QUEUE)

@@ -42,9 +42,14 @@ def snapshots(draw: st.DrawFn) -> objects.Snapshot:
             st.one_of(
                 st.none(),
                 st.builds(
-                    lambda cpu, gpu: b.res(cpu=cpu, **({"nvidia.com/gpu": gpu} if gpu else {})),
+                    lambda cpu, gpu, pods: b.res(
+                        cpu=cpu,
+                        **({"nvidia.com/gpu": gpu} if gpu else {}),
+                        **({"pods": pods} if pods is not None else {}),
+                    ),
                     st.integers(min_value=0, max_value=12),
                     st.integers(min_value=0, max_value=4),
+                    st.one_of(st.none(), st.none(), st.integers(min_value=0, max_value=12)),
                 ),
             )
         )
@@ -54,7 +59,10 @@ def snapshots(draw: st.DrawFn) -> objects.Snapshot:
             parent=parent,
             capability=capability,
             deserved=deserved,
-            guarantee=b.res(cpu=draw(st.integers(min_value=0, max_value=2))),
+            guarantee=b.res(
+                cpu=draw(st.integers(min_value=0, max_value=2)),
+                pods=draw(st.integers(min_value=0, max_value=2)),
+            ),
             state=draw(st.sampled_from(list(objects.QueueState))),
         )
         names.append(name)

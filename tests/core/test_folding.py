@@ -44,11 +44,15 @@ def snapshots(draw: st.DrawFn) -> objects.Snapshot:
             st.one_of(
                 st.none(),
                 st.builds(
-                    lambda cpu, gpu: b.res(
-                        cpu=cpu, memory="64Gi", **({"nvidia.com/gpu": gpu} if gpu else {})
+                    lambda cpu, gpu, pods: b.res(
+                        cpu=cpu,
+                        memory="64Gi",
+                        **({"nvidia.com/gpu": gpu} if gpu else {}),
+                        **({"pods": pods} if pods is not None else {}),
                     ),
                     st.integers(min_value=0, max_value=24),
                     st.integers(min_value=0, max_value=6),
+                    st.one_of(st.none(), st.none(), st.integers(min_value=0, max_value=12)),
                 ),
             )
         )
