@@ -65,7 +65,6 @@ def fill(pods: int, gated: int) -> state.ClusterState:
                 name=f"p{index}",
                 group=f"bench/p{index}",
                 resreq=request,
-                init_resreq=request,
                 scheduling_gates=(GATE,) if index >= pods - gated else (),
                 annotations=annotations,
                 uid=f"uid-{index}",

@@ -9,6 +9,8 @@ creation order (as jobs submit pods in bursts); ``--shapes 1`` makes every pod o
 interchangeable. The session folds runs of interchangeable gated lone pods
 (``core.folding``); the line states the fold ratio (pods per run). ``--plain`` runs the
 per-pod path instead (the reference the equivalence test compares against).
+``--pods-capability`` also gives each leaf a ``pods`` capability of a third of its pods, which
+then refuses before its cpu capability (half) does: the cost of counting pods.
 
 Prints one JSON object per size: the median session time over the repeats, the median of a
 floor loop measured in the same run (one pass adding each pod's requests into its queue's
@@ -39,11 +41,17 @@ FANOUT = 10
 NODES = 5_000
 
 
-def build(pods: int, *, shapes: int = 1, block: int = 10) -> objects.Snapshot:
+def build(
+    pods: int, *, shapes: int = 1, block: int = 10, pods_capability: bool = False
+) -> objects.Snapshot:
     queues: dict[str, objects.Queue] = {"root": objects.Queue(name="root")}
     leaves: list[str] = []
     per_leaf = max(pods // FANOUT**3, 1)
-    leaf_cap = resources.Resource(milli_cpu=1000 * (per_leaf // 2), memory=0)
+    leaf_cap = resources.Resource(
+        milli_cpu=1000 * (per_leaf // 2),
+        memory=0,
+        scalars={"pods": per_leaf // 3} if pods_capability else None,
+    )
     for a in range(FANOUT):
         qa = f"q{a}"
         queues[qa] = objects.Queue(name=qa, deserved=resources.Resource(milli_cpu=100_000 * FANOUT))
@@ -82,7 +90,6 @@ def build(pods: int, *, shapes: int = 1, block: int = 10) -> objects.Snapshot:
             name=name,
             group=key,
             resreq=request,
-            init_resreq=request,
             scheduling_gates=(objects.QUEUE_ALLOCATION_GATE,),
             annotations=annotations,
             uid=key,
@@ -171,6 +178,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--block", type=int, default=10)
     parser.add_argument("--plain", action="store_true", help="the per-pod path (no folding)")
     parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc run")
+    parser.add_argument(
+        "--pods-capability", action="store_true", help="a pods capability on every leaf"
+    )
     args = parser.parse_args(argv)
     gates = features.resolve({})
     fold = not args.plain
@@ -178,7 +188,9 @@ def main(argv: list[str]) -> int:
     for size in (int(s) for s in args.sizes.split(",")):
         gc.collect()
         rss_before = _rss()
-        snapshot = build(size, shapes=args.shapes, block=args.block)
+        snapshot = build(
+            size, shapes=args.shapes, block=args.block, pods_capability=args.pods_capability
+        )
         snapshot_bytes = _rss() - rss_before
         times = []
         cpu_times = []
@@ -209,6 +221,7 @@ def main(argv: list[str]) -> int:
             "nodes": len(snapshot.nodes),
             "pods": size,
             "shapes_per_queue": args.shapes,
+            "pods_capability": args.pods_capability,
             "runs": runs,
             "fold_ratio": round(size / max(runs, 1), 1),
             "ungated": len(result.ungate),

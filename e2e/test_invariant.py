@@ -8,7 +8,9 @@ requests of the admitted, unfinished pods charged to that subtree (admitted: the
 gone; charged: the queue the pod was admitted to, as the operator records it, else the queue
 its annotations and PodGroup name now) and compares the sum with the queue's real capability,
 the smallest ``spec.capability`` on the path from the queue to root (the tree has no
-guarantees, so nothing else lowers it).
+guarantees, so nothing else lowers it). A pod's requests are what Kubernetes holds for it
+(init containers, sidecars, pod-level requests, overhead: :func:`requests_of`, computed here,
+not by queuetree), and each pod counts one ``pods``.
 
 The tenant is a ServiceAccount that may do anything to the pods and PodGroups of its namespace
 (``support.Kube.as_tenant``), with a token from ``kubectl create token``: on kubesim it is
@@ -31,7 +33,7 @@ from e2e import support
 from queuetree.core import errors, quantities
 
 TENTH = {"cpu": "100m", "memory": "64Mi"}
-RESOURCES = ("cpu", "memory")
+RESOURCES = ("cpu", "memory", "pods")
 ADMITTED_QUEUE = "scheduling.queuetree.io/admitted-queue"
 
 
@@ -44,11 +46,36 @@ def amount(text: object) -> decimal.Decimal:
 
 
 def requests_of(pod: Mapping[str, Any]) -> dict[str, decimal.Decimal]:
+    """What kube-scheduler holds for the pod (Kubernetes' ``PodRequests``), on
+    :data:`RESOURCES`, as the API server stores it (requests defaulted from limits): the
+    containers plus sidecars, or an init container plus the sidecars before it where larger,
+    each pod-level request in place of that, plus the overhead; and one pod."""
+    spec = pod.get("spec") or {}
+
+    def asked(container: Mapping[str, Any]) -> dict[str, decimal.Decimal]:
+        listed = (container.get("resources") or {}).get("requests") or {}
+        return {name: amount(listed.get(name, 0)) for name in RESOURCES}
+
     total = dict.fromkeys(RESOURCES, decimal.Decimal(0))
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        asked = (container.get("resources") or {}).get("requests") or {}
-        for name in RESOURCES:
-            total[name] += amount(asked.get(name, 0))
+    sidecars = dict(total)
+    peak = dict(total)
+    for container in spec.get("containers") or []:
+        total = {name: total[name] + value for name, value in asked(container).items()}
+    for container in spec.get("initContainers") or []:
+        own = asked(container)
+        if container.get("restartPolicy") == "Always":
+            total = {name: total[name] + value for name, value in own.items()}
+            sidecars = {name: sidecars[name] + value for name, value in own.items()}
+        else:
+            peak = {name: max(peak[name], own[name] + sidecars[name]) for name in RESOURCES}
+    total = {name: max(total[name], peak[name]) for name in RESOURCES}
+    for name, value in ((spec.get("resources") or {}).get("requests") or {}).items():
+        if name in ("cpu", "memory"):
+            total[name] = amount(value)
+    for name, value in (spec.get("overhead") or {}).items():
+        if name in total:
+            total[name] += amount(value)
+    total["pods"] = decimal.Decimal(1)
     return total
 
 
@@ -167,7 +194,7 @@ def test_no_queue_runs_more_than_its_capability_whatever_tenants_and_admins_try(
 ) -> None:
     names = {
         role: support.unique(f"inv-{role}")
-        for role in ("org", "a", "b", "dept", "team", "closed", "spare")
+        for role in ("org", "a", "b", "dept", "team", "closed", "spare", "few")
     }
     org, a, b, spare = names["org"], names["a"], names["b"], names["spare"]
     kube.must(
@@ -179,6 +206,7 @@ def test_no_queue_runs_more_than_its_capability_whatever_tenants_and_admins_try(
             support.queue(names["team"], parent=names["dept"]),
             support.queue(names["closed"]),
             support.queue(spare, capability={"cpu": "200m"}),
+            support.queue(names["few"], capability={"cpu": "1", "pods": "1"}),
         )
     )
     support.eventually(
@@ -292,10 +320,44 @@ def test_no_queue_runs_more_than_its_capability_whatever_tenants_and_admins_try(
         )
         kube.delete_pod("deep")
 
+    # 7. Requests the containers do not show, in spare (100m of 200m used by "later"): an init
+    #    container of a whole CPU beside a container of a tenth, a pod that states a CPU for
+    #    itself (spec.resources) and nothing in its container; and two pods in a queue whose
+    #    capability allows one pod.
+    init_big = pod("init-big", spare)
+    init_big["spec"]["initContainers"] = [
+        {"name": "init", "image": support.IMAGE, "resources": {"requests": {"cpu": "1"}}}
+    ]
+    pod_level = pod("pod-level", spare)
+    pod_level["spec"]["containers"][0]["resources"] = {}
+    pod_level["spec"]["resources"] = {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}
+    kube.must(
+        tenant.apply(init_big, pod_level, pod("few-0", names["few"]), pod("few-1", names["few"]))
+    )
+    support.eventually(
+        lambda: (
+            "on cpu: requested 1" in kube.explanation("init-big")
+            and "on cpu: requested 1" in kube.explanation("pod-level")
+            and sorted(kube.running(f"few-{i}") for i in range(2)) == [False, True]
+            and any("no room for pods" in kube.explanation(f"few-{i}") for i in range(2))
+        ),
+        what="the init and pod-level requests, and the second pod of few, are told why they wait",
+    )
+
     # One more look at the cluster after the last attempt, then the verdict.
     seen_before = monitor.samples
     support.eventually(lambda: monitor.samples > seen_before + 1, what="two more samples")
-    waiting = ("a-more", "b-more", "opted-out", "foreign", "early-0", "early-1", "early-2")
+    waiting = (
+        "a-more",
+        "b-more",
+        "opted-out",
+        "foreign",
+        "early-0",
+        "early-1",
+        "early-2",
+        "init-big",
+        "pod-level",
+    )
     assert (
         attacks.outcomes,
         monitor.seen,
@@ -324,15 +386,33 @@ def _queue(name: str, parent: str = "root", cpu: str | None = None) -> dict[str,
     return support.queue(name, parent=parent, capability={"cpu": cpu} if cpu else None)
 
 
-def _pod(name: str, queue: str, *, gated: bool = False, **annotations: str) -> dict[str, Any]:
+def _pod(
+    name: str,
+    queue: str,
+    *,
+    gated: bool = False,
+    init: str = "",
+    pod_level: str = "",
+    **annotations: str,
+) -> dict[str, Any]:
     manifest = support.pod(name, namespace="ns", queue=queue, requests=TENTH)
     manifest["metadata"]["annotations"].update(annotations)
     if gated:
         manifest["spec"]["schedulingGates"] = [{"name": support.GATE}]
+    if init:
+        manifest["spec"]["initContainers"] = [
+            {"name": "init", "resources": {"requests": {"cpu": init}}}
+        ]
+    if pod_level:
+        manifest["spec"]["resources"] = {"requests": {"cpu": pod_level}}
     return manifest
 
 
-TREE = [_queue("org", cpu="200m"), _queue("a", "org", cpu="200m"), _queue("b", "org")]
+TREE = [
+    _queue("org", cpu="200m"),
+    _queue("a", "org", cpu="200m"),
+    support.queue("b", parent="org", capability={"pods": "1"}),
+]
 MONITOR_CASES = {
     "pods within every capability": ([_pod("p1", "a"), _pod("p2", "b")], []),
     "a leaf over its capability, and its parent with it": (
@@ -350,6 +430,18 @@ MONITOR_CASES = {
     "a pod counts where it was admitted, whatever its annotation says now": (
         [_pod("p1", "a"), _pod("p2", "a"), _pod("p3", "b", **{ADMITTED_QUEUE: "a"})],
         [("a", "cpu"), ("org", "cpu")],
+    ),
+    "an init container larger than the containers counts": (
+        [_pod("p1", "a", init="300m")],
+        [("a", "cpu"), ("org", "cpu")],
+    ),
+    "a pod-level request counts in place of the containers'": (
+        [_pod("p1", "b", pod_level="300m")],
+        [("b", "cpu"), ("org", "cpu")],
+    ),
+    "each pod counts one pods": (
+        [_pod("p1", "b"), _pod("p2", "b")],
+        [("b", "pods")],
     ),
 }
 

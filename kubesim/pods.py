@@ -119,8 +119,10 @@ def grace_period(pod: dict, requested: int | None) -> int:
 
 
 def prepare_for_create(pod: dict) -> None:
-    """Reset the status to Pending with its QoS class; add the gated condition if gates remain."""
+    """Default the pod-level requests; reset the status to Pending with its QoS class; add the
+    gated condition if gates remain."""
     spec = pod.get("spec") or {}
+    default_pod_level_requests(spec)
     status: dict[str, Any] = {"phase": "Pending", "qosClass": qos_class(spec)}
     if spec.get("schedulingGates"):
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -128,6 +130,68 @@ def prepare_for_create(pod: dict) -> None:
             {**GATED_CONDITION, "lastProbeTime": None, "lastTransitionTime": now}
         ]
     pod["status"] = status
+
+
+def default_pod_level_requests(spec: dict) -> None:
+    """The pod-level requests the API server defaults at creation (1.37:
+    `DefaultPodLevelResources`, after mutating admission; `SetDefaults_Pod` before), in place.
+
+    Only when `spec.resources` states requests or limits: a missing pod-level request of cpu
+    or memory that some container (or init container) states defaults to the containers'
+    aggregate; any other missing one that has a pod-level limit defaults to the limit. Not
+    mirrored (kubesim/README.md): the defaulting of pod-level limits, hugepages ones from the
+    containers' included; no request kube-scheduler reads depends on them.
+    """
+    level = spec.get("resources")
+    if not isinstance(level, dict):
+        return
+    requests = level.get("requests") or {}
+    limits = level.get("limits") or {}
+    if not isinstance(requests, dict) or not isinstance(limits, dict) or not requests | limits:
+        return
+    first_stated: dict[str, Any] = {}
+    """Name -> the first quantity a container states for it (whose format the sum keeps)."""
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        resources = container.get("resources") if isinstance(container, dict) else None
+        if isinstance(resources, dict):
+            for field in ("requests", "limits"):
+                for name, value in (resources.get(field) or {}).items():
+                    first_stated.setdefault(name, value)
+    stated = set(first_stated)
+    try:
+        aggregate = simulation.pod_requests({**spec, "resources": None, "overhead": None})
+    except ValueError:
+        return  # a malformed quantity: validation refuses the pod
+    defaulted = dict(requests)
+    for name in sorted(stated & {"cpu", "memory"} - set(requests)):
+        binary = str(first_stated.get(name, "")).endswith("i")
+        defaulted[name] = _canonical(name, aggregate.get(name, 0), binary=binary)
+    for name, value in limits.items():
+        if name not in defaulted and simulation.is_pod_level_resource(name):
+            defaulted[name] = value
+    if defaulted != requests:
+        level["requests"] = defaulted
+
+
+_BINARY_SUFFIXES: tuple[tuple[str, int], ...] = tuple(
+    (suffix, 1024 ** (6 - index))
+    for index, suffix in enumerate(("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"))
+)
+_DECIMAL_SUFFIXES: tuple[tuple[str, int], ...] = tuple(
+    (suffix, 1000 ** (6 - index)) for index, suffix in enumerate("EPTGMk")
+)
+
+
+def _canonical(name: str, amount: int, *, binary: bool) -> str:
+    """``amount`` (millicores for cpu, else units) as the API server writes a quantity: the
+    largest suffix that divides it, binary when the quantities summed were (``1Gi``), else
+    decimal (``1``, ``1500m``, ``2G``)."""
+    if name == "cpu":
+        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
+    for suffix, unit in _BINARY_SUFFIXES if binary else _DECIMAL_SUFFIXES:
+        if amount and amount % unit == 0:
+            return f"{amount // unit}{suffix}"
+    return str(amount)
 
 
 def qos_class(spec: dict) -> str:

@@ -137,12 +137,19 @@ def _container_requests(container: Mapping[str, Any]) -> Resources:
     return {name: quantity_units(name, value) for name, value in merged.items()}
 
 
+def is_pod_level_resource(name: str) -> bool:
+    """`IsSupportedPodLevelResource`: what `spec.resources` may state for the whole pod."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
 def pod_requests(spec: Mapping[str, Any]) -> Resources:
     """The effective requests of a pod spec, as Kubernetes computes them (`PodRequests`).
 
     The sum over containers, plus restartable init containers (sidecars, `restartPolicy:
     Always`) which run alongside them; then the maximum with each ordinary init container
-    (plus the sidecars started before it); then `overhead`. Zero amounts are dropped.
+    (plus the sidecars started before it); then each pod-level request (`spec.resources.
+    requests`, PodLevelResources) in place of that on its resource; then `overhead`. Zero
+    amounts are dropped.
     """
     total: Resources = {}
     for container in spec.get("containers") or []:
@@ -160,6 +167,10 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
             _add(during, sidecars)
         _max(init_peak, during)
     _max(total, init_peak)
+    pod_level = (spec.get("resources") or {}).get("requests") or {}
+    for name, value in pod_level.items():
+        if is_pod_level_resource(name):
+            total[name] = quantity_units(name, value)
     _add(total, {n: quantity_units(n, v) for n, v in (spec.get("overhead") or {}).items()})
     return {name: amount for name, amount in total.items() if amount}
 

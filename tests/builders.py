@@ -157,7 +157,7 @@ class PodBuilder:
 
     def requests(self, **quantities: str | int) -> PodBuilder:
         resource = res(**_scalar_kwargs(quantities))
-        self._pod = dataclasses.replace(self._pod, resreq=resource, init_resreq=resource)
+        self._pod = dataclasses.replace(self._pod, resreq=resource)
         return self
 
     def running_on(self, node: str) -> PodBuilder:

@@ -66,9 +66,6 @@ def _fast_list(value: Any) -> list[Any]:
 
 _NO_FIELDS: Final[dict[Any, Any]] = {}
 _NO_ITEMS: Final[list[Any]] = []
-_WITH_SCALARS: Final = resources.Resource(milli_cpu=0, memory=0, scalars={})
-"""Added to a vector, gives it an (empty, shared) scalar mapping, as
-:func:`pod_manifests._with_scalars`."""
 
 
 def _fast_string_map(value: Any) -> Mapping[str, str]:
@@ -119,27 +116,38 @@ def _well_formed_resource(items: tuple[tuple[Any, Any], ...]) -> resources.Resou
     return None if readers.has_negative(resource) else resource
 
 
-def _fast_pod_requests(spec: dict[Any, Any]) -> tuple[resources.Resource, resources.Resource]:
-    """:func:`pod_manifests._pod_requests`, memoised on the quantity maps of the pod's
+def _fast_pod_request(spec: dict[Any, Any]) -> resources.Resource:
+    """:func:`pod_manifests._pod_request`, memoised on the quantity maps of the pod's
     containers."""
     key = (
         _containers_key(spec.get("containers"), init=False),
         _containers_key(spec.get("initContainers"), init=True),
         _items_key(spec.get("overhead")),
+        _pod_level_key(spec.get("resources")),
     )
     try:
-        requests = _pod_requests_of(key)
+        request = _pod_request_of(key)
     except TypeError:  # an unhashable quantity or restartPolicy (a list)
         raise Unusual from None
-    if requests is None:
+    if request is None:
         raise Unusual
-    return requests
+    return request
 
 
 _ContainersKey = tuple[tuple[Any, ...], ...] | None
+_ItemsKey = tuple[tuple[Any, Any], ...] | None
+_PodLevelKey = tuple[_ItemsKey, _ItemsKey] | None
 
 
-def _items_key(value: Any) -> tuple[tuple[Any, Any], ...] | None:
+def _pod_level_key(value: Any) -> _PodLevelKey:
+    """``spec.resources``' requests and limits, as hashable items; None when absent."""
+    if value is None:
+        return None
+    level = _fast_dict(value)
+    return (_items_key(level.get("requests")), _items_key(level.get("limits")))
+
+
+def _items_key(value: Any) -> _ItemsKey:
     if value is None:
         return None
     if type(value) is not dict:
@@ -170,36 +178,55 @@ def _containers_key(value: Any, *, init: bool) -> _ContainersKey:
 
 
 @functools.lru_cache(maxsize=4096)
-def _pod_requests_of(
-    key: tuple[_ContainersKey, _ContainersKey, tuple[tuple[Any, Any], ...] | None],
-) -> tuple[resources.Resource, resources.Resource] | None:
-    """``(resreq, init_resreq)`` of a key of :func:`_fast_pod_requests`; None when the checked
-    path must read the pod. Keys that are equal but not alike (``1`` and ``True``) are both
-    declined by :func:`_well_formed_resource`, and a non-string restartPolicy by
-    :func:`_fast_string`, so they cannot share an entry with a different result."""
-    containers_key, init_key, overhead_key = key
+def _pod_request_of(
+    key: tuple[_ContainersKey, _ContainersKey, _ItemsKey, _PodLevelKey],
+) -> resources.Resource | None:
+    """The request of a key of :func:`_fast_pod_request`; None when the checked path must read
+    the pod. Keys that are equal but not alike (``1`` and ``True``) are both declined by
+    :func:`_well_formed_resource`, and a non-string restartPolicy by :func:`_fast_string`, so
+    they cannot share an entry with a different result."""
+    containers_key, init_key, overhead_key, level_key = key
     try:
-        containers = _WITH_SCALARS
-        for requests, limits in containers_key or ():
-            containers = containers + _request_of_items(requests, limits)
-        if init_key is None and overhead_key is None:
-            # No init containers and no overhead: the init request is the containers' request
-            # (requests are never negative, so the per-dimension maximum with zero changes
-            # nothing).
-            return containers, containers
-        sidecars = resources.EMPTY
-        init_peak = resources.EMPTY
-        for requests, limits, restart_policy in init_key or ():
-            request = _request_of_items(requests, limits)
-            if _fast_string(restart_policy) == "Always":
-                sidecars = sidecars + request
-            else:
-                init_peak = init_peak.set_max_resource(request + sidecars)
-        overhead = _resource_of_items(overhead_key) or resources.EMPTY
+        containers = [
+            _request_of_items(requests, limits) for requests, limits in containers_key or ()
+        ]
+        init_containers = [
+            (_request_of_items(requests, limits), _fast_string(restart_policy) == "Always")
+            for requests, limits, restart_policy in init_key or ()
+        ]
+        overhead = _resource_of_items(overhead_key)
+        pod_level = (
+            None
+            if level_key is None
+            else _pod_level_of(level_key, containers=(*(containers_key or ()), *(init_key or ())))
+        )
     except Unusual:
         return None
-    resreq = containers + sidecars + overhead
-    return resreq, resreq.set_max_resource(init_peak + overhead)
+    return pod_rules.pod_request(
+        containers, init_containers, overhead=overhead, pod_level=pod_level
+    )
+
+
+def _pod_level_of(
+    key: tuple[_ItemsKey, _ItemsKey], *, containers: tuple[tuple[Any, ...], ...]
+) -> pod_rules.PodLevel:
+    """:func:`pod_manifests._pod_level` of the items of ``spec.resources`` (``key``) and of
+    the containers' and init containers' requests and limits (read well formed already).
+    A resource that is not a pod-level one is a warning: declined."""
+    read: list[tuple[resources.Resource, frozenset[str]]] = []
+    for items in key:
+        resource = _resource_of_items(items) or resources.EMPTY  # names are strings now
+        names = frozenset(name for name, _ in items or ())
+        if not all(map(pod_rules.is_pod_level_resource, names)):
+            raise Unusual
+        read.append((resource, names))
+    (requests, requested), (limits, limited) = read
+    stated = frozenset(
+        name for container in containers for items in container[:2] for name, _ in items or ()
+    )
+    return pod_rules.PodLevel(
+        requests=requests, requested=requested, limits=limits, limited=limited, stated=stated
+    )
 
 
 def _resource_of_items(items: tuple[tuple[Any, Any], ...] | None) -> resources.Resource | None:
@@ -356,7 +383,7 @@ def parse_pod_fast(
     if type(spec) is not dict:
         raise Unusual
     progress = _fast_progress(manifest, spec, deleting=deleting)
-    resreq, init_resreq = _fast_pod_requests(spec)
+    resreq = _fast_pod_request(spec)
     group_name = annotations.get(objects.GROUP_NAME_ANNOTATION, "")
     return objects.Pod(
         namespace=namespace,
@@ -364,7 +391,6 @@ def parse_pod_fast(
         group=f"{namespace}/{group_name}" if group_name else f"{namespace}/{name}",
         status=progress.status,
         resreq=resreq,
-        init_resreq=init_resreq,
         priority=_fast_priority(spec, annotations, priority_classes),
         node_name=progress.node_name,
         scheduling_gates=progress.scheduling_gates,

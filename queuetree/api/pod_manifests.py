@@ -27,34 +27,66 @@ def _container_request(container: readers.Reader) -> resources.Resource:
     return requested + (only_limits.resource_list() or resources.EMPTY)
 
 
-def _pod_requests(spec: readers.Reader) -> tuple[resources.Resource, resources.Resource]:
-    """``(resreq, init_resreq)`` as Kubernetes computes a pod's effective request.
-
-    ``resreq``: the containers' requests plus every sidecar (an init container with
-    ``restartPolicy: Always``, which keeps running) plus ``spec.overhead``. ``init_resreq``: the
-    larger, per dimension, of ``resreq`` and each regular init container's request plus the
-    sidecars started before it plus the overhead. Both always have a scalar mapping (possibly
-    empty), as Volcano's ``GetPodResourceRequest``.
-    """
-    containers = resources.sum_all(_container_request(c) for c in spec.at("containers").items())
-    sidecars = resources.EMPTY
-    init_peak = resources.EMPTY
-    for container in spec.at("initContainers").items():
-        request = _container_request(container)
-        if container.at("restartPolicy").string() == "Always":
-            sidecars = sidecars + request
-        else:
-            init_peak = init_peak.set_max_resource(request + sidecars)
-    overhead = spec.at("overhead").resource_list() or resources.EMPTY
-    resreq = containers + sidecars + overhead
-    init_resreq = resreq.set_max_resource(init_peak + overhead)
-    return _with_scalars(resreq), _with_scalars(init_resreq)
+def _pod_request(
+    spec: readers.Reader, *, on_warning: readers.WarningFn | None, document: str
+) -> resources.Resource:
+    """The pod's request (:func:`pod_rules.pod_request`) from ``spec``: its containers, init
+    containers, overhead and pod-level resources (:func:`_pod_level`)."""
+    # Read in document order, so that problems are reported in that order.
+    containers = spec.at("containers").items()
+    init_containers = spec.at("initContainers").items()
+    requests = [_container_request(c) for c in containers]
+    init_requests = [
+        (_container_request(c), c.at("restartPolicy").string() == "Always") for c in init_containers
+    ]
+    overhead = spec.at("overhead").resource_list()
+    pod_level = _pod_level(
+        spec.at("resources"),
+        containers=[*containers, *init_containers],
+        on_warning=on_warning,
+        document=document,
+    )
+    return pod_rules.pod_request(requests, init_requests, overhead=overhead, pod_level=pod_level)
 
 
-def _with_scalars(resource: resources.Resource) -> resources.Resource:
-    if resource.scalars is not None:
-        return resource
-    return resources.Resource(milli_cpu=resource.milli_cpu, memory=resource.memory, scalars={})
+def _pod_level(
+    level: readers.Reader,
+    *,
+    containers: list[readers.Reader],
+    on_warning: readers.WarningFn | None,
+    document: str,
+) -> pod_rules.PodLevel | None:
+    """``spec.resources`` (:class:`pod_rules.PodLevel`); None when absent or unreadable (each
+    problem is reported at its path). A resource that is not a pod-level one is ignored with a
+    warning, as kube-scheduler ignores it (the API server refuses such a pod)."""
+    if level.value is None:
+        return None
+    found: list[tuple[resources.Resource, frozenset[str]]] = []
+    for field in ("requests", "limits"):
+        quantities = level.at(field)
+        read = quantities.resource_list()  # reports each bad quantity at its path
+        names = [name for name in quantities.mapping() if isinstance(name, str)]
+        for name in names:
+            if not pod_rules.is_pod_level_resource(name) and on_warning is not None:
+                on_warning(
+                    f"{document}: spec.resources.{field}{problems.key(name)}: not a pod-level "
+                    "resource (only cpu, memory and hugepages-* are): ignored, as kube-scheduler "
+                    "ignores it (the API server refuses such a pod); request it in the "
+                    "containers' resources"
+                )
+        supported = frozenset(filter(pod_rules.is_pod_level_resource, names))
+        found.append((read or resources.EMPTY, supported))
+    (requests, requested), (limits, limited) = found
+    stated = frozenset(
+        name
+        for container in containers
+        for field in ("requests", "limits")
+        for name in container.at("resources", field).mapping()
+        if isinstance(name, str)
+    )
+    return pod_rules.PodLevel(
+        requests=requests, requested=requested, limits=limits, limited=limited, stated=stated
+    )
 
 
 def _node_selector_requirements(
@@ -130,7 +162,7 @@ def parse_pod(
     The group is ``<namespace>/<scheduling.k8s.io/group-name>`` when the annotation is set, else
     the pod's own key (its single-pod group, see ``objects.pod_group_for_lone_pod``). Status by
     :func:`pod_rules.task_status` (``status.phase`` absent is Pending, as for a manifest never
-    applied); requests by :func:`_pod_requests`; priority by :func:`_pod_priority` with
+    applied); requests by :func:`_pod_request`; priority by :func:`_pod_priority` with
     ``priority_classes``: given (as from files), a ``priorityClassName`` that is not among them is
     an error, as the API server's admission would reject the pod; None (as from a cluster, where
     ``spec.priority`` is always resolved), an unresolvable name is a warning and priority 1.
@@ -182,7 +214,8 @@ def parse_pod_checked(
     spec.mapping()
     node_name = spec.at("nodeName").string()
     phase = root.at("status", "phase").string() or "Pending"
-    resreq, init_resreq = _pod_requests(spec)
+    document = sink.document if not origin else f"{origin}: {sink.document}"
+    resreq = _pod_request(spec, on_warning=on_warning, document=document)
     group_name = meta.annotations.get(objects.GROUP_NAME_ANNOTATION, "")
     unschedulable = any(
         condition.at("type").string() == "PodScheduled"
@@ -213,13 +246,12 @@ def parse_pod_checked(
         group=f"{meta.namespace}/{group_name}" if group_name else f"{meta.namespace}/{meta.name}",
         status=pod_rules.task_status(phase, deleting=meta.deleting, node_name=node_name),
         resreq=resreq,
-        init_resreq=init_resreq,
         priority=_pod_priority(
             root,
             meta,
             priority_classes=priority_classes,
             on_warning=on_warning,
-            document=sink.document if not origin else f"{origin}: {sink.document}",
+            document=document,
         ),
         node_name=node_name,
         scheduling_gates=tuple(

@@ -412,7 +412,7 @@ def _allocate_job(
         node = _best_node(session, task)
         if node is None:
             continue
-        if vectors.less_equal_zero(task.init_resreq, node.idle):
+        if vectors.less_equal_zero(task.resreq, node.idle):
             stmt.allocate(task, node.name)
         else:
             stmt.pipeline(task, node.name)
@@ -435,7 +435,7 @@ def _allocate_job(
 def _fit_error(
     session: frameworks.Session, task: frameworks.Task, node: frameworks.NodeState
 ) -> str | None:
-    if not vectors.less_equal_zero(task.init_resreq, node.future_idle()):
+    if not vectors.less_equal_zero(task.resreq, node.future_idle()):
         return "Insufficient resources"
     return session.predicate(task, node)
 
@@ -449,7 +449,7 @@ def _best_node(session: frameworks.Session, task: frameworks.Task) -> frameworks
         if error is not None:
             reasons[error] = reasons.get(error, 0) + 1
             continue
-        if vectors.less_equal_zero(task.init_resreq, node.idle):
+        if vectors.less_equal_zero(task.resreq, node.idle):
             idle.append(node)
         else:
             future.append(node)
@@ -533,7 +533,7 @@ def _evict_for(
         room = list(future)
         for victim in victims:
             vectors.iadd(room, victim.resreq)
-        if not vectors.less_equal_zero(task.init_resreq, room):
+        if not vectors.less_equal_zero(task.resreq, room):
             continue
         node_stmt = Statement(session)
         available = future
@@ -555,7 +555,7 @@ def _reclaim_fits(task: frameworks.Task) -> Callable[[frameworks.NodeState, vect
     """Reclaim stops evicting once the task's request fits what the node will have free."""
 
     def fits(_: frameworks.NodeState, available: vectors.Vec) -> bool:
-        return vectors.less_equal_zero(task.init_resreq, available)
+        return vectors.less_equal_zero(task.resreq, available)
 
     return fits
 
@@ -569,7 +569,7 @@ def _preempt_fits(
     def fits(node: frameworks.NodeState, _: vectors.Vec) -> bool:
         return (
             session.allocatable(task.job.queue, task)
-            and vectors.less_equal_zero(task.init_resreq, node.future_idle())
+            and vectors.less_equal_zero(task.resreq, node.future_idle())
             and session.predicate(task, node) is None
         )
 

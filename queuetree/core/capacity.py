@@ -17,7 +17,14 @@ Deliberate fixes over the reference (docs/compatibility.md):
 * pods being deleted that still hold their node (``releasing``) keep their queue's room from
   gated pods until they are gone: a grace period must not let a queue run more than its
   capability. They count nowhere else (not in ``allocated``, not against reclaim), as in the
-  reference.
+  reference;
+* a ``pods`` capability limits the number of pods: each pod takes one (its ``count``) in its
+  queue and every ancestor whose real capability of ``pods`` is finite (:attr:`QueueAttr.
+  pods_chain`), counted from ``allocated_pods``, ``reserved_pods`` and ``releasing_pods`` as
+  the requests are from the vectors; a guarantee of ``pods`` keeps that many pods from reclaim.
+  The reference never counts pods: a pod's request has no ``pods``, and its checks skip it.
+  The vectors keep ``pods`` at 0, so shares, the deserved comparisons and the node figures are
+  the reference's.
 
 Rejections are recorded (:class:`Blocker`) so that ``explaining`` can tell a person which queue
 blocks a pod, on which resource, with the figures.
@@ -60,6 +67,13 @@ class QueueAttr:
     """Pods in ``allocated`` (what ``status.allocated["pods"]`` reports), subtree included."""
     reserved_pods: int = 0
     """Pods in ``reserved``: admitted, not yet placed, subtree included."""
+    releasing_pods: int = 0
+    """Pods in ``releasing``: being deleted, still on a node, subtree included."""
+    pods_chain: tuple[QueueAttr, ...] = ()
+    """The members of ``chain`` that limit how many pods run in their subtree, leaf first: those
+    with a ``pods`` capability (their own, or inherited in hierarchy mode) and so a finite real
+    capability of ``pods`` (siblings' guarantees of ``pods`` are carved out of it, as of any
+    resource). Empty for nearly every queue: the hot path checks pods only when it is not."""
     ancestors: tuple[QueueAttr, ...] = ()
     """Root first, parent last; empty for root (and for every queue in flat mode)."""
     chain: tuple[QueueAttr, ...] = ()
@@ -149,10 +163,17 @@ class CapacityPlugin(frameworks.Plugin):
                 and not attr.broken
                 and (not self.hierarchy or attr.is_leaf)
             )
+        pods = self.dims.pods
         for attr in self.attrs.values():
             attr.figures = tuple(
                 (t.allocated, t.reserved, t.releasing, t.real_capability, t) for t in attr.chain
             )
+            if pods >= 0:
+                attr.pods_chain = tuple(
+                    t
+                    for t in attr.chain
+                    if pods in t.capability_keys and t.real_capability[pods] < vectors.MAXF
+                )
         if self.gate_on:
             self._rebuild_reserved(session)
 
@@ -210,6 +231,7 @@ class CapacityPlugin(frameworks.Plugin):
         pending = objects.TaskStatus.PENDING
         releasing = objects.TaskStatus.RELEASING
         leaf_releasing: dict[str, vectors.Vec] = {}
+        leaf_releasing_pods: dict[str, int] = {}
         pending_requests: dict[str, dict[int, list[Any]]] = {}
         """Leaf -> id of a pending request vector -> [vector, count]."""
         for job in session.jobs.values():
@@ -235,7 +257,7 @@ class CapacityPlugin(frameworks.Plugin):
                         else:
                             entry[1] += members
                     elif task.status is releasing and task.pod.node_name:
-                        self._add_releasing(leaf_releasing, attr.name, task)
+                        self._add_releasing(leaf_releasing, leaf_releasing_pods, attr.name, task)
                 continue
             leaf_allocated, leaf_request, leaf_inqueue, leaf_elastic = sums
             allocated: vectors.Vec | None = None
@@ -258,7 +280,7 @@ class CapacityPlugin(frameworks.Plugin):
                     else:
                         entry[1] += members
                 elif status is releasing and task.pod.node_name:
-                    self._add_releasing(leaf_releasing, attr.name, task)
+                    self._add_releasing(leaf_releasing, leaf_releasing_pods, attr.name, task)
                 if task.pod.held_by_other_gates:
                     if gated is None:
                         gated = dims.zero()
@@ -306,18 +328,26 @@ class CapacityPlugin(frameworks.Plugin):
                     vectors.iadd(target.elastic, elastic_sum)
                 target.allocated_pods += pods
         for name, releasing_sum in leaf_releasing.items():
+            releasing_pods = leaf_releasing_pods[name]
             for target in self.attrs[name].chain:
                 vectors.iadd(target.releasing, releasing_sum)
+                target.releasing_pods += releasing_pods
 
     def _add_releasing(
-        self, sums: dict[str, vectors.Vec], leaf: str, task: frameworks.Task
+        self,
+        sums: dict[str, vectors.Vec],
+        counts: dict[str, int],
+        leaf: str,
+        task: frameworks.Task,
     ) -> None:
-        """A pod being deleted that still holds its node: its request stays in use (a grace
-        period can last minutes), so gated pods of its queue wait until it is gone."""
+        """A pod being deleted that still holds its node: its request (and its place among the
+        queue's pods) stays in use (a grace period can last minutes), so gated pods of its
+        queue wait until it is gone."""
         total = sums.get(leaf)
         if total is None:
             total = sums[leaf] = self.dims.zero()
         vectors.iadd(total, task.resreq)
+        counts[leaf] = counts.get(leaf, 0) + task.pod.count
 
     def _deduct_gated(self, res: vectors.Vec, gated: vectors.Vec | None) -> vectors.Vec:
         """``DeductSchGated``: pods held by other gates do not count as inqueue."""
@@ -396,6 +426,12 @@ class CapacityPlugin(frameworks.Plugin):
                 infinite[i] = vectors.MAXI
             root.capability = infinite
             root.capability_keys = frozenset(keys)
+        if dims.pods >= 0 and dims.pods not in root.capability_keys:
+            # Root limits pods only when its capability says so: a cluster without nodes yet
+            # (an autoscaler scales it from zero) or a root capability that leaves pods out
+            # must not refuse every pod under a queue with a pods capability.
+            root.capability[dims.pods] = vectors.MAXI
+            root.capability_keys = root.capability_keys | {dims.pods}
         root.real_capability = list(root.capability)
         self._check_hierarchy(session, root)
 
@@ -783,7 +819,8 @@ class CapacityPlugin(frameworks.Plugin):
         return True
 
     def allocatable(self, queue: str, task: frameworks.Task) -> bool:
-        """Spec §3.6 along the leaf-first chain, reserved requests included at every level.
+        """Spec §3.6 along the leaf-first chain, reserved requests included at every level;
+        then the number of pods, where a queue of the chain limits it (:meth:`_pods_fit`).
 
         This is the per-pod hot path of admission: a few list reads per chain member.
         """
@@ -798,18 +835,33 @@ class CapacityPlugin(frameworks.Plugin):
                 for i in dims:
                     if allocated[i] + reserved[i] > limit[i]:
                         return self._refuse(task, target=target, leaf=attr, dim=i, held=True)
-            return True
+            return not attr.pods_chain or self._pods_fit(task, attr, held=True, gated=False)
         if task.pod.scheduling_gates:
             # Gate admission: pods being deleted still use their nodes until they are gone.
             for allocated, reserved, releasing, limit, target in attr.figures:
                 for i in dims:
                     if allocated[i] + reserved[i] + releasing[i] + req[i] > limit[i]:
                         return self._refuse(task, target=target, leaf=attr, dim=i, held=False)
-            return True
+            return not attr.pods_chain or self._pods_fit(task, attr, held=False, gated=True)
         for allocated, reserved, _, limit, target in attr.figures:
             for i in dims:
                 if allocated[i] + reserved[i] + req[i] > limit[i]:
                     return self._refuse(task, target=target, leaf=attr, dim=i, held=False)
+        return not attr.pods_chain or self._pods_fit(task, attr, held=False, gated=False)
+
+    def _pods_fit(self, task: frameworks.Task, attr: QueueAttr, *, held: bool, gated: bool) -> bool:
+        """:meth:`allocatable` on ``pods``: the task's pods (``count``) with the pods each
+        limiting member of the chain counts (allocated, reserved, and for a gated task being
+        deleted) within its real capability of ``pods``. ``held``: the task's own reservation
+        is among the reserved already."""
+        count = 0 if held else task.pod.count
+        pods = self.dims.pods
+        for target in attr.pods_chain:
+            used = target.allocated_pods + target.reserved_pods
+            if gated:
+                used += target.releasing_pods
+            if used + count > target.real_capability[pods]:
+                return self._refuse(task, target=target, leaf=attr, dim=pods, held=held)
         return True
 
     def _refuse(
@@ -835,10 +887,19 @@ class CapacityPlugin(frameworks.Plugin):
         dim: int,
         held: bool,
     ) -> Blocker:
-        req = task.resreq[dim]
-        reserved = target.reserved[dim] - (req if held else 0.0)
-        releasing = target.releasing[dim] if task.pod.scheduling_gates and not held else 0.0
-        facts = (target.name, leaf.name, dim, req, target.allocated[dim], reserved, releasing)
+        if dim == self.dims.pods:
+            req = float(task.pod.count)
+            allocated = float(target.allocated_pods)
+            reserved = target.reserved_pods - (req if held else 0.0)
+            releasing = float(target.releasing_pods)
+        else:
+            req = task.resreq[dim]
+            allocated = target.allocated[dim]
+            reserved = target.reserved[dim] - (req if held else 0.0)
+            releasing = target.releasing[dim]
+        if not task.pod.scheduling_gates or held:
+            releasing = 0.0
+        facts = (target.name, leaf.name, dim, req, allocated, reserved, releasing)
         blocker = self._interned.get(facts)
         if blocker is None:
             # Pods refused by the same queue at the same figures share one record (and later
@@ -849,7 +910,7 @@ class CapacityPlugin(frameworks.Plugin):
                 leaf=leaf.name,
                 dim=dim,
                 requested=req,
-                allocated=target.allocated[dim],
+                allocated=allocated,
                 reserved=reserved,
                 releasing=releasing,
                 capability=target.real_capability[dim],
@@ -897,8 +958,22 @@ class CapacityPlugin(frameworks.Plugin):
                     req=req[i],
                     limit=limit[i],
                 )
+        members = task.pod.count  # the pods each member stands for
+        pods = self.dims.pods
+        for target in attr.pods_chain:
+            if admitted == 0:
+                break
+            admitted = _prefix(
+                admitted,
+                allocated=target.allocated_pods,
+                reserved=target.reserved_pods,
+                releasing=target.releasing_pods,
+                step=members if reserve else 0,
+                req=members,
+                limit=target.real_capability[pods],
+            )
         if reserve and admitted:
-            count = task.pod.count * admitted
+            count = members * admitted
             for target in attr.chain:
                 target_reserved = target.reserved
                 for i in task.nonzero:
@@ -906,17 +981,34 @@ class CapacityPlugin(frameworks.Plugin):
                 target.reserved_pods += count
             self.reserved_tasks[task.key] = attr
         if admitted < n:
-            # The first refused member, at the figures the admissions before it left.
-            for allocated, reserved, releasing, limit, target in attr.figures:
-                for i in dims:
-                    if allocated[i] + reserved[i] + releasing[i] + req[i] > limit[i]:
-                        blocker = self._quota_blocker(
-                            task, target=target, leaf=attr, dim=i, held=False
-                        )
-                        self.blockers.update(
-                            zip(itertools.islice(keys, admitted, None), itertools.repeat(blocker))
-                        )
-                        return admitted
+            # The first refused member, at the figures the admissions before it left (the
+            # order of :meth:`allocatable`: the requests along the chain, then the pods).
+            found = next(
+                (
+                    (target, i)
+                    for allocated, reserved, releasing, limit, target in attr.figures
+                    for i in dims
+                    if allocated[i] + reserved[i] + releasing[i] + req[i] > limit[i]
+                ),
+                None,
+            ) or next(
+                (
+                    (target, pods)
+                    for target in attr.pods_chain
+                    if target.allocated_pods
+                    + target.reserved_pods
+                    + target.releasing_pods
+                    + members
+                    > target.real_capability[pods]
+                ),
+                None,
+            )
+            if found is not None:
+                target, i = found
+                blocker = self._quota_blocker(task, target=target, leaf=attr, dim=i, held=False)
+                self.blockers.update(
+                    zip(itertools.islice(keys, admitted, None), itertools.repeat(blocker))
+                )
         return admitted
 
     def enqueue_run(self, job: frameworks.Job, groups: list[str]) -> int:
@@ -1046,6 +1138,12 @@ class CapacityPlugin(frameworks.Plugin):
             >= 0
         ):
             return False
+        if (
+            attr in attr.pods_chain
+            and attr.allocated_pods + sum(task.pod.count for task in tasks)
+            > attr.real_capability[self.dims.pods]
+        ):
+            return False
         if vectors.partly_within_zero_filtered(future, attr.deserved, req=total, dims=self.dims):
             return True
         if self.hierarchy and self.level > 0:
@@ -1076,7 +1174,7 @@ class CapacityPlugin(frameworks.Plugin):
             reclaimees,
             key=session.victim_key(reclaimer),
         )
-        reclaimer_names = vectors.names(reclaimer.init_resreq)
+        reclaimer_names = vectors.names(reclaimer.resreq)
         for ee in candidates:
             attr = self.attrs.get(ee.job.queue)
             if attr is None:
@@ -1084,8 +1182,12 @@ class CapacityPlugin(frameworks.Plugin):
             ee_names = vectors.names(ee.resreq)
             if not (ee_names & reclaimer_names) - {dims.pods}:
                 continue
-            alloc = working.setdefault(attr.name, list(attr.allocated))
+            alloc = working.get(attr.name)
+            if alloc is None:
+                alloc = working[attr.name] = self._with_pods(attr.allocated, attr.allocated_pods)
             after = vectors.sub(alloc, ee.resreq)
+            if dims.pods >= 0:
+                after[dims.pods] -= ee.pod.count
             if not vectors.less_equal_zero(attr.guarantee, after):
                 continue  # guarantee protection
             if not ee_names & vectors.names(attr.deserved):
@@ -1127,10 +1229,22 @@ class CapacityPlugin(frameworks.Plugin):
                 if blocked:
                     continue
             vectors.isub(alloc, ee.resreq)
+            if dims.pods >= 0:
+                alloc[dims.pods] -= ee.pod.count
             for a in checked.values():
                 vectors.isub(a, ee.resreq)
             victims.append(ee)
         return victims, frameworks.PERMIT
+
+    def _with_pods(self, allocated: vectors.Vec, pods: int) -> vectors.Vec:
+        """A copy of ``allocated`` with its pods counted in the ``pods`` dimension (where the
+        vectors keep 0), for reclaim's guarantee protection: a guarantee of ``pods`` keeps that
+        many of the queue's pods (the reference, whose figures never count pods, protects
+        every pod of such a queue)."""
+        copy = list(allocated)
+        if self.dims.pods >= 0:
+            copy[self.dims.pods] = pods
+        return copy
 
 
 def _prefix(

@@ -190,7 +190,6 @@ def fold(bucket: Bucket, members: Iterable[objects.Pod]) -> tuple[objects.Pod, o
         group=f"/{name}",
         status=status,
         resreq=total,
-        init_resreq=total,
         annotations=annotations,
         count=count,
     )

@@ -16,7 +16,7 @@ writes the result.
 
 What makes two gated pods interchangeable (:data:`Signature`): the same queue, the same pod
 group shape (minMember 0 or 1, phase, priority class, minResources, synthetic or not), the same
-requests and init requests, task priority, opt-in, and ``spec.schedulerName``. Node selectors,
+request, task priority, opt-in, and ``spec.schedulerName``. Node selectors,
 affinity, tolerations, labels and preemption settings are not part of it: the admission path
 never reads them (only placement and eviction do, and neither runs for gated pods).
 
@@ -122,14 +122,13 @@ _Shape = tuple[
     bool,
     resources.Resource | None,
     resources.Resource,
-    resources.Resource,
     int,
     bool,
     str,
 ]
 """What :data:`Signature` is made of, as read off a candidate and its group: minMember,
-Inqueue or not, priority class, synthetic or not, minResources, requests, init requests,
-task priority, opt-in, scheduler name (the queue aside: runs are formed per queue)."""
+Inqueue or not, priority class, synthetic or not, minResources, request, task priority,
+opt-in, scheduler name (the queue aside: runs are formed per queue)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -144,7 +143,7 @@ class _Numbers:
     """id of a resource -> :func:`_resource_key` of it."""
 
     def signature(self, shape: _Shape) -> int:
-        identity = (*shape[:4], id(shape[4]), id(shape[5]), id(shape[6]), *shape[7:])
+        identity = (*shape[:4], id(shape[4]), id(shape[5]), *shape[6:])
         number = self.by_identity.get(identity)
         if number is None:
             values = self.values
@@ -152,8 +151,7 @@ class _Numbers:
                 *shape[:4],
                 _resource_key(shape[4], values),
                 _resource_key(shape[5], values),
-                _resource_key(shape[6], values),
-                *shape[7:],
+                *shape[6:],
             )
             number = self.by_identity[identity] = self.by_value.setdefault(
                 value, len(self.by_value)
@@ -241,7 +239,6 @@ def find_candidates(
             group.synthetic,
             group.min_resources,
             pod.resreq,
-            pod.init_resreq,
             pod.priority if task_priority_key not in annotations else task_priority(pod),
             annotations.get(gate) == "true",
             pod.scheduler_name,

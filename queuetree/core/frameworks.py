@@ -58,13 +58,14 @@ OrderKey = tuple[Any, ...]
 
 @dataclasses.dataclass(slots=True, eq=False)
 class Task:
-    """One pod of the session. ``resreq``/``init_resreq`` are dense vectors (``vectors``)."""
+    """One pod of the session. ``resreq`` is the pod's request (``objects.Pod.resreq``) as a
+    dense vector (``vectors``): what it is charged in its queue and on its node, and what a
+    node must have free to take it."""
 
     pod: objects.Pod
     key: str
     job: Job
     resreq: vectors.Vec
-    init_resreq: vectors.Vec
     req_dims: tuple[int, ...]
     """Dimensions the request needs (value > 0, never ``pods``)."""
     nonzero: tuple[int, ...]

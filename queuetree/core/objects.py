@@ -267,9 +267,14 @@ class NodeSelectorTerm:
 class Pod:
     """A pod as a scheduling task.
 
-    ``resreq`` is the sum of the containers' requests (plus overhead); ``init_resreq`` is what a
-    node must have free to start the pod: the larger, per dimension, of ``resreq`` and each init
-    container's request (Kubernetes' effective request). Neither contains ``pods: 1``.
+    ``resreq`` is the pod's request as Kubernetes computes it (``PodRequests``): what
+    kube-scheduler holds on the pod's node, and ResourceQuota charges, for the pod's whole life.
+    It is what the pod is charged in its queue and every ancestor, and on its node: the larger,
+    per dimension, of the containers' requests (with sidecars) and each init container's (with
+    the sidecars started before it), plus the overhead. Volcano charges the containers' sum
+    alone and reads the init containers only to check that a node fits; queuetree charges
+    what the cluster holds (docs/compatibility.md). It never contains ``pods: 1``: a pod's
+    count is ``count``.
     """
 
     namespace: str
@@ -278,7 +283,6 @@ class Pod:
     """The key of the pod's PodGroup (``namespace/name``); synthetic groups use the pod's key."""
     status: TaskStatus = TaskStatus.PENDING
     resreq: resources.Resource = resources.EMPTY
-    init_resreq: resources.Resource = resources.EMPTY
     priority: int = 1
     node_name: str = ""
     scheduling_gates: tuple[str, ...] = ()

@@ -177,7 +177,6 @@ def _release(session: frameworks.Session, plugin: capacity.CapacityPlugin | None
 _SCALARS = operator.attrgetter("scalars")
 _MIN_RESOURCES = operator.attrgetter("min_resources")
 _REQUEST_SCALARS = operator.attrgetter("resreq.scalars")
-_INIT_SCALARS = operator.attrgetter("init_resreq.scalars")
 _NOT_NONE = functools.partial(operator.is_not, None)
 
 
@@ -200,11 +199,7 @@ def _scalar_names(snapshot: objects.Snapshot) -> set[str]:
     minimums = filter(_NOT_NONE, map(_MIN_RESOURCES, snapshot.pod_groups.values()))
     pods = snapshot.pods.values()
     maps: dict[int, Mapping[str, resources.Amount]] = {}
-    for found in (
-        map(_SCALARS, minimums),
-        map(_REQUEST_SCALARS, pods),
-        map(_INIT_SCALARS, pods),
-    ):
+    for found in (map(_SCALARS, minimums), map(_REQUEST_SCALARS, pods)):
         maps.update({id(scalars): scalars for scalars in filter(None, found)})
     for scalars in maps.values():
         names.update(scalars)
@@ -327,19 +322,12 @@ def _build_session(
         if hit is None:
             hit = _cached_vec(cache, pod.resreq, dims)
         resreq, req_dims, nonzero = hit
-        init_resreq = resreq
-        if pod.init_resreq is not pod.resreq:
-            # What must be free on the node: the larger of the requests and the init request.
-            init = _cached_vec(cache, pod.init_resreq, dims)[0]
-            if any(x > y for x, y in zip(init, resreq, strict=True)):
-                init_resreq = [max(x, y) for x, y in zip(init, resreq, strict=True)]
         # Positional: this runs once per pod (field order of frameworks.Task).
         task = task_type(
             pod,
             key,
             job,
             resreq,
-            init_resreq,
             req_dims,
             nonzero,
             pod.status,
@@ -429,17 +417,11 @@ def _new_task(
 ) -> frameworks.Task:
     """The task of ``pod`` in ``job``, as the loop of :func:`_build_session` makes it."""
     resreq, req_dims, nonzero = _cached_vec(cache, pod.resreq, dims)
-    init_resreq = resreq
-    if pod.init_resreq is not pod.resreq:
-        init = _cached_vec(cache, pod.init_resreq, dims)[0]
-        if any(x > y for x, y in zip(init, resreq, strict=True)):
-            init_resreq = [max(x, y) for x, y in zip(init, resreq, strict=True)]
     return frameworks.Task(
         pod,
         key,
         job,
         resreq,
-        init_resreq,
         req_dims,
         nonzero,
         pod.status,

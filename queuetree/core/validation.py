@@ -784,6 +784,10 @@ def soft_problems(
       opposite;
     - a capability, deserved or guarantee on a domain-qualified resource that no node offers
       and no other queue names: most likely a misspelling (:func:`_misspelt_resources`).
+    - a deserved number of ``pods`` without a guarantee of them (which it must cover): shares
+      and reclaim compare what pods request, and a pod requests no ``pods``, so it changes
+      nothing (a ``pods`` capability limits the pods, and a guarantee keeps them from
+      siblings and from reclaim: ``capacity``).
 
     With ``sound`` False (the queue has problems, so its place in the tree means little), only
     the first.
@@ -807,6 +811,14 @@ def soft_problems(
                 f"{queue.name}), or set a small amount such as 1m"
             )
     warnings += _misspelt_resources(queue, tree=tree, node_resources=node_resources)
+    if resources.PODS in written.deserved and resources.PODS not in written.guarantee:
+        warnings.append(
+            f"spec.deserved{problems.key(resources.PODS)}: a deserved number of pods changes "
+            "nothing: shares and reclaim compare the resources pods request, and a pod "
+            "requests no pods; to limit how many pods run in the queue, set "
+            f"spec.capability{problems.key(resources.PODS)} (a guarantee of pods keeps them "
+            "from siblings and from reclaim)"
+        )
     if not sound:
         return warnings
     root = queue if queue.name == objects.ROOT_QUEUE else tree.queues.get(objects.ROOT_QUEUE)

@@ -54,7 +54,6 @@ def test_a_bare_pod_is_a_pending_task_of_its_own_group_with_empty_requests() -> 
         group="ns1/p1",
         status=objects.TaskStatus.PENDING,
         resreq=resources.Resource(0, 0, {}),
-        init_resreq=resources.Resource(0, 0, {}),
         priority=1,
         uid="ns1-p1",
     )
@@ -112,7 +111,6 @@ def test_every_scheduling_field_of_a_pod_is_read() -> None:
         group="ml/trainer",
         status=objects.TaskStatus.PENDING,
         resreq=request,
-        init_resreq=request,
         priority=7,
         scheduling_gates=("scheduling.volcano.sh/queue-allocation-gate",),
         annotations={
@@ -202,15 +200,13 @@ def test_the_task_status_follows_volcanos_get_task_status(
 
 class RequestsCase(NamedTuple):
     spec: Any
-    resreq: Any
-    init_resreq: Any
+    expected: Any
 
 
 REQUESTS = {
     "containers are summed": RequestsCase(
         spec={"containers": [container({"cpu": "1", "memory": "1Gi"}), container({"cpu": "500m"})]},
-        resreq=resources.Resource(1500, GI, {}),
-        init_resreq=resources.Resource(1500, GI, {}),
+        expected=resources.Resource(1500, GI, {}),
     ),
     "limits stand in for missing requests, per resource": RequestsCase(
         spec={
@@ -224,16 +220,15 @@ REQUESTS = {
                 }
             ]
         },
-        resreq=resources.Resource(1000, 2 * GI, {GPU: 1000}),
-        init_resreq=resources.Resource(1000, 2 * GI, {GPU: 1000}),
+        expected=resources.Resource(1000, 2 * GI, {GPU: 1000}),
     ),
-    "a large init container raises only the init request": RequestsCase(
+    # Volcano's Resreq is the containers' 1 CPU: it keeps the init request for the node check.
+    "a large init container raises the request, per resource": RequestsCase(
         spec={
             "initContainers": [container({"cpu": "4"}), container({"memory": "1Gi"})],
             "containers": [container({"cpu": "1", "memory": "2Gi"})],
         },
-        resreq=resources.Resource(1000, 2 * GI, {}),
-        init_resreq=resources.Resource(4000, 2 * GI, {}),
+        expected=resources.Resource(4000, 2 * GI, {}),
     ),
     "a sidecar adds to the pod and to the init containers after it": RequestsCase(
         spec={
@@ -244,27 +239,120 @@ REQUESTS = {
             ],
             "containers": [container({"cpu": "1"})],
         },
-        resreq=resources.Resource(1500, 0, {}),
-        init_resreq=resources.Resource(3500, 0, {}),
+        expected=resources.Resource(3500, 0, {}),
     ),
-    "the overhead is added to both": RequestsCase(
+    "sidecars alone raise the request above a smaller init container": RequestsCase(
+        spec={
+            "initContainers": [
+                container({"cpu": "500m"}, restartPolicy="Always"),
+                container({"cpu": "1"}),
+            ],
+            "containers": [container({"cpu": "1"})],
+        },
+        expected=resources.Resource(1500, 0, {}),
+    ),
+    "an init container's extended resource is requested though no container asks for it": (
+        RequestsCase(
+            spec={
+                "initContainers": [container({GPU: "1"})],
+                "containers": [container({"cpu": "1"})],
+            },
+            expected=resources.Resource(1000, 0, {GPU: 1000}),
+        )
+    ),
+    "the overhead is added after the larger of the two": RequestsCase(
         spec={
             "initContainers": [container({"cpu": "2"})],
             "containers": [container({"cpu": "1"})],
             "overhead": {"cpu": "250m", "memory": "120Mi"},
         },
-        resreq=resources.Resource(1250, 120 * 2**20, {}),
-        init_resreq=resources.Resource(2250, 120 * 2**20, {}),
+        expected=resources.Resource(2250, 120 * 2**20, {}),
+    ),
+    # PodLevelResources (beta, on by default since Kubernetes 1.34): kube-scheduler reads these.
+    "pod-level requests replace the containers' aggregate": RequestsCase(
+        spec={
+            "resources": {"requests": {"cpu": "20", "memory": "50Gi"}},
+            "containers": [container()],
+        },
+        expected=resources.Resource(20_000, 50 * GI, {}),
+    ),
+    "a pod-level request replaces only its own resource": RequestsCase(
+        spec={
+            "resources": {"requests": {"memory": "8Gi"}},
+            "containers": [container({"cpu": "1", "memory": "1Gi", GPU: "1"})],
+        },
+        expected=resources.Resource(1000, 8 * GI, {GPU: 1000}),
+    ),
+    "a pod-level request replaces the init containers' peak too": RequestsCase(
+        spec={
+            "resources": {"requests": {"cpu": "40"}},
+            "initContainers": [container({"cpu": "30"})],
+            "containers": [container({"cpu": "1"})],
+        },
+        expected=resources.Resource(40_000, 0, {}),
+    ),
+    "a pod-level limit alone is the request of what no container states": RequestsCase(
+        spec={
+            "resources": {"limits": {"cpu": "20", "memory": "50Gi"}},
+            "containers": [container({"cpu": "1"})],
+        },
+        expected=resources.Resource(1000, 50 * GI, {}),
+    ),
+    "a container's limit states the resource as its request does": RequestsCase(
+        spec={
+            "resources": {"limits": {"memory": "50Gi"}},
+            "containers": [{"name": "c", "resources": {"limits": {"memory": "1Gi"}}}],
+        },
+        expected=resources.Resource(0, GI, {}),
+    ),
+    "a container's zero request states the resource": RequestsCase(
+        spec={
+            "resources": {"limits": {"cpu": "4"}},
+            "initContainers": [container({"cpu": "0"})],
+            "containers": [container()],
+        },
+        expected=resources.Resource(0, 0, {}),
+    ),
+    "hugepages: the pod-level limit is the request, whatever the containers state": RequestsCase(
+        spec={
+            "resources": {"limits": {"hugepages-2Mi": "2Gi"}},
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {
+                        "requests": {"hugepages-2Mi": "1Gi"},
+                        "limits": {"hugepages-2Mi": "1Gi"},
+                    },
+                }
+            ],
+        },
+        expected=resources.Resource(0, 0, {"hugepages-2Mi": 2 * GI * 1000}),
+    ),
+    "the overhead is added to the pod-level request": RequestsCase(
+        spec={
+            "resources": {"requests": {"cpu": "2"}},
+            "containers": [container()],
+            "overhead": {"cpu": "250m"},
+        },
+        expected=resources.Resource(2250, 0, {}),
+    ),
+    "a resource that is not a pod-level one is ignored, as kube-scheduler ignores it": (
+        RequestsCase(
+            spec={
+                "resources": {"requests": {GPU: "1", "cpu": "2"}},
+                "containers": [container({"cpu": "1"})],
+            },
+            expected=resources.Resource(2000, 0, {}),
+        )
     ),
 }
 
 
-@pytest.mark.parametrize(("spec", "resreq", "init_resreq"), REQUESTS.values(), ids=REQUESTS.keys())
-def test_requests_are_the_effective_requests_kubernetes_computes(
-    spec: dict[str, Any], resreq: resources.Resource, init_resreq: resources.Resource
+@pytest.mark.parametrize(("spec", "expected"), REQUESTS.values(), ids=REQUESTS.keys())
+def test_the_request_is_what_kubernetes_holds_for_the_pod(
+    spec: dict[str, Any], expected: resources.Resource
 ) -> None:
-    pod = pod_manifests.parse_pod(pod_manifest(spec=spec))
-    assert (pod.resreq, pod.init_resreq) == (resreq, init_resreq)
+    assert pod_manifests.parse_pod(pod_manifest(spec=spec)).resreq == expected
 
 
 CLASSES = {
@@ -422,6 +510,22 @@ BAD_PODS = {
             'spec.priorityClassName: no PriorityClass with this name was given (got "urgent")'
         ],
     ),
+    "every malformed pod-level quantity is named": BadPodsCase(
+        manifest=pod_manifest(
+            spec={
+                "containers": [container()],
+                "resources": {"requests": {"cpu": "-1"}, "limits": {"memory": "1GB"}},
+            }
+        ),
+        expected=[
+            'spec.resources.requests["cpu"]: must not be negative',
+            'spec.resources.limits["memory"]: invalid quantity',
+        ],
+    ),
+    "pod-level resources must be an object": BadPodsCase(
+        manifest=pod_manifest(spec={"containers": [container()], "resources": ["cpu"]}),
+        expected=['spec.resources: must be an object (got ["cpu"])'],
+    ),
     "containers must be a list": BadPodsCase(
         manifest=pod_manifest(spec={"containers": {"name": "c"}}),
         expected=['spec.containers: must be a list (got {"name": "c"})'],
@@ -441,3 +545,17 @@ def test_a_bad_pod_is_refused_naming_each_field(
     assert len(messages) == len(expected), messages
     for message, start in zip(messages, expected, strict=True):
         assert message[len(prefix) :].startswith(start), (message, start)
+
+
+def test_a_resource_that_is_not_a_pod_level_one_is_named_in_a_warning() -> None:
+    warnings: list[str] = []
+    manifest = pod_manifest(
+        spec={"containers": [container()], "resources": {"limits": {"pods": "1", GPU: "2"}}}
+    )
+    pod_manifests.parse_pod(manifest, origin="pods.yaml#0", on_warning=warnings.append)
+    assert warnings == [
+        f'pods.yaml#0: Pod ns1/p1: spec.resources.limits["{name}"]: not a pod-level resource '
+        "(only cpu, memory and hugepages-* are): ignored, as kube-scheduler ignores it (the "
+        "API server refuses such a pod); request it in the containers' resources"
+        for name in ("pods", GPU)
+    ]

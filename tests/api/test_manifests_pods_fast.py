@@ -244,6 +244,9 @@ def pod_shapes(draw: st.DrawFn, *, odd: bool) -> dict[str, Any]:
         "containers": items(containers(odd=odd), odd=odd),
         "initContainers": items(containers(odd=odd, init=True), odd=odd),
         "overhead": resource_lists(odd=odd),
+        "resources": objects_of(
+            {"requests": resource_lists(odd=odd), "limits": resource_lists(odd=odd)}, odd=odd
+        ),
         "nodeName": st.sampled_from(["node-1", ""]),
         "schedulerName": st.sampled_from(["volcano", ""]),
         "priority": st.one_of(st.integers(min_value=-(2**40), max_value=2**40)),
@@ -439,7 +442,6 @@ GI = 2**30
 class WellFormedCase(NamedTuple):
     manifest: Any
     resreq: Any
-    init_resreq: Any
 
 
 WELL_FORMED = {
@@ -454,12 +456,10 @@ WELL_FORMED = {
             },
         },
         resreq=resources.Resource(10, 0, {}),
-        init_resreq=resources.Resource(10, 0, {}),
     ),
     "a stored pod": WellFormedCase(
         manifest=stored_pod(),
         resreq=resources.Resource(500, GI, {}),
-        init_resreq=resources.Resource(500, GI, {}),
     ),
     "a stored pod with a GPU sidecar, an init container, overhead, node affinity": WellFormedCase(
         manifest=stored_pod(
@@ -481,25 +481,25 @@ WELL_FORMED = {
                 }
             },
         ),
-        resreq=resources.Resource(4100, 16 * GI + 128 * 2**20, {"nvidia.com/gpu": 1000}),
-        init_resreq=resources.Resource(6000, 16 * GI + 128 * 2**20, {"nvidia.com/gpu": 1000}),
+        resreq=resources.Resource(6000, 16 * GI + 128 * 2**20, {"nvidia.com/gpu": 1000}),
+    ),
+    "a stored pod with pod-level requests and limits": WellFormedCase(
+        manifest=stored_pod(
+            containers=[{"name": "main", "image": "busybox"}],
+            resources={"requests": {"cpu": "20"}, "limits": {"cpu": "20", "memory": "50Gi"}},
+        ),
+        resreq=resources.Resource(20_000, 50 * GI, {}),
     ),
 }
 
 
-@pytest.mark.parametrize(
-    ("manifest", "resreq", "init_resreq"), WELL_FORMED.values(), ids=WELL_FORMED.keys()
-)
+@pytest.mark.parametrize(("manifest", "resreq"), WELL_FORMED.values(), ids=WELL_FORMED.keys())
 def test_the_fast_path_takes_a_well_formed_pod_and_reads_it_as_the_checked_path(
-    manifest: dict[str, Any], resreq: resources.Resource, init_resreq: resources.Resource
+    manifest: dict[str, Any], resreq: resources.Resource
 ) -> None:
     taken = fast(manifest, None)
     assert taken is not None
-    assert (taken, taken.resreq, taken.init_resreq) == (
-        pod_manifests.parse_pod_checked(manifest),
-        resreq,
-        init_resreq,
-    )
+    assert (taken, taken.resreq) == (pod_manifests.parse_pod_checked(manifest), resreq)
 
 
 class QuantityOrdersCase(NamedTuple):
@@ -623,6 +623,19 @@ RICH_PODS = {
     "a pod with a class name only": RichPodsCase(
         manifest=rich_pod(annotations={}, spec={"priority": None, "priorityClassName": "high"}),
         taken=[False, True],
+    ),
+    "a pod with pod-level resources": RichPodsCase(
+        manifest=rich_pod(
+            annotations={},
+            spec={
+                "priority": 5,
+                "resources": {
+                    "requests": {"cpu": "4", "hugepages-2Mi": "1Gi"},
+                    "limits": {"cpu": "8", "memory": "8Gi", "hugepages-1Gi": "2Gi"},
+                },
+            },
+        ),
+        taken=[True, True],
     ),
     "a pod with the task-priority annotation": RichPodsCase(
         manifest=rich_pod(

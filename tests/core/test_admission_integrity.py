@@ -340,6 +340,174 @@ def test_pod_group_status_is_what_volcanos_scheduler_writes(
     assert (result.pod_groups["ns/job"], result.group_counts["ns/job"]) == expected
 
 
+def small(name: str, queue: str, *, created: int) -> tuple[b.PodGroupBuilder, b.PodBuilder]:
+    """A gated, opted-in pod of 500m in its own Inqueue group of ``queue``."""
+    return (
+        b.pod_group("ns", name).queue(queue).phase(INQUEUE).created(created),
+        b.pod("ns", name).group(name).requests(cpu="500m").admission().created(created),
+    )
+
+
+def smalls(prefix: str, queue: str, count: int) -> list[object]:
+    return [item for i in range(count) for item in small(f"{prefix}{i}", queue, created=i)]
+
+
+def full_pods(queue: str, used: str, capability: str, detail: str = "") -> str:
+    return (
+        f"queue {queue!r} has no room for pods: requested 1, used {used} of capability "
+        f"{capability}{detail}"
+    )
+
+
+PODS_TEAM = (
+    NODE,
+    b.queue("root"),
+    b.queue("team").capability(cpu="4", memory="8Gi", pods="2"),
+    b.queue("a").parent("team"),
+    b.queue("b").parent("team").capability(cpu="3", memory="4Gi"),
+)
+PODS = {
+    "fix: a pods capability of 1 admits one of three pods (Volcano admits all three)": Case(
+        items=(
+            NODE,
+            b.queue("root"),
+            b.queue("b").capability(cpu="3", memory="4Gi", pods="1"),
+            *smalls("pc", "b", 3),
+        ),
+        ungate=("ns/pc0",),
+        reasons={
+            f"ns/pc{i}": full_pods(
+                "b", "1", "1", " (0 allocated, 1 reserved by admitted pods not yet placed)"
+            )
+            for i in (1, 2)
+        },
+    ),
+    "a parent's pods capability counts the pods of every child": Case(
+        items=(
+            *PODS_TEAM,
+            b.pod_group("ns", "run").queue("a").phase(RUNNING),
+            b.pod("ns", "run").group("run").requests(cpu="1").opted_in().running_on("n1"),
+            *smalls("pb", "b", 2),
+        ),
+        ungate=("ns/pb0",),
+        reasons={
+            "ns/pb1": "queue 'team' (ancestor of leaf queue 'b') has no room for pods: requested "
+            "1, used 2 of capability 2 (1 allocated, 1 reserved by admitted pods not yet placed)"
+        },
+    ),
+    "running, admitted and deleting pods all hold a place": Case(
+        items=(
+            NODE,
+            b.queue("root"),
+            b.queue("b").capability(pods="3"),
+            b.pod_group("ns", "run").queue("b").phase(RUNNING),
+            b.pod("ns", "run").group("run").requests(cpu="1").opted_in().running_on("n1"),
+            b.pod_group("ns", "waiting").queue("b").phase(INQUEUE),
+            b.pod("ns", "waiting").group("waiting").requests(cpu="1").admitted_to("b"),
+            b.pod_group("ns", "going").queue("b").phase(RUNNING),
+            b.pod("ns", "going")
+            .group("going")
+            .requests(cpu="1")
+            .opted_in()
+            .running_on("n1")
+            .status(objects.TaskStatus.RELEASING),
+            *small("next", "b", created=9),
+        ),
+        reasons={
+            "ns/next": full_pods(
+                "b",
+                "3",
+                "3",
+                " (1 allocated, 1 reserved by admitted pods not yet placed, 1 held by pods being "
+                "deleted)",
+            )
+        },
+    ),
+    "a gang whose minMember pods do not fit in the pods capability waits whole": Case(
+        items=(
+            NODE,
+            b.queue("root"),
+            b.queue("b").capability(cpu="8", pods="2"),
+            b.pod_group("ns", "gang").queue("b").min_member(3).phase(INQUEUE),
+            *gang(3, queue="b"),
+        ),
+        reasons={
+            f"ns/m{i}": "pod group ns/gang: only 2 of minMember 3 pods fit in queue 'b'; its "
+            "gated pods stay gated together"
+            for i in range(3)
+        },
+    ),
+    "a best-effort pod takes a place too": Case(
+        items=(
+            NODE,
+            b.queue("root"),
+            b.queue("full").capability(pods="1"),
+            *RUNNER,
+            *best_effort("free", "full"),
+        ),
+        reasons={"ns/free": full_pods("full", "1", "1")},
+    ),
+    "a sibling's guarantee of pods is carved out of the parent's": Case(
+        items=(
+            NODE,
+            b.queue("root"),
+            b.queue("team").capability(pods="4"),
+            b.queue("a").parent("team").guarantee(pods="3"),
+            b.queue("b").parent("team"),
+            *smalls("pb", "b", 2),
+        ),
+        ungate=("ns/pb0",),
+        reasons={
+            "ns/pb1": full_pods(
+                "b", "1", "1", " (0 allocated, 1 reserved by admitted pods not yet placed)"
+            )
+        },
+    ),
+    "a root capability without pods does not limit them (as it would any other scalar)": Case(
+        items=(
+            NODE,
+            b.queue("root").capability(cpu="100", memory="100Gi"),
+            b.queue("b").capability(cpu="3", pods="2"),
+            *smalls("pb", "b", 3),
+        ),
+        ungate=("ns/pb0", "ns/pb1"),
+        reasons={
+            "ns/pb2": full_pods(
+                "b", "2", "2", " (0 allocated, 2 reserved by admitted pods not yet placed)"
+            )
+        },
+    ),
+    "a cluster without nodes admits up to the pods capability (scale from zero)": Case(
+        items=(b.queue("root"), b.queue("b").capability(cpu="3", pods="2"), *smalls("pb", "b", 3)),
+        ungate=("ns/pb0", "ns/pb1"),
+        reasons={
+            "ns/pb2": full_pods(
+                "b", "2", "2", " (0 allocated, 2 reserved by admitted pods not yet placed)"
+            )
+        },
+    ),
+    "a pods capability of 0 admits nothing": Case(
+        items=(NODE, b.queue("root"), b.queue("b").capability(pods="0"), *smalls("pb", "b", 1)),
+        reasons={"ns/pb0": full_pods("b", "0", "0")},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", PODS.values(), ids=PODS.keys())
+@pytest.mark.parametrize("fold", [True, False], ids=["folded", "pod by pod"])
+def test_a_pods_capability_limits_the_pods_of_the_queue_and_its_subtree(
+    case: Case, fold: bool
+) -> None:
+    result = sessions.run_session(
+        b.snapshot(*case.items),  # type: ignore[arg-type]
+        config=CONFIG,
+        feature_gates=b.GATES_ON,
+        admission_only=True,
+        fold=fold,
+    )
+    assert (sorted(result.ungate), dict(result.reasons)) == (sorted(case.ungate), case.reasons)
+
+
 def test_queue_figures_count_allocated_and_reserved_pods_up_the_tree() -> None:
     result = sessions.run_session(
         b.snapshot(

@@ -309,6 +309,80 @@ def test_an_evicted_opted_in_pod_does_not_reserve_its_queue() -> None:
     assert (result.evict, result.queues["borrower"].reserved) == (("ns/victim",), b.res())
 
 
+RECLAIM_CONFIG = b.config(
+    [b.plugin("gang", "enableJobStarving", "enableJobPipelined")],
+    [b.plugin("predicates"), b.plugin("capacity")],
+    actions=("enqueue", "reclaim"),
+)
+GUARANTEED_PODS = {
+    "fix: a guarantee of 1 pod keeps one of two pods, not both "
+    "(Volcano's figures count no pods: it protects every pod)": (1, ("ns/v1",)),
+    "a guarantee of 2 pods keeps both": (2, ()),
+}
+
+
+@pytest.mark.parametrize(
+    ("guarantee", "evicted"), GUARANTEED_PODS.values(), ids=GUARANTEED_PODS.keys()
+)
+def test_a_guarantee_of_pods_keeps_that_many_pods_from_reclaim(
+    guarantee: int, evicted: tuple[str, ...]
+) -> None:
+    running = [
+        item
+        for name in ("v0", "v1")
+        for item in (
+            b.pod_group("ns", name).queue("borrower").phase(objects.PodGroupPhase.RUNNING),
+            b.pod("ns", name).group(name).requests(cpu="1").running_on("n1").created(int(name[1])),
+        )
+    ]
+    result = sessions.run_session(
+        b.snapshot(
+            b.node("n1").allocatable(cpu="2", memory="8Gi", pods="10"),
+            b.queue("owner").deserved(cpu="1"),
+            b.queue("borrower").guarantee(pods=str(guarantee)),
+            *running,
+            b.pod_group("ns", "claim").queue("owner").phase(objects.PodGroupPhase.INQUEUE),
+            b.pod("ns", "claim").group("claim").requests(cpu="1"),
+        ),
+        config=RECLAIM_CONFIG,
+        feature_gates=b.GATES_ON,
+    )
+    assert result.evict == evicted
+
+
+def test_allocate_binds_no_more_pods_than_a_pods_capability_allows() -> None:
+    result = sessions.run_session(
+        b.snapshot(
+            b.node("n1").allocatable(cpu="8", memory="8Gi", pods="110"),
+            b.queue("root"),
+            b.queue("team").capability(pods="2"),
+            b.queue("q").parent("team"),
+            *(
+                item
+                for i in range(3)
+                for item in (
+                    b.pod_group("ns", f"p{i}").queue("q").phase(objects.PodGroupPhase.INQUEUE),
+                    b.pod("ns", f"p{i}").group(f"p{i}").requests(cpu="1").created(i),
+                )
+            ),
+        ),
+        config=b.config(
+            [b.plugin("gang")],
+            [b.plugin("predicates"), b.plugin("capacity", hierarchy=True)],
+            actions=("enqueue", "allocate"),
+        ),
+        feature_gates=b.GATES_ON,
+    )
+    assert (result.bind, result.queues["team"].allocated_pods) == (
+        {"ns/p0": "n1", "ns/p1": "n1"},
+        2,
+    )
+    # q inherits team's capability of pods, as it would any other resource's.
+    assert result.reasons["ns/p2"] == (
+        "queue 'q' has no room for pods: requested 1, used 2 of capability 2"
+    )
+
+
 def test_enqueue_refusal_is_explained_with_the_groups_min_resources() -> None:
     result = sessions.run_session(
         b.snapshot(

@@ -42,9 +42,14 @@ def snapshots(draw: st.DrawFn) -> objects.Snapshot:
             st.one_of(
                 st.none(),
                 st.builds(
-                    lambda cpu, gpu: b.res(cpu=cpu, **({"nvidia.com/gpu": gpu} if gpu else {})),
+                    lambda cpu, gpu, pods: b.res(
+                        cpu=cpu,
+                        **({"nvidia.com/gpu": gpu} if gpu else {}),
+                        **({"pods": pods} if pods is not None else {}),
+                    ),
                     st.integers(min_value=0, max_value=12),
                     st.integers(min_value=0, max_value=4),
+                    st.one_of(st.none(), st.none(), st.integers(min_value=0, max_value=12)),
                 ),
             )
         )
@@ -54,7 +59,10 @@ def snapshots(draw: st.DrawFn) -> objects.Snapshot:
             parent=parent,
             capability=capability,
             deserved=deserved,
-            guarantee=b.res(cpu=draw(st.integers(min_value=0, max_value=2))),
+            guarantee=b.res(
+                cpu=draw(st.integers(min_value=0, max_value=2)),
+                pods=draw(st.integers(min_value=0, max_value=2)),
+            ),
             state=draw(st.sampled_from(list(objects.QueueState))),
         )
         names.append(name)
@@ -82,7 +90,6 @@ def snapshots(draw: st.DrawFn) -> objects.Snapshot:
             name=f"p{p}",
             group=f"ns/p{p}",
             resreq=request,
-            init_resreq=draw(st.sampled_from([request, b.res(cpu=cpu + 1)])),
             annotations=OPT_IN if opted_in or kind == "gated" else NO_ANNOTATIONS,
             created=b.at(p),
             uid=f"uid-{p}",
@@ -224,7 +231,6 @@ def test_compaction_of_small_queues(
             name=f"p{index}",
             group=f"ns/p{index}",
             resreq=request,
-            init_resreq=request,
             annotations=OPT_IN,
             scheduling_gates=(GATE,) if kind == "gated" else (),
             status=objects.TaskStatus.RUNNING if kind == "running" else objects.TaskStatus.PENDING,

@@ -44,11 +44,15 @@ def snapshots(draw: st.DrawFn) -> objects.Snapshot:
             st.one_of(
                 st.none(),
                 st.builds(
-                    lambda cpu, gpu: b.res(
-                        cpu=cpu, memory="64Gi", **({"nvidia.com/gpu": gpu} if gpu else {})
+                    lambda cpu, gpu, pods: b.res(
+                        cpu=cpu,
+                        memory="64Gi",
+                        **({"nvidia.com/gpu": gpu} if gpu else {}),
+                        **({"pods": pods} if pods is not None else {}),
                     ),
                     st.integers(min_value=0, max_value=24),
                     st.integers(min_value=0, max_value=6),
+                    st.one_of(st.none(), st.none(), st.integers(min_value=0, max_value=12)),
                 ),
             )
         )
@@ -80,7 +84,6 @@ def snapshots(draw: st.DrawFn) -> objects.Snapshot:
             name=f"p{p:02d}",
             group=f"ns/p{p:02d}",
             resreq=request,
-            init_resreq=request,
             annotations=OPT_IN,
             scheduling_gates=(GATE,),
             priority=draw(st.sampled_from([1, 1, 1, 5])),
@@ -216,7 +219,6 @@ def _queue_of_identical_pods(count: int, *, capability_cpu: int) -> objects.Snap
             name=f"p{i:03d}",
             group=f"ns/p{i:03d}",
             resreq=request,
-            init_resreq=request,
             annotations=OPT_IN,
             scheduling_gates=(GATE,),
             created=b.at(i),
@@ -256,7 +258,7 @@ def test_a_queue_of_identical_gated_pods_is_one_run_that_admits_as_many_as_fit()
 def test_a_pod_of_another_shape_created_in_between_splits_the_run() -> None:
     snapshot = _queue_of_identical_pods(10, capability_cpu=30)
     middle = snapshot.pods["ns/p005"]
-    other = dataclasses.replace(middle, resreq=b.res(cpu=2), init_resreq=b.res(cpu=2))
+    other = dataclasses.replace(middle, resreq=b.res(cpu=2))
     pods = dict(snapshot.pods, **{other.key: other})
     groups = dict(snapshot.pod_groups)
     groups[other.group] = objects.pod_group_for_lone_pod(other, default_queue="team")

@@ -97,6 +97,48 @@ async def test_the_qos_class_follows_requests_and_limits(
     assert answer.body["status"]["qosClass"] == expected
 
 
+POD_LEVEL_DEFAULTS = {
+    "a pod-level limit is the request of what no container states": (
+        {},
+        {"limits": {"cpu": "20", "memory": "50Gi"}},
+        {"limits": {"cpu": "20", "memory": "50Gi"}, "requests": {"cpu": "20", "memory": "50Gi"}},
+    ),
+    "the containers' aggregate is the request of what they state": (
+        resources({"cpu": "1"}, {"memory": "1Gi"}),
+        {"limits": {"cpu": "4", "memory": "8Gi"}},
+        {
+            "limits": {"cpu": "4", "memory": "8Gi"},
+            "requests": {"cpu": "1", "memory": "1Gi"},
+        },
+    ),
+    "a stated pod-level request is kept": (
+        {},
+        {"requests": {"cpu": "2"}, "limits": {"cpu": "4"}},
+        {"requests": {"cpu": "2"}, "limits": {"cpu": "4"}},
+    ),
+    "requests alone are left as they are": (
+        resources({"memory": "1Gi"}),
+        {"requests": {"cpu": "2"}},
+        {"requests": {"cpu": "2", "memory": "1Gi"}},
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("container_resources", "pod_resources", "expected"),
+    POD_LEVEL_DEFAULTS.values(),
+    ids=POD_LEVEL_DEFAULTS.keys(),
+)
+async def test_pod_level_requests_are_defaulted_as_the_api_server_does(
+    api: Api, container_resources: dict, pod_resources: dict, expected: dict
+) -> None:
+    body = conftest.pod("p1")
+    body["spec"]["containers"][0]["resources"] = container_resources
+    body["spec"]["resources"] = pod_resources
+    answer = await call(api, "POST", PODS, body)
+    assert answer.body["spec"]["resources"] == expected
+
+
 async def test_a_gated_pod_gets_the_scheduling_gated_condition(api: Api) -> None:
     answer = await call(api, "POST", PODS, conftest.pod("p1", gates=("example.com/a",)))
     [condition] = answer.body["status"]["conditions"]

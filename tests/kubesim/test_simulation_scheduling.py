@@ -146,6 +146,15 @@ REQUEST_CASES = {
         spec={"containers": [container(nvidia_com__gpu="2")]},
         expected={"nvidia.com/gpu": 2},
     ),
+    "pod-level requests replace the containers' on their resources": RequestCase(
+        spec={
+            "containers": [container(cpu="1", nvidia_com__gpu="1")],
+            "initContainers": [container("i", cpu="3")],
+            "resources": {"requests": {"cpu": "20", "memory": "50Gi"}},
+            "overhead": {"cpu": "250m"},
+        },
+        expected={"cpu": 20250, "memory": 50 * 1024**3, "nvidia.com/gpu": 1},
+    ),
     "a pod without requests requests nothing": RequestCase(
         spec={"containers": [{"name": "c"}]}, expected={}
     ),

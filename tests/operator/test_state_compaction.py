@@ -27,7 +27,6 @@ def make_pod(kind: str, index: int, queue: str, cpu: int) -> objects.Pod:
     pod = dataclasses.replace(
         fakes.pod(f"p{index}", queue=queue, opted_in=kind != "not-opted-in"),
         resreq=request,
-        init_resreq=request,
         scheduling_gates=(),
     )
     if kind == "gated":

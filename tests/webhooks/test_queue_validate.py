@@ -728,6 +728,29 @@ WARNING_CASES = [
         id="a-busy-queue-moved-within-its-ancestor-counts-it-once",
     ),
     case(
+        [],
+        "CREATE",
+        queue("a", "root", capability={"pods": "10"}, deserved={"cpu": "1", "pods": "5"}),
+        allowed(
+            warnings=[
+                'spec.deserved["pods"]: a deserved number of pods changes nothing: shares and '
+                "reclaim compare the resources pods request, and a pod requests no pods; to "
+                'limit how many pods run in the queue, set spec.capability["pods"] (a guarantee '
+                "of pods keeps them from siblings and from reclaim)"
+            ]
+        ),
+        id="deserved-pods-without-a-guarantee-changes-nothing",
+    ),
+    case(
+        [],
+        "CREATE",
+        queue(
+            "a", "root", capability={"pods": "10"}, deserved={"pods": "5"}, guarantee={"pods": "5"}
+        ),
+        allowed(),
+        id="deserved-pods-covering-a-guarantee-of-pods-is-needed",
+    ),
+    case(
         [queue("root", capability={"cpu": "1"})],
         "CREATE",
         queue("a", "root", capability={"cpu": "-1", "example.com/fpga": "1"}),
