@@ -16,10 +16,14 @@ not opted in, and is warned.
 
 What ``/pods/validate`` refuses (beyond the reference, which has no pod validation):
 
-- CREATE: an opted-in pod whose queue cannot take pods (missing, root, not a leaf, not Open),
-  and an opted-in pod created bound to a node (``spec.nodeName``: a bound pod cannot carry a
-  scheduling gate, so it would never pass its queue); a pod for a scheduler queuetree does not
-  admit for (``--scheduler-name``) is allowed with a warning, and stays gated;
+- CREATE: any pod carrying the admission record (``scheduling.queuetree.io/admitted-queue``),
+  opted in or not: the operator charges a pod to the queue its record names, and writes the
+  record only when it removes the pod's gate, so a pod created with one was never admitted
+  (the configurations send pods that carry it here, on CREATE and UPDATE); an opted-in pod
+  whose queue cannot take pods (missing, root, not a leaf, not Open), and an opted-in pod
+  created bound to a node (``spec.nodeName``: a bound pod cannot carry a scheduling gate, so
+  it would never pass its queue); a pod for a scheduler queuetree does not admit for
+  (``--scheduler-name``) is allowed with a warning, and stays gated;
 - UPDATE: removing the queue-allocation gate, by anyone but the operator
   (``--operator-username``); writing the admission record
   (``scheduling.queuetree.io/admitted-queue``), by anyone but the operator; and, once a pod is
@@ -228,9 +232,10 @@ def validate(
 ) -> verdicts.Verdict:
     """``/pods/validate`` (CREATE and UPDATE), beyond the reference (see the module docstring).
 
-    Pods that are not opted in are allowed untouched: queuetree does not admit them, and a
-    cluster without queues must keep creating its other pods. A denial lists every problem,
-    and each says which queue, where its name came from, and what to do.
+    Pods that are not opted in are allowed untouched, unless they are created carrying the
+    admission record: queuetree does not admit them, and a cluster without queues must keep
+    creating its other pods. A denial lists every problem, and each says which queue, where its
+    name came from, and what to do.
     """
     if request.object is None:
         return verdicts.Verdict(verdicts.missing_object(request, what="pod"))
@@ -247,23 +252,28 @@ def _validate_create(
     view: views.ClusterView,
     settings: settings_.ReviewSettings,
 ) -> verdicts.Verdict:
-    """An opted-in pod must name an existing, Open, leaf queue that is not root (a pod that
-    names none: ``settings.default_queue``, the queue the operator admits it to), and must
-    not be bound to a node already."""
+    """No pod may carry the admission record yet; an opted-in pod must name an existing,
+    Open, leaf queue that is not root (a pod that names none: ``settings.default_queue``, the
+    queue the operator admits it to), and must not be bound to a node already."""
     assert request.object is not None
     opt_in = _read_opt_in(request, request.object, view)
     metadata, annotations, namespace = opt_in.metadata, opt_in.annotations, opt_in.namespace
     lagging = (namespace,) if namespace not in view.namespaces else ()
+    name = metadata.get("name") or request.name or metadata.get("generateName") or ""
+    trouble = _record_at_creation(annotations, subject=f"pod {namespace}/{name}")
     if not opt_in.opted_in:
-        return verdicts.Verdict(admission.allow(request.uid), missing_namespaces=lagging)
+        if not trouble:
+            return verdicts.Verdict(admission.allow(request.uid), missing_namespaces=lagging)
+        return verdicts.Verdict(
+            admission.deny(request.uid, validation.aggregate([p.render() for p in trouble])),
+            missing_namespaces=lagging,
+        )
     choice = resolve_queue(
         annotations=annotations,
         namespace=namespace,
         view=view,
         default_queue=settings.default_queue,
     )
-    name = metadata.get("name") or request.name or metadata.get("generateName") or ""
-    trouble: list[problems.Problem] = []
     spec = bodies.spec_of(request.object)
     node = spec.get("nodeName")
     if node:
@@ -311,6 +321,27 @@ def _validate_create(
         missing=missing,
         missing_namespaces=lagging,
     )
+
+
+def _record_at_creation(annotations: Mapping[str, str], *, subject: str) -> list[problems.Problem]:
+    """No pod is created admitted: the operator creates no pods, and writes the admission record
+    only in the write that removes a pod's gate. A pod created with the record would be charged
+    to the queue it names, whatever queue it asks for and whether or not that queue has room."""
+    record = objects.ADMITTED_QUEUE_ANNOTATION
+    if record not in annotations:
+        return []
+    return [
+        problems.Problem(
+            f"metadata.annotations{problems.key(record)}",
+            problems.ErrorType.FORBIDDEN,
+            f"{subject} cannot be created with the admission record {record}: only the queuetree "
+            "operator writes it, when it admits a pod (in the write that removes the pod's "
+            "scheduling gate), and charges the pod to the queue it names; remove the annotation "
+            "(a manifest copied from an admitted pod carries it) and name the pod's queue with "
+            f"{objects.QUEUE_NAME_ANNOTATION}",
+            value=annotations[record],
+        )
+    ]
 
 
 def queue_reasons(

@@ -227,6 +227,19 @@ BOUND_TO_NODE = (
     "gate, and a bound pod cannot carry one, so it would run outside its queue's limits; remove "
     "spec.nodeName (to choose the node, set a nodeSelector on kubernetes.io/hostname)"
 )
+RECORD = "scheduling.queuetree.io/admitted-queue"
+
+
+def created_with_record(value: str, *, subject: str = "default/p1") -> str:
+    return (
+        f'metadata.annotations["{RECORD}"]: Forbidden: "{value}": pod {subject} cannot be created '
+        f"with the admission record {RECORD}: only the queuetree operator writes it, when it "
+        "admits a pod (in the write that removes the pod's scheduling gate), and charges the pod "
+        "to the queue it names; remove the annotation (a manifest copied from an admitted pod "
+        f"carries it) and name the pod's queue with {QUEUE_NAME}"
+    )
+
+
 FOREIGN_SCHEDULER = (
     "spec.schedulerName: volcano: queuetree admits pods for default-scheduler only "
     "(--scheduler-name), so this pod stays gated (holding no room in its queue) and is told why; "
@@ -361,6 +374,46 @@ FOREIGN_SCHEDULER = (
             id="a-pod-that-did-not-opt-in-may-be-bound",
         ),
         pytest.param(
+            pod(annotations={**OPT_IN, QUEUE_NAME: "a", RECORD: "default"}),
+            {},
+            {},
+            denied(created_with_record("default")),
+            id="an-opted-in-pod-created-with-a-forged-admission-record",
+        ),
+        pytest.param(
+            pod(annotations={QUEUE_NAME: "a", RECORD: "b"}),
+            {},
+            {},
+            denied(created_with_record("b")),
+            id="a-pod-that-did-not-opt-in-created-with-an-admission-record",
+        ),
+        pytest.param(
+            pod(annotations={RECORD: ""}),
+            {},
+            {},
+            denied(created_with_record("")),
+            id="an-empty-admission-record-at-creation",
+        ),
+        pytest.param(
+            pod(namespace="ml", annotations={RECORD: "b"}),
+            OPTED_NAMESPACE,
+            {},
+            denied(created_with_record("b", subject="ml/p1")),
+            id="a-pod-of-an-opted-in-namespace-created-with-an-admission-record",
+        ),
+        pytest.param(
+            pod(annotations={**OPT_IN, QUEUE_NAME: "ghost", RECORD: "a"}),
+            {},
+            {},
+            denied(
+                f"[{created_with_record('a')}, "
+                f'metadata.annotations["{QUEUE_NAME}"]: Not found: "ghost": pod default/p1 names '
+                f"queue ghost (from annotation {QUEUE_NAME}): the queue does not exist; create "
+                "it or name an existing leaf queue]"
+            ),
+            id="a-forged-record-among-other-problems",
+        ),
+        pytest.param(
             pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, scheduler="volcano"),
             {},
             {},
@@ -452,7 +505,6 @@ def test_a_namespace_opts_in_by_label_only(
 
 OPERATOR = settings.OPERATOR_USERNAME
 TENANT = "system:serviceaccount:ml:tenant"
-RECORD = "scheduling.queuetree.io/admitted-queue"
 ADMITTED = {**OPT_IN, QUEUE_NAME: "a", RECORD: "a"}
 GATE_REMOVED = (
     "spec.schedulingGates: Forbidden: only the queuetree operator "
@@ -528,6 +580,16 @@ UPDATES = {
     "a tenant edits the record": UpdatesCase(
         old=pod(annotations=ADMITTED),
         new=pod(annotations={**ADMITTED, RECORD: "b"}),
+        user=TENANT,
+        expected=denied(
+            f'metadata.annotations["{RECORD}"]: Forbidden: "b": the queue pod default/p1 was '
+            f"admitted to is written by the queuetree operator ({OPERATOR}) only, when it "
+            "removes the pod's gate, and never changes after"
+        ),
+    ),
+    "a tenant adds the record to a pod that never opted in": UpdatesCase(
+        old=pod(annotations={QUEUE_NAME: "a"}),
+        new=pod(annotations={QUEUE_NAME: "a", RECORD: "b"}),
         user=TENANT,
         expected=denied(
             f'metadata.annotations["{RECORD}"]: Forbidden: "b": the queue pod default/p1 was '
