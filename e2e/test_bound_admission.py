@@ -4,9 +4,9 @@ Every attempt is made with the tenant's own credentials (:meth:`support.Kube.as_
 ServiceAccount that may do anything to the pods and PodGroups of its namespace. A pod is
 charged to the queue it was admitted to, recorded on the pod when its gate is removed; the
 webhook refuses to move an admitted pod or PodGroup, to remove the queue gate (the operator
-alone does), to create an opted-in pod already bound to a node, and to create any pod that
-carries the admission record; an opted-in namespace cannot be left by a pod annotated
-``"false"``.
+alone does), to create an opted-in pod already bound to a node, to create any pod that
+carries the admission record, and to give a PodGroup a ``minResources`` the operator cannot
+read; an opted-in namespace cannot be left by a pod annotated ``"false"``.
 """
 
 from __future__ import annotations
@@ -116,6 +116,64 @@ def test_an_admitted_pod_group_cannot_change_queue(kube: support.Kube) -> None:
         full,
         True,
     ), moved.describe()
+
+
+NEGATIVE = {"cpu": "-10"}
+UNREADABLE = (
+    'spec.minResources["cpu"]: Invalid value: "-10": must not be negative: the queuetree '
+    "operator cannot read pod group"
+)
+
+
+def test_a_pod_group_cannot_be_created_with_a_negative_min_resources(kube: support.Kube) -> None:
+    """The operator could not read it: it would ignore the group, and its pods would wait,
+    told that the group does not exist."""
+    name = support.unique("negative")
+    kube.must(kube.apply(support.queue(name)))
+    created = kube.as_tenant().create(
+        support.pod_group("neg", namespace=kube.namespace, queue=name, minResources=NEGATIVE)
+    )
+    assert (
+        created.ok,
+        UNREADABLE in created.stderr,
+        "correct the value" in created.stderr,
+        kube.get("podgroup", "neg"),
+    ) == (False, True, True, None), created.describe()
+
+
+def test_an_admitted_pod_group_cannot_be_given_a_negative_min_resources(
+    kube: support.Kube,
+) -> None:
+    full = support.unique("negative-full")
+    kube.must(kube.apply(support.queue(full, capability=TWO_TENTHS)))
+    kube.must(
+        kube.apply(
+            support.pod_group("gang", namespace=kube.namespace, queue=full, minResources=TENTH)
+        )
+    )
+    fill(kube, full, ["member-0", "member-1"], group="gang")
+    tenant = kube.as_tenant()
+    patched = tenant.kubectl(
+        "patch",
+        "podgroup",
+        "gang",
+        "-n",
+        kube.namespace,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"minResources": NEGATIVE}}),
+    )
+    kube.must(
+        tenant.apply(support.pod("late", namespace=kube.namespace, queue=full, requests=TENTH))
+    )
+    support.eventually(lambda: kube.judged("late", full), what="late is judged")
+    group = kube.get("podgroup", "gang") or {}
+    assert (
+        patched.ok,
+        UNREADABLE in patched.stderr,
+        group["spec"]["minResources"],
+        kube.gated("late"),
+    ) == (False, True, TENTH, True), patched.describe()
 
 
 DESTINATIONS = {
