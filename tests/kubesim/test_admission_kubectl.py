@@ -215,6 +215,54 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+async def test_a_webhook_on_pods_resize_sees_kubectls_resize_and_one_on_pods_does_not(
+    api: Api, webhook_server: webhooks.WebhookServer
+) -> None:
+    refusal = {"code": 403, "reason": "Forbidden", "message": "no growing"}
+    webhook_server.answer("/resize", lambda review: webhooks.deny(review, refusal))
+    webhook_server.answer("/pods", webhooks.allow)
+    on_resize, on_pods = (
+        configuration("ValidatingWebhookConfiguration", name, f"/{name}", webhook_server)
+        for name in ("resize", "pods")
+    )
+    on_resize["webhooks"][0]["rules"][0].update(operations=["UPDATE"], resources=["pods/resize"])
+    on_pods["webhooks"][0]["rules"][0].update(operations=["UPDATE"])
+    await apply(api, on_resize, on_pods)
+    body = pod_body("p1", "q1")
+    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
+    assert (await call(api, "POST", PODS, body)).status == 201
+    patch = {"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "2"}}}]}}
+
+    async def refused() -> bool:
+        # kube-apiserver uses a new configuration once its informer has seen it.
+        resized = await asyncio.to_thread(
+            api.kubectl, "patch", "pod", "p1", "--subresource=resize", "-p", json.dumps(patch)
+        )
+        return resized.returncode != 0
+
+    await conftest.wait_for(refused)
+    resized = await asyncio.to_thread(
+        api.kubectl, "patch", "pod", "p1", "--subresource=resize", "-p", json.dumps(patch)
+    )
+    request = webhook_server.calls["/resize"][-1]["request"]
+    assert (
+        resized.stderr.strip(),
+        request["subResource"],
+        request["operation"],
+        request["oldObject"]["spec"]["containers"][0]["resources"],
+        request["object"]["spec"]["containers"][0]["resources"],
+        webhook_server.calls["/pods"],
+    ) == (
+        'Error from server (Forbidden): admission webhook "resize.queuetree.io" denied the '
+        "request: no growing",
+        "resize",
+        "UPDATE",
+        {"requests": {"cpu": "100m"}},
+        {"requests": {"cpu": "2"}},
+        [],
+    )
+
+
 async def test_kubectl_reports_an_unreachable_webhook_as_an_internal_error(
     cluster: Api, webhook_server: webhooks.WebhookServer
 ) -> None:
