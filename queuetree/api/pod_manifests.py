@@ -51,6 +51,18 @@ def _pod_requests(spec: readers.Reader) -> tuple[resources.Resource, resources.R
     return _with_scalars(resreq), _with_scalars(init_resreq)
 
 
+def pod_requests(manifest: readers.RawManifest) -> tuple[resources.Resource, resources.Resource]:
+    """``(resreq, init_resreq)`` of a pod manifest, exactly as :func:`parse_pod` reads them
+    (:func:`_pod_requests`): for a caller that needs a pod's requests and nothing else (the
+    webhook compares them before and after an in-place resize). Raises
+    :class:`readers.ManifestError` when the pod cannot be read (a quantity that does not parse
+    or is negative)."""
+    root, sink, _ = readers.start(manifest, kind="Pod", origin="", namespaced=True)
+    requests = _pod_requests(root.at("spec"))
+    sink.raise_if_any()
+    return requests
+
+
 def _with_scalars(resource: resources.Resource) -> resources.Resource:
     if resource.scalars is not None:
         return resource

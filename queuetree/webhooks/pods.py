@@ -29,7 +29,15 @@ What ``/pods/validate`` refuses (beyond the reference, which has no pod validati
   (``scheduling.queuetree.io/admitted-queue``), by anyone but the operator; and, once a pod is
   admitted (it carries the record, or it opted in and its gate is gone) and until it finishes,
   changing the annotations that choose its queue (``scheduling.volcano.sh/queue-name`` and the
-  group name): the pod stays charged to the queue it was admitted to.
+  group name): the pod stays charged to the queue it was admitted to;
+- UPDATE of ``pods/resize`` (in-place resize: since Kubernetes 1.32 the only write that
+  changes a pod's requests; before, a cluster with InPlacePodVerticalScaling on resized through
+  the pod itself, so pod UPDATEs are checked the same way): raising the requests of a pod
+  queuetree governs (it carries the record, the opt-in annotation or the gate), in any
+  dimension, until it finishes. An admitted pod was admitted at its old size, and nothing
+  checks its queue's room again; a gated one is checked by the operator at the size it read
+  before it removes the gate, without a precondition on the size, so a pod grown in between
+  would run at a size its queue never checked. Lowering requests is allowed.
 
 Which queue a pod names, first match wins (:func:`resolve_queue`):
 
@@ -50,13 +58,15 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from queuetree.api import admission, bodies, patches
-from queuetree.core import objects, problems, validation
+from queuetree.api import admission, bodies, patches, pod_manifests, readers
+from queuetree.core import objects, problems, resources, validation
 from queuetree.webhooks import settings as settings_
 from queuetree.webhooks import verdicts, views
 
 GATE = objects.QUEUE_ALLOCATION_GATE
 """The gate's name, which is also the opt-in annotation's key."""
+RESIZE = "resize"
+"""The subresource of an in-place resize (``pods/resize``), which ``/pods/validate`` reviews."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -379,14 +389,21 @@ def _validate_update(
     view: views.ClusterView,
     settings: settings_.ReviewSettings,
 ) -> verdicts.Verdict:
-    """The gate goes only by the operator's hand, the admission record is the operator's, and an
-    admitted pod keeps its queue (see the module docstring). The operator itself is never
-    refused (it is also left out by the configuration's matchConditions, where they work)."""
+    """The gate goes only by the operator's hand, the admission record is the operator's, an
+    admitted pod keeps its queue, and a governed pod's requests do not grow, by a resize or by
+    an update of the pod (see the module docstring). The operator itself is never refused (it
+    is also left out by the configuration's matchConditions, where they work)."""
     assert request.object is not None
     old = request.old_object
     if old is None or request.username == settings.operator_username:
         return verdicts.Verdict(admission.allow(request.uid))
     new = request.object
+    if request.sub_resource == RESIZE:
+        # A resize changes resources only (the API server keeps nothing else of it).
+        growth = _growth(request, old, view=view, settings=settings)
+        if not growth:
+            return verdicts.Verdict(admission.allow(request.uid))
+        return verdicts.Verdict(admission.deny(request.uid, growth[0].render()))
     old_meta, new_meta = (
         bodies.metadata_of(old),
         bodies.metadata_of(new),
@@ -431,6 +448,10 @@ def _validate_update(
                 value=after.get(record),
             )
         )
+    if bodies.spec_of(old) != bodies.spec_of(new):
+        # Before 1.32, a cluster with InPlacePodVerticalScaling on resized through the pod
+        # itself; later ones refuse a change of requests here before any webhook.
+        trouble += _growth(request, old, view=view, settings=settings)
     finished = bodies.status_of(old).get("phase") in _FINISHED
     if charged and not finished:
         for key in _BINDING_ANNOTATIONS:
@@ -450,6 +471,100 @@ def _validate_update(
     return verdicts.Verdict(
         admission.deny(request.uid, validation.aggregate([p.render() for p in trouble]))
     )
+
+
+def _growth(
+    request: admission.Request,
+    old: Mapping[str, Any],
+    *,
+    view: views.ClusterView,
+    settings: settings_.ReviewSettings,
+) -> list[problems.Problem]:
+    """A write may not raise the requests of a pod queuetree governs (see the module docstring):
+    neither its requests (containers, sidecars, overhead: what its queue is charged) nor its
+    requests while its init containers run, in any dimension, as
+    ``pod_manifests.pod_requests`` reads them. The old pod's annotations and gates say whether
+    the pod is governed and where it is charged (a resize changes nothing else; an update that
+    changes them too is refused for that on its own)."""
+    assert request.object is not None
+    annotations = _string_map(bodies.metadata_of(old).get("annotations"))
+    gated = _has_gate(old)
+    record = annotations.get(objects.ADMITTED_QUEUE_ANNOTATION)
+    governed = record is not None or annotations.get(GATE) == "true" or gated
+    if not governed or bodies.status_of(old).get("phase") in _FINISHED:
+        return []
+    namespace = verdicts.namespace_of(request)
+    subject = f"pod {namespace}/{bodies.metadata_of(old).get('name') or request.name}"
+    try:
+        before = pod_manifests.pod_requests(old)
+        after = pod_manifests.pod_requests(request.object)
+    except readers.ManifestError as error:
+        reasons = "; ".join(problem.render() for problem in error.problems)
+        return [
+            problems.Problem(
+                "spec",
+                problems.ErrorType.FORBIDDEN,
+                f"the requests of {subject} cannot be read, so queuetree cannot tell whether "
+                f"the write raises them: {reasons}",
+            )
+        ]
+    raised = _raised_requests(before, after)
+    if not raised:
+        return []
+    queue = (
+        record
+        or resolve_queue(
+            annotations=annotations,
+            namespace=namespace,
+            view=view,
+            default_queue=settings.default_queue,
+        ).name
+    )
+    if gated:
+        why = (
+            f"{subject} waits for room in queue {queue}, and a resize cannot raise its requests "
+            f"while it waits ({raised}): the queuetree operator checks the room at the size it "
+            "read and then removes the gate, so a pod grown in between would run at a size its "
+            "queue never checked"
+        )
+    else:
+        why = (
+            f"{subject} was admitted to queue {queue} at the size it had then, and a resize "
+            f"cannot raise its requests ({raised}): nothing checks the queue's room again on a "
+            "resize, so the queue and its ancestors would run more than their capability"
+        )
+    return [
+        problems.Problem(
+            "spec",
+            problems.ErrorType.FORBIDDEN,
+            f"{why}; delete the pod and create it again with the new requests, so that it waits "
+            "for room in its queue (lowering requests is allowed)",
+        )
+    ]
+
+
+def _raised_requests(
+    before: tuple[resources.Resource, resources.Resource],
+    after: tuple[resources.Resource, resources.Resource],
+) -> str:
+    """The dimensions ``after`` raises, as ``cpu from 1 to 20``, joined; "" when none.
+
+    The requests first; dimensions only the init-container requests raise are named after
+    them, ``while its init containers run``."""
+    parts: list[str] = []
+    named: set[str] = set()
+    for (old, new), qualifier in zip(
+        zip(before, after, strict=True), ("", " while its init containers run"), strict=True
+    ):
+        grown = resources.exceeded_part(new, old)
+        old_list, new_list = resources.to_resource_list(old), resources.to_resource_list(new)
+        for name in grown.resource_names():
+            if name not in named:
+                named.add(name)
+                parts.append(
+                    f"{name} from {old_list.get(name, '0')} to {new_list.get(name, '?')}{qualifier}"
+                )
+    return ", ".join(parts)
 
 
 def _has_gate(pod: Mapping[str, Any]) -> bool:

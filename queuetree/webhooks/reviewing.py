@@ -115,6 +115,8 @@ class Endpoint:
     operations: frozenset[str]
     fn: ReviewFn
     mutating: bool
+    sub_resources: frozenset[str] = frozenset({""})
+    """The subresources of ``resource`` it reviews ("" the resource itself)."""
 
 
 QUEUES = admission.Resource("scheduling.volcano.sh", "v1beta1", "queues")
@@ -157,6 +159,7 @@ ENDPOINTS: Mapping[str, Endpoint] = MappingProxyType(
                 frozenset({"CREATE", "UPDATE"}),
                 pods.validate,
                 mutating=False,
+                sub_resources=frozenset({"", pods.RESIZE}),
             ),
             Endpoint(
                 "/podgroups/mutate",
@@ -246,7 +249,7 @@ def review(
         request = admission.read_request(decoded)
     except admission.ReviewError as exc:
         return bad_request(400, f"not a usable AdmissionReview: {exc}")
-    if request.resource != endpoint.resource or request.sub_resource:
+    if request.resource != endpoint.resource or request.sub_resource not in endpoint.sub_resources:
         resource = f"{request.resource}" + (
             f"/{request.sub_resource}" if request.sub_resource else ""
         )
