@@ -112,3 +112,33 @@ def test_the_requests_of_a_pod_cannot_change_outside_a_resize(kube: support.Kube
         "pod updates may not change fields other than" in updated.stderr,
         container_resources(kube, "p")["requests"],
     ) == (False, True, TENTH), updated.describe()
+
+
+def validations(cluster: support.Cluster) -> float | None:
+    """How many reviews ``/pods/validate`` answered so far (None without the sandbox's
+    webhook to ask)."""
+    if cluster.sandbox is None:
+        return None
+    return support.metric(
+        cluster, "webhook", "queuetree_webhook_reviews_total", endpoint="/pods/validate"
+    )
+
+
+def test_a_pod_queuetree_does_not_govern_is_resized_without_the_webhook(
+    kube: support.Kube,
+) -> None:
+    """The matchConditions leave it out: it must never depend on the webhook being up."""
+    tenant = kube.as_tenant()
+    kube.must(
+        tenant.apply(support.pod("other", namespace=kube.namespace, requests=TENTH, opted_in=False))
+    )
+    support.eventually(lambda: kube.running("other"), what="other runs")
+    kube.report_container_resources("other")
+    before = validations(kube.cluster)
+    grown = tenant.resize("other", cpu_of("1"))
+    after = validations(kube.cluster)
+    assert (
+        grown.ok,
+        container_resources(kube, "other")["requests"]["cpu"],
+        None if before is None or after is None else after - before,
+    ) == (True, "1", None if before is None else 0.0), grown.describe()
