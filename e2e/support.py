@@ -8,9 +8,9 @@ tests are independent of each other and of their order.
 
 The suite's own kubectl is the cluster's administrator. :meth:`Kube.as_tenant` is the
 namespace's tenant instead, with credentials obtained as a real user gets them, the same way
-on every backend: a ServiceAccount ``tenant``, a Role for the verbs a tenant has on pods and
-PodGroups and its RoleBinding, a token from ``kubectl create token``, and a kubeconfig for the
-same API server holding that token.
+on every backend: a ServiceAccount ``tenant``, a Role for the verbs a tenant has on pods (their
+in-place resize included) and PodGroups and its RoleBinding, a token from ``kubectl create
+token``, and a kubeconfig for the same API server holding that token.
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ SLOT = "queuetree.io/e2e-slot"
 """An extended resource the reclaim tests advertise on one node, so that they can fill that
 node whatever the size of the cluster's real nodes (kubesim's or kind's)."""
 IMAGE = "registry.k8s.io/pause:3.10"
+CONTAINER = "main"
+"""The name of the one container of :func:`pod`."""
 DEFAULT_DEADLINE = 60.0
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -64,6 +66,10 @@ TENANT = "tenant"
 """The ServiceAccount a test namespace's tenant acts as (:meth:`Kube.as_tenant`)."""
 TENANT_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
 """What a tenant may do with the pods and PodGroups of its namespace, and nothing more."""
+RESIZE_VERBS = ("get", "update", "patch")
+"""What a tenant may do with ``pods/resize`` (in-place resize): not in Kubernetes' built-in
+``edit`` role, but granted wherever tenants (or the Vertical Pod Autoscaler's in-place mode)
+resize their pods, so the suite's tenant has it."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -133,7 +139,7 @@ def pod(
         annotations[GROUP_NAME] = group
     resources = dict(requests or {"cpu": "10m", "memory": "16Mi"})
     container: dict[str, Any] = {
-        "name": "main",
+        "name": CONTAINER,
         "image": IMAGE,
         "resources": {"requests": resources, "limits": resources},
     }
@@ -221,6 +227,7 @@ def tenant_access(namespace: str) -> list[dict[str, Any]]:
             "metadata": {"name": TENANT, "namespace": namespace},
             "rules": [
                 {"apiGroups": [""], "resources": ["pods"], "verbs": list(TENANT_VERBS)},
+                {"apiGroups": [""], "resources": ["pods/resize"], "verbs": list(RESIZE_VERBS)},
                 {
                     "apiGroups": ["scheduling.volcano.sh"],
                     "resources": ["podgroups"],
@@ -273,7 +280,8 @@ class Kube:
     def as_tenant(self) -> Kube:
         """This namespace as its tenant sees it: kubectl with the token of the ServiceAccount
         :data:`TENANT`, which may do :data:`TENANT_VERBS` on the namespace's pods and
-        PodGroups (created by the administrator on the first call). Works on every backend:
+        PodGroups and :data:`RESIZE_VERBS` on ``pods/resize`` (created by the administrator on
+        the first call). Works on every backend:
         the token comes from ``kubectl create token``, the server from the administrator's
         kubeconfig."""
         if self._tenant is not None:
@@ -353,6 +361,49 @@ class Kube:
         self.must(
             self.client.run(
                 "delete", "pod", name, "-n", self.namespace, "--wait=true", "--timeout=60s"
+            )
+        )
+
+    def resize(self, name: str, resources: Mapping[str, Any]) -> kubectl.Result:
+        """``kubectl patch pod NAME --subresource=resize``: new ``resources`` (requests,
+        limits) for the container of a :func:`pod`."""
+        body = {"spec": {"containers": [{"name": CONTAINER, "resources": dict(resources)}]}}
+        return self.client.run(
+            "patch",
+            "pod",
+            name,
+            "-n",
+            self.namespace,
+            "--subresource=resize",
+            "-p",
+            json.dumps(body),
+        )
+
+    def report_container_resources(self, name: str) -> None:
+        """Write the resources of the running pod's containers into its status, as a kubelet of
+        1.33 or later does: kube-apiserver refuses to resize a running pod whose containers
+        report none ("Pod running on node without support for resize"), and kwok's nodes and
+        kubesim's kubelet report none."""
+        found = self.pod(name) or {}
+        patch = [
+            {
+                "op": "add",
+                "path": f"/status/containerStatuses/{index}/resources",
+                "value": container.get("resources") or {},
+            }
+            for index, container in enumerate((found.get("spec") or {}).get("containers") or [])
+        ]
+        self.must(
+            self.client.run(
+                "patch",
+                "pod",
+                name,
+                "-n",
+                self.namespace,
+                "--subresource=status",
+                "--type=json",
+                "-p",
+                json.dumps(patch),
             )
         )
 

@@ -4,12 +4,14 @@ Every attempt is made with the tenant's own credentials (:meth:`support.Kube.as_
 ServiceAccount that may do anything to the pods and PodGroups of its namespace. A pod is
 charged to the queue it was admitted to, recorded on the pod when its gate is removed; the
 webhook refuses to move an admitted pod or PodGroup, to remove the queue gate (the operator
-alone does), to create an opted-in pod already bound to a node, and an opted-in namespace
-cannot be left by a pod annotated ``"false"``.
+alone does), to create an opted-in pod already bound to a node, to create any pod that
+carries the admission record, and to give a PodGroup a ``minResources`` the operator cannot
+read; an opted-in namespace cannot be left by a pod annotated ``"false"``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -116,6 +118,64 @@ def test_an_admitted_pod_group_cannot_change_queue(kube: support.Kube) -> None:
     ), moved.describe()
 
 
+NEGATIVE = {"cpu": "-10"}
+UNREADABLE = (
+    'spec.minResources["cpu"]: Invalid value: "-10": must not be negative: the queuetree '
+    "operator cannot read pod group"
+)
+
+
+def test_a_pod_group_cannot_be_created_with_a_negative_min_resources(kube: support.Kube) -> None:
+    """The operator could not read it: it would ignore the group, and its pods would wait,
+    told that the group does not exist."""
+    name = support.unique("negative")
+    kube.must(kube.apply(support.queue(name)))
+    created = kube.as_tenant().create(
+        support.pod_group("neg", namespace=kube.namespace, queue=name, minResources=NEGATIVE)
+    )
+    assert (
+        created.ok,
+        UNREADABLE in created.stderr,
+        "correct the value" in created.stderr,
+        kube.get("podgroup", "neg"),
+    ) == (False, True, True, None), created.describe()
+
+
+def test_an_admitted_pod_group_cannot_be_given_a_negative_min_resources(
+    kube: support.Kube,
+) -> None:
+    full = support.unique("negative-full")
+    kube.must(kube.apply(support.queue(full, capability=TWO_TENTHS)))
+    kube.must(
+        kube.apply(
+            support.pod_group("gang", namespace=kube.namespace, queue=full, minResources=TENTH)
+        )
+    )
+    fill(kube, full, ["member-0", "member-1"], group="gang")
+    tenant = kube.as_tenant()
+    patched = tenant.kubectl(
+        "patch",
+        "podgroup",
+        "gang",
+        "-n",
+        kube.namespace,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"minResources": NEGATIVE}}),
+    )
+    kube.must(
+        tenant.apply(support.pod("late", namespace=kube.namespace, queue=full, requests=TENTH))
+    )
+    support.eventually(lambda: kube.judged("late", full), what="late is judged")
+    group = kube.get("podgroup", "gang") or {}
+    assert (
+        patched.ok,
+        UNREADABLE in patched.stderr,
+        group["spec"]["minResources"],
+        kube.gated("late"),
+    ) == (False, True, TENTH, True), patched.describe()
+
+
 DESTINATIONS = {
     "a queue with children": ("parent", "can only be submitted to leaf queues"),
     "a missing queue": ("missing", "does not exist"),
@@ -211,6 +271,48 @@ def test_a_pod_cannot_opt_out_of_an_opted_in_namespace(kube: support.Kube) -> No
         kube.gates("p"),
         annotations(kube.pod("p")).get(support.GATE),
     ) == (True, True, [support.GATE], "true"), created.describe()
+
+
+@dataclasses.dataclass(frozen=True)
+class Forgery:
+    opted_in: bool
+    """The pod carries the opt-in annotation itself."""
+    namespace_opts_in: bool = False
+    """The namespace is labelled with the opt-in (the namespace-wide webhook entries)."""
+
+
+FORGERIES = {
+    "an opted-in pod": Forgery(opted_in=True),
+    "a pod that does not opt in": Forgery(opted_in=False),
+    "a pod of a namespace that opts in every pod": Forgery(opted_in=False, namespace_opts_in=True),
+}
+
+
+@pytest.mark.parametrize("forgery", list(FORGERIES.values()), ids=list(FORGERIES))
+def test_no_pod_is_created_carrying_an_admission_record(
+    kube: support.Kube, forgery: Forgery
+) -> None:
+    """The operator charges a pod to the queue its record names: a pod created with a forged
+    record naming an open queue would run at once, whatever the room of the queue it names."""
+    full, target = support.unique("forged-full"), support.unique("forged-target")
+    # No room in `full` (5m of CPU, the pod asks a tenth): only a forged record would run it.
+    kube.must(kube.apply(support.queue(full, capability={"cpu": "5m"}), support.queue(target)))
+    if forgery.namespace_opts_in:
+        kube.must(kube.kubectl("label", "namespace", kube.namespace, f"{support.GATE}=true"))
+    manifest = support.pod(
+        "forged", namespace=kube.namespace, queue=full, requests=TENTH, opted_in=forgery.opted_in
+    )
+    manifest["metadata"]["annotations"][ADMITTED_QUEUE] = target
+    created = kube.as_tenant().create(manifest)
+    assert (
+        created.ok,
+        f'"{target}": pod {kube.namespace}/forged cannot be created with the admission record '
+        f"{ADMITTED_QUEUE}" in created.stderr,
+        "remove the annotation" in created.stderr,
+        kube.pod("forged"),
+        support.all_zero(support.queue_figures(kube, target)),
+        support.all_zero(support.queue_figures(kube, full)),
+    ) == (False, True, True, None, True, True), created.describe()
 
 
 def test_an_opted_in_pod_bound_to_a_node_at_creation_is_refused(kube: support.Kube) -> None:

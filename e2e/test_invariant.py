@@ -294,7 +294,28 @@ def test_no_queue_runs_more_than_its_capability_whatever_tenants_and_admins_try(
     kube.must(tenant.apply(free))
     support.eventually(lambda: kube.running("free"), what="the best-effort pod runs")
 
-    # 6. Administrator mistakes: delete a busy queue; give a busy leaf a child; a tree deeper
+    # 6. Forge the admission record at creation: a pod naming the full queue a, recorded as
+    #    admitted to a queue without a capability. Then grow a running pod of a in place, and
+    #    the pod that waits in a (a resize changes requests: nothing else may).
+    forged = pod("forged", a)
+    forged["metadata"]["annotations"][ADMITTED_QUEUE] = names["team"]
+    attacks.record(
+        "come with a forged admission record",
+        tenant.create(forged),
+        "cannot be created with the admission record",
+    )
+    kube.report_container_resources("a-1")
+    grown = {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}
+    attacks.record(
+        "grow a running pod in place", tenant.resize("a-1", grown), f"was admitted to queue {a}"
+    )
+    attacks.record(
+        "grow a waiting pod in place",
+        tenant.resize("a-more", grown),
+        f"waits for room in queue {a}",
+    )
+
+    # 7. Administrator mistakes: delete a busy queue; give a busy leaf a child; a tree deeper
     #    than queuetree supports, made while the webhook did not look at those queues.
     support.eventually(
         lambda: ((kube.queue(a) or {}).get("status") or {}).get("allocated", {}).get("pods") == "4",
@@ -363,6 +384,7 @@ def test_no_queue_runs_more_than_its_capability_whatever_tenants_and_admins_try(
         monitor.seen,
         [p for p in waiting if not kube.gated(p)],
         kube.pod("bound"),
+        kube.pod("forged"),
     ) == (
         {
             "move a running pod to another queue": (False, True),
@@ -373,11 +395,15 @@ def test_no_queue_runs_more_than_its_capability_whatever_tenants_and_admins_try(
             "opt out with false": (True, True),
             "come bound to a node": (False, True),
             "ask for another scheduler": (True, True),
+            "come with a forged admission record": (False, True),
+            "grow a running pod in place": (False, True),
+            "grow a waiting pod in place": (False, True),
             "delete a busy queue": (False, True),
             "give a busy leaf a child": (False, True),
         },
         [],
         [],
+        None,
         None,
     ), f"{monitor.samples} samples of the invariant"
 

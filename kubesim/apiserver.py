@@ -759,7 +759,13 @@ class ApiServer:
             else:
                 metadata.pop(field, None)
         metadata.pop("managedFields", None)
-        if req.subresource == "status":
+        if req.subresource == "resize":
+            # Only the resources change through pods/resize (dropNonResizeUpdates).
+            prepared = pods.prepare_resize(new, old)
+            new.clear()
+            new.update(prepared)
+            metadata = new["metadata"]
+        elif req.subresource == "status":
             # Only the status changes through /status; metadata and spec stay as they were.
             status = new.get("status")
             new.clear()
@@ -805,7 +811,9 @@ class ApiServer:
                         f"new finalizers []string{{{listed}}}",
                     )
                 )
-        if rdef.gr == PODS and req.subresource != "status":
+        if rdef.gr == PODS and req.subresource == "resize":
+            causes.extend(pods.validate_resize(new, old))
+        elif rdef.gr == PODS and req.subresource != "status":
             causes.extend(pods.validate_update(new, old))
         elif rdef.gr == CRDS:
             causes.extend(crds.validate(new))

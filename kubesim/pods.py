@@ -1,4 +1,5 @@
-"""Pod semantics: defaults, status at creation, scheduling gates (KEP-3521) and spec immutability.
+"""Pod semantics: defaults, status at creation, scheduling gates (KEP-3521), spec immutability
+and in-place resize (``pods/resize``, KEP-1287).
 
 Order in the write path (kube-apiserver's): `apply_defaults` when the body is decoded (before
 mutating admission), `prepare_for_create` after it (status reset, the SchedulingGated condition
@@ -8,6 +9,7 @@ only if gates remain after the webhooks), then `validate_create` / `validate_upd
 from __future__ import annotations
 
 import datetime
+import json
 import re
 from decimal import Decimal
 from typing import Any
@@ -325,6 +327,122 @@ def validate_update(new: dict, old: dict) -> list[errors.FieldCause]:
             ]
         return [errors.field_forbidden("spec", UPDATE_FORBIDDEN)]
     return []
+
+
+RESIZABLE = ("cpu", "memory")
+"""The resources an in-place resize may change (``ValidatePodResize``)."""
+
+
+def prepare_resize(new: dict, old: dict) -> dict:
+    """What kube-apiserver keeps of a write to ``pods/resize`` (``dropNonResizeUpdates``): the
+    old pod with the new containers' and init containers' ``resources`` and ``resizePolicy``
+    and the new pod-level ``spec.resources`` (InPlacePodLevelResourcesVerticalScaling, on in
+    1.37); metadata and status stay as they were. Containers added, removed, renamed or
+    reordered keep the new spec as it is, for :func:`validate_resize` to refuse."""
+    new_spec = new.get("spec") or {}
+    old_spec = old.get("spec") or {}
+    if any(
+        [c.get("name") for c in new_spec.get(field) or [] if isinstance(c, dict)]
+        != [c.get("name") for c in old_spec.get(field) or [] if isinstance(c, dict)]
+        for field in ("containers", "initContainers")
+    ):
+        spec = new_spec
+    else:
+        spec = json.loads(json.dumps(old_spec))
+        for field in ("containers", "initContainers"):
+            for container, changed in zip(
+                spec.get(field) or [], new_spec.get(field) or [], strict=True
+            ):
+                for key in ("resources", "resizePolicy"):
+                    _set_or_pop(container, key, value=changed.get(key))
+        _set_or_pop(spec, "resources", value=new_spec.get("resources"))
+    prepared = json.loads(json.dumps(old))
+    prepared["spec"] = spec
+    return prepared
+
+
+def validate_resize(new: dict, old: dict) -> list[errors.FieldCause]:
+    """``ValidatePodResize`` of kube-apiserver 1.37, for what kubesim models: the QoS class
+    must not change; a pod whose running container reports no resources runs on a node that
+    cannot resize (kwok's nodes and kubesim's kubelet report none, as a kubelet before 1.33
+    did); containers and init containers may not be added, removed, renamed or reordered;
+    requests and limits may not be removed; only cpu and memory may change."""
+    new_spec = new.get("spec") or {}
+    old_spec = old.get("spec") or {}
+    causes: list[errors.FieldCause] = []
+    old_qos = (old.get("status") or {}).get("qosClass") or qos_class(old_spec)
+    if qos_class(new_spec) != old_qos:
+        causes.append(
+            errors.field_invalid(
+                "spec", old_qos, "Pod QOS Class may not change as a result of resizing"
+            )
+        )
+    running = [
+        c
+        for c in (old.get("status") or {}).get("containerStatuses") or []
+        if isinstance(c, dict) and "running" in (c.get("state") or {})
+    ]
+    if running and running[0].get("resources") is None:
+        causes.append(
+            errors.field_forbidden("spec", "Pod running on node without support for resize")
+        )
+    ordering: list[errors.FieldCause] = []
+    for field, noun in (("containers", "containers"), ("initContainers", "initContainers")):
+        new_list = [c for c in new_spec.get(field) or [] if isinstance(c, dict)]
+        old_list = [c for c in old_spec.get(field) or [] if isinstance(c, dict)]
+        if len(new_list) != len(old_list):
+            ordering.append(
+                errors.field_forbidden(
+                    f"spec.{field}", f"{noun} may not be added or removed on resize"
+                )
+            )
+            continue
+        for i, (new_c, old_c) in enumerate(zip(new_list, old_list, strict=True)):
+            if new_c.get("name") != old_c.get("name"):
+                ordering.append(
+                    errors.field_forbidden(
+                        f"spec.{field}[{i}].name",
+                        f"{noun} may not be renamed or reordered on resize",
+                    )
+                )
+    if ordering:
+        return causes + ordering
+    for field in ("initContainers", "containers"):
+        for i, (new_c, old_c) in enumerate(
+            zip(new_spec.get(field) or [], old_spec.get(field) or [], strict=True)
+        ):
+            new_r, old_r = new_c.get("resources") or {}, old_c.get("resources") or {}
+            for part in ("requests", "limits"):
+                if set(old_r.get(part) or {}) - set(new_r.get(part) or {}):
+                    causes.append(
+                        errors.field_forbidden(
+                            f"spec.{field}[{i}].resources.{part}",
+                            f"resource {part} cannot be removed",
+                        )
+                    )
+    for field, path, message in (
+        ("containers", "spec", "only cpu and memory resources are mutable"),
+        (
+            "initContainers",
+            "spec.initContainers[{i}]",
+            "only cpu and memory resources for init or sidecar containers are mutable",
+        ),
+    ):
+        for i, (new_c, old_c) in enumerate(
+            zip(new_spec.get(field) or [], old_spec.get(field) or [], strict=True)
+        ):
+            if _other_resources(new_c) != _other_resources(old_c):
+                causes.append(errors.field_forbidden(path.format(i=i), message))
+    return causes
+
+
+def _other_resources(container: dict) -> dict:
+    """A container's requests and limits of everything but cpu and memory."""
+    resources = container.get("resources") or {}
+    return {
+        part: {k: v for k, v in (resources.get(part) or {}).items() if k not in RESIZABLE}
+        for part in ("requests", "limits")
+    }
 
 
 def _neutralized(spec: dict, old: dict, *, gated: bool) -> dict:

@@ -44,7 +44,7 @@ class ResourceDef:
     namespaced: bool
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
-    subresources: frozenset[str] = frozenset()  # "status", "eviction", "binding"
+    subresources: frozenset[str] = frozenset()  # "status", "eviction", "binding", "resize"
     builtin: bool = True  # built-ins take strategic merge patches; custom resources do not
     tracks_generation: bool = False  # metadata.generation is set and bumped on spec changes
     printer_columns: tuple[PrinterColumn, ...] | None = None  # None: the kind's default table
@@ -96,7 +96,13 @@ def _core(
 
 BUILTINS: tuple[ResourceDef, ...] = (
     _core("namespaces", "Namespace", namespaced=False, short=("ns",), sub=("status",)),
-    _core("pods", "Pod", short=("po",), sub=("status", "eviction", "binding"), categories=("all",)),
+    _core(
+        "pods",
+        "Pod",
+        short=("po",),
+        sub=("status", "eviction", "binding", "resize"),
+        categories=("all",),
+    ),
     _core("nodes", "Node", namespaced=False, short=("no",), sub=("status",)),
     _core("events", "Event", short=("ev",)),
     _core("configmaps", "ConfigMap", short=("cm",)),

@@ -89,6 +89,18 @@ def _pod_level(
     )
 
 
+def pod_requests(manifest: readers.RawManifest) -> resources.Resource:
+    """The request of a pod manifest, exactly as :func:`parse_pod` reads it
+    (:func:`_pod_request`): for a caller that needs a pod's request and nothing else (the
+    webhook compares it before and after an in-place resize). Raises
+    :class:`readers.ManifestError` when the pod cannot be read (a quantity that does not parse
+    or is negative)."""
+    root, sink, _ = readers.start(manifest, kind="Pod", origin="", namespaced=True)
+    request = _pod_request(root.at("spec"), on_warning=None, document="")
+    sink.raise_if_any()
+    return request
+
+
 def _node_selector_requirements(
     items: Sequence[readers.Reader],
 ) -> tuple[objects.NodeSelectorRequirement, ...]:

@@ -3,7 +3,8 @@
 :func:`read_queue` is the one reader of the Queue shape: sessions and the operator use
 :func:`parse_queue` (which refuses a queue with problems), the webhook validates the queue it
 gives (``core.validation``) beside its reading problems. :func:`parse_pod_group` reads a
-PodGroup. Reading is :mod:`readers`'s.
+PodGroup, and the webhook refuses what it cannot read (:func:`pod_group_problems`). Reading is
+:mod:`readers`'s.
 """
 
 from __future__ import annotations
@@ -32,6 +33,17 @@ class QueueReading:
     problems: tuple[problems.Problem, ...] = ()
 
 
+def _named(manifest: object, name: str) -> object:
+    """``manifest`` with ``name`` standing in for a missing ``metadata.name`` (an admission
+    request names the object); as it is when it has a name, or ``name`` is ""."""
+    if isinstance(manifest, Mapping) and name:
+        metadata = manifest.get("metadata")
+        if not (isinstance(metadata, Mapping) and metadata.get("name")):
+            written = metadata if isinstance(metadata, Mapping) else {}
+            return {**manifest, "metadata": {**written, "name": name}}
+    return manifest
+
+
 def read_queue(manifest: object, *, origin: str = "", name: str = "") -> QueueReading:
     """A ``scheduling.volcano.sh/v1beta1`` Queue and its reading problems; never raises.
 
@@ -49,11 +61,7 @@ def read_queue(manifest: object, *, origin: str = "", name: str = "") -> QueueRe
     further rules (whole numbers, guarantee <= deserved <= capability, the tree) are
     ``core.validation``'s. The uid is the name, as in Volcano.
     """
-    if isinstance(manifest, Mapping) and name:
-        metadata = manifest.get("metadata")
-        if not (isinstance(metadata, Mapping) and metadata.get("name")):
-            written = metadata if isinstance(metadata, Mapping) else {}
-            manifest = {**manifest, "metadata": {**written, "name": name}}
+    manifest = _named(manifest, name)
     try:
         root, sink, meta = readers.start(manifest, kind="Queue", origin=origin, namespaced=False)
     except readers.ManifestError as error:  # not even an object
@@ -204,3 +212,18 @@ def parse_pod_group(
     )
     sink.raise_if_any()
     return group
+
+
+def pod_group_problems(
+    manifest: readers.RawManifest, *, name: str = ""
+) -> tuple[problems.Problem, ...]:
+    """Why :func:`parse_pod_group` refuses ``manifest`` (the operator then ignores the group,
+    and its pods wait for a group it never sees); empty when it reads. ``name`` stands in for a
+    missing ``metadata.name``, as in :func:`read_queue`."""
+    named = _named(manifest, name)
+    assert isinstance(named, Mapping)
+    try:
+        parse_pod_group(named)
+    except readers.ManifestError as error:
+        return error.problems
+    return ()

@@ -8,9 +8,14 @@ queue endpoints.
 - mutate (CREATE): ``spec.queue`` ``default`` (what the CRD writes into a group that names
   none) or empty, in a namespace annotated ``scheduling.volcano.sh/queue-name``, becomes that
   namespace's queue;
-- validate (CREATE, and UPDATE when ``spec.queue`` changes): the queue must exist, be Open and
-  be a leaf (not root), as for pods (Volcano checks exists and Open at creation only); and an
-  admitted group keeps its queue, since its pods (or its ``minResources``) are charged there:
+- validate (CREATE and UPDATE): a group the operator could not read is refused
+  (``queue_manifests.pod_group_problems``: a ``minResources`` quantity that does not parse or
+  is negative), since the operator would ignore it and its pods would wait for ever; on
+  UPDATE only problems the old group did not have, so a group written before the rule can
+  still be edited. CREATE, and UPDATE when ``spec.queue`` changes: the queue must exist, be
+  Open and be a leaf (not root), as for pods (Volcano checks exists and Open at creation
+  only); and an admitted group keeps its queue, since its pods (or its ``minResources``) are
+  charged there:
   one whose status shows pods that run or ran (phase Running, Unknown or Completed, or a
   ``running``, ``succeeded`` or ``failed`` count), or that enqueue admitted with
   ``minResources`` (phase Inqueue: the queue holds them in its ``inqueue``). A group Inqueue
@@ -21,6 +26,7 @@ queue endpoints.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -74,30 +80,28 @@ def validate(
     if request.object is None:
         return verdicts.Verdict(verdicts.missing_object(request, what="pod group"))
     namespace = verdicts.namespace_of(request)
-    name = bodies.metadata_of(request.object).get("name") or request.name
+    metadata = bodies.metadata_of(request.object)
+    name = metadata.get("name") or request.name or metadata.get("generateName") or ""
     subject = f"pod group {namespace}/{name}"
     queue = _queue_of(request.object, settings=settings)
-    trouble: list[problems.Problem] = []
+    old = request.old_object
+    trouble = _unreadable(request.object, old, subject=subject, name=name)
     missing: tuple[str, ...] = ()
-    if request.old_object is not None:
-        before = _queue_of(request.old_object, settings=settings)
-        if before == queue:
-            return verdicts.Verdict(admission.allow(request.uid))
-        status = bodies.status_of(request.old_object)
-        phase = status.get("phase")
-        if _admitted(request.old_object):
-            trouble.append(
-                problems.Problem(
-                    "spec.queue",
-                    problems.ErrorType.FORBIDDEN,
-                    f"{subject} was admitted to queue {before} (phase {phase}) and its pods are "
-                    "charged there until they finish, so it cannot move to queue "
-                    f"{problems.shorten(queue)}; delete the group and its pods and create "
-                    "them again to run in another queue",
-                    value=queue,
-                )
+    before = None if old is None else _queue_of(old, settings=settings)
+    if old is not None and before != queue and _admitted(old):
+        phase = bodies.status_of(old).get("phase")
+        trouble.append(
+            problems.Problem(
+                "spec.queue",
+                problems.ErrorType.FORBIDDEN,
+                f"{subject} was admitted to queue {before} (phase {phase}) and its pods are "
+                "charged there until they finish, so it cannot move to queue "
+                f"{problems.shorten(queue)}; delete the group and its pods and create "
+                "them again to run in another queue",
+                value=queue,
             )
-    if not trouble:
+        )
+    elif before != queue:
         reasons, missing = pods.queue_reasons(queue, view=view, noun="pod groups")
         if reasons:
             trouble.append(
@@ -114,6 +118,27 @@ def validate(
         admission.deny(request.uid, validation.aggregate([p.render() for p in trouble])),
         missing=missing,
     )
+
+
+def _unreadable(
+    group: Mapping[str, Any], old: Mapping[str, Any] | None, *, subject: str, name: str
+) -> list[problems.Problem]:
+    """What the operator could not read in ``group`` (``queue_manifests.pod_group_problems``):
+    it would ignore the group, and its pods would wait for it for ever (told that it does not
+    exist). On UPDATE only problems ``old`` did not have already: a group written before this
+    rule can still be edited, its problem fixed included."""
+    found = queue_manifests.pod_group_problems(group, name=name)
+    known = () if old is None else queue_manifests.pod_group_problems(old, name=name)
+    return [
+        dataclasses.replace(
+            problem,
+            message=f"{problem.heading + ': ' if problem.heading else ''}{problem.message}: the "
+            f"queuetree operator cannot read {subject} with this value, so it would ignore the "
+            "group and its pods would never be admitted; correct the value",
+        )
+        for problem in found
+        if problem not in known
+    ]
 
 
 def _admitted(group: Mapping[str, Any]) -> bool:

@@ -16,16 +16,28 @@ not opted in, and is warned.
 
 What ``/pods/validate`` refuses (beyond the reference, which has no pod validation):
 
-- CREATE: an opted-in pod whose queue cannot take pods (missing, root, not a leaf, not Open),
-  and an opted-in pod created bound to a node (``spec.nodeName``: a bound pod cannot carry a
-  scheduling gate, so it would never pass its queue); a pod for a scheduler queuetree does not
-  admit for (``--scheduler-name``) is allowed with a warning, and stays gated;
+- CREATE: any pod carrying the admission record (``scheduling.queuetree.io/admitted-queue``),
+  opted in or not: the operator charges a pod to the queue its record names, and writes the
+  record only when it removes the pod's gate, so a pod created with one was never admitted
+  (the configurations send pods that carry it here, on CREATE and UPDATE); an opted-in pod
+  whose queue cannot take pods (missing, root, not a leaf, not Open), and an opted-in pod
+  created bound to a node (``spec.nodeName``: a bound pod cannot carry a scheduling gate, so
+  it would never pass its queue); a pod for a scheduler queuetree does not admit for
+  (``--scheduler-name``) is allowed with a warning, and stays gated;
 - UPDATE: removing the queue-allocation gate, by anyone but the operator
   (``--operator-username``); writing the admission record
   (``scheduling.queuetree.io/admitted-queue``), by anyone but the operator; and, once a pod is
   admitted (it carries the record, or it opted in and its gate is gone) and until it finishes,
   changing the annotations that choose its queue (``scheduling.volcano.sh/queue-name`` and the
-  group name): the pod stays charged to the queue it was admitted to.
+  group name): the pod stays charged to the queue it was admitted to;
+- UPDATE of ``pods/resize`` (in-place resize: since Kubernetes 1.32 the only write that
+  changes a pod's requests; before, a cluster with InPlacePodVerticalScaling on resized through
+  the pod itself, so pod UPDATEs are checked the same way): raising the requests of a pod
+  queuetree governs (it carries the record, the opt-in annotation or the gate), in any
+  dimension, until it finishes. An admitted pod was admitted at its old size, and nothing
+  checks its queue's room again; a gated one is checked by the operator at the size it read
+  before it removes the gate, without a precondition on the size, so a pod grown in between
+  would run at a size its queue never checked. Lowering requests is allowed.
 
 Which queue a pod names, first match wins (:func:`resolve_queue`):
 
@@ -46,13 +58,15 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from queuetree.api import admission, bodies, patches
-from queuetree.core import objects, problems, validation
+from queuetree.api import admission, bodies, patches, pod_manifests, readers
+from queuetree.core import objects, problems, resources, validation
 from queuetree.webhooks import settings as settings_
 from queuetree.webhooks import verdicts, views
 
 GATE = objects.QUEUE_ALLOCATION_GATE
 """The gate's name, which is also the opt-in annotation's key."""
+RESIZE = "resize"
+"""The subresource of an in-place resize (``pods/resize``), which ``/pods/validate`` reviews."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -228,9 +242,10 @@ def validate(
 ) -> verdicts.Verdict:
     """``/pods/validate`` (CREATE and UPDATE), beyond the reference (see the module docstring).
 
-    Pods that are not opted in are allowed untouched: queuetree does not admit them, and a
-    cluster without queues must keep creating its other pods. A denial lists every problem,
-    and each says which queue, where its name came from, and what to do.
+    Pods that are not opted in are allowed untouched, unless they are created carrying the
+    admission record: queuetree does not admit them, and a cluster without queues must keep
+    creating its other pods. A denial lists every problem, and each says which queue, where its
+    name came from, and what to do.
     """
     if request.object is None:
         return verdicts.Verdict(verdicts.missing_object(request, what="pod"))
@@ -247,23 +262,28 @@ def _validate_create(
     view: views.ClusterView,
     settings: settings_.ReviewSettings,
 ) -> verdicts.Verdict:
-    """An opted-in pod must name an existing, Open, leaf queue that is not root (a pod that
-    names none: ``settings.default_queue``, the queue the operator admits it to), and must
-    not be bound to a node already."""
+    """No pod may carry the admission record yet; an opted-in pod must name an existing,
+    Open, leaf queue that is not root (a pod that names none: ``settings.default_queue``, the
+    queue the operator admits it to), and must not be bound to a node already."""
     assert request.object is not None
     opt_in = _read_opt_in(request, request.object, view)
     metadata, annotations, namespace = opt_in.metadata, opt_in.annotations, opt_in.namespace
     lagging = (namespace,) if namespace not in view.namespaces else ()
+    name = metadata.get("name") or request.name or metadata.get("generateName") or ""
+    trouble = _record_at_creation(annotations, subject=f"pod {namespace}/{name}")
     if not opt_in.opted_in:
-        return verdicts.Verdict(admission.allow(request.uid), missing_namespaces=lagging)
+        if not trouble:
+            return verdicts.Verdict(admission.allow(request.uid), missing_namespaces=lagging)
+        return verdicts.Verdict(
+            admission.deny(request.uid, validation.aggregate([p.render() for p in trouble])),
+            missing_namespaces=lagging,
+        )
     choice = resolve_queue(
         annotations=annotations,
         namespace=namespace,
         view=view,
         default_queue=settings.default_queue,
     )
-    name = metadata.get("name") or request.name or metadata.get("generateName") or ""
-    trouble: list[problems.Problem] = []
     spec = bodies.spec_of(request.object)
     node = spec.get("nodeName")
     if node:
@@ -313,6 +333,27 @@ def _validate_create(
     )
 
 
+def _record_at_creation(annotations: Mapping[str, str], *, subject: str) -> list[problems.Problem]:
+    """No pod is created admitted: the operator creates no pods, and writes the admission record
+    only in the write that removes a pod's gate. A pod created with the record would be charged
+    to the queue it names, whatever queue it asks for and whether or not that queue has room."""
+    record = objects.ADMITTED_QUEUE_ANNOTATION
+    if record not in annotations:
+        return []
+    return [
+        problems.Problem(
+            f"metadata.annotations{problems.key(record)}",
+            problems.ErrorType.FORBIDDEN,
+            f"{subject} cannot be created with the admission record {record}: only the queuetree "
+            "operator writes it, when it admits a pod (in the write that removes the pod's "
+            "scheduling gate), and charges the pod to the queue it names; remove the annotation "
+            "(a manifest copied from an admitted pod carries it) and name the pod's queue with "
+            f"{objects.QUEUE_NAME_ANNOTATION}",
+            value=annotations[record],
+        )
+    ]
+
+
 def queue_reasons(
     name: str, *, view: views.ClusterView, noun: str
 ) -> tuple[list[str], tuple[str, ...]]:
@@ -348,14 +389,21 @@ def _validate_update(
     view: views.ClusterView,
     settings: settings_.ReviewSettings,
 ) -> verdicts.Verdict:
-    """The gate goes only by the operator's hand, the admission record is the operator's, and an
-    admitted pod keeps its queue (see the module docstring). The operator itself is never
-    refused (it is also left out by the configuration's matchConditions, where they work)."""
+    """The gate goes only by the operator's hand, the admission record is the operator's, an
+    admitted pod keeps its queue, and a governed pod's requests do not grow, by a resize or by
+    an update of the pod (see the module docstring). The operator itself is never refused (it
+    is also left out by the configuration's matchConditions, where they work)."""
     assert request.object is not None
     old = request.old_object
     if old is None or request.username == settings.operator_username:
         return verdicts.Verdict(admission.allow(request.uid))
     new = request.object
+    if request.sub_resource == RESIZE:
+        # A resize changes resources only (the API server keeps nothing else of it).
+        growth = _growth(request, old, view=view, settings=settings)
+        if not growth:
+            return verdicts.Verdict(admission.allow(request.uid))
+        return verdicts.Verdict(admission.deny(request.uid, growth[0].render()))
     old_meta, new_meta = (
         bodies.metadata_of(old),
         bodies.metadata_of(new),
@@ -400,6 +448,10 @@ def _validate_update(
                 value=after.get(record),
             )
         )
+    if bodies.spec_of(old) != bodies.spec_of(new):
+        # Before 1.32, a cluster with InPlacePodVerticalScaling on resized through the pod
+        # itself; later ones refuse a change of requests here before any webhook.
+        trouble += _growth(request, old, view=view, settings=settings)
     finished = bodies.status_of(old).get("phase") in _FINISHED
     if charged and not finished:
         for key in _BINDING_ANNOTATIONS:
@@ -418,6 +470,85 @@ def _validate_update(
         return verdicts.Verdict(admission.allow(request.uid))
     return verdicts.Verdict(
         admission.deny(request.uid, validation.aggregate([p.render() for p in trouble]))
+    )
+
+
+def _growth(
+    request: admission.Request,
+    old: Mapping[str, Any],
+    *,
+    view: views.ClusterView,
+    settings: settings_.ReviewSettings,
+) -> list[problems.Problem]:
+    """A write may not raise the request of a pod queuetree governs (see the module docstring)
+    in any dimension: what its queue is charged, as ``pod_manifests.pod_requests`` reads it
+    (containers, sidecars, init containers, overhead, pod-level resources). The old pod's
+    annotations and gates say whether the pod is governed and where it is charged (a resize
+    changes nothing else; an update that changes them too is refused for that on its own)."""
+    assert request.object is not None
+    annotations = _string_map(bodies.metadata_of(old).get("annotations"))
+    gated = _has_gate(old)
+    record = annotations.get(objects.ADMITTED_QUEUE_ANNOTATION)
+    governed = record is not None or annotations.get(GATE) == "true" or gated
+    if not governed or bodies.status_of(old).get("phase") in _FINISHED:
+        return []
+    namespace = verdicts.namespace_of(request)
+    subject = f"pod {namespace}/{bodies.metadata_of(old).get('name') or request.name}"
+    try:
+        before = pod_manifests.pod_requests(old)
+        after = pod_manifests.pod_requests(request.object)
+    except readers.ManifestError as error:
+        reasons = "; ".join(problem.render() for problem in error.problems)
+        return [
+            problems.Problem(
+                "spec",
+                problems.ErrorType.FORBIDDEN,
+                f"the requests of {subject} cannot be read, so queuetree cannot tell whether "
+                f"the write raises them: {reasons}",
+            )
+        ]
+    raised = _raised_requests(before, after)
+    if not raised:
+        return []
+    queue = (
+        record
+        or resolve_queue(
+            annotations=annotations,
+            namespace=namespace,
+            view=view,
+            default_queue=settings.default_queue,
+        ).name
+    )
+    if gated:
+        why = (
+            f"{subject} waits for room in queue {queue}, and a resize cannot raise its requests "
+            f"while it waits ({raised}): the queuetree operator checks the room at the size it "
+            "read and then removes the gate, so a pod grown in between would run at a size its "
+            "queue never checked"
+        )
+    else:
+        why = (
+            f"{subject} was admitted to queue {queue} at the size it had then, and a resize "
+            f"cannot raise its requests ({raised}): nothing checks the queue's room again on a "
+            "resize, so the queue and its ancestors would run more than their capability"
+        )
+    return [
+        problems.Problem(
+            "spec",
+            problems.ErrorType.FORBIDDEN,
+            f"{why}; delete the pod and create it again with the new requests, so that it waits "
+            "for room in its queue (lowering requests is allowed)",
+        )
+    ]
+
+
+def _raised_requests(before: resources.Resource, after: resources.Resource) -> str:
+    """The dimensions ``after`` raises, as ``cpu from 1 to 20``, joined; "" when none."""
+    grown = resources.exceeded_part(after, before)
+    old_list, new_list = resources.to_resource_list(before), resources.to_resource_list(after)
+    return ", ".join(
+        f"{name} from {old_list.get(name, '0')} to {new_list.get(name, '?')}"
+        for name in grown.resource_names()
     )
 
 

@@ -115,8 +115,8 @@ class Endpoint:
     operations: frozenset[str]
     fn: ReviewFn
     mutating: bool
-    sub_resources: frozenset[str] = frozenset()
-    """Subresources it reviews as well as the resource itself (whose ``fn`` reads
+    sub_resources: frozenset[str] = frozenset({""})
+    """The subresources of ``resource`` it reviews ("" the resource itself; ``fn`` reads
     ``request.sub_resource``)."""
 
 
@@ -136,7 +136,7 @@ ENDPOINTS: Mapping[str, Endpoint] = MappingProxyType(
                 frozenset({"CREATE", "UPDATE", "DELETE"}),
                 queues.validate,
                 mutating=False,
-                sub_resources=frozenset({"status"}),
+                sub_resources=frozenset({"", "status"}),
             ),
             Endpoint(
                 "/queues/mutate",
@@ -161,6 +161,7 @@ ENDPOINTS: Mapping[str, Endpoint] = MappingProxyType(
                 frozenset({"CREATE", "UPDATE"}),
                 pods.validate,
                 mutating=False,
+                sub_resources=frozenset({"", pods.RESIZE}),
             ),
             Endpoint(
                 "/podgroups/mutate",
@@ -250,9 +251,7 @@ def review(
         request = admission.read_request(decoded)
     except admission.ReviewError as exc:
         return bad_request(400, f"not a usable AdmissionReview: {exc}")
-    if request.resource != endpoint.resource or (
-        request.sub_resource and request.sub_resource not in endpoint.sub_resources
-    ):
+    if request.resource != endpoint.resource or request.sub_resource not in endpoint.sub_resources:
         resource = f"{request.resource}" + (
             f"/{request.sub_resource}" if request.sub_resource else ""
         )

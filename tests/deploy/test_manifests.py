@@ -361,6 +361,7 @@ COMMON = {"service": SERVICE, "sideEffects": "None", "admissionReviewVersions": 
 QUEUES = ("scheduling.volcano.sh",), ("queues",)
 POD_GROUPS = ("scheduling.volcano.sh",), ("podgroups",)
 PODS = ("",), ("pods",)
+RESIZE = (*(("",), ("pods/resize",)), ("UPDATE",), "Namespaced")
 EXPECTED_WEBHOOKS = {
     ("MutatingWebhookConfiguration", "queuetree-mutating-webhook"): {
         "mutatequeue.volcano.sh": {
@@ -409,14 +410,14 @@ EXPECTED_WEBHOOKS = {
         },
         "validatepod.volcano.sh": {
             "path": "/pods/validate",
-            "rules": [(*PODS, ("CREATE", "UPDATE"), "Namespaced")],
+            "rules": [(*PODS, ("CREATE", "UPDATE"), "Namespaced"), RESIZE],
             "failurePolicy": "Fail",
             "timeoutSeconds": 5,
             **COMMON,
         },
         "validatepod-namespace.queuetree.io": {
             "path": "/pods/validate",
-            "rules": [(*PODS, ("CREATE", "UPDATE"), "Namespaced")],
+            "rules": [(*PODS, ("CREATE", "UPDATE"), "Namespaced"), RESIZE],
             "failurePolicy": "Fail",
             "timeoutSeconds": 5,
             **COMMON,

@@ -215,6 +215,54 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+async def test_a_webhook_on_pods_resize_sees_kubectls_resize_and_one_on_pods_does_not(
+    api: Api, webhook_server: webhooks.WebhookServer
+) -> None:
+    refusal = {"code": 403, "reason": "Forbidden", "message": "no growing"}
+    webhook_server.answer("/resize", lambda review: webhooks.deny(review, refusal))
+    webhook_server.answer("/pods", webhooks.allow)
+    on_resize, on_pods = (
+        configuration("ValidatingWebhookConfiguration", name, f"/{name}", webhook_server)
+        for name in ("resize", "pods")
+    )
+    on_resize["webhooks"][0]["rules"][0].update(operations=["UPDATE"], resources=["pods/resize"])
+    on_pods["webhooks"][0]["rules"][0].update(operations=["UPDATE"])
+    await apply(api, on_resize, on_pods)
+    body = pod_body("p1", "q1")
+    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
+    assert (await call(api, "POST", PODS, body)).status == 201
+    patch = {"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "2"}}}]}}
+
+    async def refused() -> bool:
+        # kube-apiserver uses a new configuration once its informer has seen it.
+        resized = await asyncio.to_thread(
+            api.kubectl, "patch", "pod", "p1", "--subresource=resize", "-p", json.dumps(patch)
+        )
+        return resized.returncode != 0
+
+    await conftest.wait_for(refused)
+    resized = await asyncio.to_thread(
+        api.kubectl, "patch", "pod", "p1", "--subresource=resize", "-p", json.dumps(patch)
+    )
+    request = webhook_server.calls["/resize"][-1]["request"]
+    assert (
+        resized.stderr.strip(),
+        request["subResource"],
+        request["operation"],
+        request["oldObject"]["spec"]["containers"][0]["resources"],
+        request["object"]["spec"]["containers"][0]["resources"],
+        webhook_server.calls["/pods"],
+    ) == (
+        'Error from server (Forbidden): admission webhook "resize.queuetree.io" denied the '
+        "request: no growing",
+        "resize",
+        "UPDATE",
+        {"requests": {"cpu": "100m"}},
+        {"requests": {"cpu": "2"}},
+        [],
+    )
+
+
 async def test_kubectl_reports_an_unreachable_webhook_as_an_internal_error(
     cluster: Api, webhook_server: webhooks.WebhookServer
 ) -> None:
@@ -248,73 +296,80 @@ async def test_kubectl_reports_an_unreachable_webhook_as_an_internal_error(
     assert (last[: len(prefix)], "onnect" in last[len(prefix) :]) == (prefix, True)
 
 
-def shipped_pod_webhook() -> dict[str, Any]:
-    """queuetree's mutating pod webhook as shipped (its matchConditions and namespaceSelector),
-    reaching the test server's /shipped by URL."""
+def shipped_pod_webhook(name: str) -> tuple[str, dict[str, Any]]:
+    """queuetree's pod webhook ``name`` as shipped (its matchConditions and namespaceSelector)
+    and the kind of its configuration."""
     for document in yaml.safe_load_all(SHIPPED.read_text()):
-        if document["kind"] != "MutatingWebhookConfiguration":
-            continue
         for hook in document["webhooks"]:
-            if hook.get("matchConditions"):
-                return copy.deepcopy(hook)  # type: ignore[no-any-return]
-    raise AssertionError(f"{SHIPPED} has no mutating webhook with matchConditions")
+            if hook["name"] == name:
+                return document["kind"], copy.deepcopy(hook)
+    raise AssertionError(f"{SHIPPED} has no webhook {name}")
 
 
 OPT_IN = "scheduling.volcano.sh/queue-allocation-gate"
+RECORD = "scheduling.queuetree.io/admitted-queue"
+MUTATE, VALIDATE = "mutatepod.volcano.sh", "validatepod.volcano.sh"
+BOTH = (MUTATE, VALIDATE)
 
 
 class MatchCase(NamedTuple):
     metadata: Any
     gates: Any
     reaches: Any
+    """The shipped per-pod webhooks that are called for the pod's creation."""
 
 
 MATCH_CASES = {
-    "a pod with the opt-in annotation reaches the webhook": MatchCase(
+    "a pod with the opt-in annotation reaches the webhooks": MatchCase(
         metadata={"annotations": {OPT_IN: "true"}},
         gates=(),
-        reaches=True,
+        reaches=BOTH,
     ),
     "the annotation's value does not matter": MatchCase(
-        metadata={"annotations": {OPT_IN: "false"}}, gates=(), reaches=True
+        metadata={"annotations": {OPT_IN: "false"}}, gates=(), reaches=BOTH
     ),
-    "a pod carrying the queue gate reaches the webhook": MatchCase(
-        metadata={}, gates=(OPT_IN,), reaches=True
+    "a pod carrying the queue gate reaches the webhooks": MatchCase(
+        metadata={}, gates=(OPT_IN,), reaches=BOTH
+    ),
+    "a pod created with the admission record reaches the validating webhook": MatchCase(
+        metadata={"annotations": {RECORD: "default"}}, gates=(), reaches=(VALIDATE,)
     ),
     "a pod with other annotations does not": MatchCase(
-        metadata={"annotations": {"a": "b"}}, gates=(), reaches=False
+        metadata={"annotations": {"a": "b"}}, gates=(), reaches=()
     ),
     "a pod with another gate does not": MatchCase(
-        metadata={}, gates=("example.com/other",), reaches=False
+        metadata={}, gates=("example.com/other",), reaches=()
     ),
-    "a pod with neither does not": MatchCase(metadata={}, gates=(), reaches=False),
+    "a pod with neither does not": MatchCase(metadata={}, gates=(), reaches=()),
 }
 
 
+@pytest.mark.parametrize("webhook", BOTH)
 @pytest.mark.parametrize(
     ("metadata", "gates", "reaches"), MATCH_CASES.values(), ids=MATCH_CASES.keys()
 )
 async def test_the_shipped_match_conditions_decide_which_pods_reach_the_pod_webhook(
     api: Api,
     webhook_server: webhooks.WebhookServer,
+    webhook: str,
     metadata: dict[str, Any],
     gates: tuple[str, ...],
-    reaches: bool,
+    reaches: tuple[str, ...],
 ) -> None:
     webhook_server.answer("/shipped", webhooks.allow)
     webhook_server.answer("/probe", webhooks.allow)
-    hook = shipped_pod_webhook()
+    kind, hook = shipped_pod_webhook(webhook)
     hook["clientConfig"] = {
         "url": url(webhook_server, "/shipped"),
         "caBundle": webhook_server.ca.ca_bundle,
     }
     # A second webhook without conditions tells when the configuration is in effect.
-    probe = configuration("MutatingWebhookConfiguration", "probe", "/probe", webhook_server)
+    probe = configuration(kind, "probe", "/probe", webhook_server)
     await apply(
         api,
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
+            "kind": kind,
             "metadata": {"name": "shipped"},
             "webhooks": [hook, *probe["webhooks"]],
         },
@@ -332,7 +387,7 @@ async def test_the_shipped_match_conditions_decide_which_pods_reach_the_pod_webh
         [r["request"]["name"] for r in webhook_server.calls["/shipped"]],
         len(webhook_server.calls["/probe"]),
     ) == (
-        ["p1"] if reaches else [],
+        ["p1"] if webhook in reaches else [],
         1,
     )
 

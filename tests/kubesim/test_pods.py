@@ -361,6 +361,166 @@ async def test_pod_spec_updates_are_limited(
     assert answer.status == expected_status, answer.body
 
 
+GUARANTEED = {"cpu": "100m", "memory": "64Mi"}
+RESIZED = {"cpu": "300m", "memory": "64Mi"}
+
+
+def sized(name: str, container_resources: dict | None = None, **spec: Any) -> dict:
+    """A pod with ``container_resources``: by default Guaranteed (requests equal limits), as
+    the e2e suite's pods are."""
+    body = conftest.pod(name, **spec)
+    body["spec"]["containers"][0]["resources"] = container_resources or resources(
+        GUARANTEED, GUARANTEED
+    )
+    return body
+
+
+class ResizeCase(NamedTuple):
+    patch: Any
+    status: Any
+    refusal: Any
+    """The message of the 422, or the container's resources after an accepted resize."""
+    container_resources: Any = None
+    """The pod's, when not Guaranteed."""
+
+
+RESIZES = {
+    "cpu and memory change": ResizeCase(
+        patch={
+            "spec": {"containers": [{"name": "main", "resources": resources(RESIZED, RESIZED)}]}
+        },
+        status=200,
+        refusal=resources(RESIZED, RESIZED),
+    ),
+    "everything else in the patch is dropped": ResizeCase(
+        patch={
+            "metadata": {"annotations": {"a": "b"}},
+            "spec": {
+                "activeDeadlineSeconds": 100,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": resources(RESIZED, RESIZED),
+                    }
+                ],
+            },
+        },
+        status=200,
+        refusal=resources(RESIZED, RESIZED),
+    ),
+    "the QoS class cannot change": ResizeCase(
+        patch={
+            "spec": {
+                "containers": [
+                    {"name": "main", "resources": resources({"cpu": "50m", "memory": "64Mi"})}
+                ]
+            }
+        },
+        status=422,
+        refusal='Pod "p1" is invalid: spec: Invalid value: "Guaranteed": Pod QOS Class may not '
+        "change as a result of resizing",
+    ),
+    "other resources cannot change": ResizeCase(
+        patch={
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "resources": resources(
+                            {**GUARANTEED, "ephemeral-storage": "1Gi"},
+                            {**GUARANTEED, "ephemeral-storage": "1Gi"},
+                        ),
+                    }
+                ]
+            }
+        },
+        status=422,
+        refusal='Pod "p1" is invalid: spec: Forbidden: only cpu and memory resources are mutable',
+    ),
+    "requests cannot be removed": ResizeCase(
+        patch=[{"op": "remove", "path": "/spec/containers/0/resources/requests/memory"}],
+        status=422,
+        refusal='Pod "p1" is invalid: spec.containers[0].resources.requests: Forbidden: resource '
+        "requests cannot be removed",
+        # Without limits: decoding defaults a missing request from its limit.
+        container_resources=resources(GUARANTEED),
+    ),
+    "containers cannot be added": ResizeCase(
+        patch=[
+            {
+                "op": "add",
+                "path": "/spec/containers/-",
+                "value": {
+                    "name": "second",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": resources(GUARANTEED, GUARANTEED),
+                },
+            }
+        ],
+        status=422,
+        refusal='Pod "p1" is invalid: spec.containers: Forbidden: containers may not be added or '
+        "removed on resize",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("patch", "status", "refusal", "container_resources"), RESIZES.values(), ids=RESIZES.keys()
+)
+async def test_a_resize_changes_only_cpu_and_memory(
+    api: Api, patch: Any, status: int, refusal: Any, container_resources: dict | None
+) -> None:
+    await call(api, "POST", PODS, sized("p1", container_resources, gates=("example.com/a",)))
+    content_type = JSON_PATCH if isinstance(patch, list) else SMP
+    answer = await call(api, "PATCH", f"{PODS}/p1/resize", patch, content_type=content_type)
+    found = (await call(api, "GET", f"{PODS}/p1")).body
+    if status == 200:
+        assert (
+            answer.status,
+            found["spec"]["containers"][0]["resources"],
+            found["spec"]["containers"][0]["image"],
+            found["spec"].get("activeDeadlineSeconds"),
+            found["metadata"].get("annotations"),
+        ) == (200, refusal, "registry.k8s.io/pause:3.9", None, None), answer.body
+    else:
+        assert (answer.status, answer.body["message"]) == (status, refusal)
+
+
+async def test_a_pod_whose_running_containers_report_no_resources_cannot_be_resized(
+    api: Api,
+) -> None:
+    """The API server's guard against kubelets older than 1.33 (kwok's nodes, and kubesim's
+    kubelet, report no container resources); a pod with no running container may be resized."""
+    await call(api, "POST", PODS, sized("p1"))
+    resize = {"spec": {"containers": [{"name": "main", "resources": resources(RESIZED, RESIZED)}]}}
+    pending = await call(api, "PATCH", f"{PODS}/p1/resize", resize, content_type=SMP)
+    running = {
+        "status": {
+            "containerStatuses": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.9",
+                    "imageID": "",
+                    "ready": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+                }
+            ]
+        }
+    }
+    await call(api, "PATCH", f"{PODS}/p1/status", running, content_type=MERGE)
+    back = {
+        "spec": {"containers": [{"name": "main", "resources": resources(GUARANTEED, GUARANTEED)}]}
+    }
+    refused = await call(api, "PATCH", f"{PODS}/p1/resize", back, content_type=SMP)
+    assert (pending.status, refused.status, refused.body["message"]) == (
+        200,
+        422,
+        'Pod "p1" is invalid: spec: Forbidden: Pod running on node without support for resize',
+    )
+
+
 async def test_binding_is_refused_while_gated_and_sets_the_node_after(
     api: Api,
 ) -> None:

@@ -70,13 +70,26 @@ def pod(
     node_name: str | None = None,
     scheduler: str | None = None,
     phase: str | None = None,
+    requests: Mapping[str, str] | None = None,
+    init_requests: Mapping[str, str] | None = None,
+    sidecar_requests: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """A Pod manifest; ``requests`` are its container's (limits equal them), ``init_requests``
+    an init container's, ``sidecar_requests`` a sidecar's (an init container that restarts
+    always)."""
     body: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+        "spec": {"containers": [_container("main", requests)]},
     }
+    init = []
+    if init_requests is not None:
+        init.append(_container("init", init_requests))
+    if sidecar_requests is not None:
+        init.append({**_container("sidecar", sidecar_requests), "restartPolicy": "Always"})
+    if init:
+        body["spec"]["initContainers"] = init
     if scheduler is not None:
         body["spec"]["schedulerName"] = scheduler
     if phase is not None:
@@ -90,6 +103,13 @@ def pod(
     return body
 
 
+def _container(name: str, requests: Mapping[str, str] | None) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": name, "image": "busybox"}
+    if requests is not None:
+        container["resources"] = {"requests": dict(requests), "limits": dict(requests)}
+    return container
+
+
 def review(
     operation: str,
     obj: Mapping[str, Any] | None,
@@ -99,8 +119,10 @@ def review(
     name: str | None = None,
     namespace: str = "",
     uid: str = "uid-1",
+    sub_resource: str = "",
 ) -> dict[str, Any]:
-    """An AdmissionReview request as kube-apiserver sends it."""
+    """An AdmissionReview request as kube-apiserver sends it (``sub_resource``: ``resize`` for
+    an in-place resize)."""
     subject = obj if obj is not None else old
     if name is None:
         name = (subject or {}).get("metadata", {}).get("name", "")
@@ -111,7 +133,7 @@ def review(
             "uid": uid,
             "kind": {"group": resource["group"], "version": resource["version"], "kind": "X"},
             "resource": dict(resource),
-            "subResource": "",
+            "subResource": sub_resource,
             "name": name,
             "namespace": namespace,
             "operation": operation,

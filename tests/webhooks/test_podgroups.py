@@ -20,7 +20,7 @@ def pod_group(
     queue: str | None = "a",
     phase: str | None = None,
     spec: bool = True,
-    minimum: dict[str, str] | None = None,
+    minimum: dict[str, Any] | None = None,
     **counts: int,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
@@ -88,6 +88,22 @@ def names(queue_name: str, reasons: str, *, missing: bool = False) -> str:
     )
 
 
+def unreadable(path: str, value: str, reason: str) -> str:
+    return (
+        f'{path}: Invalid value: "{value}": {reason}: the queuetree operator cannot read pod '
+        "group ml/pg with this value, so it would ignore the group and its pods would never be "
+        "admitted; correct the value"
+    )
+
+
+NEGATIVE_CPU = unreadable('spec.minResources["cpu"]', "-10", "must not be negative")
+BAD_MEMORY = unreadable(
+    'spec.minResources["memory"]',
+    "1GB",
+    "invalid quantity: unknown suffix 'GB' (expected one of n u m k M G T P E, Ki Mi Gi Ti Pi "
+    "Ei, or an exponent such as e3)",
+)
+
 VALIDATIONS = {
     "created in an open leaf": ("CREATE", pod_group(), None, allowed()),
     "created without a queue: the default queue": (
@@ -138,6 +154,65 @@ VALIDATIONS = {
         denied(
             names("root", "pod groups cannot be submitted to the root queue; name a leaf queue")
         ),
+    ),
+    "created with a negative minResources": (
+        "CREATE",
+        pod_group(minimum={"cpu": "-10"}),
+        None,
+        denied(NEGATIVE_CPU),
+    ),
+    "created with a negative integer minResources": (
+        "CREATE",
+        pod_group(minimum={"nvidia.com/gpu": -1}),
+        None,
+        denied(unreadable('spec.minResources["nvidia.com/gpu"]', "-1", "must not be negative")),
+    ),
+    "created with every problem at once": (
+        "CREATE",
+        pod_group(queue="ghost", minimum={"cpu": "-10", "memory": "1GB"}),
+        None,
+        denied(
+            f"[{NEGATIVE_CPU}, {BAD_MEMORY}, "
+            + names(
+                "ghost",
+                "the queue does not exist; create it or name an existing leaf queue",
+                missing=True,
+            )
+            + "]"
+        ),
+    ),
+    "created with zero minResources": (
+        "CREATE",
+        pod_group(minimum={"cpu": "0", "memory": "0"}),
+        None,
+        allowed(),
+    ),
+    "an admitted group patched to a negative minResources": (
+        "UPDATE",
+        pod_group(phase="Running", minimum={"cpu": "-10"}),
+        pod_group(phase="Running", minimum={"cpu": "1"}),
+        denied(NEGATIVE_CPU),
+    ),
+    "a pending group patched to an unparsable minResources": (
+        "UPDATE",
+        pod_group(minimum={"memory": "1GB"}),
+        pod_group(phase="Pending"),
+        denied(BAD_MEMORY),
+    ),
+    "a group written with a negative minResources before the rule may still be edited": (
+        "UPDATE",
+        {
+            **pod_group(minimum={"cpu": "-10"}),
+            "metadata": {"name": "pg", "namespace": "ml", "labels": {"x": "y"}},
+        },
+        pod_group(minimum={"cpu": "-10"}),
+        allowed(),
+    ),
+    "and its problem fixed": (
+        "UPDATE",
+        pod_group(minimum={"cpu": "10"}),
+        pod_group(minimum={"cpu": "-10"}),
+        allowed(),
     ),
     "a pending group moves to another open leaf": (
         "UPDATE",

@@ -227,6 +227,19 @@ BOUND_TO_NODE = (
     "gate, and a bound pod cannot carry one, so it would run outside its queue's limits; remove "
     "spec.nodeName (to choose the node, set a nodeSelector on kubernetes.io/hostname)"
 )
+RECORD = "scheduling.queuetree.io/admitted-queue"
+
+
+def created_with_record(value: str, *, subject: str = "default/p1") -> str:
+    return (
+        f'metadata.annotations["{RECORD}"]: Forbidden: "{value}": pod {subject} cannot be created '
+        f"with the admission record {RECORD}: only the queuetree operator writes it, when it "
+        "admits a pod (in the write that removes the pod's scheduling gate), and charges the pod "
+        "to the queue it names; remove the annotation (a manifest copied from an admitted pod "
+        f"carries it) and name the pod's queue with {QUEUE_NAME}"
+    )
+
+
 FOREIGN_SCHEDULER = (
     "spec.schedulerName: volcano: queuetree admits pods for default-scheduler only "
     "(--scheduler-name), so this pod stays gated (holding no room in its queue) and is told why; "
@@ -361,6 +374,46 @@ FOREIGN_SCHEDULER = (
             id="a-pod-that-did-not-opt-in-may-be-bound",
         ),
         pytest.param(
+            pod(annotations={**OPT_IN, QUEUE_NAME: "a", RECORD: "default"}),
+            {},
+            {},
+            denied(created_with_record("default")),
+            id="an-opted-in-pod-created-with-a-forged-admission-record",
+        ),
+        pytest.param(
+            pod(annotations={QUEUE_NAME: "a", RECORD: "b"}),
+            {},
+            {},
+            denied(created_with_record("b")),
+            id="a-pod-that-did-not-opt-in-created-with-an-admission-record",
+        ),
+        pytest.param(
+            pod(annotations={RECORD: ""}),
+            {},
+            {},
+            denied(created_with_record("")),
+            id="an-empty-admission-record-at-creation",
+        ),
+        pytest.param(
+            pod(namespace="ml", annotations={RECORD: "b"}),
+            OPTED_NAMESPACE,
+            {},
+            denied(created_with_record("b", subject="ml/p1")),
+            id="a-pod-of-an-opted-in-namespace-created-with-an-admission-record",
+        ),
+        pytest.param(
+            pod(annotations={**OPT_IN, QUEUE_NAME: "ghost", RECORD: "a"}),
+            {},
+            {},
+            denied(
+                f"[{created_with_record('a')}, "
+                f'metadata.annotations["{QUEUE_NAME}"]: Not found: "ghost": pod default/p1 names '
+                f"queue ghost (from annotation {QUEUE_NAME}): the queue does not exist; create "
+                "it or name an existing leaf queue]"
+            ),
+            id="a-forged-record-among-other-problems",
+        ),
+        pytest.param(
             pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, scheduler="volcano"),
             {},
             {},
@@ -452,7 +505,6 @@ def test_a_namespace_opts_in_by_label_only(
 
 OPERATOR = settings.OPERATOR_USERNAME
 TENANT = "system:serviceaccount:ml:tenant"
-RECORD = "scheduling.queuetree.io/admitted-queue"
 ADMITTED = {**OPT_IN, QUEUE_NAME: "a", RECORD: "a"}
 GATE_REMOVED = (
     "spec.schedulingGates: Forbidden: only the queuetree operator "
@@ -535,6 +587,16 @@ UPDATES = {
             "removes the pod's gate, and never changes after"
         ),
     ),
+    "a tenant adds the record to a pod that never opted in": UpdatesCase(
+        old=pod(annotations={QUEUE_NAME: "a"}),
+        new=pod(annotations={QUEUE_NAME: "a", RECORD: "b"}),
+        user=TENANT,
+        expected=denied(
+            f'metadata.annotations["{RECORD}"]: Forbidden: "b": the queue pod default/p1 was '
+            f"admitted to is written by the queuetree operator ({OPERATOR}) only, when it "
+            "removes the pod's gate, and never changes after"
+        ),
+    ),
     "a tenant relabels an admitted pod": UpdatesCase(
         old=pod(annotations=ADMITTED),
         new=pod(annotations={**ADMITTED, "team": "b"}),
@@ -576,3 +638,160 @@ def test_the_operator_is_whoever_the_flag_names() -> None:
     body["request"]["userInfo"] = {"username": "system:serviceaccount:ops:admitter"}
     rules = settings.ReviewSettings(operator_username="system:serviceaccount:ops:admitter")
     assert outcome(answer("/pods/validate", body, cluster(*TREE), rules)) == allowed()
+
+
+ONE, TWENTY, HALF = {"cpu": "1"}, {"cpu": "20"}, {"cpu": "500m"}
+GATED = {**OPT_IN, QUEUE_NAME: "a"}
+DELETE_AND_CREATE = (
+    "; delete the pod and create it again with the new requests, so that it waits for room in "
+    "its queue (lowering requests is allowed)"
+)
+
+
+def admitted_resize(raised: str, queue_name: str = "a") -> str:
+    return (
+        f"spec: Forbidden: pod default/p1 was admitted to queue {queue_name} at the size it had "
+        f"then, and a resize cannot raise its requests ({raised}): nothing checks the queue's "
+        "room again on a resize, so the queue and its ancestors would run more than their "
+        f"capability{DELETE_AND_CREATE}"
+    )
+
+
+def gated_resize(raised: str) -> str:
+    return (
+        "spec: Forbidden: pod default/p1 waits for room in queue a, and a resize cannot raise "
+        f"its requests while it waits ({raised}): the queuetree operator checks the room at "
+        "the size it read and then removes the gate, so a pod grown in between would run at a "
+        f"size its queue never checked{DELETE_AND_CREATE}"
+    )
+
+
+class ResizesCase(NamedTuple):
+    old: Any
+    new: Any
+    expected: Any
+    user: Any = TENANT
+    sub_resource: Any = "resize"
+
+
+RESIZES = {
+    "an admitted pod cannot grow": ResizesCase(
+        old=pod(annotations=ADMITTED, requests=ONE),
+        new=pod(annotations=ADMITTED, requests=TWENTY),
+        expected=denied(admitted_resize("cpu from 1 to 20")),
+    ),
+    "a pod admitted before the record existed cannot grow": ResizesCase(
+        old=pod(annotations={**OPT_IN, QUEUE_NAME: "b"}, requests=ONE),
+        new=pod(annotations={**OPT_IN, QUEUE_NAME: "b"}, requests=TWENTY),
+        expected=denied(admitted_resize("cpu from 1 to 20", "b")),
+    ),
+    "the record names the queue, whatever the annotations say": ResizesCase(
+        old=pod(annotations={**ADMITTED, QUEUE_NAME: "b"}, requests=ONE),
+        new=pod(annotations={**ADMITTED, QUEUE_NAME: "b"}, requests=TWENTY),
+        expected=denied(admitted_resize("cpu from 1 to 20")),
+    ),
+    "an admitted pod may shrink": ResizesCase(
+        old=pod(annotations=ADMITTED, requests=ONE),
+        new=pod(annotations=ADMITTED, requests=HALF),
+        expected=allowed(),
+    ),
+    "less cpu does not pay for more memory": ResizesCase(
+        old=pod(annotations=ADMITTED, requests={"cpu": "1", "memory": "1Gi"}),
+        new=pod(annotations=ADMITTED, requests={"cpu": "500m", "memory": "2Gi"}),
+        expected=denied(admitted_resize("memory from 1Gi to 2Gi")),
+    ),
+    "every dimension raised is named": ResizesCase(
+        old=pod(annotations=ADMITTED, requests={"cpu": "1", "memory": "1Gi"}),
+        new=pod(annotations=ADMITTED, requests={"cpu": "2", "memory": "2Gi"}),
+        expected=denied(admitted_resize("cpu from 1 to 2, memory from 1Gi to 2Gi")),
+    ),
+    "a sidecar of an admitted pod cannot grow": ResizesCase(
+        old=pod(annotations=ADMITTED, requests=ONE, sidecar_requests=ONE),
+        new=pod(annotations=ADMITTED, requests=ONE, sidecar_requests=TWENTY),
+        expected=denied(admitted_resize("cpu from 2 to 21")),
+    ),
+    "nor an init container beyond the containers": ResizesCase(
+        old=pod(annotations=ADMITTED, requests=ONE, init_requests=ONE),
+        new=pod(annotations=ADMITTED, requests=ONE, init_requests=TWENTY),
+        expected=denied(admitted_resize("cpu from 1 to 20")),
+    ),
+    "an init container may grow below the containers": ResizesCase(
+        old=pod(annotations=ADMITTED, requests=TWENTY, init_requests=ONE),
+        new=pod(annotations=ADMITTED, requests=TWENTY, init_requests={"cpu": "2"}),
+        expected=allowed(),
+    ),
+    "a gated pod cannot grow while it waits": ResizesCase(
+        old=pod(annotations=GATED, gates=[GATE], requests=ONE),
+        new=pod(annotations=GATED, gates=[GATE], requests=TWENTY),
+        expected=denied(gated_resize("cpu from 1 to 20")),
+    ),
+    "a gated pod may shrink": ResizesCase(
+        old=pod(annotations=GATED, gates=[GATE], requests=ONE),
+        new=pod(annotations=GATED, gates=[GATE], requests=HALF),
+        expected=allowed(),
+    ),
+    "a pod that carries the gate without the opt-in is governed too": ResizesCase(
+        old=pod(annotations={QUEUE_NAME: "a"}, gates=[GATE], requests=ONE),
+        new=pod(annotations={QUEUE_NAME: "a"}, gates=[GATE], requests=TWENTY),
+        expected=denied(gated_resize("cpu from 1 to 20")),
+    ),
+    "a pod queuetree does not govern is none of its business": ResizesCase(
+        old=pod(annotations={QUEUE_NAME: "a"}, requests=ONE),
+        new=pod(annotations={QUEUE_NAME: "a"}, requests=TWENTY),
+        expected=allowed(),
+    ),
+    "a finished pod holds nothing": ResizesCase(
+        old=pod(annotations=ADMITTED, requests=ONE, phase="Succeeded"),
+        new=pod(annotations=ADMITTED, requests=TWENTY, phase="Succeeded"),
+        expected=allowed(),
+    ),
+    "requests that cannot be read are refused": ResizesCase(
+        old=pod(annotations=ADMITTED, requests=ONE),
+        new=pod(annotations=ADMITTED, requests={"cpu": "-1"}),
+        expected=denied(
+            "spec: Forbidden: the requests of pod default/p1 cannot be read, so queuetree "
+            "cannot tell whether the write raises them: "
+            'spec.containers[0].resources.requests["cpu"]: Invalid value: "-1": must not be '
+            "negative"
+        ),
+    ),
+    "the operator is never refused": ResizesCase(
+        old=pod(annotations=ADMITTED, requests=ONE),
+        new=pod(annotations=ADMITTED, requests=TWENTY),
+        user=OPERATOR,
+        expected=allowed(),
+    ),
+    # Since 1.32 kube-apiserver refuses this before any webhook; before, a cluster with
+    # InPlacePodVerticalScaling on resized pods this way.
+    "requests raised through the pod itself are refused too": ResizesCase(
+        old=pod(annotations=ADMITTED, requests=ONE),
+        new=pod(annotations=ADMITTED, requests=TWENTY),
+        sub_resource="",
+        expected=denied(admitted_resize("cpu from 1 to 20")),
+    ),
+    "and lowered through the pod itself are allowed": ResizesCase(
+        old=pod(annotations=ADMITTED, requests=ONE),
+        new=pod(annotations=ADMITTED, requests=HALF),
+        sub_resource="",
+        expected=allowed(),
+    ),
+    "a growth and a move of an admitted pod are refused together": ResizesCase(
+        old=pod(annotations=ADMITTED, requests=ONE),
+        new=pod(annotations={**ADMITTED, QUEUE_NAME: "b"}, requests=TWENTY),
+        sub_resource="",
+        expected=denied(f"[{admitted_resize('cpu from 1 to 20')}, {moved(QUEUE_NAME, 'b')}]"),
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected", "user", "sub_resource"), RESIZES.values(), ids=RESIZES.keys()
+)
+def test_an_in_place_resize_cannot_raise_the_requests_of_a_pod_queuetree_governs(
+    old: dict[str, Any], new: dict[str, Any], expected: dict[str, Any], user: str, sub_resource: str
+) -> None:
+    body = review(
+        "UPDATE", new, old=old, resource=PODS, namespace="default", sub_resource=sub_resource
+    )
+    body["request"]["userInfo"] = {"username": user, "groups": ["system:authenticated"]}
+    assert outcome(answer("/pods/validate", body, cluster(*TREE))) == expected

@@ -164,6 +164,17 @@ def with_request(**changes: Any) -> bytes:
             id="subresource-it-does-not-review",
         ),
         pytest.param(
+            "/pods/mutate",
+            json.dumps(review("CREATE", pod(), resource=PODS, sub_resource="resize")).encode(),
+            {
+                "http": 200,
+                "code": 400,
+                "message": "/pods/mutate reviews v1 pods, but the request is for v1 pods/resize: "
+                "check the rules of the webhook configuration",
+            },
+            id="a-resize-is-for-the-validating-endpoint-only",
+        ),
+        pytest.param(
             "/queues/validate",
             with_request(object=None),
             {

@@ -135,7 +135,7 @@ REQUEST = st.fixed_dictionaries(
     },
     optional={
         "kind": field(some(group=TEXT, version=TEXT, kind=TEXT)),
-        "subResource": envelope(st.sampled_from(["", "status"])),
+        "subResource": envelope(st.sampled_from(["", "status", "resize"])),
         "requestKind": JSON,
         "requestResource": field(GROUP_VERSION),
         "requestSubResource": JSON,
