@@ -148,9 +148,14 @@ def named_queue(pod: objects.Pod, pod_groups: Mapping[str, objects.PodGroup]) ->
     return None
 
 
-def outside_message(key: str, named: NamedQueue) -> str:
-    """What a person is told about pod ``key`` that names a queue (``named``) but is not
-    governed by queue admission: that no queue counts it, and how to queue it."""
+def outside_message(key: str, named: NamedQueue | None) -> str:
+    """What a person is told about pod ``key``, which is not governed by queue admission and
+    names the queue ``named`` (None: none): that no queue counts it, and how to queue it."""
+    if named is None:
+        return (
+            f"pod {key} names no queue and did not opt in to queue admission: it runs outside "
+            f"it, and no queue counts it; to queue it, {OPT_IN_HOW}"
+        )
     return (
         f"pod {key} names queue {named.queue!r} ({named.source}) but did not opt in to queue "
         "admission: it runs outside it, and neither that queue nor any ancestor counts it; "

@@ -567,11 +567,15 @@ class ClusterState:
         """Mark ``key`` as admitted before its gate is removed; False when it cannot be.
 
         Refused when the pod is gone, already assumed, or does not carry our gate as its only
-        gate (we never remove a gate while another controller still holds the pod).
+        gate (we never remove a gate while another controller still holds the pod), or did not
+        opt in (the core never admits such a pod: ungated, it would be outside queue admission,
+        ``objects.Pod.governed``, while snapshots still showed it in its queue).
         """
         with self._lock:
             pod = self._pods.get(key)
             if pod is None or key in self._assumed or not pod.only_queue_gate:
+                return False
+            if not pod.reserves:
                 return False
             self._assumed[key] = decided_at
             self._assume_view(key, pod)

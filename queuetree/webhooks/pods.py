@@ -22,10 +22,14 @@ What ``/pods/validate`` refuses (beyond the reference, which has no pod validati
   admit for (``--scheduler-name``) is allowed with a warning, and stays gated;
 - UPDATE: removing the queue-allocation gate, by anyone but the operator
   (``--operator-username``); writing the admission record
-  (``scheduling.queuetree.io/admitted-queue``), by anyone but the operator; and, once a pod is
-  admitted (it carries the record, or it opted in and its gate is gone) and until it finishes,
-  changing the annotations that choose its queue (``scheduling.volcano.sh/queue-name`` and the
-  group name): the pod stays charged to the queue it was admitted to.
+  (``scheduling.queuetree.io/admitted-queue``), by anyone but the operator; opting in after
+  creation (writing the opt-in annotation ``"true"`` onto a pod that has neither the gate nor
+  the record): opt-in is read at creation, when the gate is added, and an ungated pod that
+  opted in later would be counted in its queue (``objects.Pod.governed``) without ever having
+  waited for it; and, once a pod is admitted (it carries the record, or it opted in and its
+  gate is gone) and until it finishes, changing the annotations that choose its queue
+  (``scheduling.volcano.sh/queue-name`` and the group name): the pod stays charged to the
+  queue it was admitted to.
 
 Which queue a pod names, first match wins (:func:`resolve_queue`):
 
@@ -390,6 +394,24 @@ def _validate_update(
             )
         )
     record = objects.ADMITTED_QUEUE_ANNOTATION
+    if (
+        after.get(GATE) == "true"
+        and before.get(GATE) != "true"
+        and not gated_before
+        and record not in before
+    ):
+        trouble.append(
+            problems.Problem(
+                f"metadata.annotations{problems.key(GATE)}",
+                problems.ErrorType.FORBIDDEN,
+                f"{subject} was created without opting in to queue admission, so it runs "
+                "outside it and no queue counts it; a pod opts in when it is created (that is "
+                "when it gets the scheduling gate it waits behind): delete it and create it "
+                f'again with the annotation {GATE}: "true" (or in a namespace labelled '
+                f"{GATE}=true)",
+                value=after.get(GATE),
+            )
+        )
     if before.get(record) != after.get(record):
         trouble.append(
             problems.Problem(
