@@ -321,11 +321,11 @@ class AdmissionCycle:
     def _plan_notices(self, view: state.StateView, *, budget: int) -> list[explaining.Explanation]:
         """The pods outside queue admission to tell this cycle (marked told at once: a failed
         send is forgotten again by :meth:`_apply_notice`), and one log line for them."""
-        present = {explaining.notice_token(pod) for pod in view.outside.values()}
+        present = {explaining.notice_token(key, pod.uid) for key, pod in view.outside.items()}
         self._noticed &= present
         notices = explaining.plan_outside_notices(view, self._noticed, budget=budget)
         if notices:
-            self._noticed.update(explaining.notice_token(view.outside[n.key]) for n in notices)
+            self._noticed.update(explaining.notice_token(n.key, n.uid) for n in notices)
             logger.info(
                 "%d pod(s) name a queue without opting in and run outside queue admission "
                 "(told by an Event); the first: %s",
@@ -489,8 +489,6 @@ class AdmissionCycle:
     async def _apply_notice(self, notice: explaining.Explanation) -> None:
         """Tell a pod outside queue admission so, by an Event whose name is the pod's own
         (``explaining.notice_event_name``): a 409 means it was told already."""
-        namespace, _, name = notice.key.partition("/")
-        pod = objects.Pod(namespace=namespace, name=name, group=notice.key, uid=notice.uid)
         try:
             await self._pod_event(
                 notice.key,
@@ -498,14 +496,14 @@ class AdmissionCycle:
                 event_type="Warning",
                 reason=explaining.OUTSIDE_EVENT_REASON,
                 message=notice.reason,
-                event_name=explaining.notice_event_name(pod),
+                event_name=explaining.notice_event_name(notice),
             )
         except kube.ApiError as error:
             if error.status == 409:
                 return  # told already (by this operator before a restart, or another leader)
             if error.status != 404:
                 # The next cycles try again (a 404: the namespace is gone, and the pod with it).
-                self._noticed.discard(explaining.notice_token(pod))
+                self._noticed.discard(explaining.notice_token(notice.key, notice.uid))
                 logger.warning("Pod %s: notice event not sent: %s", notice.key, error)
 
     async def _apply_eviction(self, eviction: reclaiming.Eviction) -> None:

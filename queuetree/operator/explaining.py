@@ -83,18 +83,20 @@ def plan_explanations(
     return planned
 
 
-def notice_token(pod: objects.Pod) -> str:
-    """What identifies one pod's notice: its uid (a pod created again under the same name is
-    another pod), else its key."""
-    return pod.uid or pod.key
+def notice_token(key: str, uid: str) -> str:
+    """What identifies the notice of pod ``key``: its ``uid`` (a pod created again under the
+    same name is another pod), else its key."""
+    return uid or key
 
 
-def notice_event_name(pod: objects.Pod) -> str:
-    """The name of the Event of ``pod``'s notice, the same for every operator that sends it
-    (the API server refuses the second with 409: told once, across restarts and leaders, for
-    as long as Events live)."""
-    suffix = f".{notice_token(pod).replace('/', '.')}.outside-queue-admission"
-    return pod.name[: _EVENT_NAME_LIMIT - len(suffix)] + suffix
+def notice_event_name(notice: Explanation) -> str:
+    """The name of the Event of a notice, the same for every operator that sends it (the API
+    server refuses the second with 409: told once, across restarts and leaders, for as long
+    as Events live)."""
+    token = notice_token(notice.key, notice.uid)
+    suffix = f".{token.replace('/', '.')}.outside-queue-admission"
+    name = notice.key.partition("/")[2]
+    return name[: _EVENT_NAME_LIMIT - len(suffix)] + suffix
 
 
 def plan_outside_notices(
@@ -109,7 +111,7 @@ def plan_outside_notices(
     waiting = sorted(
         (pod.created, key, pod)
         for key, pod in view.outside.items()
-        if notice_token(pod) not in told
+        if notice_token(key, pod.uid) not in told
     )
     planned = []
     for _, key, pod in waiting[:budget]:

@@ -28,8 +28,9 @@ What ``/pods/validate`` refuses (beyond the reference, which has no pod validati
   opted in later would be counted in its queue (``objects.Pod.governed``) without ever having
   waited for it; and, once a pod is admitted (it carries the record, or it opted in and its
   gate is gone) and until it finishes, changing the annotations that choose its queue
-  (``scheduling.volcano.sh/queue-name`` and the group name): the pod stays charged to the
-  queue it was admitted to.
+  (``scheduling.volcano.sh/queue-name`` and the group name), and, for a pod admitted before
+  the record existed, removing its opt-in (the one thing that keeps it governed): the pod
+  stays charged to the queue it was admitted to.
 
 Which queue a pod names, first match wins (:func:`resolve_queue`):
 
@@ -423,6 +424,18 @@ def _validate_update(
             )
         )
     finished = bodies.status_of(old).get("phase") in _FINISHED
+    if charged and not finished and record not in before and after.get(GATE) != "true":
+        # Admitted before the record existed: the opt-in is what keeps it in its queue.
+        trouble.append(
+            problems.Problem(
+                f"metadata.annotations{problems.key(GATE)}",
+                problems.ErrorType.FORBIDDEN,
+                f"{subject} was admitted to queue {charged} (before the admission record "
+                "existed) and its opt-in is what keeps it charged there until it finishes or "
+                "is deleted, so it cannot be removed",
+                value=after.get(GATE),
+            )
+        )
     if charged and not finished:
         for key in _BINDING_ANNOTATIONS:
             if before.get(key) != after.get(key):

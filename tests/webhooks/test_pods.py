@@ -582,6 +582,24 @@ UPDATES = {
         user=TENANT,
         expected=allowed(),
     ),
+    "a pod admitted before the record existed cannot drop its opt-in (it would leave its queue)": (
+        UpdatesCase(
+            old=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}),
+            new=pod(annotations={QUEUE_NAME: "a"}),
+            user=TENANT,
+            expected=denied(
+                f'metadata.annotations["{GATE}"]: Forbidden: pod default/p1 was admitted to '
+                "queue a (before the admission record existed) and its opt-in is what keeps it "
+                "charged there until it finishes or is deleted, so it cannot be removed"
+            ),
+        )
+    ),
+    "an admitted pod with the record may drop its opt-in annotation": UpdatesCase(
+        old=pod(annotations=ADMITTED),
+        new=pod(annotations={QUEUE_NAME: "a", RECORD: "a"}),
+        user=TENANT,
+        expected=allowed(),
+    ),
     "an admitted pod may get its opt-in annotation back": UpdatesCase(
         old=pod(annotations={QUEUE_NAME: "a", RECORD: "a"}),
         new=pod(annotations=ADMITTED),
