@@ -13,6 +13,9 @@ decide it (manifests/base/cluster/webhook-configurations.yaml, docs/configuratio
   matchCondition cannot see namespaces), nor one whose label value is not ``"true"``, nor one
   that only names a queue, nor any pod of a namespace labelled ``queuetree.io/admission=disabled``.
 
+A pod that is not sent is not gated and runs outside queue admission: no queue counts it, even
+the one it names (e2e/test_outside_admission.py).
+
 A user who writes the namespace's opt-in wrongly is told at once: ``kubectl annotate`` or
 ``kubectl label`` prints the namespace webhook's warning. So is a pod whose opt-in value is
 neither ``"true"`` nor ``"false"``.

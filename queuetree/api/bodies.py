@@ -217,6 +217,7 @@ def event(
     event_namespace: str,
     component: str,
     uid: str = "",
+    event_name: str = "",
 ) -> dict[str, Any]:
     """A ``v1`` Event about one object, as ``kubectl describe`` shows it.
 
@@ -224,6 +225,9 @@ def event(
     namespace *and* uid, so an event without the uid is invisible there. ``event_namespace``
     is where the event of a cluster-scoped object (``namespace`` "") goes; ``stamp`` is the
     RFC 3339 time of both timestamps; the message is cut to :data:`EVENT_MESSAGE_LIMIT`.
+    ``event_name`` names the Event itself (the API server then refuses a second one of that
+    name with 409 while the first lives: an Event sent once, whoever sends it); without it,
+    the server generates a name from the object's.
     """
     involved: dict[str, Any] = {"kind": kind, "apiVersion": api_version, "name": name}
     if namespace:
@@ -233,7 +237,10 @@ def event(
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"generateName": f"{name}.", "namespace": namespace or event_namespace},
+        "metadata": {
+            **({"name": event_name} if event_name else {"generateName": f"{name}."}),
+            "namespace": namespace or event_namespace,
+        },
         "involvedObject": involved,
         "type": event_type,
         "reason": reason,

@@ -97,9 +97,10 @@ def read_listing(items: Iterable[Mapping[str, Any]]) -> Listing:
 
 
 def queue_of(pod: objects.Pod, listing: Listing, *, default_queue: str) -> str:
-    """The queue ``pod`` is charged to: the one it was admitted to, else its PodGroup's, else
-    the queue its (or its namespace's) queue-name annotation names, else ``default_queue`` —
-    the rules of the operator and the webhook."""
+    """The queue ``pod`` is charged to, when it is governed by queue admission
+    (``objects.Pod.governed``; a pod that is not is charged to none: ask that first): the one
+    it was admitted to, else its PodGroup's, else the queue its (or its namespace's) queue-name
+    annotation names, else ``default_queue`` — the rules of the operator and the webhook."""
     if pod.admitted_queue:
         return pod.admitted_queue
     if pod.names_group:

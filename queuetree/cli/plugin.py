@@ -317,7 +317,12 @@ def _run_whatif(args: argparse.Namespace) -> int:
     after = offline.decide(after_listing, config).result
     placed = offline.decide_full(after_listing, config, ungated=after.ungate)
     report = reports.what_if(
-        changed=changed, before=before, after=after, placed=placed, refused=refused
+        changed=changed,
+        before=before,
+        after=after,
+        placed=placed,
+        refused=refused,
+        outside=reports.outside_of(changed, after_listing),
     )
     sys.stdout.write("\n".join(reports.what_if_lines(report, width=args.width)) + "\n")
     return 0

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from queuetree.api import manifest_files, readers, results, schedconf
 from queuetree.cli import flags, inputs
-from queuetree.core import objects, problems, sessions
+from queuetree.core import governing, objects, problems, sessions
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 """Files read from a directory given to ``-f``, in name order (as kubectl does)."""
@@ -76,7 +76,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--admission-only",
         default=False,
         help="run as the operator does: admit and ungate, reclaim for unschedulable pods, "
-        "but never bind or pipeline (kube-scheduler places pods)",
+        "but never bind or pipeline (kube-scheduler places pods); only pods governed by queue "
+        "admission (gated, admitted or opted in) count in queues, the others only use their "
+        "nodes (each that names a queue is warned about)",
     )
     flags.add_scheduler_name_flag(
         parser,
@@ -108,8 +110,25 @@ def run(args: argparse.Namespace) -> int:
         scheduler_names=args.scheduler_name if args.admission_only else None,
     )
     warnings = (*configuration.warnings, *snapshot.warnings)
+    if args.admission_only:
+        warnings += tuple(outside_warnings(snapshot.snapshot))
     _emit(results.render_session_result(result, warnings=warnings))
     return 0
+
+
+def outside_warnings(snapshot: objects.Snapshot) -> list[str]:
+    """With ``--admission-only``: one warning per pod that names a queue but is not governed by
+    queue admission (``objects.Pod.governed``), in key order; the session counts it in no queue
+    (``governing.admission_snapshot``), as the operator would not."""
+    found = []
+    for key in sorted(snapshot.pods):
+        pod = snapshot.pods[key]
+        if pod.governed:
+            continue
+        named = governing.named_queue(pod, snapshot.pod_groups)
+        if named is not None:
+            found.append(governing.outside_message(key, named))
+    return found
 
 
 def _report(found: tuple[problems.Problem, ...]) -> None:

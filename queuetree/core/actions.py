@@ -51,8 +51,9 @@ def enqueue(session: frameworks.Session) -> None:
     """Move pending pod groups to Inqueue when their queue admits their ``minResources``.
 
     A group without ``minResources`` is admitted without asking any plugin (spec §3.7). Left
-    Pending: the stand-in of a PodGroup that does not exist, and, in admission mode, a group
-    whose pods all name a scheduler outside ``Session.scheduler_names``.
+    Pending: the stand-in of a PodGroup that does not exist, a group whose pods all run outside
+    queue admission (``objects.PodGroup.outside``, none governed), and, in admission mode, a
+    group whose pods all name a scheduler outside ``Session.scheduler_names``.
     """
     pending: dict[str, list[frameworks.Job]] = {}
     free: list[frameworks.Job] = []
@@ -62,6 +63,8 @@ def enqueue(session: frameworks.Session) -> None:
     for job in session.jobs.values():
         if job.phase is not phase_pending or job.queue not in queues or job.group.missing:
             continue
+        if job.group.outside and not job.tasks:
+            continue  # its pods run outside queue admission: nothing of it is in the queue
         if foreign is not None and all(_placed_by_another_scheduler(session, t) for t in job.tasks):
             # Its pods are never ungated (each is told why): admitted, its minResources would
             # hold the queue's room for pods that can never use it.
@@ -172,6 +175,8 @@ def allocate(session: frameworks.Session, *, admission_only: bool = False) -> No
                 "created and its whole minMember fits in its queue"
             )
             continue
+        if job.group.outside and not job.tasks:
+            continue  # its pods all run outside queue admission: it stays Pending
         if job.phase is phase_pending:
             if enqueue_configured:
                 continue

@@ -2,10 +2,11 @@
 
 An admission session (``sessions.run_session(..., admission_only=True)``) decides only about
 pods that still carry the queue-allocation gate (and, with reclaim, pods kube-scheduler left
-unschedulable). Every other pod matters to it only through sums: the requests its queue (and
-every ancestor) has allocated, requested, holds in ``inqueue`` and keeps reserved. A cluster
-holds thousands of such pods and few gated ones, so a session that walks every pod costs
-time in proportion to the cluster, not to the work.
+unschedulable). Every other pod it counts (it counts the pods governed by queue admission
+only: ``governing.admission_snapshot`` leaves the others out first) matters to it only through
+sums: the requests its queue (and every ancestor) has allocated, requested, holds in
+``inqueue`` and keeps reserved. A cluster holds thousands of such pods and few gated ones,
+so a session that walks every pod costs time in proportion to the cluster, not to the work.
 
 :func:`compact` replaces the *settled* lone pods of each bucket (same queue, same status, same
 opt-in) by one pod whose request is their sum, with a single-pod group of the same phase. A
@@ -150,6 +151,7 @@ def compact(snapshot: objects.Snapshot) -> Compacted:
         pods=MappingProxyType(pods),
         nodes=snapshot.nodes,
         priority_classes=snapshot.priority_classes,
+        outside=snapshot.outside,
     )
     return Compacted(snapshot=compacted, folded=MappingProxyType(folded_groups))
 

@@ -112,6 +112,9 @@ ALLOCATED_STATUSES = frozenset(
     {TaskStatus.BOUND, TaskStatus.BINDING, TaskStatus.RUNNING, TaskStatus.ALLOCATED}
 )
 """Statuses whose requests count as a queue's ``allocated`` (spec §3.2)."""
+OCCUPYING_STATUSES = ALLOCATED_STATUSES | {TaskStatus.PIPELINED, TaskStatus.RELEASING}
+"""Statuses in which a pod with a node name holds room on that node (Volcano's node accounting:
+a Releasing pod's room comes back once it is gone, a Pipelined one's is promised)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -219,6 +222,14 @@ class PodGroup:
     counts: GroupCounts = NO_COUNTS
     """``status.running``, ``succeeded`` and ``failed`` as last written (no session reads
     them: the operator compares what it would write with them)."""
+    outside: int = 0
+    """How many of the group's pods run outside queue admission (not :attr:`Pod.governed`):
+    set where an admission snapshot is made (``governing.admission_snapshot``, the operator's
+    state), 0 everywhere else. Those pods are not in the snapshot: they count in no figure of
+    the group or its queue, nor towards ``minMember``. A group with such pods and no governed
+    one is outside queue admission itself: it is never enqueued and holds nothing in its queue
+    (not even its ``minResources``); its phase is Pending and its counts are zero, which is
+    what its queue sees of it (``governing.group_in_admission``)."""
     status_written: bool = False
     """``status.phase`` is set: a controller wrote the group's status. Until then the
     operator writes phase and counts even when they equal the defaults (Pending, 0), so
@@ -362,6 +373,32 @@ class Pod:
         """The pod carries the opt-in annotation with the exact value ``"true"``."""
         return self.annotations.get(QUEUE_ALLOCATION_GATE) == "true"
 
+    @property
+    def governed(self) -> bool:
+        """The pod is governed by queuetree's admission, so that in admission mode (the
+        operator, and every tool that shows or explains its decisions) its queue counts it:
+        it carries our gate (:attr:`queue_gated`: it waits for admission, or for other
+        controllers' gates to go first), or the admission record
+        (:data:`ADMITTED_QUEUE_ANNOTATION`, written by the operator in the write that removes
+        the gate; only the operator may change it), or it is :attr:`opted_in` (a pod admitted
+        before the record existed).
+
+        Every other pod runs outside queue admission, whatever queue it names (annotation,
+        PodGroup, namespace): in admission mode it is charged to no queue (not in allocated,
+        reserved, inqueue, the pod counts, shares, status figures or metrics), is never a
+        reclaim or preempt victim and never blocks an admission; it only uses its node
+        (:class:`Occupancy`). As Volcano's queues count only the pods its own scheduler
+        places, queuetree's count the pods that went through its gate. Edges: a gated pod
+        whose opt-in annotation was removed stays governed (its gate holds it, and it is told
+        why); an opt-in value other than ``"true"`` governs no ungated pod; a pod held only by
+        other controllers' gates is governed only when it opted in. Volcano mode (``queuetree
+        session`` without ``--admission-only``) keeps Volcano's rule: every pod counts."""
+        return (
+            QUEUE_ALLOCATION_GATE in self.scheduling_gates
+            or ADMITTED_QUEUE_ANNOTATION in self.annotations
+            or self.annotations.get(QUEUE_ALLOCATION_GATE) == "true"
+        )
+
 
 _ONLY_OURS: tuple[str, ...] = (QUEUE_ALLOCATION_GATE,)
 
@@ -496,6 +533,24 @@ class Node:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Occupancy:
+    """The room pods outside queue admission (not :attr:`Pod.governed`) hold on one node.
+
+    They are in no admission snapshot, yet they still use their nodes: a session subtracts
+    ``used`` from the node's idle room (never from its allocatable, so cluster totals, root's
+    capability and deserved shares do not change) and counts ``releasing`` as room that comes
+    back, exactly as it would for the pods themselves. Reclaim, the one admission-mode action
+    that reads a node's room, would otherwise think nodes freer than they are and evict pods for
+    nothing."""
+
+    used: resources.Resource = resources.EMPTY
+    """The summed requests of those pods that hold the node (:data:`OCCUPYING_STATUSES`),
+    Releasing ones included."""
+    releasing: resources.Resource = resources.EMPTY
+    """Of ``used``, what pods being deleted (Releasing) hold: free once they are gone."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class PriorityClass:
     name: str
     value: int
@@ -513,3 +568,6 @@ class Snapshot:
     priority_classes: Mapping[str, PriorityClass] = dataclasses.field(
         default_factory=_empty_mapping
     )
+    outside: Mapping[str, Occupancy] = dataclasses.field(default_factory=_empty_mapping)
+    """Node name -> what pods outside queue admission hold on it (:class:`Occupancy`): those
+    pods are not in ``pods``. Empty in Volcano mode, where every pod is in ``pods``."""

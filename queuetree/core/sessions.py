@@ -31,6 +31,7 @@ from queuetree.core import (
     features,
     folding,
     frameworks,
+    governing,
     objects,
     ordering,
     plugins,
@@ -60,6 +61,10 @@ def run_session(
     that names another ``spec.schedulerName`` is never ungated (nothing would place it, and its
     reservation would hold its queue's room for ever) and is told why. None: any scheduler.
 
+    In admission mode only the pods governed by queue admission count
+    (``governing.admission_snapshot``): the others are left out, and what they hold on their
+    nodes stays there (``Snapshot.outside``). Volcano mode counts every pod of the snapshot.
+
     In admission mode the snapshot's settled lone pods are first folded into one pod per queue
     and state (``compaction.compact``), which leaves the result unchanged and makes the session
     cost follow the pods it decides about rather than the cluster; ``compact=False`` walks
@@ -82,6 +87,8 @@ def run_session(
     enabled = gc.isenabled()
     gc.disable()
     try:
+        if admission_only:
+            snapshot = governing.admission_snapshot(snapshot)
         if not (admission_only and compact):
             return _run(
                 snapshot,
@@ -193,6 +200,8 @@ def _scalar_names(snapshot: objects.Snapshot) -> set[str]:
         see(queue.capability)
         see(queue.deserved)
         see(queue.guarantee)
+    for held in snapshot.outside.values():
+        see(held.used)
     # Pod groups and pods are many, most name no scalar, and the others share a handful of
     # request objects: their scalar maps are picked out at C speed (empty ones and groups
     # without minResources dropped), and each distinct map is read once.
@@ -204,18 +213,6 @@ def _scalar_names(snapshot: objects.Snapshot) -> set[str]:
     for scalars in maps.values():
         names.update(scalars)
     return names
-
-
-OCCUPYING = frozenset(
-    {
-        objects.TaskStatus.ALLOCATED,
-        objects.TaskStatus.PIPELINED,
-        objects.TaskStatus.BINDING,
-        objects.TaskStatus.BOUND,
-        objects.TaskStatus.RUNNING,
-        objects.TaskStatus.RELEASING,
-    }
-)
 
 
 def _build_session(
@@ -276,17 +273,27 @@ def _build_session(
             (group.created, group.uid or key),
         )
     nodes: dict[str, frameworks.NodeState] = {}
+    outside = snapshot.outside
     for name, node in snapshot.nodes.items():
         allocatable = dims.vec(node.allocatable)
+        idle = list(allocatable)
+        releasing = dims.zero()
+        held = outside.get(name) if outside else None
+        if held is not None:
+            # Pods outside queue admission still use the node: less idle room, the same
+            # allocatable (cluster totals and shares are the queues' business only).
+            vectors.isub(idle, dims.vec(held.used))
+            vectors.iadd(releasing, dims.vec(held.releasing))
         nodes[name] = frameworks.NodeState(
             node=node,
             allocatable=allocatable,
-            idle=list(allocatable),
-            releasing=dims.zero(),
+            idle=idle,
+            releasing=releasing,
             pipelined=dims.zero(),
         )
     tasks: dict[str, frameworks.Task] = {}
     cache: dict[int, tuple[vectors.Vec, tuple[int, ...], tuple[int, ...]]] = {}
+    occupying = objects.OCCUPYING_STATUSES
     gate_on = feature_gates.get(objects.FEATURE_SCHEDULING_GATES_QUEUE_ADMISSION, False)
     in_flight: dict[str, int] = {}
     unschedulable: dict[str, frameworks.Job] = {}
@@ -339,7 +346,7 @@ def _build_session(
         tasks[key] = task
         if pod.node_name:
             state = nodes.get(pod.node_name)
-            if state is not None and pod.status in OCCUPYING:
+            if state is not None and pod.status in occupying:
                 state.add(task)
         if not pod.scheduling_gates and pod.status is pending:
             if gate_on and pod.holds_reservation:
@@ -663,7 +670,7 @@ def count_runs(snapshot: objects.Snapshot, *, config: configs.SchedulerConfigura
     with candidates is Pending or has a Pending pod, else a lower bound."""
     if not folding.supported(config):
         return 0
-    compacted = compaction.compact(snapshot).snapshot
+    compacted = compaction.compact(governing.admission_snapshot(snapshot)).snapshot
     candidates = folding.find_candidates(
         compacted, leaves=compaction.leaves(compacted.queues), task_priority=_task_priority
     )
@@ -723,6 +730,8 @@ def open_session(
     """A session over ``snapshot`` as :func:`run_session` opens it (dimensions, jobs, queues,
     nodes), with no plugin registered and no action run: for tests and tools that register
     their own plugins (``session.register(tiers)``) and look inside. Nothing is compacted."""
+    if admission_only:
+        snapshot = governing.admission_snapshot(snapshot)
     return _build_session(
         snapshot,
         dims=vectors.Dims.of(_scalar_names(snapshot)),

@@ -110,6 +110,7 @@ class CompactionIndex:
             pods=MappingProxyType(pods),
             nodes=snapshot.nodes,
             priority_classes=snapshot.priority_classes,
+            outside=snapshot.outside,
         )
 
     def _refresh(self, leaf_queues: frozenset[str], group_of: GroupOfFn) -> None:

@@ -22,7 +22,9 @@ Each cycle (:meth:`AdmissionCycle.run_once`):
    Writes that only refresh a queue's figures go out at most every ``figures_interval``
    (``busy_figures_factor`` times less often while the gate workers have a backlog);
    ``status_writers`` of these writes are in flight at once; the Event of an explanation
-   follows its annotation in a lane of its own (``event_writers`` in flight);
+   follows its annotation in a lane of its own (``event_writers`` in flight); pods that name a
+   queue without opting in are told once, by an Event, that they run outside queue admission
+   (``explaining.plan_outside_notices``);
 5. publishes its view and result to the metrics (the series are computed when scraped).
 """
 
@@ -38,7 +40,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from queuetree.api import bodies
-from queuetree.core import conditions, decisions, objects
+from queuetree.core import conditions, decisions, governing, objects
 from queuetree.operator import (
     explaining,
     gating,
@@ -149,6 +151,9 @@ class AdmissionCycle:
         self._told: dict[str, conditions.Readiness] = {}
         """Queue -> the readiness last announced (event and log): a write planned again while
         the watch lags behind the last one is not announced twice."""
+        self._noticed: set[str] = set()
+        """``explaining.notice_token`` of each pod outside queue admission told so (or being
+        told); forgotten once the pod is no longer in the view's ``outside``."""
 
     async def wait_writes(self) -> None:
         """Wait until the background writes planned so far are done, Events included (tests,
@@ -249,6 +254,7 @@ class AdmissionCycle:
         # 4. Level-triggered writes, in the background, one batch at a time.
         writes: list[queue_status.QueueWrite] = []
         explanations: list[explaining.Explanation] = []
+        notices: list[explaining.Explanation] = []
         evictions: list[reclaiming.Eviction] = []
         if self._writer is None or self._writer.done():
             writes = self._throttle(
@@ -260,9 +266,10 @@ class AdmissionCycle:
             explanations = explaining.plan_explanations(
                 view, result, self._cluster.explanations(), budget=self._explanation_budget
             )
+            notices = self._plan_notices(view, budget=self._explanation_budget - len(explanations))
             evictions = self._plan_evictions(view, result)
             self._writer = asyncio.create_task(
-                self._write(writes, groups, explanations, evictions),
+                self._write(writes, groups, explanations, evictions, notices),
                 name="queuetree cycle writer",
             )
         # 5. Metrics.
@@ -311,6 +318,22 @@ class AdmissionCycle:
         self._refused = {key: until for key, until in self._refused.items() if until > now}
         return frozenset(self._refused)
 
+    def _plan_notices(self, view: state.StateView, *, budget: int) -> list[explaining.Explanation]:
+        """The pods outside queue admission to tell this cycle (marked told at once: a failed
+        send is forgotten again by :meth:`_apply_notice`), and one log line for them."""
+        present = {explaining.notice_token(key, pod.uid) for key, pod in view.outside.items()}
+        self._noticed &= present
+        notices = explaining.plan_outside_notices(view, self._noticed, budget=budget)
+        if notices:
+            self._noticed.update(explaining.notice_token(n.key, n.uid) for n in notices)
+            logger.info(
+                "%d pod(s) name a queue without opting in and run outside queue admission "
+                "(told by an Event); the first: %s",
+                len(notices),
+                notices[0].reason,
+            )
+        return notices
+
     def _plan_evictions(
         self, view: state.StateView, result: decisions.SessionResult
     ) -> list[reclaiming.Eviction]:
@@ -325,6 +348,7 @@ class AdmissionCycle:
         groups: Mapping[str, Mapping[str, Any]],
         explanations: list[explaining.Explanation],
         evictions: list[reclaiming.Eviction],
+        notices: list[explaining.Explanation],
     ) -> None:
         # Each write is about one object and independent of the others: several in flight.
         slots = asyncio.Semaphore(self._writers)
@@ -340,6 +364,8 @@ class AdmissionCycle:
                 group.create_task(bounded(self._apply_pod_group_status(key, status)))
             for explanation in explanations:
                 group.create_task(bounded(self._apply_explanation(explanation)))
+            for notice in notices:
+                group.create_task(bounded(self._apply_notice(notice)))
         for eviction in evictions:
             await self._apply_eviction(eviction)
 
@@ -460,6 +486,26 @@ class AdmissionCycle:
         finally:
             slots.release()
 
+    async def _apply_notice(self, notice: explaining.Explanation) -> None:
+        """Tell a pod outside queue admission so, by an Event whose name is the pod's own
+        (``explaining.notice_event_name``): a 409 means it was told already."""
+        try:
+            await self._pod_event(
+                notice.key,
+                uid=notice.uid,
+                event_type="Warning",
+                reason=explaining.OUTSIDE_EVENT_REASON,
+                message=notice.reason,
+                event_name=explaining.notice_event_name(notice),
+            )
+        except kube.ApiError as error:
+            if error.status == 409:
+                return  # told already (by this operator before a restart, or another leader)
+            if error.status != 404:
+                # The next cycles try again (a 404: the namespace is gone, and the pod with it).
+                self._noticed.discard(explaining.notice_token(notice.key, notice.uid))
+                logger.warning("Pod %s: notice event not sent: %s", notice.key, error)
+
     async def _apply_eviction(self, eviction: reclaiming.Eviction) -> None:
         namespace, _, name = eviction.victim.partition("/")
         self._evicting.add(eviction.victim)
@@ -516,9 +562,17 @@ class AdmissionCycle:
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._wall_clock()))
 
     async def _pod_event(
-        self, key: str, *, uid: str, event_type: str, reason: str, message: str
+        self,
+        key: str,
+        *,
+        uid: str,
+        event_type: str,
+        reason: str,
+        message: str,
+        event_name: str = "",
     ) -> None:
-        """Create an Event about pod ``key`` (``namespace/name``)."""
+        """Create an Event about pod ``key`` (``namespace/name``); ``event_name``: see
+        ``bodies.event``."""
         namespace, _, name = key.partition("/")
         await self._api.create_event(
             namespace,
@@ -531,6 +585,7 @@ class AdmissionCycle:
                 event_type=event_type,
                 reason=reason,
                 message=message,
+                event_name=event_name,
             ),
         )
 
@@ -545,6 +600,7 @@ class AdmissionCycle:
         reason: str,
         message: str,
         uid: str = "",
+        event_name: str = "",
     ) -> dict[str, Any]:
         """A ``v1`` Event about one object, stamped now (``bodies.event``)."""
         return bodies.event(
@@ -559,6 +615,7 @@ class AdmissionCycle:
             event_namespace=EVENT_NAMESPACE,
             component=EVENT_COMPONENT,
             uid=uid,
+            event_name=event_name,
         )
 
 
@@ -571,7 +628,21 @@ def queue_reading(
     """The per-queue series of a cycle's ``view`` and ``result``, ages as of ``wall_clock()``
     (read at scrape time: both are immutable)."""
     gated, oldest = count_gated(view, now=wall_clock())
-    return metrics.QueueReading(figures=result.queues, gated=gated, oldest=oldest)
+    return metrics.QueueReading(
+        figures=result.queues, gated=gated, oldest=oldest, outside=count_outside(view, result)
+    )
+
+
+def count_outside(view: state.StateView, result: decisions.SessionResult) -> Mapping[str, int]:
+    """Queue name -> the unfinished pods that name it without opting in (``view.outside``):
+    they run outside queue admission and no figure counts them. Only queues of ``result``: a
+    name no queue has would be a series for every typo."""
+    counts: dict[str, int] = {}
+    for pod in view.outside.values():
+        named = governing.named_queue(pod, view.pod_groups)
+        if named is not None and named.queue in result.queues:
+            counts[named.queue] = counts.get(named.queue, 0) + 1
+    return counts
 
 
 def count_gated(

@@ -10,19 +10,28 @@ A cycle writes at most ``budget`` explanations, the oldest pods first; the rest 
 cycles, so a burst of thousands of new gated pods never turns into thousands of writes ahead of
 gate removals, and none waits behind pods that arrived after it. The cycle writes each
 annotation before its Event, which follows in a lane of its own (``cycle.AdmissionCycle``).
+
+A pod that names a queue but did not opt in runs outside queue admission, and no queue counts
+it (``core.governing``); the webhook never sees it, so the operator tells it, once, with one
+Warning Event (reason :data:`OUTSIDE_EVENT_REASON`): :func:`plan_outside_notices`, within what
+is left of the same budget once the gated pods' explanations are planned. Never an annotation:
+queuetree writes nothing into a pod that did not ask to be queued.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 
-from queuetree.core import decisions, objects
+from queuetree.core import decisions, governing, objects
 from queuetree.operator import state
 
 REASON_ANNOTATION = objects.ADMISSION_REASON_ANNOTATION
 """Pod annotation holding why the pod is still held by the queue gate."""
 EVENT_REASON = "QueueAdmissionPending"
+OUTSIDE_EVENT_REASON = "OutsideQueueAdmission"
+"""The reason of the Event telling a pod that names a queue that it runs outside it."""
+_EVENT_NAME_LIMIT = 253
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -71,4 +80,43 @@ def plan_explanations(
                 planned.append(Explanation(key=key, reason=reason, uid=pod.uid))
         elif previous and key not in view.assumed:
             planned.append(Explanation(key=key, reason="", uid=pod.uid))
+    return planned
+
+
+def notice_token(key: str, uid: str) -> str:
+    """What identifies the notice of pod ``key``: its ``uid`` (a pod created again under the
+    same name is another pod), else its key."""
+    return uid or key
+
+
+def notice_event_name(notice: Explanation) -> str:
+    """The name of the Event of a notice, the same for every operator that sends it (the API
+    server refuses the second with 409: told once, across restarts and leaders, for as long
+    as Events live)."""
+    token = notice_token(notice.key, notice.uid)
+    suffix = f".{token.replace('/', '.')}.outside-queue-admission"
+    name = notice.key.partition("/")[2]
+    return name[: _EVENT_NAME_LIMIT - len(suffix)] + suffix
+
+
+def plan_outside_notices(
+    view: state.StateView, told: Set[str], *, budget: int
+) -> list[Explanation]:
+    """The notices still to send, at most ``budget``, oldest pod first (creation time, then
+    key): each pod of ``view.outside`` (it names a queue, did not opt in, and has not finished)
+    whose :func:`notice_token` is not in ``told`` gets one, saying that no queue counts it and
+    how to queue it (``governing.outside_message``)."""
+    if budget <= 0:
+        return []
+    waiting = sorted(
+        (pod.created, key, pod)
+        for key, pod in view.outside.items()
+        if notice_token(key, pod.uid) not in told
+    )
+    planned = []
+    for _, key, pod in waiting[:budget]:
+        named = governing.named_queue(pod, view.pod_groups)
+        planned.append(
+            Explanation(key=key, reason=governing.outside_message(key, named), uid=pod.uid)
+        )
     return planned

@@ -62,6 +62,8 @@ class QueueReading:
     figures: Mapping[str, decisions.QueueFigures]
     gated: Mapping[str, int]
     oldest: Mapping[str, float]
+    outside: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Queue -> unfinished pods that name it without opting in (outside queue admission)."""
 
 
 ReadFn = Callable[[], QueueReading]
@@ -114,6 +116,15 @@ class QueueCollector(prometheus_registry.Collector):
         for queue, age in reading.oldest.items():
             oldest.add_metric([queue], age)
         yield oldest
+        outside = prometheus_core.GaugeMetricFamily(
+            "queuetree_queue_outside_pods",
+            "Unfinished pods that name the queue without opting in: they run outside queue "
+            "admission, and no figure of the queue counts them.",
+            labels=("queue",),
+        )
+        for queue, count in reading.outside.items():
+            outside.add_metric([queue], float(count))
+        yield outside
 
     def describe(self) -> Iterator[prometheus_core.Metric]:
         # Without describe, registering would call collect() (and a read) once at start-up.

@@ -11,6 +11,14 @@ pod without our gate, so the core counts it as reserved capacity at once and the
 never admit the same room twice. The mark disappears when the watch shows the gate gone (the
 truth caught up), when the pod is deleted, or when the removal failed (:meth:`forget_ungate`),
 after which the next cycle decides again from the cluster as it is.
+
+Pods outside queue admission (not ``objects.Pod.governed``: they never opted in) are kept apart
+(``core.governing`` states the rule for a whole snapshot; the state applies it pod by pod):
+they are in no snapshot's ``pods``, they have no single-pod group, and neither the compaction
+index nor the group tally sees them. What they hold on their nodes is kept per node and shown
+as ``Snapshot.outside``; a real PodGroup with such pods is shown marked
+(``governing.group_in_admission``); the ones that name a queue are in ``StateView.outside``,
+for the metrics and the Event that tells them they are not in it.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from queuetree.core import objects, resources
+from queuetree.core import governing, objects, resources
 from queuetree.operator import compacting
 
 WakeFn = Callable[[], None]
@@ -62,6 +70,12 @@ class StateView:
     """How many of ``snapshot.pod_groups`` each (queue, phase) has, kept by the state as the
     groups change (a cycle does not walk every group to count them); None: count the
     snapshot's."""
+    outside: Mapping[str, objects.Pod] = dataclasses.field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """The unfinished pods outside queue admission that name a queue (``governing.named_queue``:
+    a queue-name annotation or a PodGroup), by key: no queue counts them, and they are told so.
+    Pods that name nothing (most of a cluster's) are not here."""
 
     @property
     def for_session(self) -> objects.Snapshot:
@@ -110,6 +124,21 @@ class ClusterState:
         )
         self._tallied: dict[str, tuple[str, objects.PodGroupPhase]] = {}
         """Group key -> the (queue, phase) it is counted under in ``_group_tally``."""
+        self._outside: dict[str, objects.Pod] = {}
+        """Pods outside queue admission (not ``governed``), by key; never in ``_pods``."""
+        self._naming: dict[str, objects.Pod] = {}
+        """Of ``_outside``, the unfinished pods that name a queue (``StateView.outside``)."""
+        self._on_nodes: dict[str, dict[str, objects.Pod]] = {}
+        """Node -> the pods of ``_outside`` that hold room on it (``governing.holds_node``)."""
+        self._occupancy: dict[str, objects.Occupancy] = {}
+        """Node -> what ``_on_nodes`` holds there, summed when a view finds it dirty."""
+        self._dirty_nodes: set[str] = set()
+        self._governed_members: collections.Counter[str] = collections.Counter()
+        self._outside_members: collections.Counter[str] = collections.Counter()
+        """Group key -> how many pods of ``_pods`` / ``_outside`` name it (``Pod.group``)."""
+        self._marked: dict[str, objects.PodGroup] = {}
+        """Real PodGroups with pods outside queue admission, as snapshots show them
+        (``governing.group_in_admission``); they shadow the groups of ``_pod_groups``."""
         self._version = 0
         self._synced = False
 
@@ -176,9 +205,16 @@ class ClusterState:
 
         The watch confirming an assumed removal changes nothing a snapshot shows (the assumed
         pod already appears without our gate), so it wakes no cycle; nor does a change that only
-        takes room (:func:`only_takes_room`), although it changes the version.
+        takes room (:func:`only_takes_room`), although it changes the version. A pod outside
+        queue admission goes apart (:meth:`_store_outside`).
         """
         key = pod.key
+        if not pod.governed:
+            return self._store_outside(pod)
+        if key in self._outside:
+            # It was outside queue admission (a pod can opt in only where the webhook lets it,
+            # but the state takes any history): it leaves the outside books first.
+            self._drop_outside(key)
         stored = self._pods.get(key)
         if (stored is pod or stored == pod) and (pod.queue_gated or key not in self._assumed):
             # Nothing changed that a snapshot shows or an index holds: a placed pod's later
@@ -194,9 +230,14 @@ class ClusterState:
         before = self._assumed_view.get(key) or self._pods.get(key)
         if not pod.queue_gated:
             self._unassume(key)
-        if self._pods.get(key) == pod:
+        previous = self._pods.get(key)
+        if previous == pod:
             return False
         self._pods[key] = pod
+        if previous is None or previous.group != pod.group:
+            if previous is not None:
+                self._count_member(self._governed_members, previous.group, -1)
+            self._count_member(self._governed_members, pod.group, 1)
         if pod.names_group:
             self._lone_groups.pop(key, None)
         else:
@@ -225,13 +266,118 @@ class ClusterState:
         return self._assumed.pop(key, None) is not None
 
     def _drop_pod(self, key: str) -> bool:
+        """Forget pod ``key``; True when that is worth a cycle soon (a pod outside queue
+        admission is worth one only when a PodGroup's mark changed)."""
+        if key in self._outside:
+            return self._drop_outside(key)
         self._unassume(key)
         self._explained.pop(key, None)
         self._lone_groups.pop(key, None)
-        gone = self._pods.pop(key, None) is not None
+        gone = self._pods.pop(key, None)
         self._classify(key)
-        if not gone:
+        if gone is None:
             return False
+        self._count_member(self._governed_members, gone.group, -1)
+        self._changed()
+        return True
+
+    def _store_outside(self, pod: objects.Pod) -> bool:
+        """Store ``pod``, outside queue admission; True when a real PodGroup's mark changed
+        (worth a cycle soon: a group left with no governed pod gives its room back). What it
+        holds on its node changes the version but wakes nothing: only reclaim reads it."""
+        key = pod.key
+        wake = False
+        if key in self._pods:
+            # It leaves the queues (a pod admitted before the record whose opt-in annotation
+            # was removed): everything it held there goes with it.
+            self._drop_pod(key)
+            wake = True
+        previous = self._outside.get(key)
+        if previous is pod or previous == pod:
+            return wake
+        self._outside[key] = pod
+        if governing.named_queue(pod, self._pod_groups) is not None and not _finished(pod):
+            self._naming[key] = pod
+        else:
+            self._naming.pop(key, None)
+        if previous is None or previous.group != pod.group:
+            if previous is not None:
+                wake |= self._count_member(self._outside_members, previous.group, -1)
+            wake |= self._count_member(self._outside_members, pod.group, 1)
+        if self._place_outside(key, previous, pod):
+            self._changed()
+        return wake
+
+    def _drop_outside(self, key: str) -> bool:
+        """Forget pod ``key``, outside queue admission; True when a PodGroup's mark changed."""
+        gone = self._outside.pop(key, None)
+        if gone is None:
+            return False
+        self._naming.pop(key, None)
+        wake = self._count_member(self._outside_members, gone.group, -1)
+        if self._place_outside(key, gone, None):
+            self._changed()
+        return wake
+
+    def _place_outside(
+        self, key: str, before: objects.Pod | None, after: objects.Pod | None
+    ) -> bool:
+        """Move pod ``key`` (outside queue admission) from where ``before`` held room to where
+        ``after`` does (None: nowhere); True when a node's occupancy changed."""
+        held_before = before is not None and governing.holds_node(before)
+        held_after = after is not None and governing.holds_node(after)
+        if not (held_before or held_after):
+            return False
+        if (
+            held_before
+            and held_after
+            and before is not None
+            and after is not None
+            and before.node_name == after.node_name
+            and before.resreq == after.resreq
+            and (before.status is objects.TaskStatus.RELEASING)
+            is (after.status is objects.TaskStatus.RELEASING)
+        ):
+            self._on_nodes[after.node_name][key] = after
+            return False  # the same room on the same node (Bound -> Running, say)
+        if held_before and before is not None:
+            node = self._on_nodes[before.node_name]
+            del node[key]
+            if not node:
+                del self._on_nodes[before.node_name]
+            self._dirty_nodes.add(before.node_name)
+        if held_after and after is not None:
+            self._on_nodes.setdefault(after.node_name, {})[key] = after
+            self._dirty_nodes.add(after.node_name)
+        return True
+
+    def _count_member(self, counter: collections.Counter[str], group: str, delta: int) -> bool:
+        """Count a pod in (``delta`` 1) or out of (-1) ``group`` in ``counter``, and mark the
+        group anew when it has pods outside queue admission; True when its mark changed."""
+        counter[group] += delta
+        if not counter[group]:
+            del counter[group]
+        if group not in self._outside_members and group not in self._marked:
+            return False
+        return self._mark(group)
+
+    def _mark(self, key: str) -> bool:
+        """Show the real PodGroup ``key`` as admission sees it, given its members
+        (``governing.group_in_admission``); True when that changed what snapshots show."""
+        group = self._pod_groups.get(key)
+        outside = self._outside_members.get(key, 0)
+        before = self._marked.get(key)
+        if group is None or not outside:
+            after = None
+            self._marked.pop(key, None)
+        else:
+            after = governing.group_in_admission(
+                group, outside=outside, governed=self._governed_members.get(key, 0)
+            )
+            self._marked[key] = after
+        if before == after:
+            return False
+        self._classify(key)
         self._changed()
         return True
 
@@ -271,10 +417,14 @@ class ClusterState:
         return self._shown_group(pod.group)
 
     def _shown_group(self, key: str) -> objects.PodGroup | None:
-        """The group snapshots show under ``key``: the real PodGroup, else the assumed pod's,
-        else the lone pod's (the precedence of the merge in :meth:`view`)."""
+        """The group snapshots show under ``key``: the real PodGroup (marked when it has pods
+        outside queue admission), else the assumed pod's, else the lone pod's (the precedence
+        of the merge in :meth:`view`)."""
         return (
-            self._pod_groups.get(key) or self._assumed_groups.get(key) or self._lone_groups.get(key)
+            self._marked.get(key)
+            or self._pod_groups.get(key)
+            or self._assumed_groups.get(key)
+            or self._lone_groups.get(key)
         )
 
     def replace_pods(self, pods: list[objects.Pod]) -> None:
@@ -282,7 +432,7 @@ class ClusterState:
         while nobody watched. Marks the ``pods`` source listed."""
         with self._lock:
             fresh = {pod.key for pod in pods}
-            for key in [key for key in self._pods if key not in fresh]:
+            for key in [key for key in (*self._pods, *self._outside) if key not in fresh]:
                 self._drop_pod(key)
             for pod in pods:
                 self._store_pod(pod)
@@ -309,6 +459,7 @@ class ClusterState:
             )
             if previous is not None and written == group:
                 return
+            self._mark(group.key)
             # A lone pod of the same key now belongs to this group.
             self._classify(group.key)
             self._changed()
@@ -318,6 +469,7 @@ class ClusterState:
         with self._lock:
             if self._pod_groups.pop(key, None) is None:
                 return
+            self._mark(key)
             self._classify(key)
             self._changed()
         self._wake()
@@ -367,21 +519,24 @@ class ClusterState:
             pods = dict(self._pods)
             pods.update(self._assumed_view)
             pod_groups = MappingProxyType(dict(self._pod_groups))
+            shown_groups = {**self._pod_groups, **self._marked} if self._marked else pod_groups
             snapshot = objects.Snapshot(
                 queues=MappingProxyType({name: r.queue for name, r in self._queues.items()}),
                 # A pod without a group gets its single-pod group, as Volcano's controller makes.
                 pod_groups=MappingProxyType(
-                    {**self._lone_groups, **self._assumed_groups, **self._pod_groups}
+                    {**self._lone_groups, **self._assumed_groups, **shown_groups}
                 ),
                 pods=MappingProxyType(pods),
                 nodes=MappingProxyType(dict(self._nodes)),
                 priority_classes=MappingProxyType(dict(self._priority_classes)),
+                outside=MappingProxyType(self._node_occupancy()),
             )
             return StateView(
                 snapshot=snapshot,
                 session_snapshot=self._compaction.folded(
-                    snapshot, pod_groups=self._pod_groups, group_of=self._group_of
+                    snapshot, pod_groups=shown_groups, group_of=self._group_of
                 ),
+                outside=MappingProxyType(dict(self._naming)),
                 gated=frozenset(self._gated),
                 group_tally=MappingProxyType(dict(self._group_tally)),
                 queue_records=MappingProxyType(dict(self._queues)),
@@ -391,19 +546,36 @@ class ClusterState:
                 synced=self._synced,
             )
 
+    def _node_occupancy(self) -> dict[str, objects.Occupancy]:
+        """Node -> what pods outside queue admission hold there (the nodes whose pods changed
+        since the last call are summed again)."""
+        for node in self._dirty_nodes:
+            found = self._on_nodes.get(node)
+            if found:
+                self._occupancy[node] = governing.occupancy(found.values())
+            else:
+                self._occupancy.pop(node, None)
+        self._dirty_nodes.clear()
+        return dict(self._occupancy)
+
     def get_pod(self, key: str) -> objects.Pod | None:
+        """The pod as last stored, governed by queue admission or not."""
         with self._lock:
-            return self._pods.get(key)
+            return self._pods.get(key) or self._outside.get(key)
 
     def assume_ungated(self, key: str, *, decided_at: float) -> bool:
         """Mark ``key`` as admitted before its gate is removed; False when it cannot be.
 
         Refused when the pod is gone, already assumed, or does not carry our gate as its only
-        gate (we never remove a gate while another controller still holds the pod).
+        gate (we never remove a gate while another controller still holds the pod), or did not
+        opt in (the core never admits such a pod: ungated, it would be outside queue admission,
+        ``objects.Pod.governed``, while snapshots still showed it in its queue).
         """
         with self._lock:
             pod = self._pods.get(key)
             if pod is None or key in self._assumed or not pod.only_queue_gate:
+                return False
+            if not pod.reserves:
                 return False
             self._assumed[key] = decided_at
             self._assume_view(key, pod)
@@ -459,6 +631,10 @@ class ClusterState:
         """The explanation shown for pod ``key`` ("" for none)."""
         with self._lock:
             return self._explained.get(key, "")
+
+
+def _finished(pod: objects.Pod) -> bool:
+    return pod.status in (objects.TaskStatus.SUCCEEDED, objects.TaskStatus.FAILED)
 
 
 def holds_room(pod: objects.Pod) -> bool:

@@ -20,7 +20,7 @@ import rich.text
 import rich.tree
 
 from queuetree.api import listings
-from queuetree.core import decisions, objects, resources
+from queuetree.core import decisions, governing, objects, resources
 from queuetree.views import trees
 
 ADMIT_NEXT = "admitted by the next cycle: its queue and every ancestor have room"
@@ -124,10 +124,19 @@ def explain_pod(
     default_queue: str,
     width: int = trees.WIDTH,
 ) -> list[str]:
-    """Why pod ``key`` waits (or that it does not), in lines at most ``width`` wide."""
+    """Why pod ``key`` waits (or that it does not), in lines at most ``width`` wide; for a pod
+    outside queue admission, that no queue counts it and how to queue it."""
     pod = listing.pods[key]
-    queue = listings.queue_of(pod, listing, default_queue=default_queue)
     group = pod.group if pod.names_group else "none (a lone pod)"
+    if not pod.governed:
+        status = governing.outside_message(key, governing.named_queue(pod, listing.pod_groups))
+        return [
+            f"Pod {key}",
+            *_wrap("queue", "none: it runs outside queue admission", width),
+            *_wrap("pod group", group, width),
+            *_wrap("status", status, width),
+        ]
+    queue = listings.queue_of(pod, listing, default_queue=default_queue)
     lines = [f"Pod {key}", *_wrap("queue", queue, width), *_wrap("pod group", group, width)]
     stage = trees.stage_of(pod)
     where = positions(result).get(key)
@@ -167,6 +176,19 @@ def explain_pod(
     return lines
 
 
+def outside_of(keys: Iterable[str], listing: listings.Listing) -> dict[str, str]:
+    """Pod key -> why no queue counts it, for the pods of ``keys`` in ``listing`` that are not
+    governed by queue admission (they did not opt in)."""
+    found: dict[str, str] = {}
+    for key in keys:
+        pod = listing.pods.get(key)
+        if pod is not None and not pod.governed:
+            found[key] = governing.outside_message(
+                key, governing.named_queue(pod, listing.pod_groups)
+            )
+    return found
+
+
 def explain_group(
     key: str,
     *,
@@ -184,6 +206,11 @@ def explain_group(
     members = sorted(k for k, pod in listing.pods.items() if pod.group == key)
     if not members:
         root.add("no pods yet: the group's pods wait for it, and it for them")
+    elif not any(listing.pods[member].governed for member in members):
+        root.add(
+            "none of its pods opted in to queue admission: they run outside it, and the group "
+            f"holds nothing in queue {group.queue!r} (it stays Pending, counting no pod)"
+        )
     for member in members:
         lines = explain_pod(
             member, listing=listing, result=result, default_queue=default_queue, width=width - 4
@@ -215,7 +242,9 @@ class WhatIf:
     """Victim pod key -> for whom and by which rule."""
     refused: Mapping[str, str]
     """Object -> why the webhook would refuse it."""
-    unchanged: int
+    outside: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Pod key -> why no queue would count it (it did not opt in: it would run at once)."""
+    unchanged: int = 0
     """Pods behind the gate whose outcome the changes do not alter."""
 
 
@@ -226,11 +255,14 @@ def what_if(
     after: decisions.SessionResult,
     placed: decisions.SessionResult,
     refused: Mapping[str, str],
+    outside: Mapping[str, str] | None = None,
 ) -> WhatIf:
     """Compare the operator's decision with the changes (``after``, then ``placed``: the full
     session once ``after``'s admissions lost their gate) and without them (``before``).
-    Listed: the pods of ``changed`` and every pod whose outcome differs."""
-    new = set(changed)
+    Listed: the pods of ``changed`` and every pod whose outcome differs; the pods of ``changed``
+    that would run outside queue admission (``outside``: key -> why) are listed apart."""
+    outside = dict(outside or {})
+    new = set(changed) - outside.keys()
     admitted: dict[str, str] = {}
     waiting: dict[str, str] = {}
     gated = {key for keys in after.order.values() for key in keys}
@@ -265,6 +297,7 @@ def what_if(
         waiting=waiting,
         evicted={k: v for k, v in evicted.items() if k not in before_evicted},
         refused=dict(refused),
+        outside=outside,
         unchanged=unchanged,
     )
 
@@ -276,7 +309,10 @@ def what_if_lines(report: WhatIf, *, width: int = trees.WIDTH) -> list[str]:
         ("Admitted", report.admitted),
         ("Waiting", report.waiting),
         ("Evicted", report.evicted),
+        ("Outside queue admission", report.outside),
     ):
+        if title == "Outside queue admission" and not entries:
+            continue  # the usual case: every pod submitted opted in
         lines.append(f"{title} ({len(entries)}):")
         for key, text in entries.items():
             lines += textwrap.wrap(

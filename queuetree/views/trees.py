@@ -3,7 +3,9 @@
 One queue takes one row per resource shown (cpu, memory, GPUs and any other resource a queue
 names): the first row carries the queue's name (indented under its parent), state, the reason
 of its Ready condition and the pods of its subtree, **gated** (behind the queue gate),
-**admitted** (gate removed, no node yet: they reserve room) and **running** (on a node). Per
+**admitted** (gate removed, no node yet: they reserve room) and **running** (on a node); only
+pods governed by queue admission are counted (``objects.Pod.governed``), and a queue that pods
+name without opting in gets a note under the tree saying how many run outside it. Per
 resource: used (allocated, ``+reserved`` when something is reserved), deserved and capability
 (``realCapability`` as the operator last computed it, else ``spec.capability``; ``-`` unset),
 and a bar of used against capability (``█`` allocated, ``▒`` reserved, ``|`` the deserved
@@ -25,7 +27,7 @@ import rich.table
 import rich.text
 
 from queuetree.api import listings, statuses
-from queuetree.core import objects, quantities, resources
+from queuetree.core import governing, objects, quantities, resources
 
 WIDTH = 80
 BAR = 8
@@ -61,6 +63,9 @@ class Row:
     counts: Mapping[str, int]
     message: str = ""
     """The condition's message, for a queue that is not ready."""
+    outside: int = 0
+    """Unfinished pods that name this queue (``governing.named_queue``) without opting in: they
+    run outside queue admission, and nothing in the row counts them."""
 
 
 def stage_of(pod: objects.Pod) -> str:
@@ -83,13 +88,18 @@ def build_rows(
     queues = listing.queues
     children = children_of(listing)
     own: dict[str, dict[str, int]] = {}
+    outside: dict[str, int] = {}
     for pod in listing.pods.values():
         stage = stage_of(pod)
-        if stage:
-            counts = own.setdefault(
-                listings.queue_of(pod, listing, default_queue=default_queue), {}
-            )
-            counts[stage] = counts.get(stage, 0) + 1
+        if not stage:
+            continue
+        if not pod.governed:
+            named = governing.named_queue(pod, listing.pod_groups)
+            if named is not None:
+                outside[named.queue] = outside.get(named.queue, 0) + 1
+            continue
+        counts = own.setdefault(listings.queue_of(pod, listing, default_queue=default_queue), {})
+        counts[stage] = counts.get(stage, 0) + 1
     shown = _resources(listing)
     order: list[tuple[str, str]] = []
     seen: set[str] = set()
@@ -133,6 +143,7 @@ def build_rows(
                 figures=tuple(_figure(queue, status, resource) for resource in shown),
                 counts=subtree[name],
                 message=condition.message if condition is not None and not condition.ready else "",
+                outside=outside.get(name, 0),
             )
         )
     return rows
@@ -291,8 +302,17 @@ def render(rows: list[Row]) -> rich.table.Table:
 
 
 def notes(rows: list[Row]) -> list[str]:
-    """One line per queue that is not ready: its condition's message."""
-    return [f"{row.name}: {row.condition}: {row.message}" for row in rows if not row.ready]
+    """One line per queue that is not ready (its condition's message), then one per queue that
+    pods name without opting in."""
+    lines = [f"{row.name}: {row.condition}: {row.message}" for row in rows if not row.ready]
+    for row in rows:
+        if row.outside:
+            pods = "1 pod names it" if row.outside == 1 else f"{row.outside} pods name it"
+            lines.append(
+                f"{row.name}: {pods} without opting in: outside queue admission, not counted "
+                "(kubectl queuetree explain POD)"
+            )
+    return lines
 
 
 def to_text(

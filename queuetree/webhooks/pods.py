@@ -26,10 +26,15 @@ What ``/pods/validate`` refuses (beyond the reference, which has no pod validati
   (``--scheduler-name``) is allowed with a warning, and stays gated;
 - UPDATE: removing the queue-allocation gate, by anyone but the operator
   (``--operator-username``); writing the admission record
-  (``scheduling.queuetree.io/admitted-queue``), by anyone but the operator; and, once a pod is
-  admitted (it carries the record, or it opted in and its gate is gone) and until it finishes,
-  changing the annotations that choose its queue (``scheduling.volcano.sh/queue-name`` and the
-  group name): the pod stays charged to the queue it was admitted to;
+  (``scheduling.queuetree.io/admitted-queue``), by anyone but the operator; opting in after
+  creation (writing the opt-in annotation ``"true"`` onto a pod that has neither the gate nor
+  the record): opt-in is read at creation, when the gate is added, and an ungated pod that
+  opted in later would be counted in its queue (``objects.Pod.governed``) without ever having
+  waited for it; and, once a pod is admitted (it carries the record, or it opted in and its
+  gate is gone) and until it finishes, changing the annotations that choose its queue
+  (``scheduling.volcano.sh/queue-name`` and the group name), and, for a pod admitted before
+  the record existed, removing its opt-in (the one thing that keeps it governed): the pod
+  stays charged to the queue it was admitted to;
 - UPDATE of ``pods/resize`` (in-place resize: since Kubernetes 1.32 the only write that
   changes a pod's requests; before, a cluster with InPlacePodVerticalScaling on resized through
   the pod itself, so pod UPDATEs are checked the same way): raising the requests of a pod
@@ -438,6 +443,24 @@ def _validate_update(
             )
         )
     record = objects.ADMITTED_QUEUE_ANNOTATION
+    if (
+        after.get(GATE) == "true"
+        and before.get(GATE) != "true"
+        and not gated_before
+        and record not in before
+    ):
+        trouble.append(
+            problems.Problem(
+                f"metadata.annotations{problems.key(GATE)}",
+                problems.ErrorType.FORBIDDEN,
+                f"{subject} was created without opting in to queue admission, so it runs "
+                "outside it and no queue counts it; a pod opts in when it is created (that is "
+                "when it gets the scheduling gate it waits behind): delete it and create it "
+                f'again with the annotation {GATE}: "true" (or in a namespace labelled '
+                f"{GATE}=true)",
+                value=after.get(GATE),
+            )
+        )
     if before.get(record) != after.get(record):
         trouble.append(
             problems.Problem(
@@ -453,6 +476,18 @@ def _validate_update(
         # itself; later ones refuse a change of requests here before any webhook.
         trouble += _growth(request, old, view=view, settings=settings)
     finished = bodies.status_of(old).get("phase") in _FINISHED
+    if charged and not finished and record not in before and after.get(GATE) != "true":
+        # Admitted before the record existed: the opt-in is what keeps it in its queue.
+        trouble.append(
+            problems.Problem(
+                f"metadata.annotations{problems.key(GATE)}",
+                problems.ErrorType.FORBIDDEN,
+                f"{subject} was admitted to queue {charged} (before the admission record "
+                "existed) and its opt-in is what keeps it charged there until it finishes or "
+                "is deleted, so it cannot be removed",
+                value=after.get(GATE),
+            )
+        )
     if charged and not finished:
         for key in _BINDING_ANNOTATIONS:
             if before.get(key) != after.get(key):

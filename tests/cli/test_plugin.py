@@ -7,8 +7,9 @@ from typing import Any
 
 from queuetree.api import listings, schedconf
 from queuetree.cli import plugin, reading
+from queuetree.core import objects
 from queuetree.operator import offline, settings
-from queuetree.views import reports
+from queuetree.views import reports, trees
 
 GATE = "scheduling.volcano.sh/queue-allocation-gate"
 CONFIG = settings.OperatorSettings(scheduler_config=schedconf.parse_default().configuration)
@@ -25,12 +26,23 @@ def queue(name: str, parent: str = "root", **spec: Any) -> dict[str, Any]:
     }
 
 
-def pod(name: str, *, gated: bool, node: str = "", queue_name: str = "q") -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+def pod(
+    name: str,
+    *,
+    gated: bool,
+    node: str = "",
+    queue_name: str = "q",
+    opted_in: bool = True,
+    cpu: str = "1",
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
     if gated:
         spec["schedulingGates"] = [{"name": GATE}]
     if node:
         spec["nodeName"] = node
+    annotations = {"scheduling.volcano.sh/queue-name": queue_name}
+    if opted_in:
+        annotations[GATE] = "true"
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -39,7 +51,7 @@ def pod(name: str, *, gated: bool, node: str = "", queue_name: str = "q") -> dic
             "namespace": "ns",
             "uid": f"u-{name}",
             "creationTimestamp": f"2026-01-01T00:00:0{len(name) % 10}Z",
-            "annotations": {GATE: "true", "scheduling.volcano.sh/queue-name": queue_name},
+            "annotations": annotations,
         },
         "spec": spec,
         "status": {"phase": "Running" if node else "Pending"},
@@ -117,6 +129,108 @@ def test_whatif_raising_the_capability_admits_the_waiting_pod() -> None:
         {"ns/wait": "queue 'q', kube-scheduler can place it on n1"},
         {},
         0,
+    )
+
+
+OUTSIDE = (
+    "pod ns/noopt names queue 'q' (its annotation scheduling.volcano.sh/queue-name) but did not "
+    "opt in to queue admission: it runs outside it, and neither that queue nor any ancestor "
+    "counts it; to queue it, create it again with the annotation scheduling.volcano.sh/queue-"
+    'allocation-gate: "true", or in a namespace labelled scheduling.volcano.sh/queue-allocation-'
+    "gate=true"
+)
+WITH_NOOPT = listings.read_listing(
+    [
+        queue("root"),
+        queue("q", capability={"cpu": "2"}),
+        NODE,
+        pod("run", gated=False, node="n1"),
+        pod("noopt", gated=False, node="n1", opted_in=False, cpu="5"),
+        pod("wait", gated=True),
+    ]
+)
+
+
+def test_a_pod_that_names_a_queue_without_opting_in_is_explained_and_not_counted() -> None:
+    """A pod that did not opt in counts in no queue: before, noopt's 5 CPU filled q (6 of 2)
+    and wait was refused."""
+    result = offline.decide(WITH_NOOPT, CONFIG).result
+    lines = reports.explain_pod(
+        "ns/noopt", listing=WITH_NOOPT, result=result, default_queue="default", width=2000
+    )
+    assert (result.ungate, lines[1:3], lines[3].split(None, 1)[1]) == (
+        ("ns/wait",),
+        ["  queue       none: it runs outside queue admission", "  pod group   none (a lone pod)"],
+        OUTSIDE,
+    )
+
+
+def test_the_tree_counts_only_governed_pods_and_notes_the_others() -> None:
+    rows = {row.name: row for row in trees.build_rows(WITH_NOOPT)}
+    assert (dict(rows["q"].counts), rows["q"].outside, trees.notes(list(rows.values()))) == (
+        {"gated": 1, "admitted": 0, "running": 1},
+        1,
+        [
+            "q: 1 pod names it without opting in: outside queue admission, not counted "
+            "(kubectl queuetree explain POD)"
+        ],
+    )
+
+
+def test_a_pod_group_whose_pods_all_run_outside_queue_admission_holds_nothing() -> None:
+    group = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "ns", "uid": "u-pg"},
+        "spec": {"queue": "q", "minMember": 1, "minResources": {"cpu": "2"}},
+        "status": {"phase": "Inqueue"},
+    }
+    member = pod("m", gated=False, node="n1", opted_in=False)
+    member["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = "pg"
+    listing = listings.read_listing(
+        [
+            queue("root"),
+            queue("q", capability={"cpu": "2"}),
+            NODE,
+            group,
+            member,
+            pod("w", gated=True, cpu="2"),
+        ]
+    )
+    result = offline.decide(listing, CONFIG).result
+    text = reports.explain_group(
+        "ns/pg", listing=listing, result=result, default_queue="default", width=200
+    )
+    assert (result.ungate, result.pod_groups["ns/pg"], text.splitlines()[:2]) == (
+        ("ns/w",),
+        objects.PodGroupPhase.PENDING,
+        [
+            "PodGroup ns/pg: queue 'q', minMember 1, phase Pending",
+            "├── none of its pods opted in to queue admission: they run outside it, and the group "
+            "holds nothing in queue 'q' (it stays Pending, counting no pod)",
+        ],
+    )
+
+
+def test_whatif_says_a_pod_submitted_without_opting_in_runs_outside_queue_admission() -> None:
+    noopt = pod("noopt", gated=False, opted_in=False, cpu="5")
+    changed, refused, items = plugin.apply_changes(LISTING, [noopt], config=CONFIG)
+    after_listing = listings.read_listing(items)
+    before = offline.decide(LISTING, CONFIG).result
+    after = offline.decide(after_listing, CONFIG).result
+    placed = offline.decide_full(after_listing, CONFIG, ungated=after.ungate)
+    report = reports.what_if(
+        changed=changed,
+        before=before,
+        after=after,
+        placed=placed,
+        refused=refused,
+        outside=reports.outside_of(changed, after_listing),
+    )
+    assert (dict(report.outside), dict(report.waiting), dict(report.admitted)) == (
+        {"ns/noopt": OUTSIDE},
+        {},
+        {},
     )
 
 

@@ -42,7 +42,8 @@ def pod(
     labels: dict[str, str] | None = None,
     reason: str = "",
 ) -> dict[str, Any]:
-    annotations = {"scheduling.volcano.sh/queue-name": queue_name}
+    # Opted in, as the sandbox's pods are: the tree counts only pods governed by queue admission.
+    annotations = {"scheduling.volcano.sh/queue-name": queue_name, GATE: "true"}
     if reason:
         annotations[scenarios.REASON_ANNOTATION] = reason
     spec: dict[str, Any] = {"schedulingGates": [{"name": g} for g in gates]}

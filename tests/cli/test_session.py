@@ -537,3 +537,77 @@ def test_a_live_dump_with_a_pod_naming_a_deleted_queue_is_understood(
         "scheduling.volcano.sh/queue-name annotation",
         1,
     )
+
+
+NOT_OPTED_IN = """\
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: root}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: b}
+spec: {capability: {cpu: "3"}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "32", memory: 64Gi, pods: "110"}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: noopt
+  namespace: t2
+  annotations: {scheduling.volcano.sh/queue-name: b}
+spec:
+  nodeName: n1
+  containers: [{name: c, resources: {requests: {cpu: "5"}}}]
+status: {phase: Running}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: honest
+  namespace: t2
+  annotations:
+    scheduling.volcano.sh/queue-name: b
+    scheduling.volcano.sh/queue-allocation-gate: "true"
+spec:
+  schedulingGates: [{name: scheduling.volcano.sh/queue-allocation-gate}]
+  containers: [{name: c, resources: {requests: {cpu: "1"}}}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("flags", "allocated", "ungate", "warned"),
+    [
+        pytest.param(
+            ["--admission-only"], {"cpu": "0", "memory": "0"}, ["t2/honest"], True, id="operator"
+        ),
+        pytest.param([], {"cpu": "5", "memory": "0"}, [], False, id="volcano-counts-every-pod"),
+    ],
+)
+def test_with_admission_only_a_pod_that_did_not_opt_in_counts_in_no_queue(
+    tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    allocated: dict[str, str],
+    ungate: list[str],
+    warned: bool,
+) -> None:
+    """A pod that names a queue without opting in, as ``queuetree session`` decides it: with
+    ``--admission-only`` (the operator's rule), ``noopt`` is in no queue and is warned about; in Volcano mode it
+    counts, as every pod does in Volcano."""
+    path = write(tmp_path, "cluster.yaml", NOT_OPTED_IN)
+    code, out, _ = run(
+        ["-f", path, "--feature-gates=SchedulingGatesQueueAdmission=true", *flags], capsys
+    )
+    result = json.loads(out)
+    outside = [w for w in result["warnings"] if "t2/noopt names queue 'b'" in w]
+    assert (code, result["queues"]["b"].get("allocated"), result["ungate"], bool(outside)) == (
+        0,
+        allocated,
+        ungate,
+        warned,
+    )

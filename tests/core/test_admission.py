@@ -203,7 +203,11 @@ CASES = {
             NODE,
             *TREE,
             b.pod_group("ns", "busy").queue("team-b").phase(objects.PodGroupPhase.RUNNING),
-            b.pod("ns", "busy").group("busy").requests(cpu="2", memory="1Gi").running_on("n1"),
+            b.pod("ns", "busy")
+            .group("busy")
+            .requests(cpu="2", memory="1Gi")
+            .admitted_to("team-b")
+            .running_on("n1"),
             *_gated("p1", "team-a"),
         ),
         reasons={
@@ -486,7 +490,11 @@ def test_running_pods_of_a_non_leaf_queue_still_count_against_its_ancestors() ->
             NODE,
             *TREE,
             b.pod_group("ns", "old").queue("org").phase(objects.PodGroupPhase.RUNNING),
-            b.pod("ns", "old").group("old").requests(cpu="2", memory="1Gi").running_on("n1"),
+            b.pod("ns", "old")
+            .group("old")
+            .requests(cpu="2", memory="1Gi")
+            .admitted_to("org")
+            .running_on("n1"),
             *_gated("p1", "team-a"),
         ),
         config=_config(hierarchy=True),

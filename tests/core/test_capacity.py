@@ -558,7 +558,7 @@ ENQUEUE = {
     "a running group with minResources is not elastic up to them": EnqueueCase(
         existing=(
             _min_group("first", cpu="2", phase=objects.PodGroupPhase.RUNNING),
-            b.pod("ns", "first").group("first").requests(cpu="2").running_on("n1"),
+            b.pod("ns", "first").group("first").requests(cpu="2").admitted_to("q").running_on("n1"),
         ),
         phase=objects.PodGroupPhase.PENDING,
     ),

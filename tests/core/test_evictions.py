@@ -52,17 +52,25 @@ def _preempt_config() -> configs.SchedulerConfiguration:
     )
 
 
-def _running(name: str, queue: str, node: str = "n1", **req: str) -> tuple[object, ...]:
+def _running(
+    name: str, queue: str, node: str = "n1", *, admitted: bool = False, **req: str
+) -> tuple[object, ...]:
+    """A running pod of ``queue``; ``admitted``: it carries the admission record (in admission
+    mode only such pods are in a queue, and so may be victims)."""
+    pod = b.pod("ns", name).group(name).requests(**(req or TWO)).running_on(node)
     return (
         b.pod_group("ns", name).queue(queue).phase(RUNNING),
-        b.pod("ns", name).group(name).requests(**(req or TWO)).running_on(node),
+        pod.admitted_to(queue) if admitted else pod,
     )
 
 
-def _waiting(name: str, queue: str, **req: str) -> tuple[object, ...]:
+def _waiting(name: str, queue: str, *, admitted: bool = False, **req: str) -> tuple[object, ...]:
+    """An ungated pod kube-scheduler found no node for; ``admitted`` as for :func:`_running`
+    (in admission mode only such pods may reclaim)."""
+    pod = b.pod("ns", name).group(name).requests(**(req or TWO)).unschedulable()
     return (
         b.pod_group("ns", name).queue(queue).phase(INQUEUE),
-        b.pod("ns", name).group(name).requests(**(req or TWO)).unschedulable(),
+        pod.admitted_to(queue) if admitted else pod,
     )
 
 
@@ -125,6 +133,18 @@ TWO_TEAMS_AND_A_BORROWER = (
     *_waiting("r-a", "team-a"),
     *_waiting("r-b", "team-b"),
 )
+TWO_TEAMS_AND_A_BORROWER_ADMITTED = (
+    *TWO_NODES,
+    b.queue("root"),
+    b.queue("team-a").deserved(**TWO),
+    b.queue("team-b").deserved(**TWO),
+    b.queue("borrower"),
+    *_running("v1", "borrower", "n1", admitted=True),
+    *_running("v2", "borrower", "n2", admitted=True),
+    *_waiting("r-a", "team-a", admitted=True),
+    *_waiting("r-b", "team-b", admitted=True),
+)
+"""The same pods, admitted through the gate: what an admission-mode session counts."""
 TWO_TEAMS = (
     _eviction(
         "v1",
@@ -266,7 +286,7 @@ CASES = {
         evictions=TWO_TEAMS,
     ),
     "two reclaimers in two queues each get their own victim in admission mode": Case(
-        objects=TWO_TEAMS_AND_A_BORROWER,
+        objects=TWO_TEAMS_AND_A_BORROWER_ADMITTED,
         config=_reclaim_config(0),
         evictions=TWO_TEAMS,
         admission_only=True,

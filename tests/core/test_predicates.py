@@ -120,11 +120,19 @@ def test_admission_mode_reclaims_for_unschedulable_pods_but_never_binds_or_pipel
             b.queue("owner").deserved(cpu="1"),
             b.queue("borrower"),
             b.pod_group("ns", "victim").queue("borrower").phase(objects.PodGroupPhase.RUNNING),
-            b.pod("ns", "victim").group("victim").requests(cpu="1").running_on("n1"),
+            b.pod("ns", "victim")
+            .group("victim")
+            .requests(cpu="1")
+            .admitted_to("borrower")
+            .running_on("n1"),
             b.pod_group("ns", "claim").queue("owner").phase(objects.PodGroupPhase.INQUEUE),
-            b.pod("ns", "claim").group("claim").requests(cpu="1").unschedulable(),
+            b.pod("ns", "claim")
+            .group("claim")
+            .requests(cpu="1")
+            .admitted_to("owner")
+            .unschedulable(),
             b.pod_group("ns", "quiet").queue("owner").phase(objects.PodGroupPhase.INQUEUE),
-            b.pod("ns", "quiet").group("quiet").requests(cpu="1"),
+            b.pod("ns", "quiet").group("quiet").requests(cpu="1").admitted_to("owner"),
         ),
         config=b.config(
             [b.plugin("gang", "enableJobStarving", "enableJobPipelined", "enableJobOrder")],

@@ -9,8 +9,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from queuetree.core import conditions, decisions, objects
-from queuetree.operator import cycle, explaining, gating, kube, queue_status, state
+from queuetree.core import conditions, decisions, objects, resources
+from queuetree.operator import cycle, explaining, gating, kube, metrics, queue_status, state
 from tests.operator import fakes
 
 
@@ -564,3 +564,68 @@ async def test_an_event_queued_while_the_lane_finishes_its_last_send_is_sent_too
     await admission.wait_writes()
     sent = [call.body["involvedObject"]["name"] for call in api.calls if call.verb == "create"]
     assert sent == ["a", "b"]
+
+
+def notices_sent(api: fakes.FakeKube) -> list[tuple[str, str, str]]:
+    return [
+        (call.body["metadata"]["name"], call.body["type"], call.body["message"])
+        for call in api.calls
+        if call.target.startswith("events/")
+        and call.body["reason"] == explaining.OUTSIDE_EVENT_REASON
+    ]
+
+
+NOOPT = (
+    "pod ns/noopt names queue 'b' (its annotation scheduling.volcano.sh/queue-name) but did not "
+)
+
+
+async def test_a_pod_that_names_a_queue_without_opting_in_is_told_once_and_counted_by_queue() -> (
+    None
+):
+    """The webhook never sees such a pod; the operator tells it, once, by a
+    Warning Event named after it (a second sender gets 409), writes nothing into it, and the
+    metrics count it per queue. A pod that names nothing is told nothing."""
+    cluster, api, _, _, admission = make()
+    noopt = fakes.pod("noopt", gates=(), opted_in=False, queue="b", uid="u1")
+    cluster.upsert_pod(noopt)
+    cluster.upsert_pod(
+        dataclasses.replace(fakes.pod("plain", gates=(), opted_in=False), annotations={})
+    )
+    cluster.mark_synced()
+    await admission.run_once()
+    await admission.wait_writes()
+    cluster.upsert_pod(dataclasses.replace(noopt, labels={"again": "yes"}))
+    await admission.run_once()
+    await admission.wait_writes()
+    sent = notices_sent(api)
+    assert [(name, kind, message.startswith(NOOPT)) for name, kind, message in sent] == [
+        ("noopt.u1.outside-queue-admission", "Warning", True)
+    ]
+    assert annotations_written(api) == []
+    none = resources.EMPTY
+    figures = decisions.QueueFigures(
+        allocated=none, deserved=none, capability=none, real_capability=none
+    )
+    result = decisions.SessionResult(ready=True, queues=MappingProxyType({"b": figures}))
+    exported = metrics.create()
+    view = cluster.view()
+    exported.publish_queues(lambda: cycle.queue_reading(view, result))
+    assert exported.registry.get_sample_value("queuetree_queue_outside_pods", {"queue": "b"}) == 1
+
+
+async def test_a_notice_refused_by_the_server_is_tried_again_and_a_conflict_means_told() -> None:
+    cluster, api, _, _, admission = make()
+    cluster.upsert_pod(fakes.pod("noopt", gates=(), opted_in=False, queue="b", uid="u1"))
+    cluster.mark_synced()
+    api.fail["events/ns"] = [500, 409]
+    for round_ in range(3):
+        cluster.upsert_pod(
+            dataclasses.replace(
+                fakes.pod("noopt", gates=(), opted_in=False, queue="b", uid="u1"),
+                labels={"round": str(round_)},
+            )
+        )
+        await admission.run_once()
+        await admission.wait_writes()
+    assert len(notices_sent(api)) == 2

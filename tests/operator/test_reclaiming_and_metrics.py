@@ -164,12 +164,12 @@ def test_events_from_a_real_session_pair_each_victim_with_its_own_reclaimer() ->
     for name, queue, node in (("v1", "borrower", "n1"), ("v2", "borrower", "n2")):
         items += [
             b.pod_group("ns", name).queue(queue).phase(objects.PodGroupPhase.RUNNING),
-            b.pod("ns", name).group(name).requests(**two).running_on(node),
+            b.pod("ns", name).group(name).requests(**two).admitted_to(queue).running_on(node),
         ]
     for name, queue in (("r-a", "team-a"), ("r-b", "team-b")):
         items += [
             b.pod_group("ns", name).queue(queue).phase(objects.PodGroupPhase.INQUEUE),
-            b.pod("ns", name).group(name).requests(**two).unschedulable(),
+            b.pod("ns", name).group(name).requests(**two).admitted_to(queue).unschedulable(),
         ]
     view = b.snapshot(*items)  # type: ignore[arg-type]
     config = b.config(

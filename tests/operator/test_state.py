@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from queuetree.core import objects
+from queuetree.core import objects, resources
 from queuetree.operator import state
 from tests.operator import fakes
 
@@ -172,10 +172,10 @@ PROGRESS = {
         dataclasses.replace(_NOT_RESERVING, status=objects.TaskStatus.BOUND, node_name="n1"),
         wakes=False,
     ),
-    "a new pod without the gate": Progress(None, _NOT_RESERVING, wakes=False),
+    "a new opted-in pod without the gate": Progress(None, _ADMITTED, wakes=False),
     "a new gated pod asks for a decision": Progress(None, fakes.pod("a"), wakes=True),
     "a new pod kube-scheduler found unschedulable": Progress(
-        None, dataclasses.replace(_NOT_RESERVING, unschedulable=True), wakes=True
+        None, dataclasses.replace(_ADMITTED, unschedulable=True), wakes=True
     ),
     "an admitted pod whose gate came back": Progress(_ADMITTED, fakes.pod("a"), wakes=True),
     "an admitted pod found unschedulable (reclaim may act)": Progress(
@@ -231,3 +231,134 @@ def test_priority_classes_reach_every_snapshot_so_pod_groups_get_their_priority(
     cluster.delete_priority_class("urgent")
     seen.append(dict(cluster.view().snapshot.priority_classes))
     assert (seen, len(wakes)) == ([{"urgent": urgent}, {"urgent": 2000}, {}], 3)
+
+
+_OUTSIDE = dataclasses.replace(
+    fakes.pod("x", gates=(), opted_in=False, queue="b"),
+    resreq=resources.Resource(milli_cpu=1000),
+    init_resreq=resources.Resource(milli_cpu=1000),
+)
+"""Names queue b without opting in (one CPU): outside queue admission."""
+_OUTSIDE_BOUND = dataclasses.replace(_OUTSIDE, status=objects.TaskStatus.BOUND, node_name="n1")
+_OUTSIDE_RUNNING = dataclasses.replace(_OUTSIDE_BOUND, status=objects.TaskStatus.RUNNING)
+
+
+class Outside(NamedTuple):
+    steps: tuple[objects.Pod | str, ...]
+    """Pods upserted, or keys deleted, in order."""
+    wakes: int
+    version_moves: bool
+    """Whether the last step moved the version (a decision may differ: a node's room)."""
+    named: tuple[str, ...]
+    """``StateView.outside`` after the steps: the pods told that no queue counts them."""
+    occupancy: dict[str, str]
+    """Node -> the cpu pods outside queue admission hold there."""
+
+
+OUTSIDE = {
+    "a new pod that never opted in changes no decision": Outside(
+        (_OUTSIDE,), wakes=0, version_moves=False, named=("ns/x",), occupancy={}
+    ),
+    "bound, it takes room on its node, for reclaim only": Outside(
+        (_OUTSIDE, _OUTSIDE_BOUND),
+        wakes=0,
+        version_moves=True,
+        named=("ns/x",),
+        occupancy={"n1": "1"},
+    ),
+    "running on the same node, nothing changes": Outside(
+        (_OUTSIDE, _OUTSIDE_BOUND, _OUTSIDE_RUNNING),
+        wakes=0,
+        version_moves=False,
+        named=("ns/x",),
+        occupancy={"n1": "1"},
+    ),
+    "unschedulable, it reclaims nothing": Outside(
+        (_OUTSIDE, dataclasses.replace(_OUTSIDE, unschedulable=True)),
+        wakes=0,
+        version_moves=False,
+        named=("ns/x",),
+        occupancy={},
+    ),
+    "finished, it is told nothing more": Outside(
+        (_OUTSIDE_RUNNING, dataclasses.replace(_OUTSIDE, status=objects.TaskStatus.SUCCEEDED)),
+        wakes=0,
+        version_moves=True,
+        named=(),
+        occupancy={},
+    ),
+    "deleted from its node": Outside(
+        (_OUTSIDE_RUNNING, "ns/x"), wakes=0, version_moves=True, named=(), occupancy={}
+    ),
+    "a pod that names no queue is not told": Outside(
+        (dataclasses.replace(_OUTSIDE_RUNNING, annotations={}),),
+        wakes=0,
+        version_moves=True,
+        named=(),
+        occupancy={"n1": "1"},
+    ),
+    "a pod admitted before the record whose opt-in is removed leaves its queue": Outside(
+        (
+            dataclasses.replace(fakes.pod("x", gates=(), queue="b"), node_name="n1"),
+            dataclasses.replace(_OUTSIDE, node_name="n1"),
+        ),
+        wakes=1,
+        version_moves=True,
+        named=("ns/x",),
+        occupancy={},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(OUTSIDE.values()), ids=list(OUTSIDE))
+def test_pods_outside_queue_admission_are_kept_apart_and_only_their_nodes_see_them(
+    case: Outside,
+) -> None:
+    wakes: list[int] = []
+    cluster = state.ClusterState(wake=lambda: wakes.append(1))
+    version = 0
+    for step in case.steps:
+        wakes.clear()
+        version = cluster.view().version
+        if isinstance(step, str):
+            cluster.delete_pod(step)
+        else:
+            cluster.upsert_pod(step)
+    view = cluster.view()
+    assert (
+        len(wakes),
+        view.version != version,
+        tuple(view.outside),
+        {node: str(held.used.milli_cpu // 1000) for node, held in view.snapshot.outside.items()},
+        sorted(view.snapshot.pods),
+        sorted(view.snapshot.pod_groups),
+    ) == (case.wakes, case.version_moves, case.named, case.occupancy, [], [])
+
+
+def test_a_pod_group_whose_last_governed_pod_goes_is_marked_and_wakes_the_cycle() -> None:
+    wakes: list[int] = []
+    cluster = state.ClusterState(wake=lambda: wakes.append(1))
+    cluster.upsert_pod_group(
+        objects.PodGroup(namespace="ns", name="pg", queue="b", phase=objects.PodGroupPhase.INQUEUE)
+    )
+    member = {objects.GROUP_NAME_ANNOTATION: "pg"}
+    outside = dataclasses.replace(
+        _OUTSIDE_RUNNING, group="ns/pg", annotations={**_OUTSIDE.annotations, **member}
+    )
+    governed = dataclasses.replace(
+        fakes.pod("g"), group="ns/pg", annotations={**fakes.pod("g").annotations, **member}
+    )
+    cluster.upsert_pod(governed)
+    cluster.upsert_pod(outside)
+    marked = cluster.view().snapshot.pod_groups["ns/pg"]
+    wakes.clear()
+    cluster.delete_pod("ns/g")
+    alone = cluster.view().snapshot.pod_groups["ns/pg"]
+    assert (marked.outside, marked.phase, alone.outside, alone.phase, len(wakes)) == (
+        1,
+        objects.PodGroupPhase.INQUEUE,
+        1,
+        objects.PodGroupPhase.PENDING,
+        1,
+    )
+    assert cluster.view().pod_groups["ns/pg"].phase is objects.PodGroupPhase.INQUEUE

@@ -1,5 +1,6 @@
-"""The state keeps settled lone pods folded between cycles; the admission session decides over
-that folded snapshot exactly as over the whole cluster, whatever happened before."""
+"""The state keeps settled lone pods folded between cycles, and the pods outside queue admission
+apart; the admission session decides over that snapshot exactly as over the whole cluster,
+whatever happened before, and the state's split is the core's (``governing``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queuetree.api import schedconf
-from queuetree.core import decisions, objects, resources, sessions
+from queuetree.core import decisions, governing, objects, resources, sessions
 from queuetree.operator import queue_status, state
 from tests.operator import fakes
 
@@ -19,16 +20,34 @@ GATE = objects.QUEUE_ALLOCATION_GATE
 CONFIG = schedconf.parse_default().configuration
 GATES_ON = {objects.FEATURE_SCHEDULING_GATES_QUEUE_ADMISSION: True}
 QUEUES = ("team-a", "team-b", "dept")
-KINDS = ("gated", "admitted", "running", "foreign-gate", "gang", "unschedulable", "not-opted-in")
+KINDS = (
+    "gated",
+    "admitted",
+    "running",
+    "foreign-gate",
+    "gang",
+    "unschedulable",
+    "not-opted-in",
+    "not-opted-in running",
+    "not-opted-in releasing",
+    "not-opted-in gang",
+    "not-opted-in unschedulable",
+    "not-opted-in gated",
+)
+"""A pod "not opted in" is outside queue admission unless it carries our gate (gated)."""
 
 
 def make_pod(kind: str, index: int, queue: str, cpu: int) -> objects.Pod:
     request = resources.Resource(milli_cpu=cpu * 100, memory=2**20)
+    opted_in = not kind.startswith("not-opted-in")
+    kind = kind.removeprefix("not-opted-in").strip()
     pod = dataclasses.replace(
-        fakes.pod(f"p{index}", queue=queue, opted_in=kind != "not-opted-in"),
+        fakes.pod(f"p{index}", queue=queue, opted_in=opted_in),
         resreq=request,
         scheduling_gates=(),
     )
+    if kind == "releasing":
+        return dataclasses.replace(pod, status=objects.TaskStatus.RELEASING, node_name="n1")
     if kind == "gated":
         return dataclasses.replace(pod, scheduling_gates=(GATE,))
     if kind == "foreign-gate":
@@ -39,6 +58,15 @@ def make_pod(kind: str, index: int, queue: str, cpu: int) -> objects.Pod:
         return dataclasses.replace(pod, unschedulable=True)
     if kind == "gang":
         annotations = {**pod.annotations, objects.GROUP_NAME_ANNOTATION: "gang"}
+        if not opted_in:
+            # A member that never opted in and runs: outside queue admission.
+            return dataclasses.replace(
+                pod,
+                group="ns/gang",
+                annotations=annotations,
+                status=objects.TaskStatus.RUNNING,
+                node_name="n1",
+            )
         return dataclasses.replace(
             pod, group="ns/gang", annotations=annotations, scheduling_gates=(GATE,)
         )
@@ -63,17 +91,23 @@ operations = st.lists(
 )
 
 
-def apply(cluster: state.ClusterState, operation: tuple[Any, ...]) -> None:
+def apply(
+    cluster: state.ClusterState, operation: tuple[Any, ...], pods: dict[str, objects.Pod]
+) -> None:
+    """Apply ``operation`` to ``cluster``, and to ``pods`` (every pod the watches show)."""
     name = operation[0]
     if name == "upsert":
         _, kind, index, queue, cpu = operation
-        cluster.upsert_pod(make_pod(kind, index, queue, cpu))
+        pod = make_pod(kind, index, queue, cpu)
+        cluster.upsert_pod(pod)
+        pods[pod.key] = pod
     elif name == "assume":
         cluster.assume_ungated(f"ns/p{operation[1]}", decided_at=1.0)
     elif name == "forget":
         cluster.forget_ungate(f"ns/p{operation[1]}")
     elif name == "delete":
         cluster.delete_pod(f"ns/p{operation[1]}")
+        pods.pop(f"ns/p{operation[1]}", None)
     elif name == "shadow":
         # A real PodGroup with a lone pod's key takes the pod over, and gives it back.
         _, index, present = operation
@@ -136,24 +170,58 @@ def decide_both_ways(operations: list[tuple[Any, ...]], *, every_step: bool = Fa
         objects.PodGroup(namespace="ns", name="gang", queue="team-b", min_member=2)
     )
     cluster.mark_synced()
+    pods: dict[str, objects.Pod] = {}
     for step, operation in enumerate(operations, start=1):
-        apply(cluster, operation)
+        apply(cluster, operation, pods)
         view = cluster.view()
         if every_step or step == len(operations):
-            compare(view)
+            compare(view, pods)
     if not operations:
-        compare(cluster.view())
+        compare(cluster.view(), pods)
 
 
-def compare(view: state.StateView) -> None:
+def unsplit(view: state.StateView, pods: dict[str, objects.Pod]) -> objects.Snapshot:
+    """The snapshot of ``view`` with the pods outside queue admission put back, as the state
+    showed it before it kept them apart: every pod, every lone pod in its own group, the real
+    PodGroups as written, nothing outside."""
+    outside = {key: pod for key, pod in pods.items() if not pod.governed}
+    shown = view.snapshot.pod_groups
+    return dataclasses.replace(
+        view.snapshot,
+        pods={**view.snapshot.pods, **outside},
+        pod_groups={
+            **{
+                key: objects.admission_lone_pod_group(pod)
+                for key, pod in outside.items()
+                if not pod.names_group
+            },
+            **{key: group for key, group in shown.items() if key not in view.pod_groups},
+            **view.pod_groups,
+        },
+        outside={},
+    )
+
+
+def compare(view: state.StateView, pods: dict[str, objects.Pod]) -> None:
     folded = sessions.run_session(
         view.for_session, config=CONFIG, feature_gates=GATES_ON, admission_only=True
     )
     whole = sessions.run_session(
         view.snapshot, config=CONFIG, feature_gates=GATES_ON, admission_only=True, compact=False
     )
+    everything = unsplit(view, pods)
+    every_pod = sessions.run_session(
+        everything, config=CONFIG, feature_gates=GATES_ON, admission_only=True, compact=False
+    )
     real = set(view.pod_groups)
-    assert comparable(folded, real) == comparable(whole, real)
+    assert comparable(folded, real) == comparable(whole, real) == comparable(every_pod, real)
+    # The state's split, kept pod by pod, is the core's over every pod.
+    split = governing.admission_snapshot(everything)
+    assert (dict(split.pods), dict(split.pod_groups), dict(split.outside)) == (
+        dict(view.snapshot.pods),
+        dict(view.snapshot.pod_groups),
+        dict(view.snapshot.outside),
+    )
     # The state's tally of pod groups by queue and phase is the snapshot's, counted.
     assert queue_status.view_counts(view) == queue_status.count_pod_groups(view.snapshot)
 

@@ -513,6 +513,15 @@ GATE_REMOVED = (
 )
 
 
+LATE_OPT_IN = (
+    f'metadata.annotations["{GATE}"]: Forbidden: "{{value}}": pod default/p1 was created '
+    "without opting in to queue admission, so it runs outside it and no queue counts it; a pod "
+    "opts in when it is created (that is when it gets the scheduling gate it waits behind): "
+    f'delete it and create it again with the annotation {GATE}: "true" (or in a namespace '
+    f"labelled {GATE}=true)"
+)
+
+
 def moved(key: str, value: str | None) -> str:
     return (
         f'metadata.annotations["{key}"]: Forbidden: "{value}": pod default/p1 was admitted to '
@@ -612,6 +621,50 @@ UPDATES = {
     "a pod that never opted in is none of queuetree's business": UpdatesCase(
         old=pod(annotations={QUEUE_NAME: "a"}),
         new=pod(annotations={QUEUE_NAME: "b"}),
+        user=TENANT,
+        expected=allowed(),
+    ),
+    "a running pod cannot opt in after its creation (it would be counted without waiting)": (
+        UpdatesCase(
+            old=pod(annotations={QUEUE_NAME: "a"}),
+            new=pod(annotations={**OPT_IN, QUEUE_NAME: "b"}),
+            user=TENANT,
+            expected=denied(LATE_OPT_IN.format(value="true")),
+        )
+    ),
+    "nor can one that said false at creation": UpdatesCase(
+        old=pod(annotations={GATE: "false", QUEUE_NAME: "a"}),
+        new=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}),
+        user=TENANT,
+        expected=denied(LATE_OPT_IN.format(value="true")),
+    ),
+    "a gated pod may opt in again": UpdatesCase(
+        old=pod(annotations={QUEUE_NAME: "a"}, gates=[GATE]),
+        new=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        user=TENANT,
+        expected=allowed(),
+    ),
+    "a pod admitted before the record existed cannot drop its opt-in (it would leave its queue)": (
+        UpdatesCase(
+            old=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}),
+            new=pod(annotations={QUEUE_NAME: "a"}),
+            user=TENANT,
+            expected=denied(
+                f'metadata.annotations["{GATE}"]: Forbidden: pod default/p1 was admitted to '
+                "queue a (before the admission record existed) and its opt-in is what keeps it "
+                "charged there until it finishes or is deleted, so it cannot be removed"
+            ),
+        )
+    ),
+    "an admitted pod with the record may drop its opt-in annotation": UpdatesCase(
+        old=pod(annotations=ADMITTED),
+        new=pod(annotations={QUEUE_NAME: "a", RECORD: "a"}),
+        user=TENANT,
+        expected=allowed(),
+    ),
+    "an admitted pod may get its opt-in annotation back": UpdatesCase(
+        old=pod(annotations={QUEUE_NAME: "a", RECORD: "a"}),
+        new=pod(annotations=ADMITTED),
         user=TENANT,
         expected=allowed(),
     ),
