@@ -597,8 +597,8 @@ def test_with_admission_only_a_pod_that_did_not_opt_in_counts_in_no_queue(
     warned: bool,
 ) -> None:
     """A pod that names a queue without opting in, as ``queuetree session`` decides it: with
-    ``--admission-only`` (the operator's rule), ``noopt`` is in no queue and is warned about; in Volcano mode it
-    counts, as every pod does in Volcano."""
+    ``--admission-only`` (the operator's rule), ``noopt`` is in no queue and is warned about;
+    in Volcano mode it counts, as every pod does in Volcano."""
     path = write(tmp_path, "cluster.yaml", NOT_OPTED_IN)
     code, out, _ = run(
         ["-f", path, "--feature-gates=SchedulingGatesQueueAdmission=true", *flags], capsys
