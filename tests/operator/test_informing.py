@@ -77,10 +77,25 @@ def with_progress_of(base: dict[str, Any], other: Any) -> dict[str, Any]:
     return changed
 
 
+def as_decoded(value: Any) -> Any:
+    """``value`` as a watch event's decoder could give it: tuples become lists (JSON has
+    arrays only, and the fingerprints that tell what changed read a tuple as the list it
+    stands for); every other odd value stays."""
+    if isinstance(value, tuple):
+        return [as_decoded(item) for item in value]
+    if type(value) is list:
+        return [as_decoded(item) for item in value]
+    if type(value) is dict:
+        return {key: as_decoded(item) for key, item in value.items()}
+    return value
+
+
 def check_progress(first: dict[str, Any], later: Any) -> None:
     """After ``first`` and then ``first`` with ``later``'s progress, the state holds exactly
     what a whole parse of the second gives (or nothing, when it does not parse), whether the
-    pod is governed by queue admission or not."""
+    pod is governed by queue admission or not. Both are what a decoder gives
+    (:func:`as_decoded`)."""
+    first, later = as_decoded(first), as_decoded(later)
     second = with_progress_of(first, later)
     cluster, events = make()
     events.apply({"type": "ADDED", "object": first}, "0")
