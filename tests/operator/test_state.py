@@ -236,7 +236,6 @@ def test_priority_classes_reach_every_snapshot_so_pod_groups_get_their_priority(
 _OUTSIDE = dataclasses.replace(
     fakes.pod("x", gates=(), opted_in=False, queue="b"),
     resreq=resources.Resource(milli_cpu=1000),
-    init_resreq=resources.Resource(milli_cpu=1000),
 )
 """Names queue b without opting in (one CPU): outside queue admission."""
 _OUTSIDE_BOUND = dataclasses.replace(_OUTSIDE, status=objects.TaskStatus.BOUND, node_name="n1")
