@@ -3,8 +3,8 @@
 One :class:`AdmissionCycle` runs while this replica leads. It wakes on any relevant change
 (kopf handlers call :meth:`AdmissionCycle.wake`), waits ``debounce`` seconds so a burst of
 watch events becomes one cycle (and longer under a stream of changes: see
-``settings.OperatorSettings.pace`` and ``min_interval``), and otherwise runs every ``period``
-seconds as a fallback.
+``settings.OperatorSettings.pace`` and ``min_interval``; while the gate workers have a backlog,
+up to ``backlog_wait``), and otherwise runs every ``period`` seconds as a fallback.
 
 Each cycle (:meth:`AdmissionCycle.run_once`):
 
@@ -35,6 +35,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -92,6 +93,17 @@ def cycle_pause(
     return max(debounce, pace * last_duration, min_interval - since_last_start)
 
 
+def explanation_budget(*, budget: int, period: float, since_last_start: float) -> int:
+    """The explanations one cycle may plan: ``budget`` per ``period`` since the last cycle
+    started, and at least ``budget``. A cycle that waited for the gate workers' backlog (up to
+    ``backlog_wait``) tells as many held pods why as the cycles it stood for would have.
+    ``since_last_start`` is infinite before the first cycle (``budget``: the first cycle has
+    no gap to make up)."""
+    if period <= 0 or not math.isfinite(since_last_start):
+        return budget
+    return max(budget, int(budget * since_last_start / period))
+
+
 class AdmissionCycle:
     """The cycle loop of the leader (see the module docstring)."""
 
@@ -105,6 +117,7 @@ class AdmissionCycle:
         reclaim: bool = False,
         metrics_: metrics.Metrics | None = None,
         period: float = settings.DEFAULTS.cycle_period,
+        backlog_wait: float = settings.DEFAULTS.backlog_wait,
         debounce: float = settings.DEFAULTS.debounce,
         explanation_budget: int = settings.DEFAULTS.explanation_budget,
         status_writers: int = settings.DEFAULTS.status_writers,
@@ -124,8 +137,11 @@ class AdmissionCycle:
         self._reclaim = reclaim
         self._metrics = metrics_
         self._period = period
+        self._backlog_wait = backlog_wait
         self._debounce = debounce
         self._explanation_budget = explanation_budget
+        self._budget = explanation_budget
+        """The explanations the running cycle may plan (see :func:`explanation_budget`)."""
         self._writers = max(1, status_writers)
         self._event_writers = max(1, event_writers)
         self._pod_events: dict[str, explaining.Explanation] = {}
@@ -181,12 +197,18 @@ class AdmissionCycle:
                 if self._wakeup.is_set():
                     await self._pause()
                 # Flow control: decide again once the gate workers are close to done with
-                # the last decisions (at the latest after one period).
+                # the last decisions (at the latest after backlog_wait, see settings).
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._period):
+                    async with asyncio.timeout(self._backlog_wait):
                         await self._remover.wait_drained()
                 self._wakeup.clear()
-                started = self._last_started = self._clock()
+                started = self._clock()
+                self._budget = explanation_budget(
+                    budget=self._explanation_budget,
+                    period=self._period,
+                    since_last_start=started - self._last_started,
+                )
+                self._last_started = started
                 try:
                     await self.run_once()
                 except Exception:
@@ -264,9 +286,9 @@ class AdmissionCycle:
             )
             groups = queue_status.plan_pod_group_status(view.pod_groups, result)
             explanations = explaining.plan_explanations(
-                view, result, self._cluster.explanations(), budget=self._explanation_budget
+                view, result, self._cluster.explanations(), budget=self._budget
             )
-            notices = self._plan_notices(view, budget=self._explanation_budget - len(explanations))
+            notices = self._plan_notices(view, budget=self._budget - len(explanations))
             evictions = self._plan_evictions(view, result)
             self._writer = asyncio.create_task(
                 self._write(writes, groups, explanations, evictions, notices),

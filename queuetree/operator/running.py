@@ -108,6 +108,7 @@ def build_cycle(
         reclaim="reclaim" in config.scheduler_config.actions,
         metrics_=metrics_,
         period=config.cycle_period,
+        backlog_wait=config.backlog_wait,
         debounce=config.debounce,
         pace=config.pace,
         min_interval=config.min_interval,

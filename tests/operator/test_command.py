@@ -39,6 +39,7 @@ DEFAULTS = {
     "debounce": 0.02,
     "pace": 1.0,
     "min_interval": 0.1,
+    "backlog_wait": 5.0,
     "explanation_budget": 400,
     "status_writers": 16,
     "event_writers": 2,

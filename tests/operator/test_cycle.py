@@ -472,6 +472,81 @@ def test_a_wake_up_waits_the_debounce_the_pace_or_the_rest_of_the_interval(
     ) == pytest.approx(pause)
 
 
+class BudgetCase(NamedTuple):
+    since_last_start: float
+    budget: int
+
+
+BUDGETS = {
+    "the first cycle plans the budget": BudgetCase(since_last_start=float("inf"), budget=400),
+    "cycles closer than a period plan the budget": BudgetCase(since_last_start=0.1, budget=400),
+    "a cycle a period after the last plans the budget": BudgetCase(
+        since_last_start=1.0, budget=400
+    ),
+    "a cycle that waited out a backlog plans for each period waited": BudgetCase(
+        since_last_start=5.0, budget=2000
+    ),
+    "a part of a period counts for its part": BudgetCase(since_last_start=2.5, budget=1000),
+}
+
+
+@pytest.mark.parametrize(("since_last_start", "budget"), BUDGETS.values(), ids=BUDGETS.keys())
+def test_a_cycle_after_a_long_wait_explains_as_many_pods_as_the_cycles_it_stands_for(
+    since_last_start: float, budget: int
+) -> None:
+    assert (
+        cycle.explanation_budget(budget=400, period=1.0, since_last_start=since_last_start)
+        == budget
+    )
+
+
+class BacklogCase(NamedTuple):
+    backlog_wait: float
+    runs_with_backlog: bool
+
+
+BACKLOG = {
+    "a cycle waits for the gate workers rather than the period": BacklogCase(
+        backlog_wait=60.0, runs_with_backlog=False
+    ),
+    "a cycle waits for the gate workers at most backlog_wait": BacklogCase(
+        backlog_wait=0.05, runs_with_backlog=True
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("backlog_wait", "runs_with_backlog"), BACKLOG.values(), ids=BACKLOG.keys()
+)
+async def test_while_the_gate_workers_have_a_backlog_cycles_wait_for_them(
+    backlog_wait: float, runs_with_backlog: bool
+) -> None:
+    cluster, _, remover, session, admission = make(
+        workers=1, period=0.01, backlog_wait=backlog_wait
+    )
+    cluster.mark_synced()
+    for index in range(gating.BACKLOG_PER_WORKER + 1):
+        assert remover.offer(f"ns/p{index}", queue="default", decided_at=0.0)
+    loop = asyncio.create_task(admission.run())
+    try:
+        admission.wake()
+        if runs_with_backlog:
+            await fakes.wait_for(lambda: len(session.seen) > 0)
+        else:
+            # Absence needs a window: ten periods in which a period-bound wait would have
+            # let a cycle run.
+            await asyncio.sleep(0.1)
+        ran_with_backlog = len(session.seen) > 0
+        remover.start()
+        # Once drained, the waiting cycle runs at once, whatever backlog_wait is.
+        await fakes.wait_for(lambda: len(session.seen) > 0)
+    finally:
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+        await remover.stop()
+    assert ran_with_backlog == runs_with_backlog
+
+
 class HeldEvents(fakes.FakeKube):
     """Events wait until ``release`` is set (an API server busy with other writes)."""
 
