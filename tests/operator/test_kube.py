@@ -245,6 +245,7 @@ class Sent(NamedTuple):
 class WriteCase(NamedTuple):
     call: Any
     expected: Any
+    accept: str = "application/json"
 
 
 WRITES = {
@@ -256,6 +257,7 @@ WRITES = {
             "application/json-patch+json",
             [{"op": "remove", "path": "/x"}],
         ),
+        accept=kube.METADATA_ONLY,
     ),
     "an annotation is a merge patch; None removes one": WriteCase(
         call=lambda api: api.annotate_pod("team-a", "p-1", {"a": "b", "c": None}),
@@ -265,6 +267,7 @@ WRITES = {
             "application/merge-patch+json",
             {"metadata": {"annotations": {"a": "b", "c": None}}},
         ),
+        accept=kube.METADATA_ONLY,
     ),
     "an eviction is created under the pod": WriteCase(
         call=lambda api: api.evict_pod("team-a", "p-1"),
@@ -329,6 +332,7 @@ WRITES = {
             "application/merge-patch+json",
             {"metadata": {"annotations": {}}},
         ),
+        accept=kube.METADATA_ONLY,
     ),
 }
 
@@ -384,9 +388,9 @@ def _client(url: str, token: str = "t0") -> Any:
     return client.ApiClient(configuration)
 
 
-@pytest.mark.parametrize(("call", "expected"), WRITES.values(), ids=WRITES)
+@pytest.mark.parametrize(("call", "expected", "accept"), WRITES.values(), ids=WRITES)
 async def test_each_write_sends_its_method_path_content_type_and_body(
-    recorder: Recorder, call: Any, expected: Sent
+    recorder: Recorder, call: Any, expected: Sent, accept: str
 ) -> None:
     async with _client(recorder.url) as api_client:
         kube.tune_client(api_client)
@@ -395,7 +399,7 @@ async def test_each_write_sends_its_method_path_content_type_and_body(
     assert sent == expected
     assert (headers["Authorization"], headers["Accept"], headers["User-Agent"]) == (
         "Bearer t0",
-        "application/json",
+        accept,
         api_client.user_agent,
     )
 
