@@ -38,12 +38,13 @@ while it is measured; on the real backend kube-scheduler binds the admitted pods
 them, as in a cluster. Targets (issues 6 and 16): burst ratio >= 0.7 and at least the bind
 rate, paced p99 < 1 s at 500 pods a second, every held pod explained within 10 s; each line
 says whether its phase meets them (``meets_target``). Nothing asserts: a benchmark measures.
-``--keep-logs DIR`` keeps the logs and the operator's metrics. ``--operator-tree DIR`` runs the
-operator from another source tree (a git worktree of the commit to compare with: before and
-after on the same machine, with the same driver); it is run from that directory, since
-``python -m`` puts the working directory ahead of ``PYTHONPATH``. ``--mark-dir DIR`` touches
-``DIR/<phase>.start`` and ``DIR/<phase>.end`` around each phase, so that a profiler can be
-attached for the phase alone.
+``--keep-logs DIR`` keeps the logs and the operator's metrics (DIR new or empty: on the real
+backend the control plane's work directory, etcd's data among it, goes there too).
+``--operator-tree DIR`` runs the operator from another source tree (a git worktree of the commit
+to compare with: before and after on the same machine, with the same driver); it is run from
+that directory, since ``python -m`` puts the working directory ahead of ``PYTHONPATH``.
+``--mark-dir DIR`` touches ``DIR/<phase>.start`` and ``DIR/<phase>.end`` around each phase, so
+that a profiler can be attached for the phase alone.
 
     .venv/bin/python benchmarks/bench_operator.py [--backend kubesim|real] [--pods 5000]
         [--workers 16] [--phases burst,paced,release,bind] [--paced-rate 500]
@@ -775,7 +776,9 @@ def main() -> int:
         "backend's kube-scheduler)",
     )
     parser.add_argument(
-        "--keep-logs", metavar="DIR", help="write the backend's and the operator's logs into DIR"
+        "--keep-logs",
+        metavar="DIR",
+        help="write the backend's and the operator's logs into DIR (new or empty)",
     )
     parser.add_argument(
         "--operator-tree",
@@ -791,6 +794,11 @@ def main() -> int:
     )
     args = parser.parse_args()
     tree = args.operator_tree.resolve() if args.operator_tree else None
+    kept = pathlib.Path(args.keep_logs) if args.keep_logs else None
+    if kept is not None and kept.is_dir() and any(kept.iterdir()):
+        # The real backend's work directory (etcd's data among it) goes there: an earlier
+        # run's would be started again, and creating the nodes would fail.
+        parser.error(f"--keep-logs={kept}: the directory is not empty; name a new one")
     if tree is not None and not (tree / "queuetree" / "__main__.py").is_file():
         parser.error(f"--operator-tree={args.operator_tree}: no queuetree/__main__.py there")
     # The driver shares the machine with the API server and the operator: its cyclic garbage
