@@ -41,11 +41,12 @@ class OperatorSettings:
     """Seconds between cycles when nothing wakes them (``--schedule-period``)."""
     backlog_wait: float = 5.0
     """Longest seconds a cycle waits for the gate workers to work their backlog down (to
-    ``gate_workers * 4`` pending removals) before it decides again. While they have a backlog,
-    what a cycle admits only queues behind it, so the wait delays no admission; a cycle every
-    ``cycle_period`` instead spent about 37% of the operator's CPU in a 5,000-pod burst on the
-    real control plane. What the wait does delay (explanations, evictions, queue states) is
-    late by at most this much; the next cycle's explanation budget grows with the time waited."""
+    ``gating.BACKLOG_PER_WORKER`` pending removals per worker) before it decides again. While
+    they have a backlog, what a cycle admits only queues behind it, so the wait delays no
+    admission; bounded by ``cycle_period`` instead, a 5,000-pod burst on the real control plane
+    ran a cycle every second (36 to 71 of them; 19 to 28 with this bound). What the wait does
+    delay (explanations, evictions, queue states) is late by at most this much; the next
+    cycle's explanation budget grows with the time waited."""
     debounce: float = 0.02
     """Seconds a wake-up waits so a burst of watch events becomes one cycle."""
     pace: float = 1.0
