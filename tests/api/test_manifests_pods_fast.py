@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from queuetree.api import pod_fast_path, pod_manifests, readers
 from queuetree.core import objects, resources
+from tests import properties
 
 GATE = "scheduling.volcano.sh/queue-allocation-gate"
 ABSENT = object()
@@ -354,7 +355,7 @@ def check_equivalence(manifest: Any, classes: Mapping[str, objects.PriorityClass
     return taken is not None
 
 
-@hypothesis.settings(max_examples=200, deadline=None)
+@hypothesis.settings(max_examples=properties.examples(200))
 @hypothesis.given(manifest=pod_shapes(odd=False), classes=priority_class_sets)
 def test_a_well_formed_pod_parses_the_same_by_both_paths(
     manifest: dict[str, Any], classes: Mapping[str, objects.PriorityClass] | None
@@ -363,7 +364,7 @@ def test_a_well_formed_pod_parses_the_same_by_both_paths(
     hypothesis.event("fast path" if taken else "checked path")
 
 
-@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.settings(max_examples=properties.examples(300))
 @hypothesis.given(manifest=mutated_pod_manifests(), classes=priority_class_sets)
 def test_a_pod_with_one_odd_value_ends_as_the_checked_path_ends(
     manifest: dict[str, Any], classes: Mapping[str, objects.PriorityClass] | None
@@ -372,7 +373,7 @@ def test_a_pod_with_one_odd_value_ends_as_the_checked_path_ends(
     hypothesis.event("fast path" if taken else "checked path")
 
 
-@hypothesis.settings(max_examples=150, deadline=None)
+@hypothesis.settings(max_examples=properties.examples(150))
 @hypothesis.given(manifest=pod_shapes(odd=True), classes=priority_class_sets)
 def test_a_malformed_pod_ends_as_the_checked_path_ends(
     manifest: dict[str, Any], classes: Mapping[str, objects.PriorityClass] | None
@@ -381,7 +382,7 @@ def test_a_malformed_pod_ends_as_the_checked_path_ends(
     hypothesis.event("fast path" if taken else "checked path")
 
 
-@hypothesis.settings(max_examples=60, deadline=None)
+@hypothesis.settings(max_examples=properties.examples(60))
 @hypothesis.given(manifest=ODD_VALUES | pod_shapes(odd=True).map(MappingProxyType))
 def test_a_manifest_that_is_not_a_dict_ends_as_the_checked_path_ends(manifest: Any) -> None:
     check_equivalence(manifest, None)

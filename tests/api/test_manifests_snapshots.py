@@ -11,6 +11,7 @@ import pytest
 
 from queuetree.api import manifest_files, pod_manifests, queue_manifests, readers
 from queuetree.core import objects, resources
+from tests import properties
 
 GPU = "nvidia.com/gpu"
 GI = 2**30
@@ -387,7 +388,7 @@ def test_empty_documents_are_skipped() -> None:
     assert manifest_files.load_documents("---\n---\n", source="empty.yaml") == []
 
 
-@hypothesis.settings(max_examples=30, deadline=None)
+@hypothesis.settings(max_examples=properties.examples(30))
 @hypothesis.given(order=hypothesis.strategies.permutations(range(9)))
 def test_the_snapshot_never_depends_on_the_order_of_the_documents(order: list[int]) -> None:
     documents = manifest_files.load_documents(WORKLOAD, source="work.yaml")

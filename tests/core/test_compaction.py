@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from queuetree.core import compaction, configs, decisions, objects, resources, sessions
 from tests import builders as b
+from tests import properties
 
 GATE = objects.QUEUE_ALLOCATION_GATE
 OPT_IN = MappingProxyType({GATE: "true"})
@@ -163,7 +164,7 @@ def _session(
 
 
 @pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=properties.examples(150))
 @given(snapshot=snapshots())
 def test_an_admission_session_decides_the_same_over_the_compacted_snapshot(
     config: configs.SchedulerConfiguration, snapshot: objects.Snapshot
@@ -171,7 +172,7 @@ def test_an_admission_session_decides_the_same_over_the_compacted_snapshot(
     assert _session(snapshot, config, compact=True) == _session(snapshot, config, compact=False)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=properties.examples(100))
 @given(snapshot=snapshots())
 def test_compaction_folds_only_settled_lone_pods_and_keeps_their_sums(
     snapshot: objects.Snapshot,

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from queuetree.core import configs, decisions, folding, objects, sessions
 from tests import builders as b
+from tests import properties
 
 GATE = objects.QUEUE_ALLOCATION_GATE
 OPT_IN = MappingProxyType({GATE: "true"})
@@ -188,7 +189,7 @@ def _comparable(result: decisions.SessionResult) -> decisions.SessionResult:
 
 
 @pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=properties.examples(200))
 @given(
     snapshot=snapshots(),
     gates=st.sampled_from([b.GATES_ON, b.GATES_OFF]),

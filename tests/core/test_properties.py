@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from queuetree.core import objects, sessions
 from tests import builders as b
+from tests import properties
 
 
 @st.composite
@@ -49,7 +50,7 @@ def _run(items: list[object]) -> sessions.decisions.SessionResult:
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=properties.examples(150))
 @given(clusters())
 def test_admission_never_puts_more_into_a_queue_subtree_than_its_real_capability(
     cluster: tuple[list[object], dict[str, str]],
@@ -72,7 +73,7 @@ def test_admission_never_puts_more_into_a_queue_subtree_than_its_real_capability
     assert over == {}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=properties.examples(60))
 @given(clusters(), st.integers(min_value=0, max_value=2**32))
 def test_the_result_does_not_depend_on_the_order_of_the_input(
     cluster: tuple[list[object], dict[str, str]], seed: int

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from queuetree.core import capacity, frameworks, objects, sessions
 from tests import builders as b
+from tests import properties
 
 
 @st.composite
@@ -64,7 +65,7 @@ def _session(objs: list[object], *, hierarchy: bool) -> frameworks.Session:
 
 
 @pytest.mark.parametrize("hierarchy", [True, False], ids=["hierarchical", "flat"])
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=properties.examples(300))
 @given(objs=trees(), data=st.data())
 def test_queues_sorted_on_a_key_come_in_the_comparators_order(
     hierarchy: bool, objs: list[object], data: st.DataObject

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from queuetree.core import resources
 from queuetree.core.resources import Resource
+from tests import properties
 from tests.core import test_resources_comparisons
 
 NAMES = ["nvidia.com/gpu", "pods", "rdma", "hugepages-2Mi"]
@@ -115,7 +116,7 @@ extreme = st.one_of(
 extreme_vectors = vectors(extreme, ["nvidia.com/gpu", "pods", "scalar.test/scalar1"])
 
 
-@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.settings(max_examples=properties.examples(300))
 @hypothesis.given(extreme_vectors, extreme_vectors, defaults, st.floats(-2, 2, allow_nan=False))
 def test_every_operation_is_total_over_both_defaults_and_prints(
     left: Resource, right: Resource, default: resources.DimensionDefault, ratio: float

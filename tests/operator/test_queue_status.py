@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from queuetree.core import conditions, decisions, objects, resources
 from queuetree.operator import queue_status, state
+from tests import properties
 from tests.operator import fakes
 
 COUNTS = {"unknown": 0, "pending": 0, "running": 0, "inqueue": 0, "completed": 0}
@@ -374,7 +375,7 @@ def memo_histories(draw: st.DrawFn) -> list[tuple[Any, ...]]:
     return steps
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=properties.examples(150))
 @given(history=memo_histories())
 def test_a_memo_never_changes_a_plan(history: list[tuple[Any, ...]]) -> None:
     memo: queue_status.PlanMemo = {}

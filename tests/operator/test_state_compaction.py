@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from queuetree.api import schedconf
 from queuetree.core import decisions, governing, objects, resources, sessions
 from queuetree.operator import queue_status, state
+from tests import properties
 from tests.operator import fakes
 
 GATE = objects.QUEUE_ALLOCATION_GATE
@@ -226,7 +227,7 @@ def compare(view: state.StateView, pods: dict[str, objects.Pod]) -> None:
     assert queue_status.view_counts(view) == queue_status.count_pod_groups(view.snapshot)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=properties.examples(400))
 @given(operations=operations)
 def test_the_session_decides_the_same_over_the_folded_snapshot_after_any_history(
     operations: list[tuple[Any, ...]],

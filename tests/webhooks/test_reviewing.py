@@ -6,11 +6,12 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given
+from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from queuetree.webhooks import reviewing, settings, views
+from tests import properties
 from tests.webhooks.builders import PODS, cluster, pod, queue, review
 
 RULES = settings.ReviewSettings()
@@ -328,7 +329,7 @@ EXISTING = cluster(
 )
 
 
-@hypothesis_settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@hypothesis_settings(max_examples=properties.examples(300))
 @given(
     path=st.sampled_from(sorted(reviewing.ENDPOINTS)),
     operation=st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT"]),
@@ -352,7 +353,7 @@ def test_fuzzed_reviews_always_get_an_answer_and_never_an_internal_error(
     assert answer.status in (200, 400)
 
 
-@hypothesis_settings(max_examples=200, deadline=None)
+@hypothesis_settings(max_examples=properties.examples(200))
 @given(body=st.binary(max_size=200) | JSON.map(lambda v: json.dumps(v).encode()))
 def test_fuzzed_bodies_never_get_an_internal_error(body: bytes) -> None:
     answer = run("/pods/mutate", body)
@@ -489,7 +490,7 @@ POD_CLUSTER = cluster(
 )
 
 
-@hypothesis_settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@hypothesis_settings(max_examples=properties.examples(300))
 @given(
     path=st.sampled_from(["/pods/mutate", "/pods/validate"]),
     operation=st.sampled_from(["CREATE", "CREATE", "CREATE", "UPDATE"]),

@@ -7,26 +7,24 @@ code of the server and of ``queuetree review``) must answer with valid UTF-8 JSO
 AdmissionReview for the request's uid, allowed or denied with a message naming the field, or,
 when the envelope itself is unusable, a ``metav1.Status``. Never an exception, never code 500.
 
-``make test`` runs a few hundred examples; ``make fuzz`` runs many more
-(``QUEUETREE_FUZZ_EXAMPLES``).
+``make test`` runs a few hundred examples, the same ones on every run; ``make fuzz`` runs many
+more, drawn at random (tests/properties.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from typing import Any
 
-from hypothesis import HealthCheck, given
+from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from queuetree.webhooks import reviewing, settings
+from tests import properties
 from tests.webhooks.builders import PODS, QUEUES, cluster, queue
-
-EXAMPLES = int(os.environ.get("QUEUETREE_FUZZ_EXAMPLES", "400"))
 
 SURROGATES = st.sampled_from(["\ud83d", "\udc00", "a\ud800b"])
 TEXT = st.text(st.characters(exclude_categories=()), max_size=12) | SURROGATES
@@ -183,11 +181,7 @@ FIELD_NAMED = re.compile(
 )
 
 
-@hypothesis_settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@hypothesis_settings(max_examples=properties.examples(400))
 @given(path=st.sampled_from(sorted(reviewing.ENDPOINTS)), body=REVIEW)
 def test_any_review_gets_a_well_formed_answer_naming_the_field(
     path: str, body: dict[str, Any]
@@ -215,7 +209,7 @@ def test_the_property_test_reaches_the_review_functions() -> None:
     about the review functions, not only about the reader of the envelope."""
     answered = 0
 
-    @hypothesis_settings(max_examples=200, deadline=None, database=None)
+    @hypothesis_settings(max_examples=200, database=None)
     @given(body=REVIEW)
     def sample(body: dict[str, Any]) -> None:
         nonlocal answered
