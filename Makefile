@@ -32,9 +32,11 @@ typecheck: setup
 layers: setup
 	$(BIN)/lint-imports
 
-## unit: unit and integration tests
+## unit: unit and integration tests, on one worker per core (pytest-xdist); the tests that start
+## the real control plane all run on one worker, one control plane at a time (tests/conftest.py)
+WORKERS ?= auto
 unit: setup
-	$(BIN)/pytest tests
+	$(BIN)/pytest tests -n $(WORKERS) --dist loadgroup
 
 ## e2e: the end-to-end suite against kubesim (started by the suite itself)
 e2e: setup
@@ -67,7 +69,7 @@ test: lint typecheck layers controlplane unit e2e e2e-real
 FUZZ_SCALE ?= 10
 fuzz: setup
 	QUEUETREE_HYPOTHESIS_PROFILE=fuzz QUEUETREE_FUZZ_SCALE=$(FUZZ_SCALE) \
-		$(BIN)/pytest tests -m hypothesis -q --timeout=3600
+		$(BIN)/pytest tests -m hypothesis -q --timeout=3600 -n $(WORKERS)
 
 ## run: the local sandbox (kubesim + webhook + operator)
 run: setup

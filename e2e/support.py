@@ -488,6 +488,13 @@ class Kube:
 
     # ------------------------------------------------------------------ cleanup
 
+    def _queue_parents(self) -> dict[str, str | None]:
+        """Every queue of the cluster, with the parent it names."""
+        return {
+            q["metadata"]["name"]: (q.get("spec") or {}).get("parent")
+            for q in self.client.items("queues")
+        }
+
     def cleanup(self) -> None:
         """Pods and pod groups first (queues with pods refuse to go in some configurations),
         then this test's queues, children before parents, then the namespace."""
@@ -499,20 +506,33 @@ class Kube:
             self.client.run(
                 "delete", kind, "--all", "-n", self.namespace, "--wait=true", "--timeout=60s"
             )
-        remaining = [q for q in self._queues if self.queue(q) is not None]
-        for _ in range(len(remaining) + 1):
-            if not remaining:
-                break
-            parents = {((self.queue(q) or {}).get("spec") or {}).get("parent") for q in remaining}
-            leaves = [q for q in remaining if q not in parents]
-            for name in leaves or remaining:
-                self.client.run("delete", "queue", name, "--wait=true", "--timeout=60s")
-            remaining = [q for q in remaining if self.queue(q) is not None]
-        self.client.run("delete", "namespace", self.namespace, "--wait=false")
-        self.client.run(
-            "delete", "clusterrolebinding", f"{self.namespace}-viewer", "--ignore-not-found"
-        )
-        assert not remaining, f"queues left behind: {remaining}"
+        # One listing a round, not a GET per queue: a test may have made a thousand queues,
+        # and a kubectl process per queue took a minute. A queue may refuse to go until the
+        # operator has seen its pods go: rounds go on until the deadline.
+        left: list[str] = []
+
+        def deleted() -> bool:
+            parents = self._queue_parents()
+            left[:] = [q for q in self._queues if q in parents]
+            if not left:
+                return True
+            above = {parents[q] for q in left}
+            leaves = [q for q in left if q not in above] or left
+            self.client.run("delete", "queues", *leaves, "--wait=true", "--timeout=60s")
+            return False
+
+        try:
+            eventually(
+                deleted,
+                what="this test's queues are deleted",
+                deadline=120,
+                diagnose=lambda: f"queues left behind: {left}",
+            )
+        finally:
+            self.client.run("delete", "namespace", self.namespace, "--wait=false")
+            self.client.run(
+                "delete", "clusterrolebinding", f"{self.namespace}-viewer", "--ignore-not-found"
+            )
 
 
 @contextlib.contextmanager
@@ -537,8 +557,14 @@ def unvalidated_queues(kube: Kube, value: str) -> Iterator[None]:
     try:
         yield
     finally:
-        kube.kubectl(
-            "delete", "queues", "-l", f"{UNVALIDATED}={value}", "--wait=true", "--timeout=120s"
+        # kubectl's own --wait watches each object in turn (200 ms apiece: over a minute for
+        # a chain of a thousand); one listing a poll says as much.
+        labelled = f"{UNVALIDATED}={value}"
+        kube.must(kube.kubectl("delete", "queues", "-l", labelled, "--wait=false"))
+        eventually(
+            lambda: not kube.client.items("queues", "-l", labelled),
+            what=f"the queues labelled {labelled} are gone",
+            deadline=120,
         )
         patch({"op": "remove"})
 

@@ -126,15 +126,16 @@ async def test_a_kept_alive_connection_serves_several_requests() -> None:
 
 
 async def test_pipelined_requests_each_get_their_own_deadline() -> None:
-    limits = listening.Limits(request_timeout=0.5, header_timeout=5)
+    limits = listening.Limits(request_timeout=2.0, header_timeout=5)
     async with serving(limits) as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        # The first request takes 0.4 s of its 0.5; the second follows it at once and takes
-        # 0.3 s: late for a deadline counted from the first request's start, in time for its own.
+        # The first request takes 1.2 s of its 2; the second follows it at once and takes
+        # 1.2 s: late for a deadline counted from the first request's start, in time for its
+        # own. Each has 0.8 s to spare, more than a loaded machine adds to a sleep.
         writer.write(request_bytes()[:-1])
-        await asyncio.sleep(0.4)
+        await asyncio.sleep(1.2)
         writer.write(request_bytes()[-1:] + request_bytes()[:-1])
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(1.2)
         writer.write(request_bytes()[-1:])
         statuses = []
         for _ in range(2):
@@ -277,7 +278,11 @@ async def test_a_hostile_body_is_refused_after_its_first_few_hundred_kib(
 
 
 async def test_a_trickling_body_gets_408_at_the_request_deadline() -> None:
-    limits = listening.Limits(request_timeout=0.6, idle_timeout=0.3)
+    """A body that keeps arriving, a byte every 0.1 s, is cut at the request deadline. The idle
+    timeout is far longer than any gap a loaded machine makes between two bytes (it was 0.3 s,
+    and a 0.1 s sleep that took 0.3 s got the idle answer instead), so only the deadline can
+    end the request; the deadline's answer comes whenever the loop gets to it."""
+    limits = listening.Limits(request_timeout=0.6, idle_timeout=60.0)
     async with serving(limits) as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(request_bytes()[: -len(POD_REVIEW)])
