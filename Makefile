@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # image built here repeat (tests/deploy/test_manifests.py checks that they agree).
 VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 
-.PHONY: setup lint typecheck layers unit e2e e2e-real controlplane test fuzz run bench image e2e-kind clean
+.PHONY: setup lint typecheck layers unit unit-python unit-controlplane e2e e2e-real controlplane test fuzz run bench image e2e-kind clean
 
 ## setup: create .venv and install queuetree with its pinned dev tools (fast when nothing changed)
 setup: $(STAMP)
@@ -38,6 +38,14 @@ WORKERS ?= auto
 unit: setup
 	$(BIN)/pytest tests -n $(WORKERS) --dist loadgroup
 
+## unit-python: the unit tests that start no control plane, on one worker per core
+unit-python: setup
+	$(BIN)/pytest tests -m "not controlplane" -n $(WORKERS)
+
+## unit-controlplane: the unit tests that start the real control plane (one at a time)
+unit-controlplane: controlplane
+	$(BIN)/pytest tests -m controlplane
+
 ## e2e: the end-to-end suite against kubesim (started by the suite itself)
 e2e: setup
 	$(BIN)/pytest e2e --e2e --backend=kubesim
@@ -61,8 +69,12 @@ controlplane: setup
 e2e-real: controlplane
 	@if command -v go >/dev/null 2>&1; then $(BIN)/pytest e2e --e2e --backend=real; else $(no_go); fi
 
-## test: everything this machine can run (the control plane is built first: some unit tests start it)
-test: lint typecheck layers controlplane unit e2e e2e-real
+## test: everything this machine can run, in two lanes at once (hack/lanes.sh): the real control
+## plane's (its build, the unit tests that start it, e2e on it) and everything else beside it
+test: setup
+	@hack/lanes.sh \
+		"python=$(MAKE) --no-print-directory lint typecheck layers unit-python e2e" \
+		"real=$(MAKE) --no-print-directory controlplane unit-controlplane e2e-real"
 
 ## fuzz: every property test with random seeds and FUZZ_SCALE times its examples (make test runs
 ## the same examples each time); failures are kept in .hypothesis/ and tried first on the next run

@@ -60,7 +60,6 @@ import gc
 import json
 import os
 import pathlib
-import socket
 import ssl as ssl_
 import statistics
 import subprocess
@@ -75,6 +74,8 @@ import orjson
 import uvloop
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+
+from controlplane.processes import free_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GATE = "scheduling.volcano.sh/queue-allocation-gate"
@@ -91,12 +92,6 @@ def start(
 ) -> subprocess.Popen[bytes]:
     stream = log.open("wb")
     return subprocess.Popen(args, env=env, cwd=cwd, stdout=stream, stderr=subprocess.STDOUT)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def cpu_seconds(pid: int) -> float:

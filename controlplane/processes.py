@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import pathlib
 import signal
 import socket
@@ -74,12 +75,50 @@ def stop_all(group: Sequence[Process], grace: float = 15.0) -> dict[str, int]:
     return {process.name: int(process.popen.returncode) for process in group}
 
 
+EPHEMERAL_PORTS = pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10000
+"""The lowest port :func:`free_port` hands out (below it lie the well-known and registered
+services a machine may run)."""
+_next_port: int | None = None
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 unless configured otherwise)."""
+    try:
+        return int(EPHEMERAL_PORTS.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port on 127.0.0.1 that nothing listens on right now, for a process that will
+    listen on it a moment later.
+
+    Chosen below the kernel's ephemeral range, where a port that the kernel handed out for
+    ``bind(0)`` would be: there, the outgoing connection of any client on the machine can take
+    it between this answer and the listener's bind ("address already in use"), and the more
+    runs share the machine (make test runs two lanes at once), the likelier that is. Below the
+    range only another listener can, so each process scans from its own starting point (from
+    its pid), and never hands out the same port twice in a row."""
+    global _next_port
+    low, high = LOWEST_PORT, _ephemeral_low() - 1
+    span = high - low + 1
+    if span <= 0:  # a kernel whose ephemeral range starts low: take what bind(0) gives
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+    if _next_port is None:
+        _next_port = low + (os.getpid() * 7919) % span
+    for _ in range(span):
+        port = _next_port
+        _next_port = low + (_next_port - low + 1) % span
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise OSError(f"no free TCP port on 127.0.0.1 between {low} and {high}")
 
 
 def _death_signal(signum: int) -> Callable[[], None]:

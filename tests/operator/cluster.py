@@ -12,7 +12,6 @@ import contextlib
 import gc
 import json
 import pathlib
-import socket
 import ssl
 import threading
 import time
@@ -24,6 +23,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from controlplane.processes import free_port
 from kubesim import harness, kubeconfigs, simulation
 from queuetree.api import schedconf
 from queuetree.core import objects
@@ -379,13 +379,6 @@ class WebhookThread:
         self._thread.join(30)
         assert not self._thread.is_alive(), "the webhook did not stop"
         assert not self._error, self._error
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 OPERATOR_TOKEN = "queuetree-operator"

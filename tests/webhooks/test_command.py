@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import pathlib
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import time
 import aiohttp
 import pytest
 
+from controlplane.processes import free_port
 from kubesim import harness
 from queuetree import cli
 from queuetree.webhooks import certificates
@@ -22,13 +22,6 @@ from queuetree.webhooks import certificates
 pytestmark = pytest.mark.slow
 
 CRDS = pathlib.Path(__file__).parents[2] / "crds"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def test_files_mode_without_files_exits_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,7 +14,6 @@ import asyncio
 import base64
 import json
 import pathlib
-import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,6 +23,7 @@ import aiohttp
 import pytest
 import yaml
 
+from controlplane.processes import free_port
 from kubesim import harness
 from queuetree.webhooks import server, settings
 
@@ -86,13 +86,6 @@ CONFIGURATIONS = [
         ],
     },
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def kubectl(cluster: harness.Cluster, *args: str, manifest: Any = None) -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from controlplane.processes import free_port
 from queuetree import cli
 from queuetree.webhooks import certificates, listening, reviewing, server, settings
 from tests.webhooks.builders import GATE, PODS, pod, review
@@ -299,13 +300,6 @@ async def test_a_trickling_body_gets_408_at_the_request_deadline() -> None:
         408,
         "the request was not complete within 0.6s (--http-request-timeout)",
     )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 async def test_liveness_answers_while_the_event_loop_is_busy() -> None:
