@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from kubesim import harness
+from tests import timing
 from tests.kubesim import backends
 
 kubesim = harness.kubesim
@@ -201,7 +202,9 @@ WIDGETS = "/apis/example.com/v1/namespaces/{namespace}/widgets"
 
 
 async def wait_for(
-    predicate: Callable[[], Awaitable[bool]] | Callable[[], bool], *, deadline: float = 15.0
+    predicate: Callable[[], Awaitable[bool]] | Callable[[], bool],
+    *,
+    deadline: float = timing.DEADLINE,
 ) -> None:
     """Poll `predicate` until it holds; fail after `deadline` seconds (never a fixed sleep)."""
     limit = time.monotonic() + deadline

@@ -28,6 +28,7 @@ from kubesim import harness, kubeconfigs, simulation
 from queuetree.api import schedconf
 from queuetree.core import objects
 from queuetree.operator import metrics, running, settings, state
+from tests import timing
 
 T = TypeVar("T")
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -155,7 +156,7 @@ def gates_of(pod: dict[str, Any] | None) -> list[str]:
     return [gate["name"] for gate in pod.get("spec", {}).get("schedulingGates") or []]
 
 
-def eventually(probe: Callable[[], T], *, deadline: float = 20.0, what: str = "") -> T:
+def eventually(probe: Callable[[], T], *, deadline: float = timing.DEADLINE, what: str = "") -> T:
     """Poll ``probe`` until it returns something truthy; fail after ``deadline`` seconds."""
     limit = time.monotonic() + deadline
     while True:

@@ -9,6 +9,7 @@ from typing import Any
 
 from queuetree.core import objects
 from queuetree.operator import kube
+from tests import timing
 
 GATE = objects.QUEUE_ALLOCATION_GATE
 
@@ -97,7 +98,7 @@ def pod(
     )
 
 
-async def wait_for(predicate: Callable[[], bool], *, deadline: float = 5.0) -> None:
+async def wait_for(predicate: Callable[[], bool], *, deadline: float = timing.DEADLINE) -> None:
     """Poll ``predicate`` until true or fail after ``deadline`` seconds (no fixed sleeps)."""
     loop = asyncio.get_running_loop()
     limit = loop.time() + deadline

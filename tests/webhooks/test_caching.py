@@ -15,6 +15,7 @@ import pytest
 
 from kubesim import harness
 from queuetree.webhooks import caching
+from tests import timing
 from tests.webhooks.builders import queue
 
 CRDS = pathlib.Path(__file__).parents[2] / "crds"
@@ -38,7 +39,7 @@ async def call(cluster: harness.Cluster, method: str, path: str, body: Any = Non
         return await response.json()
 
 
-async def eventually(check: Callable[[], bool], *, deadline: float = 10.0) -> None:
+async def eventually(check: Callable[[], bool], *, deadline: float = timing.DEADLINE) -> None:
     limit = time.monotonic() + deadline
     while not check():
         if time.monotonic() > limit:

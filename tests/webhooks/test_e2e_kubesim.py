@@ -26,6 +26,7 @@ import yaml
 from controlplane.processes import free_port
 from kubesim import harness
 from queuetree.webhooks import server, settings
+from tests import timing
 
 pytestmark = pytest.mark.slow
 
@@ -96,7 +97,9 @@ async def kubectl(cluster: harness.Cluster, *args: str, manifest: Any = None) ->
     return await asyncio.to_thread(cluster.kubectl, *args, input=text)
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], *, deadline: float = 20.0) -> None:
+async def eventually(
+    check: Callable[[], Awaitable[bool]], *, deadline: float = timing.DEADLINE
+) -> None:
     """Poll ``check`` until it holds (never a fixed sleep)."""
     limit = time.monotonic() + deadline
     while not await check():

@@ -306,14 +306,17 @@ async def test_liveness_answers_while_the_event_loop_is_busy() -> None:
     port = free_port()
     answers: list[int] = []
 
+    # The probe gives up before the loop is free again, so an answer can only have come from
+    # the liveness server's own thread while the loop was busy; 2.5 s is far more than that
+    # thread needs on a loaded machine.
     def probe() -> None:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as reply:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2.5) as reply:
             answers.append(reply.status)
 
     async with server.LivenessServer("127.0.0.1", port):
         kubelet = threading.Thread(target=probe)
         kubelet.start()
-        time.sleep(1.0)  # noqa: ASYNC251 (the point: the loop is busy while the kubelet probes)
+        time.sleep(3.0)  # noqa: ASYNC251 (the point: the loop is busy while the kubelet probes)
         await asyncio.to_thread(kubelet.join, 5)
     assert answers == [200]
 
