@@ -64,7 +64,7 @@ from types import MappingProxyType
 from typing import Any
 
 from queuetree.api import admission, bodies, patches, pod_manifests, readers
-from queuetree.core import objects, problems, resources, validation
+from queuetree.core import objects, problems, resources
 from queuetree.webhooks import settings as settings_
 from queuetree.webhooks import verdicts, views
 
@@ -280,7 +280,7 @@ def _validate_create(
         if not trouble:
             return verdicts.Verdict(admission.allow(request.uid), missing_namespaces=lagging)
         return verdicts.Verdict(
-            admission.deny(request.uid, validation.aggregate([p.render() for p in trouble])),
+            admission.deny(request.uid, problems.aggregate([p.render() for p in trouble])),
             missing_namespaces=lagging,
         )
     choice = resolve_queue(
@@ -331,7 +331,7 @@ def _validate_create(
         )
     return verdicts.Verdict(
         admission.deny(
-            request.uid, validation.aggregate([p.render() for p in trouble]), warnings=warnings
+            request.uid, problems.aggregate([p.render() for p in trouble]), warnings=warnings
         ),
         missing=missing,
         missing_namespaces=lagging,
@@ -374,7 +374,7 @@ def queue_reasons(
     if children:
         reasons.append(
             f"{noun} can only be submitted to leaf queues, and queue {name} has "
-            f"{len(children)} child queues: {validation.list_names(children)}"
+            f"{len(children)} child queues: {problems.list_names(children)}"
         )
     if queue.state is not objects.QueueState.OPEN:
         reasons.append(
@@ -504,7 +504,7 @@ def _validate_update(
     if not trouble:
         return verdicts.Verdict(admission.allow(request.uid))
     return verdicts.Verdict(
-        admission.deny(request.uid, validation.aggregate([p.render() for p in trouble]))
+        admission.deny(request.uid, problems.aggregate([p.render() for p in trouble]))
     )
 
 
