@@ -746,11 +746,8 @@ def _preemptees(
 
 # -- eviction records -------------------------------------------------------------------------
 #
-# The capacity plugin decides which pods reclaim may take (spec §3.9); the wording below reads
-# its figures when the victim is evicted. Evictions of a reclaimer happen in the order its vote
-# accepted them and each one is deallocated before the next, so the figures read here are the
-# vote's own: its working copies subtract the victims accepted before (an ancestor's copy only
-# those that checked it, so an ancestor's figure here may be lower by a victim that did not).
+# The capacity plugin decides which pods reclaim may take (spec §3.9) and words its verdict
+# (``capacity_reclaim.reclaim_reason``) when the victim is evicted.
 
 
 def _capacity_plugin(session: frameworks.Session) -> capacity.CapacityPlugin | None:
@@ -785,10 +782,9 @@ def _describe_reclaim(
     rule = decisions.EvictionRule.RECLAIM
     reason = f"a pod of queue {queue!r}, {_by(voters)}"
     if plugin is not None and capacity.NAME in voters:
-        attr = plugin.attrs.get(queue)
-        rattr = plugin.attrs.get(evictor.job.queue)
-        if attr is not None and rattr is not None:
-            rule, reason = _capacity_reason(plugin, attr=attr, rattr=rattr, victim=victim)
+        found = plugin.reclaim_reason(victim, evictor)
+        if found is not None:
+            rule, reason = found
     return decisions.Eviction(
         victim=victim.key,
         reclaimer=evictor.key,
@@ -799,61 +795,6 @@ def _describe_reclaim(
         victim_queue=queue,
         reclaimer_queue=evictor.job.queue,
     )
-
-
-def _capacity_reason(
-    plugin: capacity.CapacityPlugin,
-    *,
-    attr: capacity.QueueAttr,
-    rattr: capacity.QueueAttr,
-    victim: frameworks.Task,
-) -> tuple[decisions.EvictionRule, str]:
-    """The leaf's verdict, then every ancestor reclaim checked (``ancestorReclaimLevel``):
-    those on the victim's side that the reclaimer's queue does not share."""
-    dims = plugin.dims
-    held = vectors.names(victim.resreq)
-    if held & vectors.names(attr.deserved):
-        rule = decisions.EvictionRule.RECLAIM_OVER_DESERVED
-        parts = [f"queue {attr.name!r} is above its deserved share{_over(attr, victim, dims)}"]
-    else:
-        rule = decisions.EvictionRule.RECLAIM_UNDESERVED
-        parts = [
-            f"queue {attr.name!r} deserves none of the resources the pod holds "
-            f"({dims.format(victim.resreq)})"
-        ]
-    if plugin.hierarchy:
-        for level in range(1, plugin.level + 1):
-            ancestor = attr.depth_ancestor(level)
-            if ancestor is None or ancestor.name == objects.ROOT_QUEUE:
-                continue
-            if rattr.depth_ancestor(level) is ancestor:
-                # Shared with the reclaimer's queue: not checked (spec §3.9).
-                parts.append(f"its ancestor {ancestor.name!r} is shared with queue {rattr.name!r}")
-            elif held & vectors.names(ancestor.deserved):
-                parts.append(
-                    f"its ancestor {ancestor.name!r} is above its deserved share"
-                    f"{_over(ancestor, victim, dims)}"
-                )
-            else:
-                parts.append(f"its ancestor {ancestor.name!r} deserves none of them")
-        parts.append(f"ancestorReclaimLevel {plugin.level}")
-    return rule, "; ".join(parts)
-
-
-def _over(attr: capacity.QueueAttr, victim: frameworks.Task, dims: vectors.Dims) -> str:
-    """`` (cpu 2 > 1)``: the dimensions the vote compares (``greater_on_relevant``) on which
-    the queue holds more than it deserves; "" when none (then nothing to quote)."""
-    found = []
-    for i, value in enumerate(victim.resreq):
-        if value <= 0 or i == dims.pods:
-            continue
-        relevant = attr.deserved[i] >= vectors.EPS if i < 2 else i in attr.deserved_keys
-        if relevant and attr.allocated[i] > attr.deserved[i]:
-            found.append(
-                f"{dims.names[i]} {dims.format_value(i, attr.allocated[i])} > "
-                f"{dims.format_value(i, attr.deserved[i])}"
-            )
-    return f" ({', '.join(found)})" if found else ""
 
 
 def _describe_preempt(
