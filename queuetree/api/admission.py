@@ -21,7 +21,7 @@ import base64
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Final, Literal, NotRequired, TypedDict
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -108,6 +108,12 @@ class Resource:
     def __str__(self) -> str:
         group_version = f"{self.group}/{self.version}" if self.group else self.version
         return f"{group_version} {self.resource}"
+
+
+STATUS_SUBRESOURCE: Final = "status"
+"""The subresource of an object's ``status`` (a Queue's figures and state)."""
+RESIZE_SUBRESOURCE: Final = "resize"
+"""The subresource of a pod's in-place resize (``pods/resize``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

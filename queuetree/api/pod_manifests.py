@@ -8,6 +8,7 @@ problem; both give the same pod. The rules they share are :mod:`pod_rules`'.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 from queuetree.api import pod_fast_path, pod_rules, readers
 from queuetree.core import objects, problems, resources
@@ -87,6 +88,11 @@ def _pod_level(
     return pod_rules.PodLevel(
         requests=requests, requested=requested, limits=limits, limited=limited, stated=stated
     )
+
+
+REQUESTS_PATH: Final = "spec"
+"""The path of a problem about a pod's requests as a whole: they are read from its containers,
+init containers and overhead, all under ``spec``."""
 
 
 def pod_requests(manifest: readers.RawManifest) -> resources.Resource:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
+from queuetree.api import bodies
 from queuetree.core import errors, objects, problems, quantities, resources
 
 INVALID_QUANTITY: Final = "invalid quantity"
@@ -39,7 +40,6 @@ RawManifest = Mapping[str, Any]
 WarningFn = Callable[[str], None]
 """Receives a warning for a person: something tolerated, named with document and field."""
 
-VOLCANO_API_VERSION: Final = "scheduling.volcano.sh/v1beta1"
 CORE_API_VERSION: Final = "v1"
 PRIORITY_CLASS_API_VERSION: Final = "scheduling.k8s.io/v1"
 
@@ -49,8 +49,8 @@ that name none (as in Volcano)."""
 
 API_VERSIONS: Final[Mapping[str, str]] = MappingProxyType(
     {
-        "Queue": VOLCANO_API_VERSION,
-        "PodGroup": VOLCANO_API_VERSION,
+        "Queue": bodies.VOLCANO_API_VERSION,
+        "PodGroup": bodies.VOLCANO_API_VERSION,
         "Pod": CORE_API_VERSION,
         "Node": CORE_API_VERSION,
         "PriorityClass": PRIORITY_CLASS_API_VERSION,

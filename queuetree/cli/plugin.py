@@ -374,7 +374,7 @@ def apply_changes(
         meta.setdefault(
             "uid", f"whatif-{kind.lower()}-{meta.get('namespace', '')}-{meta.get('name', '')}"
         )
-        meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        meta.setdefault("creationTimestamp", bodies.timestamp(time.time()))
         item = bodies.with_metadata(change, meta)
         where = f"{meta.get('namespace', '')}/" if kind != "Queue" else ""
         name = f"{kind} {where}{meta.get('name', '')}"

@@ -70,8 +70,6 @@ from queuetree.webhooks import verdicts, views
 
 GATE = objects.QUEUE_ALLOCATION_GATE
 """The gate's name, which is also the opt-in annotation's key."""
-RESIZE = "resize"
-"""The subresource of an in-place resize (``pods/resize``), which ``/pods/validate`` reviews."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -403,7 +401,7 @@ def _validate_update(
     if old is None or request.username == settings.operator_username:
         return verdicts.Verdict(admission.allow(request.uid))
     new = request.object
-    if request.sub_resource == RESIZE:
+    if request.sub_resource == admission.RESIZE_SUBRESOURCE:
         # A resize changes resources only (the API server keeps nothing else of it).
         growth = _growth(request, old, view=view, settings=settings)
         if not growth:
@@ -536,7 +534,7 @@ def _growth(
         reasons = "; ".join(problem.render() for problem in error.problems)
         return [
             problems.Problem(
-                "spec",
+                pod_manifests.REQUESTS_PATH,
                 problems.ErrorType.FORBIDDEN,
                 f"the requests of {subject} cannot be read, so queuetree cannot tell whether "
                 f"the write raises them: {reasons}",
@@ -569,7 +567,7 @@ def _growth(
         )
     return [
         problems.Problem(
-            "spec",
+            pod_manifests.REQUESTS_PATH,
             problems.ErrorType.FORBIDDEN,
             f"{why}; delete the pod and create it again with the new requests, so that it waits "
             "for room in its queue (lowering requests is allowed)",

@@ -55,7 +55,7 @@ def validate(
         )
     if request.object is None:
         return verdicts.Verdict(verdicts.missing_object(request, what="object"))
-    if request.sub_resource == "status":
+    if request.sub_resource == admission.STATUS_SUBRESOURCE:
         return verdicts.Verdict(
             _answer(request.uid, _status_problems(request, settings=settings), warnings=[])
         )

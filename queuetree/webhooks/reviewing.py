@@ -136,7 +136,7 @@ ENDPOINTS: Mapping[str, Endpoint] = MappingProxyType(
                 frozenset({"CREATE", "UPDATE", "DELETE"}),
                 queues.validate,
                 mutating=False,
-                sub_resources=frozenset({"", "status"}),
+                sub_resources=frozenset({"", admission.STATUS_SUBRESOURCE}),
             ),
             Endpoint(
                 "/queues/mutate",
@@ -161,7 +161,7 @@ ENDPOINTS: Mapping[str, Endpoint] = MappingProxyType(
                 frozenset({"CREATE", "UPDATE"}),
                 pods.validate,
                 mutating=False,
-                sub_resources=frozenset({"", pods.RESIZE}),
+                sub_resources=frozenset({"", admission.RESIZE_SUBRESOURCE}),
             ),
             Endpoint(
                 "/podgroups/mutate",
