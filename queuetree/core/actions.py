@@ -96,17 +96,25 @@ def enqueue(session: frameworks.Session) -> None:
 def _enqueue_run(session: frameworks.Session, job: frameworks.Job, run: frameworks.Run) -> None:
     """Enqueue for the members of a run, in order (``folding``): the capacity plugin, the
     only plugin that votes on enqueueing (``folding.supported``), counts how many fit."""
-    votes = session.flat(frameworks.Hook.JOB_ENQUEUEABLE)
-    if not votes:
-        enqueued = len(run)
-    else:
-        plugin = getattr(votes[0], "__self__", None)
-        assert len(votes) == 1
-        assert isinstance(plugin, capacity.CapacityPlugin)
-        enqueued = plugin.enqueue_run(job, run.groups)
+    plugin = _run_voter(session, frameworks.Hook.JOB_ENQUEUEABLE)
+    enqueued = len(run) if plugin is None else plugin.enqueue_run(job, run.groups)
     if enqueued:
         job.phase = objects.PodGroupPhase.INQUEUE
         run.inqueue = enqueued
+
+
+def _run_voter(
+    session: frameworks.Session, hook: frameworks.Hook
+) -> capacity.CapacityPlugin | None:
+    """The plugin that votes on ``hook`` for a run: none (every member passes), or the
+    capacity plugin, the only one that may (``folding.supported`` folds nothing else)."""
+    votes = session.flat(hook)
+    if not votes:
+        return None
+    plugin = getattr(votes[0], "__self__", None)
+    assert len(votes) == 1
+    assert isinstance(plugin, capacity.CapacityPlugin)
+    return plugin
 
 
 def _tell_run_members(session: frameworks.Session, job: frameworks.Job, keys: list[str]) -> None:
@@ -281,14 +289,10 @@ def _admit_run(
         return
     opted_in = task.pod.opted_in
     reserve = gate_on and opted_in
-    votes = session.flat(frameworks.Hook.ALLOCATABLE)
-    if not votes:
-        admitted = len(keys)
-    else:
-        plugin = getattr(votes[0], "__self__", None)
-        assert len(votes) == 1
-        assert isinstance(plugin, capacity.CapacityPlugin)
-        admitted = plugin.admit_run(job.queue, task, keys, reserve=reserve)
+    plugin = _run_voter(session, frameworks.Hook.ALLOCATABLE)
+    admitted = (
+        len(keys) if plugin is None else plugin.admit_run(job.queue, task, keys, reserve=reserve)
+    )
     if reserve:
         run.ungated = admitted
         job.ungated += admitted
@@ -693,16 +697,7 @@ def preempt(session: frameworks.Session) -> None:
                 task = tasks.pop(0)
                 if task.pod.preemption_policy == "Never":
                     continue
-                _evict_for(
-                    session,
-                    task,
-                    stmt=stmt,
-                    nodes=_nodes_by_score(session, task),
-                    candidates_on=functools.partial(_preemptees, job, same_job=False),
-                    choose=session.preemptable,
-                    fits=_preempt_fits(session, task),
-                    describe=_describe_preempt,
-                )
+                _preempt_for(session, job, task, stmt=stmt, same_job=False)
             if session.job_pipelined(job):
                 stmt.commit()
             else:
@@ -714,19 +709,34 @@ def preempt(session: frameworks.Session) -> None:
                 if task.pod.preemption_policy == "Never":
                     continue
                 stmt = Statement(session)
-                if not _evict_for(
-                    session,
-                    task,
-                    stmt=stmt,
-                    nodes=_nodes_by_score(session, task),
-                    candidates_on=functools.partial(_preemptees, job, same_job=True),
-                    choose=session.preemptable,
-                    fits=_preempt_fits(session, task),
-                    describe=_describe_preempt,
-                ):
+                if not _preempt_for(session, job, task, stmt=stmt, same_job=True):
                     stmt.discard()
                     break
                 stmt.commit()
+
+
+def _preempt_for(
+    session: frameworks.Session,
+    job: frameworks.Job,
+    task: frameworks.Task,
+    *,
+    stmt: Statement,
+    same_job: bool,
+) -> bool:
+    """:func:`_evict_for` with preempt's choices: the nodes by score, and on each the running
+    preemptable pods of ``job``'s queue that belong to other jobs (``same_job`` False) or to
+    ``job`` itself, as the tiers' preemptable vote chooses them. True when ``task`` was
+    pipelined."""
+    return _evict_for(
+        session,
+        task,
+        stmt=stmt,
+        nodes=_nodes_by_score(session, task),
+        candidates_on=functools.partial(_preemptees, job, same_job=same_job),
+        choose=session.preemptable,
+        fits=_preempt_fits(session, task),
+        describe=_describe_preempt,
+    )
 
 
 def _preemptees(

@@ -44,7 +44,7 @@ import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from queuetree.core import (
     capacity_order,
@@ -59,6 +59,15 @@ from queuetree.core import (
 )
 
 NAME = "capacity"
+
+
+class _Where(TypedDict):
+    """Where a quota check refused a task (:meth:`CapacityPlugin._quota_blocker`)."""
+
+    target: capacity_tree.QueueAttr
+    leaf: capacity_tree.QueueAttr
+    dim: int
+    held: bool
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -184,21 +193,16 @@ class CapacityPlugin(frameworks.Plugin):
     # -- 3. events --------------------------------------------------------------------------
 
     def on_allocate(self, task: frameworks.Task) -> None:
-        attr = self.attrs.get(task.job.queue)
-        if attr is None:
-            return
-        capacity_usage.allocate(attr, task, self.dims)
-        if self.gate_on:
+        attr = capacity_usage.allocate(self.attrs, task, self.dims)
+        if attr is not None and self.gate_on:
             self._unreserve(task)
 
     def on_deallocate(self, task: frameworks.Task) -> None:
-        attr = self.attrs.get(task.job.queue)
-        if attr is None:
-            return
-        capacity_usage.deallocate(attr, task, self.dims)
-        if self.gate_on and task.pod.reserves and task.status != objects.TaskStatus.RELEASING:
-            # Volcano re-reserves every annotated task, even a running one being evicted
-            # (spec §7.6); a task that is leaving its node no longer needs its queue's room.
+        attr = capacity_usage.deallocate(self.attrs, task, self.dims)
+        # Volcano re-reserves every annotated task, even a running one being evicted (spec
+        # §7.6); a task that is leaving its node no longer needs its queue's room.
+        leaving = task.status == objects.TaskStatus.RELEASING
+        if attr is not None and self.gate_on and task.pod.reserves and not leaving:
             self._reserve(task, attr)
 
     # -- 4. ordering ------------------------------------------------------------------------
@@ -284,18 +288,9 @@ class CapacityPlugin(frameworks.Plugin):
                 return self._refuse(task, target=target, leaf=attr, dim=pods, held=held)
         return True
 
-    def _refuse(
-        self,
-        task: frameworks.Task,
-        *,
-        target: capacity_tree.QueueAttr,
-        leaf: capacity_tree.QueueAttr,
-        dim: int,
-        held: bool,
-    ) -> bool:
-        self.blockers[task.key] = self._quota_blocker(
-            task, target=target, leaf=leaf, dim=dim, held=held
-        )
+    def _refuse(self, task: frameworks.Task, **where: Unpack[_Where]) -> bool:
+        """Record why ``task`` is refused (:meth:`_quota_blocker` with ``where``); False."""
+        self.blockers[task.key] = self._quota_blocker(task, **where)
         return False
 
     def _quota_blocker(
@@ -307,6 +302,8 @@ class CapacityPlugin(frameworks.Plugin):
         dim: int,
         held: bool,
     ) -> Blocker:
+        """The blocker of ``task`` refused by ``target`` (of ``leaf``'s chain) on dimension
+        ``dim``, at its figures; ``held``: the task's own reservation is among them."""
         if dim == self.dims.pods:
             req = float(task.pod.count)
             allocated = float(target.allocated_pods)

@@ -395,43 +395,31 @@ class _Builder:
                     real[i] = child.capability[i]
             child.real_capability = real
         if parent.children and parent.name != objects.ROOT_QUEUE:
-            over = [
-                dims.names[i]
-                for i in range(dims.size)
-                if total_deserved[i] > parent.deserved[i] and i != dims.pods
-            ]
-            if over:
+            for field, total, own, consequence in (
+                (
+                    "deserved",
+                    total_deserved,
+                    parent.deserved,
+                    ", so they cannot all get their share at once",
+                ),
+                ("guarantee", total_guarantee, parent.guarantee, ""),
+            ):
+                over = [
+                    dims.names[i] for i in range(dims.size) if total[i] > own[i] and i != dims.pods
+                ]
+                if not over:
+                    continue
+                listed = ", ".join(over)
                 session.warnings.append(
-                    f"queue {parent.name!r}: the children's deserved "
-                    f"({dims.format(total_deserved)}) "
-                    f"exceeds its deserved ({dims.format(parent.deserved)}) on {', '.join(over)}"
+                    f"queue {parent.name!r}: the children's {field} ({dims.format(total)}) "
+                    f"exceeds its {field} ({dims.format(own)}) on {listed}"
                 )
                 self._fault(
                     parent.name,
                     conditions.QueueReason.CHILDREN_OVER_PARENT,
-                    f"queue {parent.name!r}: its children's deserved "
-                    f"({dims.format(total_deserved)}) exceeds its own "
-                    f"({dims.format(parent.deserved)}) on {', '.join(over)}, so they cannot all "
-                    "get their share at once; lower theirs or raise its spec.deserved",
-                )
-            over = [
-                dims.names[i]
-                for i in range(dims.size)
-                if total_guarantee[i] > parent.guarantee[i] and i != dims.pods
-            ]
-            if over:
-                session.warnings.append(
-                    f"queue {parent.name!r}: the children's guarantee "
-                    f"({dims.format(total_guarantee)}) exceeds its guarantee "
-                    f"({dims.format(parent.guarantee)}) on {', '.join(over)}"
-                )
-                self._fault(
-                    parent.name,
-                    conditions.QueueReason.CHILDREN_OVER_PARENT,
-                    f"queue {parent.name!r}: its children's guarantee "
-                    f"({dims.format(total_guarantee)}) exceeds its own "
-                    f"({dims.format(parent.guarantee)}) on {', '.join(over)}; lower theirs or "
-                    "raise its spec.guarantee",
+                    f"queue {parent.name!r}: its children's {field} ({dims.format(total)}) "
+                    f"exceeds its own ({dims.format(own)}) on {listed}{consequence}; lower "
+                    f"theirs or raise its spec.{field}",
                 )
 
     def _fault(self, queue: str, reason: conditions.QueueReason, message: str) -> None:

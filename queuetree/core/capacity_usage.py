@@ -18,6 +18,7 @@ leaf's). Quota figures are ``capacity_tree``'s; the plugin that calls these is `
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from queuetree.core import capacity_tree, frameworks, objects, vectors
@@ -186,18 +187,35 @@ def _move_reserved(attr: capacity_tree.QueueAttr, task: frameworks.Task, *, sign
         target.reserved_pods += count
 
 
-def allocate(attr: capacity_tree.QueueAttr, task: frameworks.Task, dims: vectors.Dims) -> None:
-    """``task`` placed: its request and pods are ``allocated`` along ``attr``'s chain, and every
-    member's share follows (a deliberate fix: the reference updates the leaf's only)."""
-    for target in attr.chain:
-        vectors.iadd(target.allocated, task.resreq)
-        target.allocated_pods += task.pod.count
-        target.share = vectors.share(target.allocated, target.deserved, dims)
+def allocate(
+    attrs: Mapping[str, capacity_tree.QueueAttr], task: frameworks.Task, dims: vectors.Dims
+) -> capacity_tree.QueueAttr | None:
+    """``task`` placed: its request and pods are ``allocated`` along the chain of its queue
+    (None, and nothing counted, for a queue without figures), and every member's share
+    follows (a deliberate fix: the reference updates the leaf's only)."""
+    return _move_allocated(attrs, task, dims, sign=1)
 
 
-def deallocate(attr: capacity_tree.QueueAttr, task: frameworks.Task, dims: vectors.Dims) -> None:
+def deallocate(
+    attrs: Mapping[str, capacity_tree.QueueAttr], task: frameworks.Task, dims: vectors.Dims
+) -> capacity_tree.QueueAttr | None:
     """The inverse of :func:`allocate`: an eviction, or an allocation a statement discards."""
+    return _move_allocated(attrs, task, dims, sign=-1)
+
+
+def _move_allocated(
+    attrs: Mapping[str, capacity_tree.QueueAttr],
+    task: frameworks.Task,
+    dims: vectors.Dims,
+    *,
+    sign: int,
+) -> capacity_tree.QueueAttr | None:
+    attr = attrs.get(task.job.queue)
+    if attr is None:
+        return None
+    move = vectors.iadd if sign > 0 else vectors.isub
     for target in attr.chain:
-        vectors.isub(target.allocated, task.resreq)
-        target.allocated_pods -= task.pod.count
+        move(target.allocated, task.resreq)
+        target.allocated_pods += sign * task.pod.count
         target.share = vectors.share(target.allocated, target.deserved, dims)
+    return attr

@@ -365,12 +365,9 @@ class Resource:
         left = self.scalars
         right = other.scalars
         if default is INFINITY:
-            if right:
-                if not left:
-                    return False
-                for name in right:
-                    if name not in left:
-                        return False
+            # Every key of ``other`` must be one of ``self``'s: a missing one is infinite.
+            if right and (not left or not right.keys() <= left.keys()):
+                return False
             if left and right:
                 for name, value in left.items():
                     bound = right.get(name)
@@ -406,12 +403,9 @@ class Resource:
         left = self.scalars
         right = other.scalars
         if default is INFINITY:
-            if right:
-                if not left:
-                    return False
-                for name in right:
-                    if name not in left:
-                        return False
+            # Every key of ``other`` must be one of ``self``'s: a missing one is infinite.
+            if right and (not left or not right.keys() <= left.keys()):
+                return False
             if left and right:
                 for name, value in left.items():
                     limit = right.get(name)
@@ -450,12 +444,8 @@ class Resource:
     def _scalars_partly(self, other: Resource, default: DimensionDefault, *, strict: bool) -> bool:
         left = self.scalars
         right = other.scalars
-        if default is ZERO and right:
-            if not left:
-                return True
-            for name in right:
-                if name not in left:
-                    return True
+        if default is ZERO and right and (not left or not right.keys() <= left.keys()):
+            return True
         if left:
             for name, value in left.items():
                 bound = right.get(name) if right else None

@@ -189,11 +189,8 @@ def validate_quota_in_tree(
 def _validate_against_ancestors(
     queue: objects.Queue, tree: queue_trees.QueueTree
 ) -> list[problems.Problem]:
-    if queue.capability is None:
-        return []
     trouble = []
-    for name in queue.capability.resource_names():
-        value = queue.capability.get(name)
+    for name, value in _capabilities(queue):
         for ancestor in tree.iter_ancestors(queue.parent_name, start=queue.name):
             found = tree.queues.get(ancestor)
             if found is None or found.name == queue.name:
@@ -201,15 +198,13 @@ def _validate_against_ancestors(
             limit = found.capability.get(name) if found.capability is not None else 0
             if limit > 0:
                 if value > limit:
-                    shown = resources.format_amount(name, value)
                     trouble.append(
-                        problems.Problem(
-                            f"spec.capability{problems.key(name)}",
-                            problems.ErrorType.INVALID,
-                            f"queue {queue.name} capability[{name}]={shown} exceeds its "
-                            f"ancestor's capability={resources.format_amount(name, limit)} "
-                            f"(queue {ancestor})",
-                            value=shown,
+                        _capability_problem(
+                            queue,
+                            name,
+                            value,
+                            f"exceeds its ancestor's capability="
+                            f"{resources.format_amount(name, limit)} (queue {ancestor})",
                         )
                     )
                 break
@@ -256,11 +251,8 @@ def _validate_sums(
 def _validate_subtree_capability(
     queue: objects.Queue, children: list[objects.Queue], *, tree: queue_trees.QueueTree
 ) -> list[problems.Problem]:
-    if queue.capability is None:
-        return []
     trouble = []
-    for name in queue.capability.resource_names():
-        value = queue.capability.get(name)
+    for name, value in _capabilities(queue):
         widest: resources.Amount = 0
         holder = ""
         for child in children:
@@ -268,18 +260,36 @@ def _validate_subtree_capability(
             if found > widest:
                 widest, holder = found, who
         if value < widest:
-            shown = resources.format_amount(name, value)
             trouble.append(
-                problems.Problem(
-                    f"spec.capability{problems.key(name)}",
-                    problems.ErrorType.INVALID,
-                    f"queue {queue.name} capability[{name}]={shown} is smaller than its "
-                    f"descendants' max capability={resources.format_amount(name, widest)} "
-                    f"(queue {holder})",
-                    value=shown,
+                _capability_problem(
+                    queue,
+                    name,
+                    value,
+                    f"is smaller than its descendants' max capability="
+                    f"{resources.format_amount(name, widest)} (queue {holder})",
                 )
             )
     return trouble
+
+
+def _capabilities(queue: objects.Queue) -> list[tuple[str, resources.Amount]]:
+    """``queue``'s capability by resource name (none when it sets no capability)."""
+    if queue.capability is None:
+        return []
+    return [(name, queue.capability.get(name)) for name in queue.capability.resource_names()]
+
+
+def _capability_problem(
+    queue: objects.Queue, name: str, value: resources.Amount, relation: str
+) -> problems.Problem:
+    """``queue Q capability[name]=V <relation>``, on ``spec.capability[name]``."""
+    shown = resources.format_amount(name, value)
+    return problems.Problem(
+        f"spec.capability{problems.key(name)}",
+        problems.ErrorType.INVALID,
+        f"queue {queue.name} capability[{name}]={shown} {relation}",
+        value=shown,
+    )
 
 
 def _subtree_max_capability(

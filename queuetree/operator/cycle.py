@@ -126,35 +126,37 @@ class AdmissionCycle:
         self._cluster = cluster
         self._remover = remover
         self._session = session
-        self._reclaim = reclaim
         self._metrics = metrics_
+        self._reclaim = reclaim
+        """Plan evictions: the configuration has a reclaim action."""
+        self._writer = writing.Writer(
+            cluster=cluster,
+            api=api,
+            metrics_=metrics_,
+            wake=self.wake,
+            status_writers=status_writers,
+            event_writers=event_writers,
+            eviction_retry=eviction_retry,
+            clock=clock,
+            wall_clock=wall_clock,
+        )
+        # Pacing (settings.OperatorSettings says what each is for).
         self._period = period
         self._backlog_wait = backlog_wait
         self._debounce = debounce
+        self._pace = pace
+        self._min_interval = min_interval
         self._explanation_budget = explanation_budget
         self._budget = explanation_budget
         """The explanations the running cycle may plan (see :func:`explanation_budget`)."""
         self._figures_interval = figures_interval
         self._busy_figures_factor = busy_figures_factor
-        self._pace = pace
-        self._min_interval = min_interval
-        self._queue_plans: queue_status.PlanMemo = {}
         self._figures_written: dict[str, float] = {}
         """Queue name -> monotonic time its status was last planned (:meth:`_throttle`)."""
+        self._queue_plans: queue_status.PlanMemo = {}
         self._clock = clock
         self._wall_clock = wall_clock
         self._wakeup = asyncio.Event()
-        self._writer = writing.Writer(
-            cluster=cluster,
-            api=api,
-            metrics_=metrics_,
-            status_writers=status_writers,
-            event_writers=event_writers,
-            eviction_retry=eviction_retry,
-            wake=self.wake,
-            clock=clock,
-            wall_clock=wall_clock,
-        )
         self._last_duration = 0.0
         self._last_started = -float("inf")
         self._last: tuple[tuple[int, frozenset[str]], decisions.SessionResult] | None = None
