@@ -795,16 +795,7 @@ def _describe_reclaim(
         found = plugin.reclaim_reason(victim, evictor)
         if found is not None:
             rule, reason = found
-    return decisions.Eviction(
-        victim=victim.key,
-        reclaimer=evictor.key,
-        action="reclaim",
-        rule=rule,
-        reason=reason,
-        node=victim.node,
-        victim_queue=queue,
-        reclaimer_queue=evictor.job.queue,
-    )
+    return _record(evictor, victim, action="reclaim", rule=rule, reason=reason)
 
 
 def _describe_preempt(
@@ -828,15 +819,28 @@ def _describe_preempt(
             f"than pod group {evictor.job.key} (priority {evictor.job.priority}) in queue "
             f"{queue!r}"
         )
+    return _record(evictor, victim, action="preempt", rule=rule, reason=reason)
+
+
+def _record(
+    evictor: frameworks.Task,
+    victim: frameworks.Task,
+    *,
+    action: str,
+    rule: decisions.EvictionRule,
+    reason: str,
+) -> decisions.Eviction:
+    """The eviction of ``victim`` (on its node, from its queue) for ``evictor`` by ``action``,
+    with the ``rule`` and ``reason`` that chose it."""
     return decisions.Eviction(
         victim=victim.key,
         reclaimer=evictor.key,
-        action="preempt",
+        action=action,
         rule=rule,
         reason=reason,
         node=victim.node,
         victim_queue=victim.job.queue,
-        reclaimer_queue=queue,
+        reclaimer_queue=evictor.job.queue,
     )
 
 
