@@ -316,22 +316,14 @@ class CapacityPlugin(frameworks.Plugin):
             releasing = target.releasing[dim]
         if not task.pod.scheduling_gates or held:
             releasing = 0.0
+        # The blocker's fields from ``queue`` to ``releasing``, in order.
         facts = (target.name, leaf.name, dim, req, allocated, reserved, releasing)
         blocker = self._interned.get(facts)
         if blocker is None:
             # Pods refused by the same queue at the same figures share one record (and later
             # one sentence): a full queue refuses thousands of identical pods.
-            blocker = self._interned[facts] = Blocker(
-                kind="quota",
-                queue=target.name,
-                leaf=leaf.name,
-                dim=dim,
-                requested=req,
-                allocated=allocated,
-                reserved=reserved,
-                releasing=releasing,
-                capability=target.real_capability[dim],
-            )
+            capability = target.real_capability[dim]
+            blocker = self._interned[facts] = Blocker("quota", *facts, capability=capability)
         return blocker
 
     def admit_run(

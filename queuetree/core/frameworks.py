@@ -417,13 +417,14 @@ class Session:
         self.dims = dims
         self.queues = queues
         """Queue name -> queue, as the snapshot has them."""
+        self.node_list = [nodes[name] for name in sorted(nodes)]
+        """``nodes`` in name order (the order every walk over the nodes takes)."""
         self.jobs = jobs
         """Pod group key (``namespace/name``) -> job; a pod without a group has one of its own."""
         self.tasks = tasks
         """Pod key -> task (a run's one task stands for its members: :class:`Run`)."""
         self.nodes = nodes
         """Node name -> the node's figures, which the session's operations move."""
-        self.node_list = [nodes[name] for name in sorted(nodes)]
         self.feature_gates = feature_gates
         self.admission_only = admission_only
         self.total_resource = dims.zero()

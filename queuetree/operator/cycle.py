@@ -124,22 +124,24 @@ class AdmissionCycle:
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._cluster = cluster
+        self._writer = writing.Writer(
+            cluster=cluster,
+            api=api,
+            metrics_=metrics_,
+            limits=writing.Limits(
+                status_writers=status_writers,
+                event_writers=event_writers,
+                eviction_retry=eviction_retry,
+            ),
+            wake=self.wake,
+            clock=clock,
+            wall_clock=wall_clock,
+        )
         self._remover = remover
         self._session = session
         self._metrics = metrics_
         self._reclaim = reclaim
         """Plan evictions: the configuration has a reclaim action."""
-        self._writer = writing.Writer(
-            cluster=cluster,
-            api=api,
-            metrics_=metrics_,
-            wake=self.wake,
-            status_writers=status_writers,
-            event_writers=event_writers,
-            eviction_retry=eviction_retry,
-            clock=clock,
-            wall_clock=wall_clock,
-        )
         # Pacing (settings.OperatorSettings says what each is for).
         self._period = period
         self._backlog_wait = backlog_wait

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -198,6 +199,20 @@ async def ensure_queues(api: kube.KubeApi, *, default_queue: str) -> None:
 # -- the cycle's writes -------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Limits:
+    """How much a :class:`Writer` does at once, and how long reclaim leaves a victim alone
+    after its eviction was refused (``settings.OperatorSettings`` says why each default is
+    what it is)."""
+
+    status_writers: int
+    """Writes of a batch in flight at once (below 1 means 1)."""
+    event_writers: int
+    """Events of explanations in flight at once (below 1 means 1)."""
+    eviction_retry: float
+    """Seconds, when a refused eviction's answer names no time to wait."""
+
+
 class Writer:
     """The admission cycle's writes: one batch (``planning.Writes``) at a time, in the
     background, so slow writes never delay the next admission.
@@ -215,9 +230,7 @@ class Writer:
         cluster: state.ClusterState,
         api: kube.KubeApi,
         metrics_: metrics.Metrics | None,
-        status_writers: int,
-        event_writers: int,
-        eviction_retry: float,
+        limits: Limits,
         wake: Callable[[], None],
         clock: Callable[[], float],
         wall_clock: Callable[[], float],
@@ -225,9 +238,9 @@ class Writer:
         self._cluster = cluster
         self._api = api
         self._metrics = metrics_
-        self._status_writers = max(1, status_writers)
-        self._event_writers = max(1, event_writers)
-        self._eviction_retry = eviction_retry
+        self._status_writers = max(1, limits.status_writers)
+        self._event_writers = max(1, limits.event_writers)
+        self._eviction_retry = limits.eviction_retry
         self._wake = wake
         self._clock = clock
         self._wall_clock = wall_clock

@@ -59,14 +59,14 @@ class Informer:
         self._list_fn = list_fn
         self._on_reset = on_reset
         self._on_event = on_event
+        self.synced = asyncio.Event()
+        """Set after the first successful LIST."""
+        self.resource_version = ""
         self._watch_timeout = watch_timeout
         self._max_backoff = max_backoff
         self.optional = optional
         """When the LIST is forbidden, count as synced with nothing (and keep retrying slowly)
         instead of holding readiness back: for caches that only improve warnings."""
-        self.synced = asyncio.Event()
-        """Set after the first successful LIST."""
-        self.resource_version = ""
 
     async def run(self) -> None:
         """Run until cancelled."""
