@@ -21,7 +21,7 @@ import base64
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Final, Literal, NotRequired, TypedDict
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -110,6 +110,12 @@ class Resource:
         return f"{group_version} {self.resource}"
 
 
+STATUS_SUBRESOURCE: Final = "status"
+"""The subresource of an object's ``status`` (a Queue's figures and state)."""
+RESIZE_SUBRESOURCE: Final = "resize"
+"""The subresource of a pod's in-place resize (``pods/resize``)."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Request:
     """The parts of ``AdmissionReview.request`` the webhooks read, checked for type.
@@ -148,9 +154,7 @@ def read_request(body: object) -> Request:
             f"expected apiVersion {API_VERSION!r} and kind {KIND!r}, "
             f"got apiVersion {api_version!r} and kind {kind!r}"
         )
-    raw = body.get("request")
-    if not isinstance(raw, dict):
-        raise ReviewError(f"request: must be an object, got {_json_type(raw)}")
+    raw = _required_object(body, "request", "request")
     uid = raw.get("uid")
     if not isinstance(uid, str) or not uid:
         raise ReviewError(f"request.uid: must be a non-empty string, got {_json_repr(uid)}")
@@ -162,9 +166,7 @@ def read_request(body: object) -> Request:
             f"request.operation: must be one of CREATE, UPDATE, DELETE, CONNECT, "
             f"got {_json_repr(operation)}"
         )
-    resource = raw.get("resource")
-    if not isinstance(resource, dict):
-        raise ReviewError(f"request.resource: must be an object, got {_json_type(resource)}")
+    resource = _required_object(raw, "resource", "request.resource")
     return Request(
         uid=uid,
         operation=operation,
@@ -190,6 +192,13 @@ def _username(raw: Mapping[str, Any]) -> str:
     if not isinstance(user, dict):
         raise ReviewError(f"request.userInfo: must be an object, got {_json_type(user)}")
     return _string(user, "username", "request.userInfo.username")
+
+
+def _required_object(raw: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
+    value = raw.get(key)
+    if not isinstance(value, dict):
+        raise ReviewError(f"{path}: must be an object, got {_json_type(value)}")
+    return value
 
 
 def _string(raw: Mapping[str, Any], key: str, path: str) -> str:

@@ -10,6 +10,7 @@ client as it is.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final
@@ -202,6 +203,12 @@ def eviction(namespace: str, name: str) -> dict[str, Any]:
         "kind": "Eviction",
         "metadata": {"name": name, "namespace": namespace},
     }
+
+
+def timestamp(seconds: float) -> str:
+    """``seconds`` since the epoch in the RFC 3339 form of Kubernetes timestamps (whole seconds,
+    UTC: ``2026-01-31T12:00:00Z``)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def event(

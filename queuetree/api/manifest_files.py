@@ -183,29 +183,17 @@ def _identify(document: Document) -> tuple[str, list[problems.Problem]]:
     kind = document.manifest.get("kind")
     api_version = document.manifest.get("apiVersion")
     if not isinstance(kind, str) or not kind:
-        return "", [
-            problems.Problem(message="is required", origin=document.origin, path="kind", value=kind)
-        ]
-    if kind not in readers.API_VERSIONS:
+        path, value, message = "kind", kind, "is required"
+    elif kind not in readers.API_VERSIONS:
         known = ", ".join(readers.API_VERSIONS)
-        return "", [
-            problems.Problem(
-                message=f"unsupported kind (a session reads {known}; workloads are not expanded)",
-                origin=document.origin,
-                path="kind",
-                value=kind,
-            )
-        ]
-    if api_version != readers.API_VERSIONS[kind]:
-        return "", [
-            problems.Problem(
-                message=f"{kind} must have apiVersion {readers.API_VERSIONS[kind]}",
-                origin=document.origin,
-                path="apiVersion",
-                value=api_version,
-            )
-        ]
-    return kind, []
+        path, value = "kind", kind
+        message = f"unsupported kind (a session reads {known}; workloads are not expanded)"
+    elif api_version != readers.API_VERSIONS[kind]:
+        path, value = "apiVersion", api_version
+        message = f"{kind} must have apiVersion {readers.API_VERSIONS[kind]}"
+    else:
+        return kind, []
+    return "", [problems.Problem(message=message, origin=document.origin, path=path, value=value)]
 
 
 def build_snapshot(
@@ -282,18 +270,14 @@ def build_snapshot(
     for pod in pods.values():
         if objects.GROUP_NAME_ANNOTATION in pod.annotations:
             if pod.group not in pod_groups:
-                warnings.append(
-                    str(
-                        problems.Problem(
-                            message=f"PodGroup {pod.group} is not given",
-                            document=f"Pod {pod.key}",
-                            origin=origins["Pod", pod.key],
-                            path=f"metadata.annotations{problems.key(objects.GROUP_NAME_ANNOTATION)}",
-                            value=pod.annotations[objects.GROUP_NAME_ANNOTATION],
-                        )
-                    )
-                    + "; its pods wait for it"
+                missing = _not_given(
+                    f"PodGroup {pod.group}",
+                    document=f"Pod {pod.key}",
+                    origin=origins["Pod", pod.key],
+                    path=f"metadata.annotations{problems.key(objects.GROUP_NAME_ANNOTATION)}",
+                    value=pod.annotations[objects.GROUP_NAME_ANNOTATION],
                 )
+                warnings.append(f"{missing}; its pods wait for it")
             continue
         lone = objects.pod_group_for_lone_pod(
             pod,
@@ -319,18 +303,14 @@ def build_snapshot(
     found.extend(_too_deep_queues(queues, origins))
     for group in pod_groups.values():
         if not group.synthetic and group.queue not in queues:
-            warnings.append(
-                str(
-                    problems.Problem(
-                        message=f'queue "{group.queue}" is not given',
-                        document=f"PodGroup {group.key}",
-                        origin=origins["PodGroup", group.key],
-                        path="spec.queue",
-                        value=group.queue,
-                    )
-                )
-                + "; its pods wait until it exists"
+            missing = _not_given(
+                f'queue "{group.queue}"',
+                document=f"PodGroup {group.key}",
+                origin=origins["PodGroup", group.key],
+                path="spec.queue",
+                value=group.queue,
             )
+            warnings.append(f"{missing}; its pods wait until it exists")
     if found:
         raise readers.ManifestError(found)
     return ParsedSnapshot(
@@ -348,20 +328,36 @@ def build_snapshot(
 def _missing_lone_queue(pod: objects.Pod, queue: str, *, origin: str) -> problems.Problem:
     """The problem of a lone pod whose queue is not given, pointing at what chose that queue."""
     annotation = f"metadata.annotations{problems.key(objects.QUEUE_NAME_ANNOTATION)}"
+    what, document = f'queue "{queue}"', f"Pod {pod.key}"
     if objects.QUEUE_NAME_ANNOTATION in pod.annotations:
-        return problems.Problem(
-            message=f'queue "{queue}" is not given',
-            document=f"Pod {pod.key}",
-            origin=origin,
-            path=annotation,
-            value=pod.annotations[objects.QUEUE_NAME_ANNOTATION],
-        )
-    return problems.Problem(
-        message=f'queue "{queue}" is not given (a pod without a PodGroup goes to the queue its '
-        f"{annotation} names, else to the one its Namespace's names, else to the default queue; "
-        "declare the queue, or name another)",
-        document=f"Pod {pod.key}",
+        named = pod.annotations[objects.QUEUE_NAME_ANNOTATION]
+        return _not_given(what, document=document, origin=origin, path=annotation, value=named)
+    return _not_given(
+        what,
+        document=document,
         origin=origin,
+        why=f" (a pod without a PodGroup goes to the queue its {annotation} names, else to the "
+        "one its Namespace's names, else to the default queue; declare the queue, or name "
+        "another)",
+    )
+
+
+def _not_given(
+    what: str,
+    *,
+    document: str,
+    origin: str,
+    path: str = "",
+    value: object = problems.NO_VALUE,
+    why: str = "",
+) -> problems.Problem:
+    """``what`` (named by ``document`` at ``path``, as ``value``) is not among the files."""
+    return problems.Problem(
+        message=f"{what} is not given{why}",
+        document=document,
+        origin=origin,
+        path=path,
+        value=value,
     )
 
 

@@ -8,6 +8,7 @@ problem; both give the same pod. The rules they share are :mod:`pod_rules`'.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Final, TypedDict, Unpack
 
 from queuetree.api import pod_fast_path, pod_rules, readers
 from queuetree.core import objects, problems, resources
@@ -89,6 +90,11 @@ def _pod_level(
     )
 
 
+REQUESTS_PATH: Final = "spec"
+"""The path of a problem about a pod's requests as a whole: they are read from its containers,
+init containers and overhead, all under ``spec``."""
+
+
 def pod_requests(manifest: readers.RawManifest) -> resources.Resource:
     """The request of a pod manifest, exactly as :func:`parse_pod` reads it
     (:func:`_pod_request`): for a caller that needs a pod's request and nothing else (the
@@ -162,13 +168,16 @@ def _pod_priority(
     return pod_rules.default_priority(priority_classes)
 
 
-def parse_pod(
-    manifest: readers.RawManifest,
-    *,
-    origin: str = "",
-    priority_classes: Mapping[str, objects.PriorityClass] | None = None,
-    on_warning: readers.WarningFn | None = None,
-) -> objects.Pod:
+class PodOptions(TypedDict, total=False):
+    """How a pod manifest is read: the keyword arguments of :func:`parse_pod_checked` (and of
+    :func:`parse_pod`)."""
+
+    origin: str
+    priority_classes: Mapping[str, objects.PriorityClass] | None
+    on_warning: readers.WarningFn | None
+
+
+def parse_pod(manifest: readers.RawManifest, **options: Unpack[PodOptions]) -> objects.Pod:
     """A ``v1`` Pod as a scheduling task.
 
     The group is ``<namespace>/<scheduling.k8s.io/group-name>`` when the annotation is set, else
@@ -185,13 +194,12 @@ def parse_pod(
     fast path, :func:`pod_fast_path.parse_pod_fast`, and everything else the checked one; both give
     the same pod. Results may share immutable parts (request vectors, tolerations) with other pods.
     """
+    priority_classes = options.get("priority_classes")
     try:
         return pod_fast_path.parse_pod_fast(manifest, priority_classes=priority_classes)
     except pod_fast_path.Unusual:
         pass  # outside the handler, so that a ManifestError does not chain to Unusual
-    return parse_pod_checked(
-        manifest, origin=origin, priority_classes=priority_classes, on_warning=on_warning
-    )
+    return parse_pod_checked(manifest, **options)
 
 
 def reparse_progress(pod: objects.Pod, manifest: readers.RawManifest) -> objects.Pod:

@@ -2,9 +2,9 @@
 
 :func:`read_queue` is the one reader of the Queue shape: sessions and the operator use
 :func:`parse_queue` (which refuses a queue with problems), the webhook validates the queue it
-gives (``core.validation``) beside its reading problems. :func:`parse_pod_group` reads a
-PodGroup, and the webhook refuses what it cannot read (:func:`pod_group_problems`). Reading is
-:mod:`readers`'s.
+gives (``core.field_rules``, ``core.tree_rules``) beside its reading problems.
+:func:`parse_pod_group` reads a PodGroup, and the webhook refuses what it cannot read
+(:func:`pod_group_problems`). Reading is :mod:`readers`'s.
 """
 
 from __future__ import annotations
@@ -48,18 +48,19 @@ def read_queue(manifest: object, *, origin: str = "", name: str = "") -> QueueRe
     """A ``scheduling.volcano.sh/v1beta1`` Queue and its reading problems; never raises.
 
     The one reader of the Queue shape: :func:`parse_queue` (sessions, the operator) refuses a
-    queue with problems, the webhook validates the queue it gives (``core.validation``) and
-    adds these problems to its own. ``name`` stands in for a missing ``metadata.name`` (an
-    admission request names the object). ``capability`` is None when ``spec.capability`` is
-    absent or an empty map; a map whose names are all dropped by Volcano's name rules
-    (``rdma: 1000``) is a set, empty capability, as in Volcano. ``spec.weight`` defaults to 1
-    (the CRD default), ``spec.parent`` is kept as written, ``status.state`` "" or absent (or a
-    state queuetree does not know) reads as Open, ``status.allocated`` and ``status.reserved``
-    are read for the webhook. The quota maps and the state are also kept as written
-    (``objects.QueueAsWritten``): every entry that parsed, exactly. A quantity that does not
-    parse or is negative is a problem (and its map's vector None, or empty); the webhook's
-    further rules (whole numbers, guarantee <= deserved <= capability, the tree) are
-    ``core.validation``'s. The uid is the name, as in Volcano.
+    queue with problems, the webhook validates the queue it gives (``core.field_rules``,
+    ``tree_rules``) and adds these problems to its own. ``name`` stands in for a missing
+    ``metadata.name`` (an admission request names the object). ``capability`` is None when
+    ``spec.capability`` is absent or an empty map; a map whose names are all dropped by
+    Volcano's name rules (``rdma: 1000``) is a set, empty capability, as in Volcano.
+    ``spec.weight`` defaults to 1 (the CRD default), ``spec.parent`` is kept as written,
+    ``status.state`` "" or absent (or a state queuetree does not know) reads as Open,
+    ``status.allocated`` and ``status.reserved`` are read for the webhook. The quota maps and
+    the state are also kept as written (``objects.QueueAsWritten``): every entry that parsed,
+    exactly. A quantity that does not parse or is negative is a problem (and its map's vector
+    None, or empty); the webhook's further rules (whole numbers, guarantee <= deserved <=
+    capability, the tree) are ``core.field_rules`` and ``core.tree_rules``. The uid is the name,
+    as in Volcano.
     """
     manifest = _named(manifest, name)
     try:

@@ -27,8 +27,9 @@ import datetime
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
+from queuetree.api import bodies
 from queuetree.core import errors, objects, problems, quantities, resources
 
 INVALID_QUANTITY: Final = "invalid quantity"
@@ -38,8 +39,9 @@ RawManifest = Mapping[str, Any]
 """A manifest as decoded from YAML or JSON (camelCase keys)."""
 WarningFn = Callable[[str], None]
 """Receives a warning for a person: something tolerated, named with document and field."""
+ScalarT = TypeVar("ScalarT", str, int, bool)
+DefaultT = TypeVar("DefaultT")
 
-VOLCANO_API_VERSION: Final = "scheduling.volcano.sh/v1beta1"
 CORE_API_VERSION: Final = "v1"
 PRIORITY_CLASS_API_VERSION: Final = "scheduling.k8s.io/v1"
 
@@ -49,8 +51,8 @@ that name none (as in Volcano)."""
 
 API_VERSIONS: Final[Mapping[str, str]] = MappingProxyType(
     {
-        "Queue": VOLCANO_API_VERSION,
-        "PodGroup": VOLCANO_API_VERSION,
+        "Queue": bodies.VOLCANO_API_VERSION,
+        "PodGroup": bodies.VOLCANO_API_VERSION,
         "Pod": CORE_API_VERSION,
         "Node": CORE_API_VERSION,
         "PriorityClass": PRIORITY_CLASS_API_VERSION,
@@ -152,27 +154,25 @@ class Reader:
         return Reader({n: mapping[n] for n in names}, sink=self._sink, parts=self._parts)
 
     def string(self, default: str = "") -> str:
-        if self.value is None:
-            return default
-        if not isinstance(self.value, str):
-            self.fail("must be a string", value=self.value)
-            return default
-        return self.value
+        return self._scalar(str, "must be a string", default)
 
     def integer(self, default: int) -> int:
-        if self.value is None:
-            return default
-        if isinstance(self.value, bool) or not isinstance(self.value, int):
+        if isinstance(self.value, bool):  # an int to Python, not to JSON
             self.fail("must be an integer", value=self.value)
             return default
-        return self.value
+        return self._scalar(int, "must be an integer", default)
 
     def boolean(self) -> bool | None:
+        return self._scalar(bool, "must be true or false", None)
+
+    def _scalar(self, kind: type[ScalarT], problem: str, default: DefaultT) -> ScalarT | DefaultT:
+        """The value when it is a ``kind``; ``default`` when it is absent, or (with the
+        ``problem``) of another type."""
         if self.value is None:
-            return None
-        if not isinstance(self.value, bool):
-            self.fail("must be true or false", value=self.value)
-            return None
+            return default
+        if not isinstance(self.value, kind):
+            self.fail(problem, value=self.value)
+            return default
         return self.value
 
     def mapping(self) -> Mapping[Any, Any]:

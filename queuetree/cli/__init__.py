@@ -7,11 +7,11 @@ in ``_COMMANDS``. Exit codes: 0 success, 2 input not understood (usage errors in
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from types import ModuleType
 
 import queuetree
+from queuetree.cli import flags
 from queuetree.cli import operator as cli_operator
 from queuetree.cli import plugin as cli_plugin
 from queuetree.cli import review as cli_review
@@ -42,10 +42,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return 2
-    result: int = args.run(args)
-    return result
+    return flags.dispatch(build_parser(), argv)

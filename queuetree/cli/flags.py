@@ -8,7 +8,9 @@ flag names are used by every subcommand that has the setting.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from queuetree.core import features, objects
 
@@ -16,12 +18,20 @@ _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
 
+ValueT = TypeVar("ValueT")
+
+
+def parse_as(kind: Callable[[str], ValueT], text: str, *, what: str) -> ValueT:
+    """``kind(text)``, or the usage error ``not {what}: 'text'`` when it raises ValueError."""
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+
+
 def positive_int(text: str) -> int:
     """An integer of at least 1 (counts, sizes in bytes)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    value = parse_as(int, text, what="an integer")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
@@ -29,10 +39,7 @@ def positive_int(text: str) -> int:
 
 def positive_seconds(text: str) -> float:
     """A finite number above 0 (seconds, rates)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    value = parse_as(float, text, what="a number")
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
@@ -92,13 +99,39 @@ def parse_feature_gates(text: str) -> Mapping[str, bool]:
 
 def add_feature_gates_flag(parser: argparse.ArgumentParser) -> None:
     defaults = ",".join(f"{k}={str(v).lower()}" for k, v in sorted(features.DEFAULTS.items()))
-    parser.add_argument(
-        "--feature-gates",
-        type=parse_feature_gates,
-        default=features.DEFAULTS,
-        metavar="A=BOOL,...",
-        help=f"feature gates (default {defaults})",
+    add_values(
+        parser,
+        (
+            "--feature-gates",
+            parse_feature_gates,
+            features.DEFAULTS,
+            "A=BOOL,...",
+            f"feature gates (default {defaults})",
+        ),
     )
+
+
+Parser = argparse.ArgumentParser | argparse._ArgumentGroup
+ValueFlag = tuple[str, Callable[[str], Any], Any, str | None, str | None]
+"""``(flag, type, default, metavar, help)`` of a flag that takes a value; None: argparse's own
+metavar, no help."""
+
+
+def add_values(parser: Parser, *flags: ValueFlag) -> None:
+    """Add each flag of ``flags``, in order (the order ``--help`` lists them in)."""
+    for flag, kind, default, metavar, text in flags:
+        parser.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
+
+
+def dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+    """Parse ``argv`` and run the subcommand it names (``args.run``); without one, the usage
+    on stderr and exit code 2."""
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    result: int = args.run(args)
+    return result
 
 
 def _scheduler_names(text: str) -> frozenset[str]:
@@ -127,9 +160,7 @@ class _SchedulerNames(argparse.Action):
         setattr(namespace, self.dest, known | values)
 
 
-def add_scheduler_name_flag(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, help: str
-) -> None:
+def add_scheduler_name_flag(parser: Parser, *, help: str) -> None:
     """``--scheduler-name``: the schedulers that place the pods queuetree admits (Volcano's
     scheduler flag of the same name lists the names it serves). Repeatable or comma-separated;
     default kube-scheduler's ``default-scheduler``."""

@@ -61,37 +61,26 @@ def add_parser(subparsers: Any) -> None:
         help="scheduler configuration file (volcano-scheduler.conf format); default: built-in",
     )
     flags.add_feature_gates_flag(parser)
-    parser.add_argument(
-        "--gate-removal-worker-num",
-        type=int,
-        default=defaults.gate_workers,
-        metavar="N",
-        help=f"gate-removal workers; values below 1 mean {defaults.gate_workers} "
-        f"(default {defaults.gate_workers})",
-    )
-    parser.add_argument(
-        "--kube-api-qps",
-        type=float,
-        default=defaults.qps,
-        metavar="QPS",
-        help="API writes per second",
-    )
-    parser.add_argument(
-        "--kube-api-burst", type=int, default=defaults.burst, metavar="N", help="API write burst"
-    )
-    parser.add_argument(
-        "--schedule-period",
-        type=float,
-        default=defaults.cycle_period,
-        metavar="SECONDS",
-        help=f"fallback period of the admission cycle (default {defaults.cycle_period:g})",
-    )
-    parser.add_argument(
-        "--metrics-port",
-        type=int,
-        default=defaults.metrics_port,
-        metavar="PORT",
-        help="0 disables /metrics",
+    workers = defaults.gate_workers
+    flags.add_values(
+        parser,
+        (
+            "--gate-removal-worker-num",
+            int,
+            workers,
+            "N",
+            f"gate-removal workers; values below 1 mean {workers} (default {workers})",
+        ),
+        ("--kube-api-qps", float, defaults.qps, "QPS", "API writes per second"),
+        ("--kube-api-burst", int, defaults.burst, "N", "API write burst"),
+        (
+            "--schedule-period",
+            float,
+            defaults.cycle_period,
+            "SECONDS",
+            f"fallback period of the admission cycle (default {defaults.cycle_period:g})",
+        ),
+        ("--metrics-port", int, defaults.metrics_port, "PORT", "0 disables /metrics"),
     )
     flags.add_bool_flag(
         parser, "--leader-elect", default=defaults.leader_elect, help="take a Lease before acting"
@@ -104,30 +93,12 @@ def add_parser(subparsers: Any) -> None:
         default=defaults.lease_namespace,
         metavar="NAMESPACE",
     )
-    parser.add_argument(
-        "--health-port",
-        type=int,
-        default=defaults.health_port,
-        metavar="PORT",
-        help="kopf's /healthz; 0: none",
-    )
-    parser.add_argument(
-        "--leader-elect-lease-duration",
-        type=float,
-        default=defaults.lease_duration,
-        metavar="SECONDS",
-    )
-    parser.add_argument(
-        "--leader-elect-renew-deadline",
-        type=float,
-        default=defaults.renew_deadline,
-        metavar="SECONDS",
-    )
-    parser.add_argument(
-        "--leader-elect-retry-period",
-        type=float,
-        default=defaults.retry_period,
-        metavar="SECONDS",
+    flags.add_values(
+        parser,
+        ("--health-port", int, defaults.health_port, "PORT", "kopf's /healthz; 0: none"),
+        ("--leader-elect-lease-duration", float, defaults.lease_duration, "SECONDS", None),
+        ("--leader-elect-renew-deadline", float, defaults.renew_deadline, "SECONDS", None),
+        ("--leader-elect-retry-period", float, defaults.retry_period, "SECONDS", None),
     )
     parser.add_argument("--default-queue", default=defaults.default_queue, metavar="NAME")
     flags.add_scheduler_name_flag(

@@ -61,13 +61,7 @@ def build_kubectl_parser() -> argparse.ArgumentParser:
 
 def kubectl_main(argv: Sequence[str] | None = None) -> int:
     """The ``kubectl-queuetree`` console script (kubectl runs it for ``kubectl queuetree``)."""
-    parser = build_kubectl_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return 2
-    result: int = args.run(args)
-    return result
+    return flags.dispatch(build_kubectl_parser(), argv)
 
 
 _HELP = {
@@ -89,12 +83,15 @@ def _add_command(subparsers: Any, name: str) -> None:
         parser.add_argument("queue", metavar="QUEUE")
         parser.set_defaults(run=_run_state)
         return
-    parser.add_argument(
-        "--width",
-        type=int,
-        default=trees.WIDTH,
-        metavar="COLUMNS",
-        help=f"cut lines at this width (default {trees.WIDTH})",
+    flags.add_values(
+        parser,
+        (
+            "--width",
+            int,
+            trees.WIDTH,
+            "COLUMNS",
+            f"cut lines at this width (default {trees.WIDTH})",
+        ),
     )
     if name == "tree":
         parser.add_argument("-w", "--watch", action="store_true", help="redraw until Ctrl-C")
@@ -374,7 +371,7 @@ def apply_changes(
         meta.setdefault(
             "uid", f"whatif-{kind.lower()}-{meta.get('namespace', '')}-{meta.get('name', '')}"
         )
-        meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        meta.setdefault("creationTimestamp", bodies.timestamp(time.time()))
         item = bodies.with_metadata(change, meta)
         where = f"{meta.get('namespace', '')}/" if kind != "Queue" else ""
         name = f"{kind} {where}{meta.get('name', '')}"

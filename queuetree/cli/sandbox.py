@@ -38,6 +38,7 @@ import time
 from typing import Any
 
 from controlplane import karpenter
+from queuetree.cli import flags
 from queuetree.sandbox import scenarios, stack, view
 
 NAME = "sandbox"
@@ -51,12 +52,15 @@ def add_parser(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--scenario",
-        type=pathlib.Path,
-        default=DEFAULT_SCENARIO,
-        metavar="FILE",
-        help="scenario file (YAML; docs/sandbox.md); default: examples/sandbox/demo.yaml",
+    flags.add_values(
+        parser,
+        (
+            "--scenario",
+            pathlib.Path,
+            DEFAULT_SCENARIO,
+            "FILE",
+            "scenario file (YAML; docs/sandbox.md); default: examples/sandbox/demo.yaml",
+        ),
     )
     parser.add_argument(
         "--backend",
@@ -66,13 +70,16 @@ def add_parser(subparsers: Any) -> None:
         "kube-controller-manager, kube-scheduler and kwok from their Go modules "
         "(built and cached by make controlplane; needs Go)",
     )
-    parser.add_argument(
-        "--config",
-        type=pathlib.Path,
-        default=stack.SCHEDULER_CONFIG,
-        metavar="SCHED.conf",
-        help="the operator's scheduler configuration (volcano-scheduler.conf format; "
-        "default: the Deployment's, manifests/base/workloads/scheduler.conf)",
+    flags.add_values(
+        parser,
+        (
+            "--config",
+            pathlib.Path,
+            stack.SCHEDULER_CONFIG,
+            "SCHED.conf",
+            "the operator's scheduler configuration (volcano-scheduler.conf format; "
+            "default: the Deployment's, manifests/base/workloads/scheduler.conf)",
+        ),
     )
     parser.add_argument(
         "--autoscaler",
@@ -93,24 +100,30 @@ def add_parser(subparsers: Any) -> None:
         help="no live view: write KUBECONFIG=... to --env-out once ready, then serve until "
         "SIGINT or SIGTERM",
     )
-    parser.add_argument(
-        "--env-out",
-        type=pathlib.Path,
-        default=None,
-        metavar="FILE",
-        help="with --headless: where to write KUBECONFIG=PATH (one line) once the stack is ready",
+    flags.add_values(
+        parser,
+        (
+            "--env-out",
+            pathlib.Path,
+            None,
+            "FILE",
+            "with --headless: where to write KUBECONFIG=PATH (one line) once the stack is ready",
+        ),
     )
     parser.add_argument(
         "--until-settled",
         action="store_true",
         help="run the scenario, wait until the cluster settles, check its expectations, exit",
     )
-    parser.add_argument(
-        "--workdir",
-        type=pathlib.Path,
-        default=None,
-        metavar="DIR",
-        help="kubeconfigs and logs go here (default: a new temporary directory, removed at exit)",
+    flags.add_values(
+        parser,
+        (
+            "--workdir",
+            pathlib.Path,
+            None,
+            "DIR",
+            "kubeconfigs and logs go here (default: a new temporary directory, removed at exit)",
+        ),
     )
     parser.add_argument(
         "--keep",
@@ -118,20 +131,17 @@ def add_parser(subparsers: Any) -> None:
         help="keep the temporary work directory (kubeconfigs, logs) at exit; a --workdir is "
         "always kept",
     )
-    parser.add_argument(
-        "--refresh",
-        type=float,
-        default=1.0,
-        metavar="SECONDS",
-        help="live view refresh period (default 1)",
-    )
-    parser.add_argument(
-        "--settle",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="how long nothing may change for the cluster to count as settled "
-        "(default: the scenario's, else 3)",
+    flags.add_values(
+        parser,
+        ("--refresh", float, 1.0, "SECONDS", "live view refresh period (default 1)"),
+        (
+            "--settle",
+            float,
+            None,
+            "SECONDS",
+            "how long nothing may change for the cluster to count as settled "
+            "(default: the scenario's, else 3)",
+        ),
     )
     parser.add_argument("--serve-kubesim", default=None, help=argparse.SUPPRESS)
     parser.set_defaults(run=run)

@@ -363,10 +363,7 @@ def _sans(text: str) -> tuple[str, ...]:
 def _queue_depth(text: str) -> int:
     """1 to ``objects.MAX_QUEUE_DEPTH``: the operator admits nothing in a deeper queue, so a
     larger limit would let the webhook accept queues that can never run a pod."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    value = flags.parse_as(int, text, what="an integer")
     if not 1 <= value <= objects.MAX_QUEUE_DEPTH:
         raise argparse.ArgumentTypeError(
             f"must be from 1 to {objects.MAX_QUEUE_DEPTH} (the deepest queue queuetree "
@@ -376,10 +373,7 @@ def _queue_depth(text: str) -> int:
 
 
 def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    value = flags.parse_as(int, text, what="a port number")
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"port out of range: {value}")
     return value

@@ -96,17 +96,25 @@ def enqueue(session: frameworks.Session) -> None:
 def _enqueue_run(session: frameworks.Session, job: frameworks.Job, run: frameworks.Run) -> None:
     """Enqueue for the members of a run, in order (``folding``): the capacity plugin, the
     only plugin that votes on enqueueing (``folding.supported``), counts how many fit."""
-    votes = session.flat(frameworks.Hook.JOB_ENQUEUEABLE)
-    if not votes:
-        enqueued = len(run)
-    else:
-        plugin = getattr(votes[0], "__self__", None)
-        assert len(votes) == 1
-        assert isinstance(plugin, capacity.CapacityPlugin)
-        enqueued = plugin.enqueue_run(job, run.groups)
+    plugin = _run_voter(session, frameworks.Hook.JOB_ENQUEUEABLE)
+    enqueued = len(run) if plugin is None else plugin.enqueue_run(job, run.groups)
     if enqueued:
         job.phase = objects.PodGroupPhase.INQUEUE
         run.inqueue = enqueued
+
+
+def _run_voter(
+    session: frameworks.Session, hook: frameworks.Hook
+) -> capacity.CapacityPlugin | None:
+    """The plugin that votes on ``hook`` for a run: none (every member passes), or the
+    capacity plugin, the only one that may (``folding.supported`` folds nothing else)."""
+    votes = session.flat(hook)
+    if not votes:
+        return None
+    plugin = getattr(votes[0], "__self__", None)
+    assert len(votes) == 1
+    assert isinstance(plugin, capacity.CapacityPlugin)
+    return plugin
 
 
 def _tell_run_members(session: frameworks.Session, job: frameworks.Job, keys: list[str]) -> None:
@@ -281,14 +289,10 @@ def _admit_run(
         return
     opted_in = task.pod.opted_in
     reserve = gate_on and opted_in
-    votes = session.flat(frameworks.Hook.ALLOCATABLE)
-    if not votes:
-        admitted = len(keys)
-    else:
-        plugin = getattr(votes[0], "__self__", None)
-        assert len(votes) == 1
-        assert isinstance(plugin, capacity.CapacityPlugin)
-        admitted = plugin.admit_run(job.queue, task, keys, reserve=reserve)
+    plugin = _run_voter(session, frameworks.Hook.ALLOCATABLE)
+    admitted = (
+        len(keys) if plugin is None else plugin.admit_run(job.queue, task, keys, reserve=reserve)
+    )
     if reserve:
         run.ungated = admitted
         job.ungated += admitted
@@ -693,16 +697,7 @@ def preempt(session: frameworks.Session) -> None:
                 task = tasks.pop(0)
                 if task.pod.preemption_policy == "Never":
                     continue
-                _evict_for(
-                    session,
-                    task,
-                    stmt=stmt,
-                    nodes=_nodes_by_score(session, task),
-                    candidates_on=functools.partial(_preemptees, job, same_job=False),
-                    choose=session.preemptable,
-                    fits=_preempt_fits(session, task),
-                    describe=_describe_preempt,
-                )
+                _preempt_for(session, job, task, stmt=stmt, same_job=False)
             if session.job_pipelined(job):
                 stmt.commit()
             else:
@@ -714,19 +709,34 @@ def preempt(session: frameworks.Session) -> None:
                 if task.pod.preemption_policy == "Never":
                     continue
                 stmt = Statement(session)
-                if not _evict_for(
-                    session,
-                    task,
-                    stmt=stmt,
-                    nodes=_nodes_by_score(session, task),
-                    candidates_on=functools.partial(_preemptees, job, same_job=True),
-                    choose=session.preemptable,
-                    fits=_preempt_fits(session, task),
-                    describe=_describe_preempt,
-                ):
+                if not _preempt_for(session, job, task, stmt=stmt, same_job=True):
                     stmt.discard()
                     break
                 stmt.commit()
+
+
+def _preempt_for(
+    session: frameworks.Session,
+    job: frameworks.Job,
+    task: frameworks.Task,
+    *,
+    stmt: Statement,
+    same_job: bool,
+) -> bool:
+    """:func:`_evict_for` with preempt's choices: the nodes by score, and on each the running
+    preemptable pods of ``job``'s queue that belong to other jobs (``same_job`` False) or to
+    ``job`` itself, as the tiers' preemptable vote chooses them. True when ``task`` was
+    pipelined."""
+    return _evict_for(
+        session,
+        task,
+        stmt=stmt,
+        nodes=_nodes_by_score(session, task),
+        candidates_on=functools.partial(_preemptees, job, same_job=same_job),
+        choose=session.preemptable,
+        fits=_preempt_fits(session, task),
+        describe=_describe_preempt,
+    )
 
 
 def _preemptees(
@@ -746,11 +756,8 @@ def _preemptees(
 
 # -- eviction records -------------------------------------------------------------------------
 #
-# The capacity plugin decides which pods reclaim may take (spec §3.9); the wording below reads
-# its figures when the victim is evicted. Evictions of a reclaimer happen in the order its vote
-# accepted them and each one is deallocated before the next, so the figures read here are the
-# vote's own: its working copies subtract the victims accepted before (an ancestor's copy only
-# those that checked it, so an ancestor's figure here may be lower by a victim that did not).
+# The capacity plugin decides which pods reclaim may take (spec §3.9) and words its verdict
+# (``capacity_reclaim.reclaim_reason``) when the victim is evicted.
 
 
 def _capacity_plugin(session: frameworks.Session) -> capacity.CapacityPlugin | None:
@@ -785,75 +792,10 @@ def _describe_reclaim(
     rule = decisions.EvictionRule.RECLAIM
     reason = f"a pod of queue {queue!r}, {_by(voters)}"
     if plugin is not None and capacity.NAME in voters:
-        attr = plugin.attrs.get(queue)
-        rattr = plugin.attrs.get(evictor.job.queue)
-        if attr is not None and rattr is not None:
-            rule, reason = _capacity_reason(plugin, attr=attr, rattr=rattr, victim=victim)
-    return decisions.Eviction(
-        victim=victim.key,
-        reclaimer=evictor.key,
-        action="reclaim",
-        rule=rule,
-        reason=reason,
-        node=victim.node,
-        victim_queue=queue,
-        reclaimer_queue=evictor.job.queue,
-    )
-
-
-def _capacity_reason(
-    plugin: capacity.CapacityPlugin,
-    *,
-    attr: capacity.QueueAttr,
-    rattr: capacity.QueueAttr,
-    victim: frameworks.Task,
-) -> tuple[decisions.EvictionRule, str]:
-    """The leaf's verdict, then every ancestor reclaim checked (``ancestorReclaimLevel``):
-    those on the victim's side that the reclaimer's queue does not share."""
-    dims = plugin.dims
-    held = vectors.names(victim.resreq)
-    if held & vectors.names(attr.deserved):
-        rule = decisions.EvictionRule.RECLAIM_OVER_DESERVED
-        parts = [f"queue {attr.name!r} is above its deserved share{_over(attr, victim, dims)}"]
-    else:
-        rule = decisions.EvictionRule.RECLAIM_UNDESERVED
-        parts = [
-            f"queue {attr.name!r} deserves none of the resources the pod holds "
-            f"({dims.format(victim.resreq)})"
-        ]
-    if plugin.hierarchy:
-        for level in range(1, plugin.level + 1):
-            ancestor = attr.depth_ancestor(level)
-            if ancestor is None or ancestor.name == objects.ROOT_QUEUE:
-                continue
-            if rattr.depth_ancestor(level) is ancestor:
-                # Shared with the reclaimer's queue: not checked (spec §3.9).
-                parts.append(f"its ancestor {ancestor.name!r} is shared with queue {rattr.name!r}")
-            elif held & vectors.names(ancestor.deserved):
-                parts.append(
-                    f"its ancestor {ancestor.name!r} is above its deserved share"
-                    f"{_over(ancestor, victim, dims)}"
-                )
-            else:
-                parts.append(f"its ancestor {ancestor.name!r} deserves none of them")
-        parts.append(f"ancestorReclaimLevel {plugin.level}")
-    return rule, "; ".join(parts)
-
-
-def _over(attr: capacity.QueueAttr, victim: frameworks.Task, dims: vectors.Dims) -> str:
-    """`` (cpu 2 > 1)``: the dimensions the vote compares (``greater_on_relevant``) on which
-    the queue holds more than it deserves; "" when none (then nothing to quote)."""
-    found = []
-    for i, value in enumerate(victim.resreq):
-        if value <= 0 or i == dims.pods:
-            continue
-        relevant = attr.deserved[i] >= vectors.EPS if i < 2 else i in attr.deserved_keys
-        if relevant and attr.allocated[i] > attr.deserved[i]:
-            found.append(
-                f"{dims.names[i]} {dims.format_value(i, attr.allocated[i])} > "
-                f"{dims.format_value(i, attr.deserved[i])}"
-            )
-    return f" ({', '.join(found)})" if found else ""
+        found = plugin.reclaim_reason(victim, evictor)
+        if found is not None:
+            rule, reason = found
+    return _record(evictor, victim, action="reclaim", rule=rule, reason=reason)
 
 
 def _describe_preempt(
@@ -877,15 +819,28 @@ def _describe_preempt(
             f"than pod group {evictor.job.key} (priority {evictor.job.priority}) in queue "
             f"{queue!r}"
         )
+    return _record(evictor, victim, action="preempt", rule=rule, reason=reason)
+
+
+def _record(
+    evictor: frameworks.Task,
+    victim: frameworks.Task,
+    *,
+    action: str,
+    rule: decisions.EvictionRule,
+    reason: str,
+) -> decisions.Eviction:
+    """The eviction of ``victim`` (on its node, from its queue) for ``evictor`` by ``action``,
+    with the ``rule`` and ``reason`` that chose it."""
     return decisions.Eviction(
         victim=victim.key,
         reclaimer=evictor.key,
-        action="preempt",
+        action=action,
         rule=rule,
         reason=reason,
         node=victim.node,
         victim_queue=victim.job.queue,
-        reclaimer_queue=queue,
+        reclaimer_queue=evictor.job.queue,
     )
 
 

@@ -1,10 +1,18 @@
 """The capacity plugin: queue quotas, flat (spec §3.3) and hierarchical (§3.4-3.10).
 
-Each queue gets a :class:`QueueAttr` with dense figures (``vectors``): ``deserved``,
-``allocated``, ``request``, ``elastic``, ``inqueue``, ``capability``, ``real_capability``,
-``guarantee`` and, for gate admission (§5.3), ``reserved``. Work runs only in leaf queues; in
-hierarchy mode every figure a leaf gains is added to each ancestor (bottom-up accounting), and
-capacity checks walk the leaf-first chain ``[leaf, parent, ..., root]``.
+:class:`CapacityPlugin` is the one plugin that knows queue quotas. It answers the session's
+hooks over the figures of its family of modules:
+
+* ``capacity_tree``: each queue's quota figures (deserved, capability, real capability,
+  guarantee) and the tree's faults, built at session open;
+* ``capacity_usage``: what each queue uses, counted at session open and moved by the session's
+  events (reserve, allocate and their inverses);
+* ``capacity_order``: the queue order and the victim queue order;
+* ``capacity_reclaim``: whether a queue may reclaim and which victims it may take;
+* here: the admission checks (:meth:`CapacityPlugin.allocatable` for a pod,
+  :meth:`CapacityPlugin.job_enqueueable` for a pod group, and their forms for a run of
+  identical members, :meth:`CapacityPlugin.admit_run` and :meth:`CapacityPlugin.enqueue_run`),
+  which walk the leaf-first chain ``[leaf, parent, ..., root]`` in hierarchy mode.
 
 Deliberate fixes over the reference (docs/compatibility.md):
 
@@ -19,12 +27,12 @@ Deliberate fixes over the reference (docs/compatibility.md):
   capability. They count nowhere else (not in ``allocated``, not against reclaim), as in the
   reference;
 * a ``pods`` capability limits the number of pods: each pod takes one (its ``count``) in its
-  queue and every ancestor whose real capability of ``pods`` is finite (:attr:`QueueAttr.
-  pods_chain`), counted from ``allocated_pods``, ``reserved_pods`` and ``releasing_pods`` as
-  the requests are from the vectors; a guarantee of ``pods`` keeps that many pods from reclaim.
-  The reference never counts pods: a pod's request has no ``pods``, and its checks skip it.
-  The vectors keep ``pods`` at 0, so shares, the deserved comparisons and the node figures are
-  the reference's.
+  queue and every ancestor whose real capability of ``pods`` is finite
+  (``capacity_tree.QueueAttr.pods_chain``), counted from ``allocated_pods``, ``reserved_pods``
+  and ``releasing_pods`` as the requests are from the vectors; a guarantee of ``pods`` keeps
+  that many pods from reclaim. The reference never counts pods: a pod's request has no
+  ``pods``, and its checks skip it. The vectors keep ``pods`` at 0, so shares, the deserved
+  comparisons and the node figures are the reference's.
 
 Rejections are recorded (:class:`Blocker`) so that ``explaining`` can tell a person which queue
 blocks a pod, on which resource, with the figures.
@@ -36,73 +44,30 @@ import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
-from queuetree.core import conditions, configs, decisions, frameworks, objects, vectors
+from queuetree.core import (
+    capacity_order,
+    capacity_reclaim,
+    capacity_tree,
+    capacity_usage,
+    configs,
+    decisions,
+    frameworks,
+    objects,
+    vectors,
+)
 
 NAME = "capacity"
 
 
-@dataclasses.dataclass(slots=True, eq=False)
-class QueueAttr:
-    """The capacity figures of one queue in one session (Volcano's ``queueAttr``)."""
+class _Where(TypedDict):
+    """Where a quota check refused a task (:meth:`CapacityPlugin._quota_blocker`)."""
 
-    name: str
-    queue: objects.Queue
-    deserved: vectors.Vec
-    deserved_keys: frozenset[int]
-    guarantee: vectors.Vec
-    capability: vectors.Vec
-    capability_keys: frozenset[int]
-    capability_set: bool
-    allocated: vectors.Vec
-    request: vectors.Vec
-    elastic: vectors.Vec
-    inqueue: vectors.Vec
-    reserved: vectors.Vec
-    releasing: vectors.Vec
-    """Requests of the queue's pods that are being deleted but still hold a node (subtree)."""
-    real_capability: vectors.Vec
-    allocated_pods: int = 0
-    """Pods in ``allocated`` (what ``status.allocated["pods"]`` reports), subtree included."""
-    reserved_pods: int = 0
-    """Pods in ``reserved``: admitted, not yet placed, subtree included."""
-    releasing_pods: int = 0
-    """Pods in ``releasing``: being deleted, still on a node, subtree included."""
-    pods_chain: tuple[QueueAttr, ...] = ()
-    """The members of ``chain`` that limit how many pods run in their subtree, leaf first: those
-    with a ``pods`` capability (their own, or inherited in hierarchy mode) and so a finite real
-    capability of ``pods`` (siblings' guarantees of ``pods`` are carved out of it, as of any
-    resource). Empty for nearly every queue: the hot path checks pods only when it is not."""
-    ancestors: tuple[QueueAttr, ...] = ()
-    """Root first, parent last; empty for root (and for every queue in flat mode)."""
-    chain: tuple[QueueAttr, ...] = ()
-    """Leaf first: the queue itself, its parent, ..., root."""
-    children: list[QueueAttr] = dataclasses.field(default_factory=list)
-    share: float = 0.0
-    has_deserved: bool = False
-    """``deserved`` is not empty (pods aside): set once the deserved figure is final."""
-    broken: str = ""
-    """Why the queue cannot admit anything (cycle, missing parent); "" when it is sound."""
-    usable: bool = False
-    """Open, sound and (in hierarchy mode) a leaf: set once the tree is built."""
-    figures: tuple[tuple[vectors.Vec, vectors.Vec, vectors.Vec, vectors.Vec, QueueAttr], ...] = ()
-    """``(allocated, reserved, releasing, real_capability, queue)`` along the chain, for the
-    hot path (the lists are updated in place, so this stays current)."""
-
-    @property
-    def is_leaf(self) -> bool:
-        return not self.children
-
-    @property
-    def ancestor_names(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self.ancestors)
-
-    def depth_ancestor(self, level: int) -> QueueAttr | None:
-        """The ancestor ``level`` steps up (1 = parent), or None above root."""
-        if level > len(self.ancestors):
-            return None
-        return self.ancestors[len(self.ancestors) - level]
+    target: capacity_tree.QueueAttr
+    leaf: capacity_tree.QueueAttr
+    dim: int
+    held: bool
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -130,15 +95,14 @@ class CapacityPlugin(frameworks.Plugin):
         super().__init__(option)
         self.hierarchy = option.enabled("enableHierarchy")
         self.level = 0
-        self.attrs: dict[str, QueueAttr] = {}
-        self.reserved_tasks: dict[str, QueueAttr] = {}
+        self.attrs: dict[str, capacity_tree.QueueAttr] = {}
+        self.reserved_tasks: dict[str, capacity_tree.QueueAttr] = {}
         """Task key -> the leaf whose chain holds the task's reserved request (for a run, its
         one task stands for the members it admitted: ``frameworks.Run.ungated`` counts them,
         and the other members are no tasks, so nothing looks them up here)."""
         self.blockers: dict[str, Blocker] = {}
         """Task key or job key -> the last rejection."""
-        self.faults: dict[str, list[conditions.Fault]] = {}
-        """Queue name -> what is wrong with it, in the order found (its readiness condition)."""
+        self.faults: capacity_tree.Faults = {}
         self._interned: dict[tuple[str, str, int, float, float, float, float], Blocker] = {}
         self.gate_on = False
 
@@ -151,10 +115,9 @@ class CapacityPlugin(frameworks.Plugin):
         self.gate_on = session.feature_gates.get(
             objects.FEATURE_SCHEDULING_GATES_QUEUE_ADMISSION, False
         )
-        if self.hierarchy:
-            self._build_hierarchy(session)
-        else:
-            self._build_flat(session)
+        # The quota figures, then what the queues use, then what follows from both.
+        self.attrs, self.faults = capacity_tree.build(session, hierarchy=self.hierarchy)
+        capacity_usage.account_jobs(session, self.attrs)
         for attr in self.attrs.values():
             attr.share = vectors.share(attr.allocated, attr.deserved, self.dims)
             attr.has_deserved = not vectors.is_empty(attr.deserved, self.dims)
@@ -194,474 +157,6 @@ class CapacityPlugin(frameworks.Plugin):
             return
         self.level = raw
 
-    def _new_attr(self, queue: objects.Queue) -> QueueAttr:
-        dims = self.dims
-        zero = dims.zero
-        return QueueAttr(
-            name=queue.name,
-            queue=queue,
-            deserved=dims.vec(queue.deserved),
-            deserved_keys=dims.present(queue.deserved),
-            guarantee=dims.vec(queue.guarantee),
-            capability=dims.vec(queue.capability),
-            capability_keys=dims.present(queue.capability),
-            # ``objects.Queue.capability`` is None when spec.capability is absent or {}; a map
-            # of zeros is "set" (Volcano: non-empty ResourceList), so a {gpu: 0} caps GPUs at 0.
-            capability_set=queue.capability is not None,
-            allocated=zero(),
-            request=zero(),
-            elastic=zero(),
-            inqueue=zero(),
-            reserved=zero(),
-            releasing=zero(),
-            real_capability=zero(),
-        )
-
-    def _account_jobs(self, session: frameworks.Session) -> None:
-        """Spec §3.2, then bottom-up: every figure of a leaf is added to its ancestors.
-
-        Sums are gathered per leaf first and pushed up the chain once per leaf (not once per
-        job), which keeps session open linear in pods with a small constant.
-        """
-        dims = self.dims
-        leaves: dict[str, tuple[vectors.Vec, vectors.Vec, vectors.Vec, vectors.Vec]] = {}
-        leaf_pods: dict[str, int] = {}
-        """Leaf -> allocated pods."""
-        allocated_statuses = objects.ALLOCATED_STATUSES
-        pending = objects.TaskStatus.PENDING
-        releasing = objects.TaskStatus.RELEASING
-        leaf_releasing: dict[str, vectors.Vec] = {}
-        leaf_releasing_pods: dict[str, int] = {}
-        pending_requests: dict[str, dict[int, list[Any]]] = {}
-        """Leaf -> id of a pending request vector -> [vector, count]."""
-        for job in session.jobs.values():
-            attr = self.attrs.get(job.queue)
-            if attr is None:
-                continue
-            # Pods already running in a non-leaf or broken queue admit nothing new, but they do
-            # use the cluster: their figures still count where they are (and above, if anywhere).
-            sums = leaves.get(attr.name)
-            if sums is None:
-                sums = leaves[attr.name] = (dims.zero(), dims.zero(), dims.zero(), dims.zero())
-                pending_requests[attr.name] = {}
-            counts = pending_requests[attr.name]
-            # A run's one task stands for every member (``frameworks.Run``).
-            members = 1 if job.run is None else len(job.run)
-            if job.min_resources is None and job.ready == 0:
-                # The common pending group: nothing allocated, no inqueue or elastic share.
-                for task in job.tasks:
-                    if task.status is pending:
-                        entry = counts.get(id(task.resreq))
-                        if entry is None:
-                            counts[id(task.resreq)] = [task.resreq, members]
-                        else:
-                            entry[1] += members
-                    elif task.status is releasing and task.pod.node_name:
-                        self._add_releasing(leaf_releasing, leaf_releasing_pods, attr.name, task)
-                continue
-            leaf_allocated, leaf_request, leaf_inqueue, leaf_elastic = sums
-            allocated: vectors.Vec | None = None
-            gated: vectors.Vec | None = None
-            ready = 0
-            pods = 0
-            for task in job.tasks:
-                status = task.status
-                if status in allocated_statuses:
-                    if allocated is None:
-                        allocated = dims.zero()
-                    vectors.iadd(allocated, task.resreq)
-                    ready += 1
-                    pods += task.pod.count
-                elif status == pending:
-                    # Counted per distinct request vector (pods share them), added once per leaf.
-                    entry = counts.get(id(task.resreq))
-                    if entry is None:
-                        counts[id(task.resreq)] = [task.resreq, members]
-                    else:
-                        entry[1] += members
-                elif status is releasing and task.pod.node_name:
-                    self._add_releasing(leaf_releasing, leaf_releasing_pods, attr.name, task)
-                if task.pod.held_by_other_gates:
-                    if gated is None:
-                        gated = dims.zero()
-                    vectors.iadd(gated, task.resreq)
-            if allocated is not None:
-                vectors.iadd(leaf_allocated, allocated)
-                vectors.iadd(leaf_request, allocated)
-                leaf_pods[attr.name] = leaf_pods.get(attr.name, 0) + pods
-            minimum = job.min_resources
-            if minimum is not None and (
-                job.phase == objects.PodGroupPhase.INQUEUE
-                or (job.phase == objects.PodGroupPhase.RUNNING and ready >= job.min_member)
-            ):
-                rest = (
-                    [m - a if m > a else 0.0 for m, a in zip(minimum, allocated, strict=True)]
-                    if allocated is not None
-                    else minimum
-                )
-                rest = self._deduct_gated(rest, gated)
-                if members == 1:
-                    vectors.iadd(leaf_inqueue, rest)
-                else:
-                    for i, value in enumerate(rest):
-                        leaf_inqueue[i] = vectors.repeat_add(leaf_inqueue[i], value, members)
-            if allocated is not None:
-                vectors.iadd(
-                    leaf_elastic,
-                    vectors.exceeded(allocated, minimum if minimum is not None else dims.zero()),
-                )
-        for name, (allocated_sum, request_sum, inqueue_sum, elastic_sum) in leaves.items():
-            for vec, count in pending_requests[name].values():
-                for i, value in enumerate(vec):
-                    if value:
-                        request_sum[i] += value * count
-            pods = leaf_pods.get(name, 0)
-            # Adding a zero vector changes nothing: a leaf of pending pods only moves requests.
-            allocates, enqueues, lends = any(allocated_sum), any(inqueue_sum), any(elastic_sum)
-            for target in self.attrs[name].chain:
-                if allocates:
-                    vectors.iadd(target.allocated, allocated_sum)
-                vectors.iadd(target.request, request_sum)
-                if enqueues:
-                    vectors.iadd(target.inqueue, inqueue_sum)
-                if lends:
-                    vectors.iadd(target.elastic, elastic_sum)
-                target.allocated_pods += pods
-        for name, releasing_sum in leaf_releasing.items():
-            releasing_pods = leaf_releasing_pods[name]
-            for target in self.attrs[name].chain:
-                vectors.iadd(target.releasing, releasing_sum)
-                target.releasing_pods += releasing_pods
-
-    def _add_releasing(
-        self,
-        sums: dict[str, vectors.Vec],
-        counts: dict[str, int],
-        leaf: str,
-        task: frameworks.Task,
-    ) -> None:
-        """A pod being deleted that still holds its node: its request (and its place among the
-        queue's pods) stays in use (a grace period can last minutes), so gated pods of its
-        queue wait until it is gone."""
-        total = sums.get(leaf)
-        if total is None:
-            total = sums[leaf] = self.dims.zero()
-        vectors.iadd(total, task.resreq)
-        counts[leaf] = counts.get(leaf, 0) + task.pod.count
-
-    def _deduct_gated(self, res: vectors.Vec, gated: vectors.Vec | None) -> vectors.Vec:
-        """``DeductSchGated``: pods held by other gates do not count as inqueue."""
-        if gated is None or vectors.is_empty(gated, self.dims):
-            return res
-        return [r - g if r > g else 0.0 for r, g in zip(res, gated, strict=True)]
-
-    def _build_flat(self, session: frameworks.Session) -> None:
-        dims = self.dims
-        total_guarantee = dims.zero()
-        for queue in session.queues.values():
-            vectors.iadd(total_guarantee, dims.vec(queue.guarantee))
-        total = session.total_resource
-        spare = vectors.exceeded(total, total_guarantee)
-        spare_keys = frozenset(
-            i for i in range(2, dims.size) if total[i] > total_guarantee[i] and total[i] != 0
-        )
-        for queue in session.queues.values():
-            attr = self._new_attr(queue)
-            attr.chain = (attr,)
-            if attr.capability_set:
-                for i in (vectors.CPU, vectors.MEMORY):
-                    if attr.capability[i] <= 0:
-                        attr.capability[i] = vectors.MAXF
-            real = vectors.add(spare, attr.guarantee)
-            real_keys = spare_keys | dims.present(queue.guarantee)
-            if attr.capability_set:
-                for i in range(dims.size):
-                    if (i < 2 or i in attr.capability_keys) and attr.capability[i] < real[i]:
-                        real[i] = attr.capability[i]
-            attr.real_capability = real
-            # deserved.MinDimensionResource(realCapability, Infinity), then Max(., guarantee).
-            for i in range(dims.size):
-                if (i < 2 or i in real_keys) and real[i] < attr.deserved[i]:
-                    attr.deserved[i] = real[i]
-            self._max_with_guarantee(attr)
-            self.attrs[queue.name] = attr
-        self._account_jobs(session)
-
-    def _max_with_guarantee(self, attr: QueueAttr) -> None:
-        for i, g in enumerate(attr.guarantee):
-            if g > attr.deserved[i]:
-                attr.deserved[i] = g
-        attr.deserved_keys = attr.deserved_keys | frozenset(
-            i for i in range(2, self.dims.size) if attr.guarantee[i] != 0
-        )
-
-    def _build_hierarchy(self, session: frameworks.Session) -> None:
-        dims = self.dims
-        queues = dict(session.queues)
-        if objects.ROOT_QUEUE not in queues:
-            # Volcano's cache creates root at start-up; a snapshot without it gets an implicit one.
-            queues[objects.ROOT_QUEUE] = objects.Queue(name=objects.ROOT_QUEUE, reclaimable=False)
-            session.warnings.append(
-                'queue "root" is not in the snapshot: using an implicit root with unlimited '
-                "capability"
-            )
-        for queue in queues.values():
-            self.attrs[queue.name] = self._new_attr(queue)
-        self._link_tree(session, queues)
-        root = self.attrs[objects.ROOT_QUEUE]
-        self._block_jobs_in_parents(session)
-        self._account_jobs(session)
-        # 4. root: an empty capability is infinite (every node scalar too): jobs may exceed the
-        # cluster's current size; a set capability is used as written.
-        if vectors.is_empty(root.capability, dims):
-            infinite = dims.zero()
-            infinite[vectors.CPU] = vectors.MAXF
-            infinite[vectors.MEMORY] = vectors.MAXF
-            keys: set[int] = set()
-            for node in session.node_list:
-                scalars = node.node.allocatable.scalars
-                if scalars:
-                    keys.update(dims.index[name] for name in scalars)
-            for i in keys:
-                infinite[i] = vectors.MAXI
-            root.capability = infinite
-            root.capability_keys = frozenset(keys)
-        if dims.pods >= 0 and dims.pods not in root.capability_keys:
-            # Root limits pods only when its capability says so: a cluster without nodes yet
-            # (an autoscaler scales it from zero) or a root capability that leaves pods out
-            # must not refuse every pod under a queue with a pods capability.
-            root.capability[dims.pods] = vectors.MAXI
-            root.capability_keys = root.capability_keys | {dims.pods}
-        root.real_capability = list(root.capability)
-        self._check_hierarchy(session, root)
-
-    def _link_tree(self, session: frameworks.Session, queues: dict[str, objects.Queue]) -> None:
-        """Ancestors and children; queues on a cycle, under a missing parent or more than
-        ``objects.MAX_QUEUE_DEPTH`` levels below root (and the queues below them) are broken.
-
-        Iterative, and linear in the number of queues: each queue is walked once, and no chain
-        longer than the depth limit is ever built.
-        """
-        attrs = self.attrs
-        limit = objects.MAX_QUEUE_DEPTH
-        resolved: dict[str, tuple[QueueAttr, ...] | None] = {objects.ROOT_QUEUE: ()}
-        """Queue -> its ancestors (root first), None when it is broken."""
-        depths: dict[str, int] = {objects.ROOT_QUEUE: 0}
-        """Levels below root, of every queue whose path to root is known (too deep or not)."""
-        causes: dict[str, str] = {}
-        """Broken queue -> what broke it: ``cycle``, ``missing parent`` or ``too deep``."""
-        for name in sorted(attrs):
-            path: list[str] = []
-            on_path: set[str] = set()
-            current = name
-            while current not in resolved:
-                if current in on_path:
-                    cycle = path[path.index(current) :]
-                    session.errors.append(
-                        f"queue {current!r}: spec.parent forms a cycle "
-                        f"({' -> '.join([*cycle, current])}); queues on it and below it admit "
-                        "nothing"
-                    )
-                    for at, member in enumerate(cycle):
-                        # The loop as seen from this member: it starts and ends there.
-                        loop = " -> ".join([*cycle[at:], *cycle[:at], member])
-                        attrs[member].broken = f"queue {member!r} is on a parent cycle ({loop})"
-                        self._fault(
-                            member,
-                            conditions.QueueReason.HIERARCHY_CYCLE,
-                            f"queue {member!r} is on a parent cycle ({loop}): it and the queues "
-                            "below it admit nothing; set spec.parent of one queue on the cycle "
-                            "to a queue outside it (root, for instance)",
-                        )
-                        resolved[member] = None
-                        causes[member] = "cycle"
-                    break
-                path.append(current)
-                on_path.add(current)
-                parent = attrs[current].queue.parent_name
-                if parent not in attrs:
-                    session.errors.append(
-                        f"queue {current!r}: spec.parent {parent!r} does not exist; it and the "
-                        "queues below it admit nothing"
-                    )
-                    attrs[current].broken = f"queue {current!r} has a missing parent {parent!r}"
-                    self._fault(
-                        current,
-                        conditions.QueueReason.PARENT_NOT_FOUND,
-                        f"queue {current!r}: spec.parent {parent!r} does not exist, so it and "
-                        f"the queues below it admit nothing; create queue {parent!r} or set "
-                        "spec.parent to an existing queue",
-                    )
-                    resolved[current] = None
-                    causes[current] = "missing parent"
-                    break
-                current = parent
-            # Walk the recorded path back down: each queue's parent is resolved by then.
-            for member in reversed(path):
-                if member in resolved:
-                    continue
-                parent = attrs[member].queue.parent_name
-                above = resolved[parent]
-                parent_depth = depths.get(parent)
-                depth = None if parent_depth is None else parent_depth + 1
-                if depth is not None:
-                    depths[member] = depth
-                if above is not None and depth is not None and depth <= limit:
-                    resolved[member] = (*above, attrs[parent])
-                    continue
-                resolved[member] = None
-                if above is not None:
-                    session.errors.append(
-                        f"queue {member!r}: {depth} levels below root, deeper than the {limit} "
-                        "levels queuetree supports; it and the queues below it admit nothing"
-                    )
-                cause = "too deep" if above is not None else causes.get(parent, "missing parent")
-                causes[member] = cause
-                if cause == "too deep":
-                    attrs[member].broken = (
-                        f"queue {member!r} is {depth} levels below root, deeper than the "
-                        f"{limit} levels queuetree supports (the most --max-queue-depth "
-                        "allows); move it closer to root"
-                    )
-                    self._fault(member, conditions.QueueReason.TOO_DEEP, attrs[member].broken)
-                elif not attrs[member].broken:
-                    attrs[member].broken = f"queue {member!r} is below a broken queue ({cause})"
-                    self._fault(
-                        member,
-                        conditions.QueueReason.ANCESTOR_NOT_READY,
-                        f"queue {member!r} admits nothing: an ancestor is broken ({cause}); "
-                        f"fix the ancestor (kubectl get queues shows its condition)",
-                    )
-        for name, attr in sorted(attrs.items()):
-            ancestors = resolved.get(name)
-            if name == objects.ROOT_QUEUE or ancestors is None:
-                attr.chain = (attr,)
-                continue
-            attr.ancestors = ancestors
-            attr.chain = (attr, *reversed(ancestors))
-            ancestors[-1].children.append(attr)
-
-    def _block_jobs_in_parents(self, session: frameworks.Session) -> None:
-        seen: set[str] = set()
-        for job in sorted(session.jobs.values(), key=lambda j: j.key):
-            attr = self.attrs.get(job.queue)
-            if attr is None or attr.is_leaf or attr.broken:
-                continue
-            session.errors.append(
-                f"pod group {job.key}: spec.queue {job.queue!r} is not a leaf queue (it has "
-                f"children {', '.join(sorted(c.name for c in attr.children))}); only this "
-                "pod group is held back"
-            )
-            if job.queue not in seen:
-                self._fault(
-                    job.queue,
-                    conditions.QueueReason.NOT_LEAF_WITH_WORKLOADS,
-                    f"queue {job.queue!r} has child queues "
-                    f"({', '.join(sorted(c.name for c in attr.children))}) and pod groups of "
-                    f"its own (first: {job.key}): only leaf queues admit, so they wait; move "
-                    "them to a leaf queue (spec.queue, or the pods' queue-name annotation)",
-                )
-            seen.add(job.queue)
-
-    def _check_hierarchy(self, session: frameworks.Session, root: QueueAttr) -> None:
-        """``checkHierarchicalQueue``: inheritance, real capability, sums (warnings only), each
-        parent before its children, depth first (as the reference recurses), without
-        recursion."""
-        stack = [root]
-        while stack:
-            parent = stack.pop()
-            self._check_children(session, parent)
-            stack.extend(reversed(parent.children))
-
-    def _check_children(self, session: frameworks.Session, parent: QueueAttr) -> None:
-        """One step of :meth:`_check_hierarchy`: ``parent``'s children against ``parent``."""
-        dims = self.dims
-        total_deserved = dims.zero()
-        total_guarantee = dims.zero()
-        for child in parent.children:
-            self._max_with_guarantee(child)
-            vectors.iadd(total_deserved, child.deserved)
-            vectors.iadd(total_guarantee, child.guarantee)
-            for i in (vectors.CPU, vectors.MEMORY):
-                if child.capability[i] <= 0:
-                    child.capability[i] = parent.capability[i]
-            for i in parent.capability_keys - child.capability_keys:
-                child.capability[i] = parent.capability[i]
-            child.capability_keys = child.capability_keys | parent.capability_keys
-            exceeding = [
-                dims.names[i]
-                for i in range(dims.size)
-                if (i < 2 or i in child.capability_keys)
-                and (i < 2 or i in parent.capability_keys)
-                and not vectors.le(child.capability[i], parent.capability[i])
-            ]
-            if exceeding:
-                session.warnings.append(
-                    f"queue {child.name!r}: capability exceeds parent {parent.name!r} on "
-                    f"{', '.join(exceeding)}; the parent's limit applies"
-                )
-                self._fault(
-                    child.name,
-                    conditions.QueueReason.CAPABILITY_ABOVE_PARENT,
-                    f"queue {child.name!r}: spec.capability exceeds parent {parent.name!r}'s "
-                    f"on {', '.join(exceeding)}, so the parent's limit applies; lower it to at "
-                    "most the parent's to say what holds",
-                )
-        if parent.name == objects.ROOT_QUEUE:
-            parent.guarantee = total_guarantee
-            parent.deserved = total_deserved
-            parent.deserved_keys = frozenset().union(*(c.deserved_keys for c in parent.children))
-        for child in parent.children:
-            real = vectors.add(
-                vectors.exceeded(parent.real_capability, total_guarantee), child.guarantee
-            )
-            for i in range(dims.size):
-                if (i < 2 or i in child.capability_keys) and child.capability[i] < real[i]:
-                    real[i] = child.capability[i]
-            child.real_capability = real
-        if parent.children and parent.name != objects.ROOT_QUEUE:
-            over = [
-                dims.names[i]
-                for i in range(dims.size)
-                if total_deserved[i] > parent.deserved[i] and i != dims.pods
-            ]
-            if over:
-                session.warnings.append(
-                    f"queue {parent.name!r}: the children's deserved "
-                    f"({dims.format(total_deserved)}) "
-                    f"exceeds its deserved ({dims.format(parent.deserved)}) on {', '.join(over)}"
-                )
-                self._fault(
-                    parent.name,
-                    conditions.QueueReason.CHILDREN_OVER_PARENT,
-                    f"queue {parent.name!r}: its children's deserved "
-                    f"({dims.format(total_deserved)}) exceeds its own "
-                    f"({dims.format(parent.deserved)}) on {', '.join(over)}, so they cannot all "
-                    "get their share at once; lower theirs or raise its spec.deserved",
-                )
-            over = [
-                dims.names[i]
-                for i in range(dims.size)
-                if total_guarantee[i] > parent.guarantee[i] and i != dims.pods
-            ]
-            if over:
-                session.warnings.append(
-                    f"queue {parent.name!r}: the children's guarantee "
-                    f"({dims.format(total_guarantee)}) exceeds its guarantee "
-                    f"({dims.format(parent.guarantee)}) on {', '.join(over)}"
-                )
-                self._fault(
-                    parent.name,
-                    conditions.QueueReason.CHILDREN_OVER_PARENT,
-                    f"queue {parent.name!r}: its children's guarantee "
-                    f"({dims.format(total_guarantee)}) exceeds its own "
-                    f"({dims.format(parent.guarantee)}) on {', '.join(over)}; lower theirs or "
-                    "raise its spec.guarantee",
-                )
-
-    def _fault(self, queue: str, reason: conditions.QueueReason, message: str) -> None:
-        self.faults.setdefault(queue, []).append(conditions.Fault(reason, message))
-
     def _rebuild_reserved(self, session: frameworks.Session) -> None:
         """§5.3: pending, ungated, opted-in pods keep holding their queue's capacity."""
         for key in session.in_flight:
@@ -676,31 +171,16 @@ class CapacityPlugin(frameworks.Plugin):
 
     # -- 2. reserved capacity ---------------------------------------------------------------
 
-    def _reserve(self, task: frameworks.Task, attr: QueueAttr) -> None:
+    def _reserve(self, task: frameworks.Task, attr: capacity_tree.QueueAttr) -> None:
         if task.key in self.reserved_tasks:
             return
         self.reserved_tasks[task.key] = attr
-        req = task.resreq
-        dims = task.nonzero
-        count = task.pod.count
-        for target in attr.chain:
-            reserved = target.reserved
-            for i in dims:
-                reserved[i] += req[i]
-            target.reserved_pods += count
+        capacity_usage.reserve(attr, task)
 
     def _unreserve(self, task: frameworks.Task) -> None:
         attr = self.reserved_tasks.pop(task.key, None)
-        if attr is None:
-            return
-        req = task.resreq
-        dims = task.nonzero
-        count = task.pod.count
-        for target in attr.chain:
-            reserved = target.reserved
-            for i in dims:
-                reserved[i] -= req[i]
-            target.reserved_pods -= count
+        if attr is not None:
+            capacity_usage.unreserve(attr, task)
 
     def on_reserve(self, task: frameworks.Task) -> None:
         attr = self.attrs.get(task.job.queue)
@@ -713,92 +193,34 @@ class CapacityPlugin(frameworks.Plugin):
     # -- 3. events --------------------------------------------------------------------------
 
     def on_allocate(self, task: frameworks.Task) -> None:
-        attr = self.attrs.get(task.job.queue)
-        if attr is None:
-            return
-        for target in attr.chain:
-            vectors.iadd(target.allocated, task.resreq)
-            target.allocated_pods += task.pod.count
-            # Deliberate fix: every ancestor's share follows its allocation.
-            target.share = vectors.share(target.allocated, target.deserved, self.dims)
-        if self.gate_on:
+        attr = capacity_usage.allocate(self.attrs, task, self.dims)
+        if attr is not None and self.gate_on:
             self._unreserve(task)
 
     def on_deallocate(self, task: frameworks.Task) -> None:
-        attr = self.attrs.get(task.job.queue)
-        if attr is None:
-            return
-        for target in attr.chain:
-            vectors.isub(target.allocated, task.resreq)
-            target.allocated_pods -= task.pod.count
-            target.share = vectors.share(target.allocated, target.deserved, self.dims)
-        if self.gate_on and task.pod.reserves and task.status != objects.TaskStatus.RELEASING:
-            # Volcano re-reserves every annotated task, even a running one being evicted
-            # (spec §7.6); a task that is leaving its node no longer needs its queue's room.
+        attr = capacity_usage.deallocate(self.attrs, task, self.dims)
+        # Volcano re-reserves every annotated task, even a running one being evicted (spec
+        # §7.6); a task that is leaving its node no longer needs its queue's room.
+        leaving = task.status == objects.TaskStatus.RELEASING
+        if attr is not None and self.gate_on and task.pod.reserves and not leaving:
             self._reserve(task, attr)
 
     # -- 4. ordering ------------------------------------------------------------------------
 
     def queue_order(self, left: str, right: str) -> int:
-        la = self.attrs.get(left)
-        ra = self.attrs.get(right)
-        if la is None or ra is None:
-            return 0
-        if la.queue.priority != ra.queue.priority:
-            return ra.queue.priority - la.queue.priority
-        if not self.hierarchy:
-            return _compare_share(la, ra)
-        if la.is_leaf != ra.is_leaf:
-            return -1 if la.is_leaf else 1
-        if not la.is_leaf:
-            return _compare_share(la, ra)
-        level = _queue_level(la, ra)
-        lrep = la.ancestors[level + 1] if level + 1 < len(la.ancestors) else la
-        rrep = ra.ancestors[level + 1] if level + 1 < len(ra.ancestors) else ra
-        return _compare_share(lrep, rrep)
+        return capacity_order.queue_order(self.attrs, left, right, hierarchy=self.hierarchy)
 
     def queue_order_key(self, names: Collection[str]) -> Callable[[str], Any] | None:
-        """:meth:`queue_order` as a sort key for ``names``, when one exists (see
-        ``frameworks.Plugin.queue_order_key``): priority (higher first), then in hierarchy
-        mode leaves before the other queues, then shares (:func:`_share_key`): a queue's own
-        for a non-leaf queue and in flat mode, and for a leaf the shares along its path from
-        root that :func:`_leaf_paths` keeps. None when a queue has no figures or a share is
-        NaN, or when equal shares make the comparator's order one no key gives."""
-        attrs: list[QueueAttr] = []
-        for name in names:
-            attr = self.attrs.get(name)
-            if attr is None or attr.share != attr.share:
-                return None  # compared as equal to every queue; NaN compares as neither
-            attrs.append(attr)
-        if not self.hierarchy:
-            keys = {a.name: (-a.queue.priority, _share_key(a)) for a in attrs}
-            return keys.__getitem__
-        paths = _leaf_paths([a for a in attrs if a.is_leaf])
-        if paths is None:
-            return None
-        ordered: dict[str, tuple[Any, ...]] = {}
-        for a in attrs:
-            if a.is_leaf:
-                ordered[a.name] = (-a.queue.priority, False, paths[a.name])
-            else:
-                ordered[a.name] = (-a.queue.priority, True, (_share_key(a),))
-        return ordered.__getitem__
+        return capacity_order.queue_order_key(self.attrs, names, hierarchy=self.hierarchy)
 
     def victim_queue_order(self, left: str, right: str, preemptor: str) -> int:
-        if not self.hierarchy:
-            return 0
-        la, ra, pa = self.attrs.get(left), self.attrs.get(right), self.attrs.get(preemptor)
-        if la is None or ra is None or pa is None:
-            return 0
-        ll = _queue_level(la, pa)
-        rl = _queue_level(ra, pa)
-        if ll == rl:
-            return 0
-        return -1 if ll > rl else 1
+        return capacity_order.victim_queue_order(
+            self.attrs, left, right, preemptor, hierarchy=self.hierarchy
+        )
 
     # -- 5. checks --------------------------------------------------------------------------
 
-    def _usable(self, attr: QueueAttr | None, key: str) -> bool:
+    def _usable(self, attr: capacity_tree.QueueAttr | None, key: str) -> bool:
         if attr is None:
             return False
         if attr.usable:
@@ -849,7 +271,9 @@ class CapacityPlugin(frameworks.Plugin):
                     return self._refuse(task, target=target, leaf=attr, dim=i, held=False)
         return not attr.pods_chain or self._pods_fit(task, attr, held=False, gated=False)
 
-    def _pods_fit(self, task: frameworks.Task, attr: QueueAttr, *, held: bool, gated: bool) -> bool:
+    def _pods_fit(
+        self, task: frameworks.Task, attr: capacity_tree.QueueAttr, *, held: bool, gated: bool
+    ) -> bool:
         """:meth:`allocatable` on ``pods``: the task's pods (``count``) with the pods each
         limiting member of the chain counts (allocated, reserved, and for a gated task being
         deleted) within its real capability of ``pods``. ``held``: the task's own reservation
@@ -864,29 +288,22 @@ class CapacityPlugin(frameworks.Plugin):
                 return self._refuse(task, target=target, leaf=attr, dim=pods, held=held)
         return True
 
-    def _refuse(
-        self,
-        task: frameworks.Task,
-        *,
-        target: QueueAttr,
-        leaf: QueueAttr,
-        dim: int,
-        held: bool,
-    ) -> bool:
-        self.blockers[task.key] = self._quota_blocker(
-            task, target=target, leaf=leaf, dim=dim, held=held
-        )
+    def _refuse(self, task: frameworks.Task, **where: Unpack[_Where]) -> bool:
+        """Record why ``task`` is refused (:meth:`_quota_blocker` with ``where``); False."""
+        self.blockers[task.key] = self._quota_blocker(task, **where)
         return False
 
     def _quota_blocker(
         self,
         task: frameworks.Task,
         *,
-        target: QueueAttr,
-        leaf: QueueAttr,
+        target: capacity_tree.QueueAttr,
+        leaf: capacity_tree.QueueAttr,
         dim: int,
         held: bool,
     ) -> Blocker:
+        """The blocker of ``task`` refused by ``target`` (of ``leaf``'s chain) on dimension
+        ``dim``, at its figures; ``held``: the task's own reservation is among them."""
         if dim == self.dims.pods:
             req = float(task.pod.count)
             allocated = float(target.allocated_pods)
@@ -899,22 +316,14 @@ class CapacityPlugin(frameworks.Plugin):
             releasing = target.releasing[dim]
         if not task.pod.scheduling_gates or held:
             releasing = 0.0
+        # The blocker's fields from ``queue`` to ``releasing``, in order.
         facts = (target.name, leaf.name, dim, req, allocated, reserved, releasing)
         blocker = self._interned.get(facts)
         if blocker is None:
             # Pods refused by the same queue at the same figures share one record (and later
             # one sentence): a full queue refuses thousands of identical pods.
-            blocker = self._interned[facts] = Blocker(
-                kind="quota",
-                queue=target.name,
-                leaf=leaf.name,
-                dim=dim,
-                requested=req,
-                allocated=allocated,
-                reserved=reserved,
-                releasing=releasing,
-                capability=target.real_capability[dim],
-            )
+            capability = target.real_capability[dim]
+            blocker = self._interned[facts] = Blocker("quota", *facts, capability=capability)
         return blocker
 
     def admit_run(
@@ -1032,7 +441,7 @@ class CapacityPlugin(frameworks.Plugin):
         for task in job.tasks:
             if task.sch_gated and not task.pod.only_queue_gate:
                 vectors.iadd(gated, task.resreq)
-        delta = self._deduct_gated(list(minimum), gated)
+        delta = capacity_usage.deduct_gated(list(minimum), gated, self.dims)
         req_dims = vectors.requested_dims(minimum, self.dims)
         enqueued = n
         for target in attr.chain:
@@ -1116,135 +525,45 @@ class CapacityPlugin(frameworks.Plugin):
         for task in job.tasks:
             if task.pod.held_by_other_gates:
                 vectors.iadd(gated, task.resreq)
-        delta = self._deduct_gated(list(job.min_resources), gated)
+        delta = capacity_usage.deduct_gated(list(job.min_resources), gated, self.dims)
         for target in attr.chain:
             vectors.iadd(target.inqueue, delta)
+
+    # -- 6. reclaim -------------------------------------------------------------------------
 
     def preemptive(self, queue: str, tasks: list[frameworks.Task]) -> bool:
         attr = self.attrs.get(queue)
         if not self._usable(attr, tasks[0].key if tasks else queue):
             return False
         assert attr is not None
-        total = self.dims.zero()
-        for task in tasks:
-            vectors.iadd(total, task.resreq)
-        future = vectors.add(attr.allocated, total)
-        if (
-            vectors.first_exceeding(
-                future,
-                attr.real_capability,
-                req_dims=vectors.requested_dims(total, self.dims),
-            )
-            >= 0
-        ):
-            return False
-        if (
-            attr in attr.pods_chain
-            and attr.allocated_pods + sum(task.pod.count for task in tasks)
-            > attr.real_capability[self.dims.pods]
-        ):
-            return False
-        if vectors.partly_within_zero_filtered(future, attr.deserved, req=total, dims=self.dims):
-            return True
-        if self.hierarchy and self.level > 0:
-            for level in range(1, self.level + 1):
-                ancestor = attr.depth_ancestor(level)
-                if ancestor is None or ancestor.name == objects.ROOT_QUEUE:
-                    continue
-                if vectors.partly_within_zero_filtered(
-                    vectors.add(ancestor.allocated, total),
-                    ancestor.deserved,
-                    req=total,
-                    dims=self.dims,
-                ):
-                    return True
-        return False
+        return capacity_reclaim.preemptive(
+            attr, tasks, dims=self.dims, hierarchy=self.hierarchy, level=self.level
+        )
 
     def reclaimable(
         self, reclaimer: frameworks.Task, reclaimees: list[frameworks.Task]
     ) -> tuple[frameworks.Victims, int]:
-        rattr = self.attrs.get(reclaimer.job.queue)
-        if rattr is None or rattr.broken:
-            return [], frameworks.REJECT
-        dims = self.dims
-        session = self.session
-        working: dict[str, vectors.Vec] = {}
-        victims: frameworks.Victims = []
-        candidates = sorted(
+        return capacity_reclaim.reclaimable(
+            self.attrs,
+            reclaimer,
             reclaimees,
-            key=session.victim_key(reclaimer),
+            session=self.session,
+            hierarchy=self.hierarchy,
+            level=self.level,
         )
-        reclaimer_names = vectors.names(reclaimer.resreq)
-        for ee in candidates:
-            attr = self.attrs.get(ee.job.queue)
-            if attr is None:
-                continue
-            ee_names = vectors.names(ee.resreq)
-            if not (ee_names & reclaimer_names) - {dims.pods}:
-                continue
-            alloc = working.get(attr.name)
-            if alloc is None:
-                alloc = working[attr.name] = self._with_pods(attr.allocated, attr.allocated_pods)
-            after = vectors.sub(alloc, ee.resreq)
-            if dims.pods >= 0:
-                after[dims.pods] -= ee.pod.count
-            if not vectors.less_equal_zero(attr.guarantee, after):
-                continue  # guarantee protection
-            if not ee_names & vectors.names(attr.deserved):
-                # An immediate victim: the victim's queue deserves nothing of what it holds.
-                if (
-                    self.hierarchy
-                    and self.level > 0
-                    and _shares_non_root_ancestor(rattr, attr, self.level)
-                    and not vectors.names(reclaimer.resreq) & vectors.names(rattr.deserved)
-                ):
-                    continue  # leaf-level contention-avoidance gate
-            elif not vectors.greater_on_relevant(
-                alloc, attr.deserved, deserved_keys=attr.deserved_keys, req=ee.resreq, dims=dims
-            ):
-                continue
-            checked: dict[str, vectors.Vec] = {}
-            if self.hierarchy and self.level > 0:
-                blocked = False
-                for level in range(1, self.level + 1):
-                    ancestor, need = _ancestor_to_check(rattr, attr, level)
-                    if not need:
-                        continue
-                    if ancestor is None:
-                        blocked = True
-                        break
-                    a = working.setdefault(ancestor.name, list(ancestor.allocated))
-                    checked[ancestor.name] = a
-                    if not ee_names & vectors.names(ancestor.deserved):
-                        continue
-                    if not vectors.greater_on_relevant(
-                        a,
-                        ancestor.deserved,
-                        deserved_keys=ancestor.deserved_keys,
-                        req=ee.resreq,
-                        dims=dims,
-                    ):
-                        blocked = True
-                        break
-                if blocked:
-                    continue
-            vectors.isub(alloc, ee.resreq)
-            if dims.pods >= 0:
-                alloc[dims.pods] -= ee.pod.count
-            for a in checked.values():
-                vectors.isub(a, ee.resreq)
-            victims.append(ee)
-        return victims, frameworks.PERMIT
 
-    def _with_pods(self, allocated: vectors.Vec, pods: int) -> vectors.Vec:
-        """A copy of ``allocated`` with its pods counted in the ``pods`` dimension (where the
-        vectors keep 0), for reclaim's guarantee protection: a guarantee of ``pods`` keeps that
-        many of the queue's pods (the reference, whose figures never count pods, protects
-        every pod of such a queue)."""
-        copy = list(allocated)
-        if self.dims.pods >= 0:
-            copy[self.dims.pods] = pods
-        return copy
+    def reclaim_reason(
+        self, victim: frameworks.Task, reclaimer: frameworks.Task
+    ) -> tuple[decisions.EvictionRule, str] | None:
+        """Why this plugin let ``reclaimer`` take ``victim`` (``capacity_reclaim.
+        reclaim_reason``); None when either queue has no figures."""
+        attr = self.attrs.get(victim.job.queue)
+        rattr = self.attrs.get(reclaimer.job.queue)
+        if attr is None or rattr is None:
+            return None
+        return capacity_reclaim.reclaim_reason(
+            attr, rattr, victim, dims=self.dims, hierarchy=self.hierarchy, level=self.level
+        )
 
 
 def _prefix(
@@ -1319,102 +638,3 @@ def _bisect(n: int, passes: Callable[[int], bool]) -> int:
         else:
             high = middle
     return low
-
-
-def _compare_share(left: QueueAttr, right: QueueAttr) -> int:
-    """``compareShareWithDeserved``: smaller share first; on equal shares a queue with a
-    deserved quota goes before a best-effort one."""
-    if left.share == right.share:
-        if left.has_deserved == right.has_deserved:
-            return 0
-        return -1 if left.has_deserved else 1
-    return -1 if left.share < right.share else 1
-
-
-def _share_key(attr: QueueAttr) -> tuple[float, bool]:
-    """:func:`_compare_share` as a key: smaller share first, then a queue with a deserved
-    quota before a best-effort one."""
-    return (attr.share, not attr.has_deserved)
-
-
-ShareKeys = tuple[tuple[float, bool], ...]
-
-
-def _leaf_paths(leaves: list[QueueAttr]) -> dict[str, ShareKeys] | None:
-    """Leaf name -> a key that orders ``leaves`` as the hierarchical :meth:`queue_order`
-    orders two leaves of one priority, or None when no key can.
-
-    The comparator compares the children of the deepest common ancestor of two leaves that
-    lead to each (:func:`_queue_level`); on equal shares it leaves the order to the default
-    tie-break (creation time, then name) of the leaves themselves. Take the tree of the
-    leaves' paths from root. Where a queue's children in that tree have distinct shares, the
-    key goes on with the share of the child on the leaf's path; where they all have one share
-    (every two leaves through two of them are equal for the comparator), it stops, and every
-    queue below must then have children of one share too: otherwise the comparator finds
-    some of those leaves equal and orders others by share, which no key expresses (the
-    comparator need not even be transitive then). None also where some children of a queue
-    have one share and others another, and for leaves without one common root.
-    """
-    children: dict[int, dict[int, QueueAttr]] = {}
-    paths: list[tuple[QueueAttr, ...]] = []
-    for leaf in leaves:
-        path = (*leaf.ancestors, leaf)
-        if len(path) < 2 or leaf.broken or (paths and path[0] is not paths[0][0]):
-            return None
-        paths.append(path)
-        for parent, child in itertools.pairwise(path):
-            children.setdefault(id(parent), {})[id(child)] = child
-    tied: set[int] = set()
-    for parent_id, kids in children.items():
-        if len(kids) < 2:
-            continue
-        shares = {_share_key(kid) for kid in kids.values()}
-        if len(shares) == 1:
-            tied.add(parent_id)
-        elif len(shares) < len(kids):
-            return None
-    found: dict[str, ShareKeys] = {}
-    for path in paths:
-        key: list[tuple[float, bool]] = []
-        stopped = False
-        for parent, child in itertools.pairwise(path):
-            if stopped:
-                if len(children[id(parent)]) > 1 and id(parent) not in tied:
-                    return None
-            elif id(parent) in tied:
-                stopped = True
-            else:
-                key.append(_share_key(child))
-        found[path[-1].name] = tuple(key)
-    return found
-
-
-def _queue_level(left: QueueAttr, right: QueueAttr) -> int:
-    """``getQueueLevel``: index of the deepest common entry of the two ancestor lists."""
-    level = 0
-    for i in range(min(len(left.ancestors), len(right.ancestors))):
-        if left.ancestors[i] is right.ancestors[i]:
-            level = i
-        else:
-            return level
-    return level
-
-
-def _shares_non_root_ancestor(a: QueueAttr, b: QueueAttr, level: int) -> bool:
-    mine = {a.depth_ancestor(i) for i in range(1, level + 1)}
-    mine.discard(None)
-    mine = {x for x in mine if x is not None and x.name != objects.ROOT_QUEUE}
-    theirs = {b.depth_ancestor(i) for i in range(1, level + 1)}
-    return bool(mine & theirs)
-
-
-def _ancestor_to_check(
-    rattr: QueueAttr, eattr: QueueAttr, level: int
-) -> tuple[QueueAttr | None, bool]:
-    mine = eattr.depth_ancestor(level)
-    if mine is None or mine.name == objects.ROOT_QUEUE:
-        return None, False
-    theirs = rattr.depth_ancestor(level)
-    if theirs is mine:
-        return None, False
-    return mine, True

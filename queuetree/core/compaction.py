@@ -145,13 +145,8 @@ def compact(snapshot: objects.Snapshot) -> Compacted:
         pods[folded.key] = folded
         pod_groups[folded_group.key] = folded_group
         folded_groups[folded_group.key] = tuple(member.group for member in members)
-    compacted = objects.Snapshot(
-        queues=snapshot.queues,
-        pod_groups=MappingProxyType(pod_groups),
-        pods=MappingProxyType(pods),
-        nodes=snapshot.nodes,
-        priority_classes=snapshot.priority_classes,
-        outside=snapshot.outside,
+    compacted = dataclasses.replace(
+        snapshot, pod_groups=MappingProxyType(pod_groups), pods=MappingProxyType(pods)
     )
     return Compacted(snapshot=compacted, folded=MappingProxyType(folded_groups))
 

@@ -16,9 +16,36 @@ capacity rejection, :func:`remedies` says what would have to change for the pod 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 from queuetree.core import capacity, frameworks, objects, vectors
+
+STRUCTURAL: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        "state": (
+            "{where} is {detail}: only Open queues admit pods",
+            "queue {queue!r} must be Open: kubectl queuetree open {queue}",
+        ),
+        "not-leaf": (
+            "{where} has child queues: only leaf queues admit pods",
+            "the pod group must move to a leaf queue below {queue!r}",
+        ),
+        "broken": (
+            "{where} cannot admit pods: {detail}",
+            "the queue tree must be fixed at {queue!r}: its Ready condition says how",
+        ),
+    }
+)
+"""The blockers that are no question of room (``capacity.Blocker.kind``): the queue cannot
+admit at all. Each with its explanation and its remedy (``{where}`` the queue as
+:func:`explain_blocker` names it, ``{queue}`` its name, ``{detail}`` the blocker's)."""
+
+
+def _structural(blocker: capacity.Blocker, *, where: str) -> tuple[str, str]:
+    explanation, fix = STRUCTURAL[blocker.kind]
+    facts = {"where": where, "queue": blocker.queue, "detail": blocker.detail}
+    return explanation.format(**facts), fix.format(**facts)
 
 
 def explain_blocker(blocker: capacity.Blocker, dims: vectors.Dims, *, lone: bool = False) -> str:
@@ -27,12 +54,8 @@ def explain_blocker(blocker: capacity.Blocker, dims: vectors.Dims, *, lone: bool
     where = f"queue {blocker.queue!r}"
     if blocker.queue != blocker.leaf:
         where += f" (ancestor of leaf queue {blocker.leaf!r})"
-    if blocker.kind == "state":
-        return f"{where} is {blocker.detail}: only Open queues admit pods"
-    if blocker.kind == "not-leaf":
-        return f"{where} has child queues: only leaf queues admit pods"
-    if blocker.kind == "broken":
-        return f"{where} cannot admit pods: {blocker.detail}"
+    if blocker.kind in STRUCTURAL:
+        return _structural(blocker, where=where)[0]
     i = blocker.dim
     name = dims.names[i]
     requested = dims.format_value(i, blocker.requested)
@@ -250,12 +273,8 @@ def remedy(blocker: capacity.Blocker, dims: vectors.Dims, *, lone: bool = False)
     """What would have to change for the pod ``blocker`` refused to be admitted (``lone``: as
     :func:`explain_blocker`)."""
     queue = blocker.queue
-    if blocker.kind == "state":
-        return f"queue {queue!r} must be Open: kubectl queuetree open {queue}"
-    if blocker.kind == "not-leaf":
-        return f"the pod group must move to a leaf queue below {queue!r}"
-    if blocker.kind == "broken":
-        return f"the queue tree must be fixed at {queue!r}: its Ready condition says how"
+    if blocker.kind in STRUCTURAL:
+        return _structural(blocker, where="")[1]
     i = blocker.dim
     name = dims.names[i]
     used = blocker.allocated + blocker.reserved
@@ -271,7 +290,7 @@ def remedy(blocker: capacity.Blocker, dims: vectors.Dims, *, lone: bool = False)
 def brief(blocker: capacity.Blocker, dims: vectors.Dims) -> str:
     """The blocker in a few words, for a table cell: ``gpu full in 'ml' (8 of 8)``."""
     queue = blocker.queue
-    if blocker.kind in ("state", "not-leaf", "broken"):
+    if blocker.kind in STRUCTURAL:
         what = {"state": blocker.detail, "not-leaf": "not a leaf", "broken": "broken"}
         return f"queue {queue!r} is {what[blocker.kind]}"
     i = blocker.dim

@@ -196,23 +196,30 @@ class NodeState:
 
     def add(self, task: Task) -> None:
         self.tasks[task.key] = task
-        if task.status == objects.TaskStatus.RELEASING:
-            vectors.iadd(self.releasing, task.resreq)
-            vectors.isub(self.idle, task.resreq)
-        elif task.status == objects.TaskStatus.PIPELINED:
-            vectors.iadd(self.pipelined, task.resreq)
-        else:
-            vectors.isub(self.idle, task.resreq)
+        self._count(task, vectors.iadd, vectors.isub)
 
     def remove(self, task: Task) -> None:
         del self.tasks[task.key]
+        self._count(task, vectors.isub, vectors.iadd)
+
+    def _count(
+        self,
+        task: Task,
+        held: Callable[[vectors.Vec, vectors.Vec], None],
+        free: Callable[[vectors.Vec, vectors.Vec], None],
+    ) -> None:
+        """Count ``task``'s request on this node by its status, ``held`` into the figure that
+        tracks it and ``free`` out of ``idle`` (:meth:`add`; :meth:`remove` swaps the two): a
+        releasing task is in ``releasing`` and uses ``idle`` until it is gone; a pipelined one
+        is only in ``pipelined`` (it waits for the room releasing tasks leave); any other uses
+        ``idle``."""
         if task.status == objects.TaskStatus.RELEASING:
-            vectors.isub(self.releasing, task.resreq)
-            vectors.iadd(self.idle, task.resreq)
+            held(self.releasing, task.resreq)
+            free(self.idle, task.resreq)
         elif task.status == objects.TaskStatus.PIPELINED:
-            vectors.isub(self.pipelined, task.resreq)
+            held(self.pipelined, task.resreq)
         else:
-            vectors.iadd(self.idle, task.resreq)
+            free(self.idle, task.resreq)
 
 
 Victims = list[Task]
@@ -409,10 +416,15 @@ class Session:
         self.config = config
         self.dims = dims
         self.queues = queues
-        self.jobs = jobs
-        self.tasks = tasks
-        self.nodes = nodes
+        """Queue name -> queue, as the snapshot has them."""
         self.node_list = [nodes[name] for name in sorted(nodes)]
+        """``nodes`` in name order (the order every walk over the nodes takes)."""
+        self.jobs = jobs
+        """Pod group key (``namespace/name``) -> job; a pod without a group has one of its own."""
+        self.tasks = tasks
+        """Pod key -> task (a run's one task stands for its members: :class:`Run`)."""
+        self.nodes = nodes
+        """Node name -> the node's figures, which the session's operations move."""
         self.feature_gates = feature_gates
         self.admission_only = admission_only
         self.total_resource = dims.zero()
@@ -751,22 +763,18 @@ class Statement:
         self.operations.append(Operation("evict", task, task.node, old, eviction))
 
     def pipeline(self, task: Task, node_name: str) -> None:
-        session = self.session
-        old = task.status
-        task.job.set_status(task, objects.TaskStatus.PIPELINED)
-        task.node = node_name
-        session.nodes[node_name].add(task)
-        session.fire_allocate(task)
-        self.operations.append(Operation("pipeline", task, node_name, old))
+        self._place(task, node_name, objects.TaskStatus.PIPELINED, "pipeline")
 
     def allocate(self, task: Task, node_name: str) -> None:
-        session = self.session
+        self._place(task, node_name, objects.TaskStatus.ALLOCATED, "allocate")
+
+    def _place(self, task: Task, node_name: str, status: objects.TaskStatus, kind: str) -> None:
         old = task.status
-        task.job.set_status(task, objects.TaskStatus.ALLOCATED)
+        task.job.set_status(task, status)
         task.node = node_name
-        session.nodes[node_name].add(task)
-        session.fire_allocate(task)
-        self.operations.append(Operation("allocate", task, node_name, old))
+        self.session.nodes[node_name].add(task)
+        self.session.fire_allocate(task)
+        self.operations.append(Operation(kind, task, node_name, old))
 
     def merge(self, other: Statement) -> None:
         self.operations.extend(other.operations)

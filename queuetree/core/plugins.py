@@ -43,7 +43,27 @@ class PriorityPlugin(frameworks.Plugin):
         return job.ready + job.waiting < len(job.tasks)
 
 
-class GangPlugin(frameworks.Plugin):
+class _SameVictims(frameworks.Plugin):
+    """A plugin whose vote on victims is the same for reclaim and for preempt:
+    :meth:`_evictable` over the candidates (the evictor does not matter)."""
+
+    def _evictable(
+        self, evictor: frameworks.Task, candidates: list[frameworks.Task]
+    ) -> tuple[frameworks.Victims, int]:
+        raise NotImplementedError
+
+    def reclaimable(
+        self, reclaimer: frameworks.Task, reclaimees: list[frameworks.Task]
+    ) -> tuple[frameworks.Victims, int]:
+        return self._evictable(reclaimer, reclaimees)
+
+    def preemptable(
+        self, preemptor: frameworks.Task, preemptees: list[frameworks.Task]
+    ) -> tuple[frameworks.Victims, int]:
+        return self._evictable(preemptor, preemptees)
+
+
+class GangPlugin(_SameVictims):
     """All-or-nothing: a job runs only when ``minMember`` of its tasks can."""
 
     name = "gang"
@@ -69,16 +89,6 @@ class GangPlugin(frameworks.Plugin):
                 victims.append(candidate)
         return victims, frameworks.PERMIT
 
-    def reclaimable(
-        self, reclaimer: frameworks.Task, reclaimees: list[frameworks.Task]
-    ) -> tuple[frameworks.Victims, int]:
-        return self._evictable(reclaimer, reclaimees)
-
-    def preemptable(
-        self, preemptor: frameworks.Task, preemptees: list[frameworks.Task]
-    ) -> tuple[frameworks.Victims, int]:
-        return self._evictable(preemptor, preemptees)
-
     def job_order_key(self, job: frameworks.Job) -> int:
         # Jobs that are not ready yet go first.
         return 1 if job.is_ready else 0
@@ -93,7 +103,7 @@ class GangPlugin(frameworks.Plugin):
         return job.is_starving
 
 
-class ConformancePlugin(frameworks.Plugin):
+class ConformancePlugin(_SameVictims):
     """Never evict system-critical pods or pods of ``kube-system``."""
 
     name = "conformance"
@@ -107,16 +117,6 @@ class ConformancePlugin(frameworks.Plugin):
             if c.pod.namespace != "kube-system" and c.priority < SYSTEM_CRITICAL_PRIORITY
         ]
         return victims, frameworks.PERMIT
-
-    def reclaimable(
-        self, reclaimer: frameworks.Task, reclaimees: list[frameworks.Task]
-    ) -> tuple[frameworks.Victims, int]:
-        return self._evictable(reclaimer, reclaimees)
-
-    def preemptable(
-        self, preemptor: frameworks.Task, preemptees: list[frameworks.Task]
-    ) -> tuple[frameworks.Victims, int]:
-        return self._evictable(preemptor, preemptees)
 
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"

@@ -1,8 +1,9 @@
 """Problems: what is wrong with some input, where, and the one syntax of field paths.
 
-Every reader (``queuetree.api``) and every validation rule (``core.validation``) reports a
-:class:`Problem` and never stops at the first one (STYLE rule 6); a reader raises one
-:class:`InputError` listing every problem of its input, so a person fixes a file in one pass::
+Every reader (``queuetree.api``) and every queue rule (``core.field_rules``, ``tree_rules``,
+``deletion_rules``) reports a :class:`Problem` and never stops at the first one (STYLE rule
+6); a reader raises one :class:`InputError` listing every problem of its input, so a person
+fixes a file in one pass::
 
     ValueError
      └── InputError                  problems of some input, as a tuple of Problem
@@ -21,6 +22,10 @@ Paths. :class:`FieldPath` (or :func:`field_path` over parts) builds every path, 
 names joined by dots, map keys quoted in brackets (a resource name or an annotation key has
 dots and slashes of its own), list indexes in brackets: ``spec.capability["nvidia.com/gpu"]``,
 ``metadata.annotations["scheduling.volcano.sh/queue-name"]``, ``spec.containers[0].resources``.
+
+Messages. Many problems are told as one message the way Kubernetes aggregates errors
+(:func:`aggregate`, at most :data:`MAX_LISTED` of them); long texts and lists of names are
+cut (:func:`shorten`, :func:`list_names`): an object may carry megabytes.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 
@@ -138,6 +143,30 @@ class InputError(ValueError):
     def __init__(self, problems: Iterable[Problem]) -> None:
         self.problems = tuple(problems)
         super().__init__("\n".join(str(problem) for problem in self.problems))
+
+
+MAX_LISTED = 20
+"""Most problems one message lists; the rest are counted (a map with thousands of bad entries
+must not become a megabyte of text)."""
+
+
+def aggregate(messages: list[str]) -> str:
+    """One message for many, as Kubernetes' ``utilerrors.NewAggregate`` prints them:
+    one error alone, several as ``[e1, e2]``; beyond :data:`MAX_LISTED`, the first ones and
+    ``and N more``."""
+    if len(messages) == 1:
+        return messages[0]
+    if len(messages) > MAX_LISTED:
+        rest = len(messages) - MAX_LISTED
+        messages = [*messages[:MAX_LISTED], f"and {rest} more"]
+    return "[" + ", ".join(messages) + "]"
+
+
+def list_names(names: Sequence[str], *, shown: int = 10) -> str:
+    """``a, b, c`` or, for long lists, the first ``shown`` names and how many more."""
+    if len(names) <= shown:
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown} more"
 
 
 def shorten(text: str, limit: int = 64) -> str:

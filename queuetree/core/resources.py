@@ -365,12 +365,9 @@ class Resource:
         left = self.scalars
         right = other.scalars
         if default is INFINITY:
-            if right:
-                if not left:
-                    return False
-                for name in right:
-                    if name not in left:
-                        return False
+            # Every key of ``other`` must be one of ``self``'s: a missing one is infinite.
+            if right and (not left or not right.keys() <= left.keys()):
+                return False
             if left and right:
                 for name, value in left.items():
                     bound = right.get(name)
@@ -406,12 +403,9 @@ class Resource:
         left = self.scalars
         right = other.scalars
         if default is INFINITY:
-            if right:
-                if not left:
-                    return False
-                for name in right:
-                    if name not in left:
-                        return False
+            # Every key of ``other`` must be one of ``self``'s: a missing one is infinite.
+            if right and (not left or not right.keys() <= left.keys()):
+                return False
             if left and right:
                 for name, value in left.items():
                     limit = right.get(name)
@@ -450,12 +444,8 @@ class Resource:
     def _scalars_partly(self, other: Resource, default: DimensionDefault, *, strict: bool) -> bool:
         left = self.scalars
         right = other.scalars
-        if default is ZERO and right:
-            if not left:
-                return True
-            for name in right:
-                if name not in left:
-                    return True
+        if default is ZERO and right and (not left or not right.keys() <= left.keys()):
+            return True
         if left:
             for name, value in left.items():
                 bound = right.get(name) if right else None
@@ -889,7 +879,11 @@ def sum_all(items: Iterable[Resource]) -> Resource:
 # -- human forms -------------------------------------------------------------------------------
 
 
-def _human_amount(name: str, value: Amount) -> str:
+def format_amount(name: str, value: Amount) -> str:
+    """One dimension ``name`` of a vector as a canonical quantity: ``20`` and ``500m`` (cpu and
+    other milli-unit dimensions), ``40Gi`` (memory), ``110`` (pods); ``unlimited``, and
+    ``-unlimited`` after a subtraction without the fit check; a fractional amount (after
+    :meth:`Resource.multi`) is rounded up to the unit of the vector."""
     if value == UNLIMITED:
         return "unlimited"
     if value == -UNLIMITED:  # unlimited taken from a finite amount (sub_without_assert, multi)
@@ -910,12 +904,12 @@ def format_human(resource: Resource) -> str:
     :meth:`Resource.multi`) is rounded up to the unit of the vector.
     """
     parts = [
-        f"cpu {_human_amount(CPU, resource.milli_cpu)}",
-        f"memory {_human_amount(MEMORY, resource.memory)}",
+        f"cpu {format_amount(CPU, resource.milli_cpu)}",
+        f"memory {format_amount(MEMORY, resource.memory)}",
     ]
     if resource.scalars:
         scalars = resource.scalars
-        parts.extend(f"{name} {_human_amount(name, scalars[name])}" for name in sorted(scalars))
+        parts.extend(f"{name} {format_amount(name, scalars[name])}" for name in sorted(scalars))
     return ", ".join(parts)
 
 
@@ -929,12 +923,12 @@ def to_resource_list(resource: Resource) -> dict[str, str]:
     """
     result: dict[str, str] = {}
     if not math.isinf(resource.milli_cpu):
-        result[CPU] = _human_amount(CPU, resource.milli_cpu)
+        result[CPU] = format_amount(CPU, resource.milli_cpu)
     if not math.isinf(resource.memory):
-        result[MEMORY] = _human_amount(MEMORY, resource.memory)
+        result[MEMORY] = format_amount(MEMORY, resource.memory)
     if resource.scalars:
         scalars = resource.scalars
         for name in sorted(scalars):
             if not math.isinf(scalars[name]):
-                result[name] = _human_amount(name, scalars[name])
+                result[name] = format_amount(name, scalars[name])
     return result

@@ -15,6 +15,7 @@ test_state_compaction.py).
 from __future__ import annotations
 
 import collections
+import dataclasses
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
@@ -104,13 +105,8 @@ class CompactionIndex:
         pods.update(self._shown_pods)
         groups.update(self._shown_groups)
         groups.update(pod_groups)
-        return objects.Snapshot(
-            queues=snapshot.queues,
-            pod_groups=MappingProxyType(groups),
-            pods=MappingProxyType(pods),
-            nodes=snapshot.nodes,
-            priority_classes=snapshot.priority_classes,
-            outside=snapshot.outside,
+        return dataclasses.replace(
+            snapshot, pod_groups=MappingProxyType(groups), pods=MappingProxyType(pods)
         )
 
     def _refresh(self, leaf_queues: frozenset[str], group_of: GroupOfFn) -> None:

@@ -9,7 +9,7 @@ changes, never every cycle. Once the pod is admitted, the annotation is removed.
 A cycle writes at most ``budget`` explanations, the oldest pods first; the rest wait for later
 cycles, so a burst of thousands of new gated pods never turns into thousands of writes ahead of
 gate removals, and none waits behind pods that arrived after it. The cycle writes each
-annotation before its Event, which follows in a lane of its own (``cycle.AdmissionCycle``).
+annotation before its Event, which follows in a lane of its own (``writing.Writer``).
 
 A pod that names a queue but did not opt in runs outside queue admission, and no queue counts
 it (``core.governing``); the webhook never sees it, so the operator tells it, once, with one
@@ -57,7 +57,7 @@ def plan_explanations(
     Pods held by our gate (and not just admitted) get the core's reason; a pod with no reason
     from the core gets none written. Pods that were explained and are no longer held get their
     annotation removed, except pods just admitted (assumed): their gate removal takes the
-    annotation with it (``gating.build_gate_removal_patch``), or, when the cache did not show
+    annotation with it (``writing.build_gate_removal_patch``), or, when the cache did not show
     the annotation yet, the record stays and a later cycle removes it.
     """
     planned: list[Explanation] = []

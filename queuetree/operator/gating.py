@@ -3,26 +3,11 @@
 The admission cycle offers admitted pods to :class:`GateRemover` without waiting
 (:meth:`GateRemover.offer`); ``workers`` async tasks drain a bounded queue of ``workers * 200``
 entries (Volcano's ``SchGateManager`` sizes), with de-duplication so a pod is never queued
-twice. The removal is one JSON patch built by :func:`build_gate_removal_patch`:
-
-1. ``test`` the pod's ``uid`` (a pod deleted and recreated under the same name is not ours);
-2. ``test`` that ``spec.schedulingGates`` is exactly ``[our gate]``;
-3. ``remove`` ``/spec/schedulingGates``;
-4. ``add`` the admission record (``objects.ADMITTED_QUEUE_ANNOTATION``: the queue the pod was
-   admitted to), so the pod stays charged there whatever its annotations say later: the record
-   and the gate removal are one write, so no admitted pod is ever without its record;
-5. ``remove`` the explanation annotation (``explaining.REASON_ANNOTATION``) when the pod
-   carries one: a pod that waited for room is admitted with one write, not two.
-
-The server applies it atomically, so it can neither remove another controller's gate nor race a
-concurrent change: if anything moved, the ``test`` fails with 422 and nothing is written. 404
-(pod gone), 409 and 422 are normal outcomes; any failure drops the assumption in the state, and
-the next cycle decides the pod again from the cluster as it is (no retry loop here). Any other
-failure (403 from a missing RBAC rule, a 5xx, no answer) is unlikely to go away by the next
-cycle, so the pod is held off for a backoff (:data:`BACKOFF_INITIAL`, doubling up to
-:data:`BACKOFF_MAX`) before it is offered again, and the failure does not wake the cycle:
-otherwise each refusal would start a cycle that offers the pod again at once, a stream of
-requests the API server refuses as fast as it can answer.
+twice. Each removal is one write, ``writing.GateWrites.remove``: the JSON patch that cannot
+remove another controller's gate nor race a change (``writing.build_gate_removal_patch``), and
+what each failure means (the assumption in the state is dropped, and after an abnormal one the
+pod is held off for a backoff: :meth:`GateRemover.holding_off`). No retry loop here: the next
+cycle decides the pod again from the cluster as it is.
 """
 
 from __future__ import annotations
@@ -33,11 +18,8 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
-from queuetree.api import patches
-from queuetree.core import objects
-from queuetree.operator import explaining, kube, state
+from queuetree.operator import kube, state, writing
 
 logger = logging.getLogger(__name__)
 
@@ -46,16 +28,6 @@ QUEUE_SLOTS_PER_WORKER = 200
 
 BACKLOG_PER_WORKER = 4
 """Queued removals per worker above which admitting more cannot make anything faster."""
-
-NORMAL_STATUSES = frozenset({404, 409, 422})
-"""Outcomes that are not errors: the pod is gone, or changed since the decision."""
-
-BACKOFF_INITIAL = 1.0
-"""Seconds a pod is held off after a removal failed for any other reason (then doubled)."""
-
-BACKOFF_MAX = 30.0
-"""Longest hold-off: once the cause is fixed (a permission granted again), pods are admitted
-again within this many seconds."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,26 +52,6 @@ class Outcome:
 OutcomeFn = Callable[[Outcome], None]
 
 
-def build_gate_removal_patch(pod: objects.Pod, *, queue: str) -> list[dict[str, Any]] | None:
-    """The JSON patch that removes our gate from ``pod``, admitted to ``queue``, or None when
-    it must not be removed.
-
-    None unless our gate is the only gate left (Volcano never removes its gate while another
-    controller's gate is present: that controller is not done with the pod).
-    """
-    if not pod.only_queue_gate:
-        return None
-    return patches.gate_removal(
-        pod,
-        gate=objects.QUEUE_ALLOCATION_GATE,
-        record={objects.ADMITTED_QUEUE_ANNOTATION: queue},
-        forget=(explaining.REASON_ANNOTATION,),
-    )
-
-
-_REASON_PATH = patches.annotation_path(explaining.REASON_ANNOTATION)
-
-
 class GateRemover:
     """A bounded, de-duplicated queue of admitted pods and the workers that ungate them."""
 
@@ -113,7 +65,6 @@ class GateRemover:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._cluster = cluster
-        self._api = api
         self._workers = max(1, workers)
         self._queue: asyncio.Queue[tuple[str, str, float]] = asyncio.Queue(
             maxsize=self._workers * QUEUE_SLOTS_PER_WORKER
@@ -125,8 +76,7 @@ class GateRemover:
         self._on_outcome: OutcomeFn = on_outcome or (lambda outcome: None)
         self._clock = clock
         self._tasks: list[asyncio.Task[None]] = []
-        self._backoff: dict[str, tuple[float, float]] = {}
-        """Pod key -> (monotonic time before which it is not offered, the last hold-off)."""
+        self._gates = writing.GateWrites(cluster=cluster, api=api, clock=clock)
 
     @property
     def pending(self) -> int:
@@ -160,19 +110,8 @@ class GateRemover:
             self._drained.clear()
 
     def holding_off(self, key: str) -> bool:
-        """The last removal of ``key`` failed (not a normal outcome) less than its backoff ago:
-        the cycle does not offer it, nor assume it admitted, until then."""
-        entry = self._backoff.get(key)
-        return entry is not None and self._clock() < entry[0]
-
-    def _hold_off(self, key: str) -> float:
-        now = self._clock()
-        previous = self._backoff.get(key)
-        delay = min(previous[1] * 2, BACKOFF_MAX) if previous else BACKOFF_INITIAL
-        # Pods deleted while held off are never offered again: forget expired entries.
-        self._backoff = {k: v for k, v in self._backoff.items() if v[0] + BACKOFF_MAX > now}
-        self._backoff[key] = (now + delay, delay)
-        return delay
+        """``key`` is held off after a failed removal (``writing.GateWrites.holding_off``)."""
+        return self._gates.holding_off(key)
 
     def offer(self, key: str, *, queue: str, decided_at: float) -> bool:
         """Queue ``key``, admitted to ``queue``, for removal without waiting; False when
@@ -222,33 +161,6 @@ class GateRemover:
                 self._update_drained()
 
     async def _remove(self, key: str, queue: str, decided_at: float) -> None:
-        pod = self._cluster.get_pod(key)
-        patch = None if pod is None else build_gate_removal_patch(pod, queue=queue)
-        if pod is None or patch is None:
-            self._cluster.forget_ungate(key)
-            return
-        status: int | None = None
-        try:
-            await self._api.patch_pod(pod.namespace, pod.name, patch)
-            if patch[-1]["path"] == _REASON_PATH:
-                # The explanation went with the gate: nothing is left to clear.
-                self._cluster.swap_explanation(key, "")
-            self._backoff.pop(key, None)
-        except kube.ApiError as error:
-            status = error.status
-            if status in NORMAL_STATUSES:
-                self._backoff.pop(key, None)
-                self._cluster.forget_ungate(key)
-            else:
-                delay = self._hold_off(key)
-                logger.warning(
-                    "Failed to remove gate from %s: %s (retrying in %gs)", key, error, delay
-                )
-                self._cluster.forget_ungate(key, wake=False)
-        except Exception:
-            # A worker must survive anything; the pod is decided again after its backoff.
-            delay = self._hold_off(key)
-            logger.exception("Failed to remove gate from %s (retrying in %gs)", key, delay)
-            self._cluster.forget_ungate(key, wake=False)
-            status = -1
-        self._on_outcome(Outcome(key=key, status=status, latency=self._clock() - decided_at))
+        sent, status = await self._gates.remove(key, queue=queue)
+        if sent:
+            self._on_outcome(Outcome(key=key, status=status, latency=self._clock() - decided_at))

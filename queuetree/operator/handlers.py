@@ -15,6 +15,7 @@ the whole cluster: it marks the state synced, and only then does the cycle decid
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -41,82 +42,66 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
         # A registry of our own has no default login: in-cluster, then KUBECONFIG, as kopf does.
         return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
-    @kopf.index(*QUEUES, registry=registry)
-    async def index_queue(body: Any, **_: Any) -> None:
-        try:
-            queue = queue_manifests.parse_queue(body)
-        except readers.ManifestError as error:
-            logger.warning("Queue ignored: %s", error)
-            cluster.delete_queue(bodies.name_of(body))
-            return
-        cluster.upsert_queue(state.QueueRecord(queue=queue, status=bodies.status_copy_of(body)))
+    def keep(
+        resource: tuple[str, ...],
+        name: str,
+        *,
+        store: Callable[[Any], None],
+        forget: Callable[[str], None],
+        key: Callable[[Any], str],
+    ) -> None:
+        """Keep ``cluster`` current with the objects of ``resource``: an index handler stores
+        each one (``store`` reads and stores it; one it cannot read is forgotten, with a
+        warning naming ``name``), and an event handler forgets deleted ones and marks the state
+        synced (see the module docstring)."""
 
-    @kopf.index(*POD_GROUPS, registry=registry)
-    async def index_pod_group(body: Any, **_: Any) -> None:
-        try:
-            cluster.upsert_pod_group(
-                queue_manifests.parse_pod_group(body, default_queue=cluster.default_queue)
-            )
-        except readers.ManifestError as error:
-            logger.warning("PodGroup ignored: %s", error)
-            cluster.delete_pod_group(bodies.key_of(body))
-
-    if pods:
-
-        @kopf.index("pods", registry=registry)
-        async def index_pod(body: Any, **_: Any) -> None:
+        @kopf.index(*resource, registry=registry, id=f"index_{resource[-1]}")
+        async def index(body: Any, **_: Any) -> None:
             try:
-                pod = pod_manifests.parse_pod(body)
+                store(body)
             except readers.ManifestError as error:
-                logger.warning("Pod ignored: %s", error)
-                cluster.delete_pod(bodies.key_of(body))
-                return
-            cluster.upsert_pod(pod)
+                logger.warning("%s ignored: %s", name, error)
+                forget(key(body))
 
-        @kopf.on.event("pods", registry=registry)
-        async def pod_event(type: str | None, body: Any, **_: Any) -> None:
+        @kopf.on.event(*resource, registry=registry, id=f"{resource[-1]}_event")
+        async def event(type: str | None, body: Any, **_: Any) -> None:
             if type == "DELETED":
-                cluster.delete_pod(bodies.key_of(body))
+                forget(key(body))
             cluster.mark_synced()
 
-    @kopf.index("nodes", registry=registry)
-    async def index_node(body: Any, **_: Any) -> None:
-        try:
-            cluster.upsert_node(pod_manifests.parse_node(body))
-        except readers.ManifestError as error:
-            logger.warning("Node ignored: %s", error)
-            cluster.delete_node(bodies.name_of(body))
+    def store_queue(body: Any) -> None:
+        queue = queue_manifests.parse_queue(body)
+        cluster.upsert_queue(state.QueueRecord(queue=queue, status=bodies.status_copy_of(body)))
 
-    @kopf.index(*PRIORITY_CLASSES, registry=registry)
-    async def index_priority_class(body: Any, **_: Any) -> None:
-        try:
-            cluster.upsert_priority_class(pod_manifests.parse_priority_class(body))
-        except readers.ManifestError as error:
-            logger.warning("PriorityClass ignored: %s", error)
-            cluster.delete_priority_class(bodies.name_of(body))
+    def store_pod_group(body: Any) -> None:
+        default_queue = cluster.default_queue
+        cluster.upsert_pod_group(queue_manifests.parse_pod_group(body, default_queue=default_queue))
 
-    @kopf.on.event(*QUEUES, registry=registry)
-    async def queue_event(type: str | None, body: Any, **_: Any) -> None:
-        if type == "DELETED":
-            cluster.delete_queue(bodies.name_of(body))
-        cluster.mark_synced()
+    def store_pod(body: Any) -> None:
+        cluster.upsert_pod(pod_manifests.parse_pod(body))
 
-    @kopf.on.event(*POD_GROUPS, registry=registry)
-    async def pod_group_event(type: str | None, body: Any, **_: Any) -> None:
-        if type == "DELETED":
-            cluster.delete_pod_group(bodies.key_of(body))
-        cluster.mark_synced()
+    def store_node(body: Any) -> None:
+        cluster.upsert_node(pod_manifests.parse_node(body))
 
-    @kopf.on.event("nodes", registry=registry)
-    async def node_event(type: str | None, body: Any, **_: Any) -> None:
-        if type == "DELETED":
-            cluster.delete_node(bodies.name_of(body))
-        cluster.mark_synced()
+    def store_priority_class(body: Any) -> None:
+        cluster.upsert_priority_class(pod_manifests.parse_priority_class(body))
 
-    @kopf.on.event(*PRIORITY_CLASSES, registry=registry)
-    async def priority_class_event(type: str | None, body: Any, **_: Any) -> None:
-        if type == "DELETED":
-            cluster.delete_priority_class(bodies.name_of(body))
-        cluster.mark_synced()
+    # (resource, name in warnings, reader and store, forget, key) of each kind.
+    kinds = [
+        (QUEUES, "Queue", store_queue, cluster.delete_queue, bodies.name_of),
+        (POD_GROUPS, "PodGroup", store_pod_group, cluster.delete_pod_group, bodies.key_of),
+        (("nodes",), "Node", store_node, cluster.delete_node, bodies.name_of),
+        (
+            PRIORITY_CLASSES,
+            "PriorityClass",
+            store_priority_class,
+            cluster.delete_priority_class,
+            bodies.name_of,
+        ),
+    ]
+    if pods:
+        kinds.append((("pods",), "Pod", store_pod, cluster.delete_pod, bodies.key_of))
+    for resource, name, store, forget, key in kinds:
+        keep(resource, name, store=store, forget=forget, key=key)
 
     return registry

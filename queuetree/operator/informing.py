@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import aiohttp
 
-from queuetree.api import bodies, pod_fast_path, pod_manifests, readers
+from queuetree.api import bodies, pod_fast_path, pod_manifests, readers, watching
 from queuetree.core import objects
 from queuetree.operator import state
 
@@ -38,10 +38,6 @@ logger = logging.getLogger(__name__)
 
 WATCH_TIMEOUT_SECONDS = 300
 """How long the server keeps one watch open (a new one starts at once afterwards)."""
-
-
-class Expired(Exception):
-    """The watch's resourceVersion is too old (410 Gone): list again."""
 
 
 def parse(body: dict[str, Any]) -> objects.Pod | None:
@@ -152,14 +148,10 @@ class PodEvents:
     def apply(self, event: dict[str, Any], version: str) -> str:
         """Apply one watch event; return the resourceVersion to resume from.
 
-        Raises :class:`Expired` on a 410 and ``ValueError`` on any other ERROR event.
+        Raises ``watching.Expired`` on a 410 and ``watching.WatchError`` (a ValueError) on any
+        other ERROR event.
         """
-        kind = event.get("type")
-        body = event.get("object") or {}
-        if kind == "ERROR":
-            if body.get("code") == 410:
-                raise Expired()
-            raise ValueError(f"watch pods: {body.get('message', body)}")
+        kind, body = watching.read_event(event)
         new_version = bodies.resource_version_of(body, version)
         key = bodies.key_of(body)
         if kind == "DELETED":
@@ -191,7 +183,7 @@ class PodInformer:
                 version = await self._list()
                 while True:
                     version = await self._watch(version)
-            except Expired:
+            except watching.Expired:
                 logger.info("Pod watch expired; listing again")
             except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as error:
                 logger.warning("Pod watch failed (%s); listing again", error)
@@ -209,7 +201,7 @@ class PodInformer:
         finally:
             response.release()
         if status == 410:
-            raise Expired()
+            raise watching.Expired()
         if status >= 400:
             raise ValueError(f"list pods: HTTP {status}")
         listing = bodies.decode(body)
@@ -218,16 +210,11 @@ class PodInformer:
 
     async def _watch(self, version: str) -> str:
         response = await self._core.list_pod_for_all_namespaces(
-            watch=True,
-            resource_version=version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=WATCH_TIMEOUT_SECONDS,
-            _preload_content=False,
-            _request_timeout=WATCH_TIMEOUT_SECONDS + 30,
+            **watching.watch_options(version, timeout=WATCH_TIMEOUT_SECONDS)
         )
         try:
             if response.status == 410:
-                raise Expired()
+                raise watching.Expired()
             if response.status >= 400:
                 raise ValueError(f"watch pods: HTTP {response.status}")
             async for line in response.content:

@@ -21,7 +21,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypedDict
 
 import aiohttp
 import yarl
@@ -47,9 +47,15 @@ class ApiError(Exception):
         retry_after: float | None = None,
     ) -> None:
         self.verb = verb
+        """What was asked: ``patch``, ``annotate``, ``evict``, ``create`` (a client method's
+        verb, also the label of the error metric)."""
         self.target = target
+        """What it was about: ``pods/NAMESPACE/NAME``, ``queues/NAME/status``, ..."""
         self.status = status
+        """The HTTP status of the refusal; 0 when the request got no answer."""
         self.reason = reason
+        """The ``Status`` reason (``NotFound``, ``TooManyRequests``); without an answer, the
+        name of the client's error."""
         self.message = message
         self.retry_after = retry_after
         """Seconds the server asked the client to wait (``Status.details.retryAfterSeconds``,
@@ -132,6 +138,10 @@ _JSON_PATCH: Final = "application/json-patch+json"
 _MERGE_PATCH: Final = "application/merge-patch+json"
 
 
+_METHODS: Final = {"patch": "PATCH", "create": "POST"}
+"""The HTTP method of each verb of the operator's writes."""
+
+
 class AsyncKube:
     """:class:`KubeApi` over a kubernetes-asyncio ``ApiClient``: its configuration, credentials
     and connection pool, without its generated API methods.
@@ -165,13 +175,15 @@ class AsyncKube:
         self,
         verb: str,
         target: str,
-        method: str,
         path: str,
         body: Any,
         content_type: str,
         *,
         accept: str = _JSON,
     ) -> None:
+        """``verb`` (``patch`` or ``create``: PATCH or POST) ``body`` to ``path``; ``target``
+        names the object in errors. Raises :class:`ApiError` when refused or unanswered."""
+        method = _METHODS[verb]
         await self._limiter.acquire()
         client = self._client
         # The session is looked up per request: tune_client replaces it after construction.
@@ -201,85 +213,46 @@ class AsyncKube:
             )
         if status >= 400:
             self._on_error(verb, status)
-            reason, message, retry_after = _status_reason(answer)
-            if retry_after is None:
-                retry_after = _seconds(retry_header)
             raise ApiError(
-                verb=verb,
-                target=target,
-                status=status,
-                reason=reason,
-                message=message,
-                retry_after=retry_after,
+                verb=verb, target=target, status=status, **_refusal(answer, retry_header)
             )
 
     async def patch_pod(self, namespace: str, name: str, patch: JsonPatch) -> None:
-        await self._send(
-            "patch",
-            f"pods/{namespace}/{name}",
-            "PATCH",
-            paths.pod(namespace, name),
-            patch,
-            _JSON_PATCH,
-            accept=METADATA_ONLY,
-        )
+        await self._send("patch", *_pod(namespace, name), patch, _JSON_PATCH, accept=METADATA_ONLY)
 
     async def annotate_pod(
         self, namespace: str, name: str, annotations: Mapping[str, str | None]
     ) -> None:
-        await self._send(
-            "patch",
-            f"pods/{namespace}/{name}",
-            "PATCH",
-            paths.pod(namespace, name),
-            bodies.annotations_patch(annotations),
-            _MERGE_PATCH,
-            accept=METADATA_ONLY,
-        )
+        patch = bodies.annotations_patch(annotations)
+        await self._send("patch", *_pod(namespace, name), patch, _MERGE_PATCH, accept=METADATA_ONLY)
 
     async def evict_pod(self, namespace: str, name: str) -> None:
-        await self._send(
-            "create",
-            f"pods/{namespace}/{name}/eviction",
-            "POST",
-            paths.pod_eviction(namespace, name),
-            bodies.eviction(namespace, name),
-            _JSON,
-        )
+        where = (f"pods/{namespace}/{name}/eviction", paths.pod_eviction(namespace, name))
+        await self._send("create", *where, bodies.eviction(namespace, name), _JSON)
 
     async def create_queue(self, body: Mapping[str, Any]) -> None:
-        name = bodies.name_of(body)
-        await self._send("create", f"queues/{name}", "POST", paths.queues(), body, _JSON)
+        await self._send("create", f"queues/{bodies.name_of(body)}", paths.queues(), body, _JSON)
 
     async def patch_queue(self, name: str, patch: Mapping[str, Any]) -> None:
-        await self._send("patch", f"queues/{name}", "PATCH", paths.queue(name), patch, _MERGE_PATCH)
+        await self._send("patch", f"queues/{name}", paths.queue(name), patch, _MERGE_PATCH)
 
     async def patch_queue_status(self, name: str, patch: Mapping[str, Any]) -> None:
-        await self._send(
-            "patch",
-            f"queues/{name}/status",
-            "PATCH",
-            paths.queue_status(name),
-            patch,
-            _MERGE_PATCH,
-        )
+        where = (f"queues/{name}/status", paths.queue_status(name))
+        await self._send("patch", *where, patch, _MERGE_PATCH)
 
     async def patch_pod_group_status(
         self, namespace: str, name: str, patch: Mapping[str, Any]
     ) -> None:
-        await self._send(
-            "patch",
-            f"podgroups/{namespace}/{name}/status",
-            "PATCH",
-            paths.pod_group_status(namespace, name),
-            patch,
-            _MERGE_PATCH,
-        )
+        where = (f"podgroups/{namespace}/{name}/status", paths.pod_group_status(namespace, name))
+        await self._send("patch", *where, patch, _MERGE_PATCH)
 
     async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
-        await self._send(
-            "create", f"events/{namespace}", "POST", paths.events(namespace), body, _JSON
-        )
+        await self._send("create", f"events/{namespace}", paths.events(namespace), body, _JSON)
+
+
+def _pod(namespace: str, name: str) -> tuple[str, str]:
+    """A pod's target (in errors and logs) and its path."""
+    return f"pods/{namespace}/{name}", paths.pod(namespace, name)
 
 
 def proxy_for(url: str) -> str | None:
@@ -316,6 +289,21 @@ def tune_client(api_client: Any) -> None:
     rest.pool_manager = aiohttp.ClientSession(
         connector=connector, trust_env=False, read_bufsize=2**21
     )
+
+
+class _Refusal(TypedDict):
+    reason: str
+    message: str
+    retry_after: float | None
+
+
+def _refusal(body: bytes, retry_header: str | None) -> _Refusal:
+    """:func:`_status_reason` of a refusal's body, the wait from the ``Retry-After`` header
+    when the body names none."""
+    reason, message, retry_after = _status_reason(body)
+    if retry_after is None:
+        retry_after = _seconds(retry_header)
+    return _Refusal(reason=reason, message=message, retry_after=retry_after)
 
 
 def _status_reason(body: bytes) -> tuple[str, str, float | None]:

@@ -21,7 +21,6 @@ from typing import Any
 
 import kopf
 
-from queuetree.api import bodies
 from queuetree.core import decisions, objects, sessions
 from queuetree.operator import (
     cycle,
@@ -33,6 +32,7 @@ from queuetree.operator import (
     metrics,
     settings,
     state,
+    writing,
 )
 
 logger = logging.getLogger(__name__)
@@ -63,25 +63,6 @@ def make_session(config: settings.OperatorSettings, *, admission_only: bool) -> 
         )
 
     return run_session
-
-
-async def ensure_queues(api: kube.KubeApi, *, default_queue: str) -> None:
-    """Create ``root`` (not reclaimable) and the default queue (reclaimable) when absent.
-
-    409 means the queue exists: nothing to do. Other failures are retried, as Volcano's
-    scheduler cache retries 60 times at 1 s.
-    """
-    for name, reclaimable in ((objects.ROOT_QUEUE, False), (default_queue, True)):
-        for _attempt in range(60):
-            try:
-                await api.create_queue(bodies.queue_manifest(name, reclaimable=reclaimable))
-            except kube.ApiError as error:
-                if error.status == 409:
-                    break
-                logger.warning("Creating queue %s failed (%s); retrying", name, error)
-                await asyncio.sleep(1)
-                continue
-            break
 
 
 def build_cycle(
@@ -142,7 +123,7 @@ async def lead(
     cluster.set_wake(admission.wake)
     remover.start()
     try:
-        await ensure_queues(api, default_queue=config.default_queue)
+        await writing.ensure_queues(api, default_queue=config.default_queue)
         await admission.run()
     finally:
         cluster.set_wake(lambda: None)

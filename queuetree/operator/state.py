@@ -28,12 +28,13 @@ import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from queuetree.core import governing, objects, resources
 from queuetree.operator import compacting
 
 WakeFn = Callable[[], None]
+StoredT = TypeVar("StoredT")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -183,11 +184,7 @@ class ClusterState:
         self._wake()
 
     def delete_queue(self, name: str) -> None:
-        with self._lock:
-            if self._queues.pop(name, None) is None:
-                return
-            self._changed()
-        self._wake()
+        self._drop(self._queues, name)
 
     def upsert_pod(self, pod: objects.Pod) -> None:
         """Store ``pod``; a pod that no longer carries our gate confirms its assumed removal.
@@ -475,33 +472,33 @@ class ClusterState:
         self._wake()
 
     def upsert_node(self, node: objects.Node) -> None:
-        with self._lock:
-            if self._nodes.get(node.name) == node:
-                return
-            self._nodes[node.name] = node
-            self._changed()
-        self._wake()
+        self._put(self._nodes, node.name, node)
 
     def delete_node(self, name: str) -> None:
-        with self._lock:
-            if self._nodes.pop(name, None) is None:
-                return
-            self._changed()
-        self._wake()
+        self._drop(self._nodes, name)
 
     def upsert_priority_class(self, priority_class: objects.PriorityClass) -> None:
         """PriorityClasses give PodGroups their priority (``spec.priorityClassName``, else the
         global default): the order in which queues' jobs are admitted."""
+        self._put(self._priority_classes, priority_class.name, priority_class)
+
+    def delete_priority_class(self, name: str) -> None:
+        self._drop(self._priority_classes, name)
+
+    def _put(self, table: dict[str, StoredT], key: str, value: StoredT) -> None:
+        """Store ``value`` under ``key`` in ``table``; a change is a new version and wakes the
+        cycle."""
         with self._lock:
-            if self._priority_classes.get(priority_class.name) == priority_class:
+            if table.get(key) == value:
                 return
-            self._priority_classes[priority_class.name] = priority_class
+            table[key] = value
             self._changed()
         self._wake()
 
-    def delete_priority_class(self, name: str) -> None:
+    def _drop(self, table: dict[str, StoredT], key: str) -> None:
+        """Forget ``key`` in ``table``; a change is a new version and wakes the cycle."""
         with self._lock:
-            if self._priority_classes.pop(name, None) is None:
+            if table.pop(key, None) is None:
                 return
             self._changed()
         self._wake()

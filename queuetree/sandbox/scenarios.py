@@ -227,7 +227,7 @@ def _condition(raw: Any, *, where: str) -> dict[str, Any]:
 
 def _names(manifests: Sequence[Mapping[str, Any]]) -> str:
     return ", ".join(
-        f"{m.get('kind', '?')}/{(m.get('metadata') or {}).get('name', '?')}" for m in manifests
+        f"{m.get('kind', '?')}/{bodies.metadata_of(m).get('name', '?')}" for m in manifests
     )
 
 

@@ -155,7 +155,7 @@ def explain_pod(
             remedy = result.remedies.get(key)
             if remedy:
                 lines += _wrap("to admit", remedy, width)
-            written = pod.annotations.get("scheduling.queuetree.io/admission-reason")
+            written = pod.annotations.get(objects.ADMISSION_REASON_ANNOTATION)
             if written and written != result.reasons.get(key):
                 lines += _wrap("operator", f"last wrote: {written}", width)
     elif stage == "admitted":

@@ -21,9 +21,9 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-from queuetree.api import bodies
+from queuetree.api import bodies, watching
 from queuetree.core import objects
 from queuetree.webhooks import views
 
@@ -33,10 +33,7 @@ ListFn = Callable[..., Awaitable[Any]]
 """A kubernetes-asyncio ``list_*`` method (with its positional arguments bound)."""
 ResetFn = Callable[[list[Mapping[str, Any]]], None]
 EventFn = Callable[[str, Mapping[str, Any]], None]
-
-
-class Expired(Exception):
-    """The watch's resourceVersion is too old (HTTP 410 or an ERROR event with code 410)."""
+KeptT = TypeVar("KeptT")
 
 
 class Forbidden(Exception):
@@ -62,14 +59,14 @@ class Informer:
         self._list_fn = list_fn
         self._on_reset = on_reset
         self._on_event = on_event
+        self.synced = asyncio.Event()
+        """Set after the first successful LIST."""
+        self.resource_version = ""
         self._watch_timeout = watch_timeout
         self._max_backoff = max_backoff
         self.optional = optional
         """When the LIST is forbidden, count as synced with nothing (and keep retrying slowly)
         instead of holding readiness back: for caches that only improve warnings."""
-        self.synced = asyncio.Event()
-        """Set after the first successful LIST."""
-        self.resource_version = ""
 
     async def run(self) -> None:
         """Run until cancelled."""
@@ -82,7 +79,7 @@ class Informer:
                     await self._watch()
             except asyncio.CancelledError:
                 raise
-            except Expired:
+            except watching.Expired:
                 logger.info("%s: watch expired at %s, listing again", self.name, self.rv_text)
             except Forbidden as exc:
                 if not self.optional:
@@ -122,16 +119,11 @@ class Informer:
 
     async def _watch(self) -> None:
         response = await self._list_fn(
-            watch=True,
-            resource_version=self.resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=self._watch_timeout,
-            _preload_content=False,
-            _request_timeout=self._watch_timeout + 30,
+            **watching.watch_options(self.resource_version, timeout=self._watch_timeout)
         )
         async with response:
             if response.status == 410:
-                raise Expired()
+                raise watching.Expired()
             if response.status != 200:
                 raise RuntimeError(
                     f"watch: HTTP {response.status}: {(await response.read())[:200]!r}"
@@ -141,12 +133,7 @@ class Informer:
                     self._handle(json.loads(line))
 
     def _handle(self, event: Mapping[str, Any]) -> None:
-        kind = event.get("type")
-        obj = event.get("object") or {}
-        if kind == "ERROR":
-            if obj.get("code") == 410:
-                raise Expired()
-            raise RuntimeError(f"watch error: {obj.get('message') or obj}")
+        kind, obj = watching.read_event(event)
         version = bodies.metadata_of(obj).get("resourceVersion")
         if version:
             self.resource_version = version
@@ -227,52 +214,43 @@ class ClusterCache:
 
     def reset_namespaces(self, items: list[Mapping[str, Any]]) -> None:
         self._namespaces = {}
-        for item in items:
-            self.namespace_event("ADDED", item)
-        self._touch()
+        self._replay(items, self.namespace_event)
 
     def namespace_event(self, kind: str, obj: Mapping[str, Any]) -> None:
-        found = views.namespace_annotations(obj)
-        if found is None:
-            return
-        if kind == "DELETED":
-            self._namespaces.pop(found[0], None)
-        else:
-            self._namespaces[found[0]] = found[1]
-        self._touch()
+        self._apply(self._namespaces, kind, views.namespace_annotations(obj))
 
     def reset_pod_groups(self, items: list[Mapping[str, Any]]) -> None:
         self._pod_groups = {}
-        for item in items:
-            self.pod_group_event("ADDED", item)
-        self._touch()
+        self._replay(items, self.pod_group_event)
 
     def pod_group_event(self, kind: str, obj: Mapping[str, Any]) -> None:
-        found = views.pod_group_queue(obj)
-        if found is None:
-            return
-        if kind == "DELETED":
-            self._pod_groups.pop(found[0], None)
-        else:
-            self._pod_groups[found[0]] = found[1]
-        self._touch()
+        self._apply(self._pod_groups, kind, views.pod_group_queue(obj))
 
     def reset_nodes(self, items: list[Mapping[str, Any]]) -> None:
         self._nodes = {}
-        for item in items:
-            self.node_event("ADDED", item)
-        self._touch()
+        self._replay(items, self.node_event)
 
     def node_event(self, kind: str, obj: Mapping[str, Any]) -> None:
         found = views.node_resource_names(obj)
+        if found is not None and kind != "DELETED" and self._nodes.get(found[0]) == found[1]:
+            return  # node status churns (heartbeats); the view only needs the names
+        self._apply(self._nodes, kind, found)
+
+    def _replay(self, items: list[Mapping[str, Any]], event: EventFn) -> None:
+        """A LIST's ``items`` as ADDED events, into a table emptied by the caller."""
+        for item in items:
+            event("ADDED", item)
+        self._touch()
+
+    def _apply(self, table: dict[str, KeptT], kind: str, found: tuple[str, KeptT] | None) -> None:
+        """An event's object, read as ``found`` (its key and what the view keeps of it; None:
+        nothing to keep), into ``table``."""
         if found is None:
             return
         if kind == "DELETED":
-            self._nodes.pop(found[0], None)
-        elif self._nodes.get(found[0]) != found[1]:
-            self._nodes[found[0]] = found[1]
+            table.pop(found[0], None)
         else:
-            return  # node status churns (heartbeats); the view only needs the names
+            table[found[0]] = found[1]
         self._touch()
 
     def _touch(self) -> None:

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from queuetree.api import admission, bodies, patches, queue_manifests
-from queuetree.core import objects, problems, validation
+from queuetree.core import objects, problems
 from queuetree.webhooks import pods, verdicts, views
 from queuetree.webhooks import settings as settings_
 
@@ -115,7 +115,7 @@ def validate(
     if not trouble:
         return verdicts.Verdict(admission.allow(request.uid))
     return verdicts.Verdict(
-        admission.deny(request.uid, validation.aggregate([p.render() for p in trouble])),
+        admission.deny(request.uid, problems.aggregate([p.render() for p in trouble])),
         missing=missing,
     )
 

@@ -64,14 +64,12 @@ from types import MappingProxyType
 from typing import Any
 
 from queuetree.api import admission, bodies, patches, pod_manifests, readers
-from queuetree.core import objects, problems, resources, validation
+from queuetree.core import objects, problems, resources
 from queuetree.webhooks import settings as settings_
 from queuetree.webhooks import verdicts, views
 
 GATE = objects.QUEUE_ALLOCATION_GATE
 """The gate's name, which is also the opt-in annotation's key."""
-RESIZE = "resize"
-"""The subresource of an in-place resize (``pods/resize``), which ``/pods/validate`` reviews."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -280,7 +278,7 @@ def _validate_create(
         if not trouble:
             return verdicts.Verdict(admission.allow(request.uid), missing_namespaces=lagging)
         return verdicts.Verdict(
-            admission.deny(request.uid, validation.aggregate([p.render() for p in trouble])),
+            admission.deny(request.uid, problems.aggregate([p.render() for p in trouble])),
             missing_namespaces=lagging,
         )
     choice = resolve_queue(
@@ -331,7 +329,7 @@ def _validate_create(
         )
     return verdicts.Verdict(
         admission.deny(
-            request.uid, validation.aggregate([p.render() for p in trouble]), warnings=warnings
+            request.uid, problems.aggregate([p.render() for p in trouble]), warnings=warnings
         ),
         missing=missing,
         missing_namespaces=lagging,
@@ -374,7 +372,7 @@ def queue_reasons(
     if children:
         reasons.append(
             f"{noun} can only be submitted to leaf queues, and queue {name} has "
-            f"{len(children)} child queues: {validation.list_names(children)}"
+            f"{len(children)} child queues: {problems.list_names(children)}"
         )
     if queue.state is not objects.QueueState.OPEN:
         reasons.append(
@@ -403,7 +401,7 @@ def _validate_update(
     if old is None or request.username == settings.operator_username:
         return verdicts.Verdict(admission.allow(request.uid))
     new = request.object
-    if request.sub_resource == RESIZE:
+    if request.sub_resource == admission.RESIZE_SUBRESOURCE:
         # A resize changes resources only (the API server keeps nothing else of it).
         growth = _growth(request, old, view=view, settings=settings)
         if not growth:
@@ -504,7 +502,7 @@ def _validate_update(
     if not trouble:
         return verdicts.Verdict(admission.allow(request.uid))
     return verdicts.Verdict(
-        admission.deny(request.uid, validation.aggregate([p.render() for p in trouble]))
+        admission.deny(request.uid, problems.aggregate([p.render() for p in trouble]))
     )
 
 
@@ -536,7 +534,7 @@ def _growth(
         reasons = "; ".join(problem.render() for problem in error.problems)
         return [
             problems.Problem(
-                "spec",
+                pod_manifests.REQUESTS_PATH,
                 problems.ErrorType.FORBIDDEN,
                 f"the requests of {subject} cannot be read, so queuetree cannot tell whether "
                 f"the write raises them: {reasons}",
@@ -569,7 +567,7 @@ def _growth(
         )
     return [
         problems.Problem(
-            "spec",
+            pod_manifests.REQUESTS_PATH,
             problems.ErrorType.FORBIDDEN,
             f"{why}; delete the pod and create it again with the new requests, so that it waits "
             "for room in its queue (lowering requests is allowed)",

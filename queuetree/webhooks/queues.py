@@ -1,14 +1,23 @@
 """Queue admission: ``/queues/validate`` and ``/queues/mutate`` as pure functions.
 
 Each takes the checked request, the cluster view and the settings, and returns the
-AdmissionReview response; the rules themselves live in ``queuetree.core.validation`` (shared
-with the operator). Field paths are prefixed ``requestBody.`` as in Volcano's messages.
+AdmissionReview response; the rules themselves are pure, in ``queuetree.core``
+(``field_rules``, ``tree_rules``, ``deletion_rules``, and ``queue_warnings`` for what is
+allowed but probably wrong), applied here in Volcano's order. Field paths are prefixed
+``requestBody.`` as in Volcano's messages.
 """
 
 from __future__ import annotations
 
 from queuetree.api import admission, bodies, patches, queue_manifests
-from queuetree.core import objects, problems, validation
+from queuetree.core import (
+    deletion_rules,
+    field_rules,
+    objects,
+    problems,
+    queue_warnings,
+    tree_rules,
+)
 from queuetree.webhooks import settings as settings_
 from queuetree.webhooks import verdicts, views
 
@@ -46,7 +55,7 @@ def validate(
         )
     if request.object is None:
         return verdicts.Verdict(verdicts.missing_object(request, what="object"))
-    if request.sub_resource == "status":
+    if request.sub_resource == admission.STATUS_SUBRESOURCE:
         return verdicts.Verdict(
             _answer(request.uid, _status_problems(request, settings=settings), warnings=[])
         )
@@ -62,7 +71,7 @@ def validate(
         previous = old_reading.queue
     trouble = [
         *reading.problems,
-        *validation.validate_fields(reading.queue, tree=tree, previous=previous),
+        *field_rules.validate_fields(reading.queue, tree=tree, previous=previous),
     ]
     if not trouble:
         # What the queue's fields allow but no session could use (an unknown state kept by
@@ -73,23 +82,23 @@ def validate(
     if queue is not None:
         old = None if old_reading is None else views.queue_from_reading(old_reading)
         if old is None or queue.parent != old.parent:
-            found = validation.validate_parent(queue, tree=tree, max_depth=settings.max_queue_depth)
+            found = tree_rules.validate_parent(queue, tree=tree, max_depth=settings.max_queue_depth)
             missing = tuple(
                 str(e.value) for e in found if e.type is problems.ErrorType.NOT_FOUND and e.value
             )
             trouble += found
         if settings.enable_root_queue_protection and previous is not None:
-            trouble += validation.validate_root_update(queue, previous)
-        if old is None or validation.quota_changed(queue, old):
-            trouble += validation.validate_quota_in_tree(queue, tree=tree)
-    warnings = validation.soft_problems(
+            trouble += field_rules.validate_root_update(queue, previous)
+        if old is None or tree_rules.quota_changed(queue, old):
+            trouble += tree_rules.validate_quota_in_tree(queue, tree=tree)
+    warnings = queue_warnings.soft_problems(
         reading.queue, tree=tree, node_resources=view.node_resources, sound=queue is not None
     )
     existing = None if previous is None else tree.queues.get(reading.queue.name)
     if queue is not None and existing is not None:
         # The figures are the operator's, in the stored queue; an update of the spec
         # carries the status along but a client could send any.
-        warnings += validation.usage_warnings(queue, old=existing, tree=tree)
+        warnings += queue_warnings.usage_warnings(queue, old=existing, tree=tree)
     return verdicts.Verdict(_answer(request.uid, trouble, warnings=warnings), missing=missing)
 
 
@@ -207,7 +216,7 @@ def _deletion_problems(
         if request.old_object is None
         else views.queue_from_manifest(request.old_object, name=name)
     )
-    return validation.validate_deletion(
+    return deletion_rules.validate_deletion(
         name,
         queue=old or view.tree.queues.get(name),
         tree=view.tree,
@@ -220,5 +229,5 @@ def _answer(
 ) -> admission.RawReview:
     if not trouble:
         return admission.allow(uid, warnings=warnings)
-    message = validation.aggregate([p.render(PATH_PREFIX) for p in trouble])
+    message = problems.aggregate([p.render(PATH_PREFIX) for p in trouble])
     return admission.deny(uid, message, warnings=warnings)

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Final, Protocol
 
-from queuetree.api import admission
+from queuetree.api import admission, bodies
 from queuetree.core import problems
 from queuetree.webhooks import namespaces, podgroups, pods, queues, verdicts, views
 from queuetree.webhooks import settings as settings_
@@ -114,16 +114,18 @@ class Endpoint:
     resource: admission.Resource
     operations: frozenset[str]
     fn: ReviewFn
-    mutating: bool
     sub_resources: frozenset[str] = frozenset({""})
     """The subresources of ``resource`` it reviews ("" the resource itself; ``fn`` reads
     ``request.sub_resource``)."""
 
 
-QUEUES = admission.Resource("scheduling.volcano.sh", "v1beta1", "queues")
-POD_GROUPS = admission.Resource("scheduling.volcano.sh", "v1beta1", "podgroups")
+QUEUES = admission.Resource(bodies.VOLCANO_GROUP, bodies.VOLCANO_VERSION, "queues")
+POD_GROUPS = admission.Resource(bodies.VOLCANO_GROUP, bodies.VOLCANO_VERSION, "podgroups")
 PODS = admission.Resource("", "v1", "pods")
 NAMESPACES = admission.Resource("", "v1", "namespaces")
+
+CREATE = frozenset({"CREATE"})
+CREATE_UPDATE = frozenset({"CREATE", "UPDATE"})
 
 ENDPOINTS: Mapping[str, Endpoint] = MappingProxyType(
     {
@@ -135,57 +137,38 @@ ENDPOINTS: Mapping[str, Endpoint] = MappingProxyType(
                 QUEUES,
                 frozenset({"CREATE", "UPDATE", "DELETE"}),
                 queues.validate,
-                mutating=False,
-                sub_resources=frozenset({"", "status"}),
+                sub_resources=frozenset({"", admission.STATUS_SUBRESOURCE}),
             ),
-            Endpoint(
-                "/queues/mutate",
-                "mutatequeue.volcano.sh",
-                QUEUES,
-                frozenset({"CREATE"}),
-                queues.mutate,
-                mutating=True,
-            ),
-            Endpoint(
-                "/pods/mutate",
-                "mutatepod.volcano.sh",
-                PODS,
-                frozenset({"CREATE"}),
-                pods.mutate,
-                mutating=True,
-            ),
+            Endpoint("/queues/mutate", "mutatequeue.volcano.sh", QUEUES, CREATE, queues.mutate),
+            Endpoint("/pods/mutate", "mutatepod.volcano.sh", PODS, CREATE, pods.mutate),
             Endpoint(
                 "/pods/validate",
                 "validatepod.queuetree.io",
                 PODS,
-                frozenset({"CREATE", "UPDATE"}),
+                CREATE_UPDATE,
                 pods.validate,
-                mutating=False,
-                sub_resources=frozenset({"", pods.RESIZE}),
+                sub_resources=frozenset({"", admission.RESIZE_SUBRESOURCE}),
             ),
             Endpoint(
                 "/podgroups/mutate",
                 "mutatepodgroup.volcano.sh",
                 POD_GROUPS,
-                frozenset({"CREATE"}),
+                CREATE,
                 podgroups.mutate,
-                mutating=True,
             ),
             Endpoint(
                 "/podgroups/validate",
                 "validatepodgroup.volcano.sh",
                 POD_GROUPS,
-                frozenset({"CREATE", "UPDATE"}),
+                CREATE_UPDATE,
                 podgroups.validate,
-                mutating=False,
             ),
             Endpoint(
                 "/namespaces/validate",
                 "validatenamespace.queuetree.io",
                 NAMESPACES,
-                frozenset({"CREATE", "UPDATE"}),
+                CREATE_UPDATE,
                 namespaces.validate,
-                mutating=False,
             ),
         )
     }

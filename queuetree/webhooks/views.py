@@ -3,7 +3,7 @@
 The server's watch-backed caches (``caching``) and ``queuetree review``'s ``--queues`` file both
 produce a :class:`ClusterView`; the review functions read nothing else, so tests need no server.
 
-- queues: the queue tree (``validation.QueueTree``), from Queue objects, status included;
+- queues: the queue tree (``queue_trees.QueueTree``), from Queue objects, status included;
 - namespaces: each namespace's annotations (the queue-name default) and its opt-in label;
 - pod groups: ``namespace/name`` -> ``spec.queue``, to find the queue of a pod in a group;
 - node resources: the scalar resources nodes offer (for the root-capability warning).
@@ -17,12 +17,12 @@ from types import MappingProxyType
 from typing import Any
 
 from queuetree.api import bodies, queue_manifests
-from queuetree.core import errors, objects, quantities, resources, validation
+from queuetree.core import errors, objects, quantities, queue_trees, resources
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClusterView:
-    tree: validation.QueueTree = validation.EMPTY_TREE
+    tree: queue_trees.QueueTree = queue_trees.EMPTY_TREE
     namespaces: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
     """Namespace name -> its annotations (absent namespaces have none), the opt-in key holding
     the value of the namespace's opt-in *label* (:func:`namespace_annotations`)."""
@@ -42,7 +42,7 @@ class ClusterView:
         node_resources: Iterable[str] = (),
     ) -> ClusterView:
         return cls(
-            tree=validation.QueueTree.of(queues),
+            tree=queue_trees.QueueTree.of(queues),
             namespaces=MappingProxyType(dict(namespaces or {})),
             pod_groups=MappingProxyType(dict(pod_groups or {})),
             node_resources=frozenset(node_resources),

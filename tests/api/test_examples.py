@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from queuetree.api import manifest_files, queue_manifests
-from queuetree.core import validation
+from queuetree.core import queue_trees, tree_rules
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE_FILES = sorted(
@@ -55,8 +55,8 @@ def test_the_example_queue_tree_obeys_every_rule_of_the_queue_webhook() -> None:
         (ROOT / "examples" / "queues" / "hierarchy.yaml").read_text(), source="hierarchy.yaml"
     )
     queues = [queue_manifests.parse_queue(d.manifest, origin=d.origin) for d in documents]
-    tree = validation.QueueTree.of(queues)
-    assert validation.validate_tree(tree, max_depth=5) == {}
+    tree = queue_trees.QueueTree.of(queues)
+    assert tree_rules.validate_tree(tree, max_depth=5) == {}
 
 
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=[p.name for p in EXAMPLE_FILES])

@@ -1,14 +1,15 @@
-"""The capacity policy's rules, one table each: comparisons, shares, real capability, queue and
-victim order, and the reservation rule of an evicted pod."""
+"""The capacity plugin's admission checks and the comparisons they make, one table each:
+comparisons, shares, the reservation rule of an evicted pod, a pods capability, enqueue and its
+refusals, scalar resources, the plugin's arguments. (The tree's figures, the orders and reclaim
+have tests of their own: test_capacity_tree, test_capacity_order, test_capacity_reclaim.)"""
 
 from __future__ import annotations
 
-import functools
 from typing import Any, NamedTuple
 
 import pytest
 
-from queuetree.core import capacity, configs, frameworks, objects, sessions, vectors
+from queuetree.core import configs, objects, sessions, vectors
 from tests import builders as b
 
 GPU = "nvidia.com/gpu"
@@ -150,143 +151,6 @@ def test_capacity_checks_are_strict_and_only_on_requested_dimensions(
     assert vectors.first_exceeding(used, limit, req_dims=dims) == expected
 
 
-def _open(*objs: object, hierarchy: bool) -> capacity.CapacityPlugin:
-    config = b.config([b.plugin("capacity", hierarchy=hierarchy)], actions=())
-    snapshot = b.snapshot(*objs)  # type: ignore[arg-type]
-    result = sessions.run_session(snapshot, config=config, feature_gates=b.GATES_ON)
-    assert result.errors == ()
-    # Re-open a session to inspect the plugin's attributes (the result holds only figures).
-    session = sessions.open_session(
-        snapshot,
-        config=config,
-        feature_gates=b.GATES_ON,
-    )
-    plugin = capacity.CapacityPlugin(config.tiers[0].plugins[0])
-    session.register([[plugin]])
-    return plugin
-
-
-def test_flat_real_capability_is_total_minus_all_guarantees_plus_own_capped_by_capability() -> None:
-    plugin = _open(
-        b.node("n1").allocatable(cpu="10", memory="10Gi"),
-        b.queue("a").guarantee(cpu="2").capability(cpu="5"),
-        b.queue("b").guarantee(cpu="3").deserved(cpu="9"),
-        b.queue("c"),
-        hierarchy=False,
-    )
-    real = {name: plugin.attrs[name].real_capability[:2] for name in ("a", "b", "c")}
-    deserved = {name: plugin.attrs[name].deserved[:2] for name in ("a", "b", "c")}
-    gib = 10 * 2**30
-    assert (real, deserved) == (
-        {"a": [5000, gib], "b": [8000, gib], "c": [5000, gib]},
-        {"a": [2000, 0], "b": [8000, 0], "c": [0, 0]},
-    )
-
-
-def test_hierarchical_real_capability_subtracts_sibling_guarantees_and_inherits() -> None:
-    plugin = _open(
-        b.node("n1").allocatable(cpu="10", memory="10Gi", gpu="4"),
-        b.queue("root"),
-        b.queue("org").capability(cpu="8", gpu="2"),
-        b.queue("a").parent("org").guarantee(cpu="3"),
-        b.queue("b").parent("org").guarantee(cpu="1").capability(cpu="6"),
-        hierarchy=True,
-    )
-    figures = {
-        name: (
-            plugin.attrs[name].real_capability[vectors.CPU],
-            plugin.attrs[name].real_capability[plugin.dims.index[GPU]],
-        )
-        for name in ("org", "a", "b")
-    }
-    assert figures == {"org": (8000, 2000), "a": (7000, 2000), "b": (5000, 2000)}
-
-
-class QueueOrderCase(NamedTuple):
-    objs: Any
-    expected: Any
-
-
-QUEUE_ORDER = {
-    "higher priority first": QueueOrderCase(
-        objs=(b.queue("root"), b.queue("lo").deserved(cpu="1"), b.queue("hi").priority(5)),
-        expected=["hi", "lo"],
-    ),
-    "a queue with deserved before a best-effort one at equal share": QueueOrderCase(
-        objs=(b.queue("root"), b.queue("be"), b.queue("ds").deserved(cpu="1")),
-        expected=["ds", "be"],
-    ),
-    "ties fall back to creation time then name": QueueOrderCase(
-        objs=(
-            b.queue("root"),
-            b.queue("z").created(1),
-            b.queue("y").created(2),
-            b.queue("x").created(2),
-        ),
-        expected=["z", "x", "y"],
-    ),
-    "leaves before parents": QueueOrderCase(
-        objs=(b.queue("root"), b.queue("p").deserved(cpu="1"), b.queue("c").parent("p")),
-        expected=["c", "p"],
-    ),
-    "two leaves compare the children of their deepest common ancestor": QueueOrderCase(
-        objs=(
-            b.queue("root"),
-            b.queue("A").deserved(cpu="4"),
-            b.queue("a1").parent("A").deserved(cpu="8"),
-            b.queue("a2").parent("A"),
-            b.queue("B").deserved(cpu="4"),
-            b.queue("b1").parent("B").deserved(cpu="1"),
-            b.pod_group("ns", "a2").queue("a2").phase(objects.PodGroupPhase.RUNNING),
-            b.pod("ns", "a2").group("a2").requests(cpu="3").running_on("n1"),
-            b.pod_group("ns", "b1").queue("b1").phase(objects.PodGroupPhase.RUNNING),
-            b.pod("ns", "b1").group("b1").requests(cpu="500m").running_on("n1"),
-        ),
-        # a1's own share (0) is below b1's (0.5), but A (0.75) is above B (0.125).
-        expected=["b1", "a1", "a2", "B", "A"],
-    ),
-}
-
-
-@pytest.mark.parametrize(("objs", "expected"), QUEUE_ORDER.values(), ids=QUEUE_ORDER.keys())
-def test_queue_order_puts_priority_then_share_then_deserved_then_age_first(
-    objs: tuple[object, ...], expected: list[str]
-) -> None:
-    session = _session(b.node("n1").allocatable(cpu="8"), *objs)
-    names = [q for q in session.queues if q != "root"]
-    assert sorted(names, key=functools.cmp_to_key(session.queue_order)) == expected
-
-
-def _session(*objs: object) -> frameworks.Session:
-    snapshot = b.snapshot(*objs)  # type: ignore[arg-type]
-    config = b.config([b.plugin("capacity", hierarchy=True)], actions=())
-    session = sessions.open_session(
-        snapshot,
-        config=config,
-        feature_gates=b.GATES_ON,
-    )
-    session.register([[capacity.CapacityPlugin(config.tiers[0].plugins[0])]])
-    return session
-
-
-def test_victim_queues_closer_to_the_reclaimer_lose_pods_first() -> None:
-    session = _session(
-        b.queue("root"),
-        b.queue("org"),
-        b.queue("team").parent("org"),
-        b.queue("sibling").parent("org"),
-        b.queue("cousin-parent"),
-        b.queue("cousin").parent("cousin-parent"),
-    )
-    order = sorted(
-        ["cousin", "sibling"],
-        key=functools.cmp_to_key(
-            lambda left, right: session.victim_queue_order(left, right, "team")
-        ),
-    )
-    assert order == ["sibling", "cousin"]
-
-
 def test_an_evicted_opted_in_pod_does_not_reserve_its_queue() -> None:
     result = sessions.run_session(
         b.snapshot(
@@ -307,47 +171,6 @@ def test_an_evicted_opted_in_pod_does_not_reserve_its_queue() -> None:
     )
     # Volcano would reserve the victim's cpu in "borrower" for the rest of the session.
     assert (result.evict, result.queues["borrower"].reserved) == (("ns/victim",), b.res())
-
-
-RECLAIM_CONFIG = b.config(
-    [b.plugin("gang", "enableJobStarving", "enableJobPipelined")],
-    [b.plugin("predicates"), b.plugin("capacity")],
-    actions=("enqueue", "reclaim"),
-)
-GUARANTEED_PODS = {
-    "fix: a guarantee of 1 pod keeps one of two pods, not both "
-    "(Volcano's figures count no pods: it protects every pod)": (1, ("ns/v1",)),
-    "a guarantee of 2 pods keeps both": (2, ()),
-}
-
-
-@pytest.mark.parametrize(
-    ("guarantee", "evicted"), GUARANTEED_PODS.values(), ids=GUARANTEED_PODS.keys()
-)
-def test_a_guarantee_of_pods_keeps_that_many_pods_from_reclaim(
-    guarantee: int, evicted: tuple[str, ...]
-) -> None:
-    running = [
-        item
-        for name in ("v0", "v1")
-        for item in (
-            b.pod_group("ns", name).queue("borrower").phase(objects.PodGroupPhase.RUNNING),
-            b.pod("ns", name).group(name).requests(cpu="1").running_on("n1").created(int(name[1])),
-        )
-    ]
-    result = sessions.run_session(
-        b.snapshot(
-            b.node("n1").allocatable(cpu="2", memory="8Gi", pods="10"),
-            b.queue("owner").deserved(cpu="1"),
-            b.queue("borrower").guarantee(pods=str(guarantee)),
-            *running,
-            b.pod_group("ns", "claim").queue("owner").phase(objects.PodGroupPhase.INQUEUE),
-            b.pod("ns", "claim").group("claim").requests(cpu="1"),
-        ),
-        config=RECLAIM_CONFIG,
-        feature_gates=b.GATES_ON,
-    )
-    assert result.evict == evicted
 
 
 def test_allocate_binds_no_more_pods_than_a_pods_capability_allows() -> None:

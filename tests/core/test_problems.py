@@ -81,3 +81,33 @@ def test_an_input_error_lists_every_problem_one_per_line() -> None:
         [problems.Problem(message="a", origin="f#0"), problems.Problem(message="b", origin="f#1")]
     )
     assert (str(error), len(error.problems)) == ("f#0: a\nf#1: b", 2)
+
+
+@pytest.mark.parametrize(
+    ("messages", "expected"),
+    [
+        pytest.param(["one"], "one", id="single"),
+        pytest.param(["one", "two"], "[one, two]", id="several"),
+    ],
+)
+def test_errors_aggregate_as_kubernetes_prints_them(messages: list[str], expected: str) -> None:
+    assert problems.aggregate(messages) == expected
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        pytest.param(
+            problems.Problem("spec.x", problems.ErrorType.INVALID, "bad", value="1"),
+            'requestBody.spec.x: Invalid value: "1": bad',
+            id="with-value",
+        ),
+        pytest.param(
+            problems.Problem("spec", problems.ErrorType.FORBIDDEN, "no"),
+            "requestBody.spec: Forbidden: no",
+            id="without-value",
+        ),
+    ],
+)
+def test_field_errors_render_with_a_prefix(error: problems.Problem, expected: str) -> None:
+    assert error.render("requestBody.") == expected

@@ -949,3 +949,19 @@ def test_to_resource_list_prints_kubernetes_quantities(
 )
 def test_to_resource_list_is_the_inverse_of_from_resource_list(resource: Resource) -> None:
     assert Resource.from_resource_list(resources.to_resource_list(resource)) == resource
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        pytest.param("cpu", 20_000, "20", id="cpu-whole"),
+        pytest.param("cpu", 500, "500m", id="cpu-milli"),
+        pytest.param("memory", 40 * 1024**3, "40Gi", id="memory-binary"),
+        pytest.param("memory", 1_500_000, "1500k", id="memory-decimal"),
+        pytest.param("pods", 110, "110", id="pods-count"),
+        pytest.param("nvidia.com/gpu", 10_000, "10", id="gpu-whole-not-10000.00"),
+        pytest.param("cpu", resources.UNLIMITED, "unlimited", id="unlimited"),
+    ],
+)
+def test_amounts_print_as_canonical_quantities(name: str, value: int, expected: str) -> None:
+    assert resources.format_amount(name, value) == expected

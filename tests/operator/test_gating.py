@@ -1,83 +1,18 @@
-"""Gate removal: the patch that cannot hurt anyone, and the workers' outcomes."""
+"""Gate removal: the workers' queue, their outcomes and the hold-off after a failure. (The
+patch itself: test_writing.py.)"""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from typing import Any, NamedTuple
 
 import pytest
 
 from queuetree.core import objects
-from queuetree.operator import explaining, gating, state
+from queuetree.operator import gating, state, writing
 from tests.operator import fakes
 
 GATE = objects.QUEUE_ALLOCATION_GATE
-
-RECORD = {
-    "op": "add",
-    "path": "/metadata/annotations/scheduling.queuetree.io~1admitted-queue",
-    "value": "team",
-}
-
-
-class PatchesCase(NamedTuple):
-    gates: Any
-    expected: Any
-
-
-PATCHES = {
-    "our gate alone is removed with tests of uid and gates, and the queue recorded": PatchesCase(
-        gates=(GATE,),
-        expected=[
-            {"op": "test", "path": "/metadata/uid", "value": "uid-p"},
-            {"op": "test", "path": "/spec/schedulingGates", "value": [{"name": GATE}]},
-            {"op": "remove", "path": "/spec/schedulingGates"},
-            RECORD,
-        ],
-    ),
-    "another controller's gate blocks removal": PatchesCase(
-        gates=(GATE, "example.com/other"), expected=None
-    ),
-    "a pod without our gate is left alone": PatchesCase(
-        gates=("example.com/other",), expected=None
-    ),
-    "a pod without gates is left alone": PatchesCase(gates=(), expected=None),
-}
-
-
-@pytest.mark.parametrize(("gates", "expected"), list(PATCHES.values()), ids=list(PATCHES))
-def test_build_gate_removal_patch_only_removes_a_lone_queue_gate(
-    gates: tuple[str, ...], expected: list[dict[str, Any]] | None
-) -> None:
-    assert gating.build_gate_removal_patch(fakes.pod("p", gates=gates), queue="team") == expected
-
-
-def test_an_explained_pod_loses_its_explanation_in_the_same_patch() -> None:
-    pod = dataclasses.replace(
-        fakes.pod("p"), annotations={explaining.REASON_ANNOTATION: "queue team: cpu 2 > 1"}
-    )
-    assert gating.build_gate_removal_patch(pod, queue="team") == [
-        {"op": "test", "path": "/metadata/uid", "value": "uid-p"},
-        {"op": "test", "path": "/spec/schedulingGates", "value": [{"name": GATE}]},
-        {"op": "remove", "path": "/spec/schedulingGates"},
-        RECORD,
-        {"op": "remove", "path": "/metadata/annotations/scheduling.queuetree.io~1admission-reason"},
-    ]
-
-
-def test_a_pod_without_annotations_gets_the_record_as_its_first_annotation() -> None:
-    pod = dataclasses.replace(fakes.pod("p"), annotations={})
-    assert gating.build_gate_removal_patch(pod, queue="team") == [
-        {"op": "test", "path": "/metadata/uid", "value": "uid-p"},
-        {"op": "test", "path": "/spec/schedulingGates", "value": [{"name": GATE}]},
-        {"op": "remove", "path": "/spec/schedulingGates"},
-        {
-            "op": "add",
-            "path": "/metadata/annotations",
-            "value": {"scheduling.queuetree.io/admitted-queue": "team"},
-        },
-    ]
 
 
 def make(
@@ -148,7 +83,7 @@ async def test_worker_outcomes(
     assert outcomes == [gating.Outcome(key="ns/p", status=status, latency=0.5)]
     assert outcomes[0].label == label
     assert ("ns/p" in cluster.view().assumed) is still_assumed
-    assert remover.holding_off("ns/p") is (status not in (None, *gating.NORMAL_STATUSES))
+    assert remover.holding_off("ns/p") is (status not in (None, *writing.NORMAL_STATUSES))
 
 
 async def test_a_pod_that_gained_company_is_not_patched() -> None:

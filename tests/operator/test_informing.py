@@ -9,7 +9,7 @@ from typing import Any
 import hypothesis
 import pytest
 
-from queuetree.api import bodies, pod_fast_path, pod_manifests
+from queuetree.api import bodies, pod_fast_path, pod_manifests, watching
 from queuetree.core import objects
 from queuetree.operator import informing, state
 from tests import properties
@@ -199,7 +199,7 @@ def test_deletions_and_listings_remove_pods() -> None:
 @pytest.mark.parametrize(
     ("event", "error"),
     [
-        ({"type": "ERROR", "object": {"code": 410}}, informing.Expired),
+        ({"type": "ERROR", "object": {"code": 410}}, watching.Expired),
         ({"type": "ERROR", "object": {"code": 500, "message": "boom"}}, ValueError),
     ],
     ids=["410 means list again", "other errors restart the watch"],

@@ -13,7 +13,7 @@ import pytest
 from kubernetes_asyncio import config
 
 from kubesim import harness
-from queuetree.operator import explaining, gating, kube
+from queuetree.operator import explaining, kube, writing
 from tests.operator import cluster as sim
 from tests.operator import fakes
 
@@ -36,7 +36,7 @@ async def test_refusals_carry_status_and_reason_and_are_counted(
             limiter=kube.RateLimiter(qps=0, burst=1),
             on_error=lambda verb, status: errors.append((verb, status)),
         )
-        stale = gating.build_gate_removal_patch(
+        stale = writing.build_gate_removal_patch(
             fakes.pod("p", namespace="default", uid="old"), queue="default"
         )
         assert stale is not None
@@ -46,7 +46,7 @@ async def test_refusals_carry_status_and_reason_and_are_counted(
                 await writes.patch_pod(namespace, name, stale)
             except kube.ApiError as error:
                 outcomes.append((error.status, error.reason))
-        fresh = gating.build_gate_removal_patch(
+        fresh = writing.build_gate_removal_patch(
             fakes.pod("p", namespace="default", uid=created["metadata"]["uid"]), queue="default"
         )
         assert fresh is not None
@@ -158,7 +158,7 @@ async def test_the_gate_removal_takes_the_explanation_with_it_in_one_write(
         fakes.pod("held", namespace="default", uid=created["metadata"]["uid"]),
         annotations={reason: "queue default: cpu 0.1 > 0"},
     )
-    patch = gating.build_gate_removal_patch(held, queue="default")
+    patch = writing.build_gate_removal_patch(held, queue="default")
     assert patch is not None
     loaded = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
     async with loaded as api_client:

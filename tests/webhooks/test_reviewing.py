@@ -251,7 +251,6 @@ def test_a_bug_in_a_review_function_is_a_denial_with_code_500(
         endpoint.resource,
         endpoint.operations,
         broken,  # type: ignore[arg-type]
-        mutating=True,
     )
     monkeypatch.setattr(reviewing, "ENDPOINTS", {**reviewing.ENDPOINTS, endpoint.path: failing})
     answer = run("/queues/mutate", json.dumps(review("CREATE", queue("a"))).encode())

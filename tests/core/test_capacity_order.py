@@ -1,4 +1,7 @@
-"""Queue order on a key: ``Session.sorted_queues`` sorts on ``CapacityPlugin.queue_order_key``
+"""``queuetree.core.capacity_order``: the queue order and the victim queue order, as tables, and
+the queue order on a key.
+
+Queue order on a key: ``Session.sorted_queues`` sorts on ``CapacityPlugin.queue_order_key``
 when the queues at hand allow a key, and that order is exactly the comparator's
 (``sorted(names, key=cmp_to_key(session.queue_order))``), whatever the tree, the shares and
 their ties, the priorities and the creation times.
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -149,3 +153,79 @@ def test_a_cycle_of_the_comparator_sorts_the_same_whatever_order_the_queues_come
         tuple(session.sorted_queues(names)) for names in itertools.permutations(["q1", "q2", "q3"])
     }
     assert orders == {tuple(comparator_order(session, {"q1", "q2", "q3"}))}
+
+
+class QueueOrderCase(NamedTuple):
+    objs: Any
+    expected: Any
+
+
+QUEUE_ORDER = {
+    "higher priority first": QueueOrderCase(
+        objs=(b.queue("root"), b.queue("lo").deserved(cpu="1"), b.queue("hi").priority(5)),
+        expected=["hi", "lo"],
+    ),
+    "a queue with deserved before a best-effort one at equal share": QueueOrderCase(
+        objs=(b.queue("root"), b.queue("be"), b.queue("ds").deserved(cpu="1")),
+        expected=["ds", "be"],
+    ),
+    "ties fall back to creation time then name": QueueOrderCase(
+        objs=(
+            b.queue("root"),
+            b.queue("z").created(1),
+            b.queue("y").created(2),
+            b.queue("x").created(2),
+        ),
+        expected=["z", "x", "y"],
+    ),
+    "leaves before parents": QueueOrderCase(
+        objs=(b.queue("root"), b.queue("p").deserved(cpu="1"), b.queue("c").parent("p")),
+        expected=["c", "p"],
+    ),
+    "two leaves compare the children of their deepest common ancestor": QueueOrderCase(
+        objs=(
+            b.queue("root"),
+            b.queue("A").deserved(cpu="4"),
+            b.queue("a1").parent("A").deserved(cpu="8"),
+            b.queue("a2").parent("A"),
+            b.queue("B").deserved(cpu="4"),
+            b.queue("b1").parent("B").deserved(cpu="1"),
+            b.pod_group("ns", "a2").queue("a2").phase(objects.PodGroupPhase.RUNNING),
+            b.pod("ns", "a2").group("a2").requests(cpu="3").running_on("n1"),
+            b.pod_group("ns", "b1").queue("b1").phase(objects.PodGroupPhase.RUNNING),
+            b.pod("ns", "b1").group("b1").requests(cpu="500m").running_on("n1"),
+        ),
+        # a1's own share (0) is below b1's (0.5), but A (0.75) is above B (0.125).
+        expected=["b1", "a1", "a2", "B", "A"],
+    ),
+}
+
+
+@pytest.mark.parametrize(("objs", "expected"), QUEUE_ORDER.values(), ids=QUEUE_ORDER.keys())
+def test_queue_order_puts_priority_then_share_then_deserved_then_age_first(
+    objs: tuple[object, ...], expected: list[str]
+) -> None:
+    session = _session([b.node("n1").allocatable(cpu="8"), *objs], hierarchy=True)
+    names = [q for q in session.queues if q != "root"]
+    assert sorted(names, key=functools.cmp_to_key(session.queue_order)) == expected
+
+
+def test_victim_queues_closer_to_the_reclaimer_lose_pods_first() -> None:
+    session = _session(
+        [
+            b.queue("root"),
+            b.queue("org"),
+            b.queue("team").parent("org"),
+            b.queue("sibling").parent("org"),
+            b.queue("cousin-parent"),
+            b.queue("cousin").parent("cousin-parent"),
+        ],
+        hierarchy=True,
+    )
+    order = sorted(
+        ["cousin", "sibling"],
+        key=functools.cmp_to_key(
+            lambda left, right: session.victim_queue_order(left, right, "team")
+        ),
+    )
+    assert order == ["sibling", "cousin"]

@@ -1,0 +1,87 @@
+"""The writes one admission cycle plans: decided in full before anything is written.
+
+After the core session has decided (admissions, reasons, figures, victims), the cycle plans
+what follows from its decisions as one :class:`Writes` batch, with pure functions over the
+cycle's immutable view and result: the queue controller's writes (``queue_status``), the
+PodGroup statuses, the explanations of pods that stay gated and the notices of pods outside
+queue admission (``explaining``), and the evictions of reclaim (``reclaiming``). What the
+writer remembers of earlier batches comes in as plain values (:class:`Written`), so the same
+inputs plan the same batch. ``writing.Writer`` then applies the batch (Volcano's statements:
+operations recorded, then committed; kueue's scheduler: nominate and admit, then apply).
+
+Every planner is level-triggered: a diff between what the session decided and what the
+watches show, so a batch skipped while the last one is still being written is planned afresh
+by a later cycle, never lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Set
+from typing import Any
+
+from queuetree.core import decisions
+from queuetree.operator import explaining, queue_status, reclaiming, state
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Writes:
+    """One cycle's batch of writes, in the order the writer sends them."""
+
+    queues: tuple[queue_status.QueueWrite, ...] = ()
+    """Queue states, marks, parents and status, with the Events they raise."""
+    pod_groups: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    """PodGroup key -> a merge patch of its status."""
+    explanations: tuple[explaining.Explanation, ...] = ()
+    """Why pods stay gated (an annotation each, then an Event), or their removal."""
+    notices: tuple[explaining.Explanation, ...] = ()
+    """Pods that name a queue without opting in, told once by an Event."""
+    evictions: tuple[reclaiming.Eviction, ...] = ()
+    """Reclaim's victims, evicted one after the other."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Written:
+    """What the writer remembers that a plan must respect (``writing.Writer.written``)."""
+
+    noticed: Set[str] = frozenset()
+    """``explaining.notice_token`` of each pod outside queue admission told so already."""
+    evicting: Set[str] = frozenset()
+    """Victims whose eviction is in flight: not chosen again until it is answered."""
+
+
+def plan_writes(
+    view: state.StateView,
+    result: decisions.SessionResult,
+    *,
+    written: Written,
+    explained: Mapping[str, str],
+    stamp: str,
+    budget: int,
+    reclaim: bool,
+    memo: queue_status.PlanMemo,
+) -> Writes:
+    """The batch of writes that follows from ``result`` over ``view``.
+
+    ``explained`` is the explanation each pod shows (``state.ClusterState.explanations``);
+    ``stamp`` (RFC 3339) is the transition time of a readiness condition that flips;
+    ``budget`` bounds the explanations and notices together, explanations first; ``reclaim``
+    says whether the configuration reclaims at all; ``memo`` is
+    ``queue_status.plan_queue_writes``'s, kept by the caller from one plan to the next. Every
+    queue write that changes something is planned: how often a write that only refreshes
+    figures goes out is the cycle's pacing (``cycle.AdmissionCycle``).
+    """
+    queues = queue_status.plan_queue_writes(view, result, now=stamp, memo=memo)
+    explanations = explaining.plan_explanations(view, result, explained, budget=budget)
+    notices = explaining.plan_outside_notices(
+        view, written.noticed, budget=budget - len(explanations)
+    )
+    victims = reclaiming.plan_reclaim(view.snapshot, result) if reclaim else []
+    evictions = [e for e in victims if e.victim not in written.evicting]
+    return Writes(
+        queues=tuple(queues),
+        pod_groups=queue_status.plan_pod_group_status(view.pod_groups, result),
+        explanations=tuple(explanations),
+        notices=tuple(notices),
+        evictions=tuple(evictions),
+    )
