@@ -181,6 +181,7 @@ def _release(session: frameworks.Session, plugin: capacity.CapacityPlugin | None
     vars(session).clear()
 
 
+_WAITING = frozenset({objects.TaskStatus.PENDING, objects.TaskStatus.PIPELINED})
 _SCALARS = operator.attrgetter("scalars")
 _MIN_RESOURCES = operator.attrgetter("min_resources")
 _REQUEST_SCALARS = operator.attrgetter("resreq.scalars")
@@ -589,7 +590,7 @@ def _result(
         job = session.jobs[key]
         run = job.run
         if run is not None:
-            # Every member as its own lone pending pod's group would be (``_phase``): no
+            # Every member as its own lone pending pod's group would be (``_status``): no
             # task holds resources, so Inqueue once enqueued, else Pending. Members follow
             # their run's first group rather than their key's sorted place.
             if not job.group.synthetic:
@@ -604,11 +605,10 @@ def _result(
                 zip(itertools.islice(run.groups, run.inqueue, None), itertools.repeat(pending))
             )
             continue
-        found = _count_tasks(job)
+        phases[key], found = _status(session, job)
         if not job.group.synthetic:
             # Single-pod groups and stand-ins have no object to write counts to.
             counts[key] = found
-        phases[key] = _phase(session, job, running=found.running, succeeded=found.succeeded)
     runs = [job for job in session.jobs.values() if job.run is not None]
     shared: explaining.Shared = []
     sentences: explaining.Sentences = {}
@@ -679,45 +679,70 @@ def count_runs(snapshot: objects.Snapshot, *, config: configs.SchedulerConfigura
     return runs + len(compacted.pods) - count
 
 
-def _count_tasks(job: frameworks.Job) -> objects.GroupCounts:
+def _status(
+    session: frameworks.Session, job: frameworks.Job
+) -> tuple[objects.PodGroupPhase, objects.GroupCounts]:
+    """Volcano's ``jobStatus``: the phase (``getPodGroupPhase``) and the counts ``running``,
+    ``succeeded`` and ``failed`` its scheduler writes at the end of a session.
+
+    Unknown when pods run but the gang cannot be whole (Volcano: running tasks and the gang
+    plugin's Unschedulable condition of this session, set whenever fewer than minMember tasks
+    hold resources, succeeded or are best effort, unless the missing ones are only being
+    deleted from their nodes and nothing waits; in admission mode the pods admitted and not
+    yet placed count too, since kube-scheduler is about to place them). Otherwise, once
+    minMember tasks are scheduled (they hold resources, Succeeded or Failed, or are being
+    deleted from their node): Completed when every one of them finished, Running otherwise.
+    So a group whose only pod failed is Completed (``failed`` 1), as Volcano writes it, and
+    holds nothing in its queue. Else Pending, unless enqueue admitted the group (Inqueue).
+
+    Deliberate choices: a group with nothing scheduled is never Running or Completed, even
+    with minMember 0 (Volcano would call an empty group Completed); tasks allocated in this
+    session count as scheduled (Volcano counts them once bound, in its next session); and a
+    Completed group none of whose pods is left unfinished (they were deleted after they
+    finished, say) stays Completed, where Volcano makes it Pending again, enqueues it, and
+    holds its minResources for pods that never come (docs/compatibility.md).
+    """
     running = succeeded = failed = 0
+    scheduled = job.ready  # held resources or Succeeded
+    finished = releasing = 0
+    live = waiting = False
     for task in job.tasks:
         status = task.status
         if status is objects.TaskStatus.RUNNING:
             running += task.pod.count
+            live = True
         elif status is objects.TaskStatus.SUCCEEDED:
             succeeded += task.pod.count
+            finished += 1
         elif status is objects.TaskStatus.FAILED:
             failed += task.pod.count
-    return objects.GroupCounts(running=running, succeeded=succeeded, failed=failed)
-
-
-def _phase(
-    session: frameworks.Session, job: frameworks.Job, *, running: int, succeeded: int
-) -> objects.PodGroupPhase:
-    """Volcano's ``jobStatus``: the phase its scheduler writes at the end of a session.
-
-    Unknown when pods run but the gang cannot be whole (Volcano: running tasks and the gang
-    plugin's Unschedulable condition of this session, set whenever fewer than minMember tasks
-    hold resources, succeeded or are best effort; in admission mode the pods admitted and not
-    yet placed count too, since kube-scheduler is about to place them). Otherwise Running once
-    minMember tasks hold resources or succeeded (Completed when every one of them succeeded),
-    else Pending, unless enqueue admitted the group (Inqueue). Deliberate choice: a group with
-    nothing holding resources is never Running or Completed, even with minMember 0 (Volcano
-    would call an empty group Completed).
-    """
+            scheduled += 1
+            finished += 1
+        elif status is objects.TaskStatus.RELEASING and task.node:
+            # Being deleted from its node: it still holds its slot (Volcano's
+            # ``ReleasingScheduledTaskNum``), so the phase does not flip while it terminates.
+            releasing += 1
+            live = True
+        else:
+            live = True
+            waiting = waiting or status in _WAITING
+    counts = objects.GroupCounts(running=running, succeeded=succeeded, failed=failed)
+    scheduled += releasing
     whole = job.ready + job.best_effort
     if session.admission_only:
         whole += session.in_flight.get(job.key, 0) + job.ungated
-    if running and whole < job.min_member:
-        return objects.PodGroupPhase.UNKNOWN
-    if job.ready and job.ready >= job.min_member:
-        if succeeded == job.ready:
-            return objects.PodGroupPhase.COMPLETED
-        return objects.PodGroupPhase.RUNNING
+    terminating = releasing and not waiting and scheduled >= job.min_member
+    if running and whole < job.min_member and not terminating:
+        return objects.PodGroupPhase.UNKNOWN, counts
+    if scheduled and scheduled >= job.min_member:
+        if finished == scheduled:
+            return objects.PodGroupPhase.COMPLETED, counts
+        return objects.PodGroupPhase.RUNNING, counts
+    if job.phase is objects.PodGroupPhase.COMPLETED and not live:
+        return objects.PodGroupPhase.COMPLETED, counts
     if job.phase is objects.PodGroupPhase.INQUEUE:
-        return job.phase
-    return objects.PodGroupPhase.PENDING
+        return job.phase, counts
+    return objects.PodGroupPhase.PENDING, counts
 
 
 def open_session(
