@@ -32,6 +32,7 @@ from queuetree.core import (
     folding,
     frameworks,
     governing,
+    inqueue_bounds,
     objects,
     ordering,
     plugins,
@@ -54,8 +55,14 @@ def run_session(
     compact: bool = True,
     fold: bool = True,
     scheduler_names: frozenset[str] | None = None,
+    bound: inqueue_bounds.InqueueBound | None = None,
 ) -> decisions.SessionResult:
     """Run one session over ``snapshot`` and return its decisions; never raises on bad trees.
+
+    ``bound`` (the operator's ``--inqueue-timeout`` as of now) bounds how long a PodGroup with
+    no pod holds its queue's room while Inqueue (``inqueue_bounds``): such a group past its
+    bound is Pending again (``SessionResult.released``) and yields to other work for one more
+    bound. None: no bound (Volcano's behaviour).
 
     ``scheduler_names`` (admission mode) are the schedulers that place ungated pods: a gated pod
     that names another ``spec.schedulerName`` is never ungated (nothing would place it, and its
@@ -97,6 +104,7 @@ def run_session(
                 admission_only=admission_only,
                 fold=fold,
                 scheduler_names=scheduler_names,
+                bound=bound,
             )
         compacted = compaction.compact(snapshot)
         result = _run(
@@ -106,6 +114,7 @@ def run_session(
             admission_only=admission_only,
             fold=fold,
             scheduler_names=scheduler_names,
+            bound=bound,
         )
         return dataclasses.replace(result, pod_groups=compacted.restore_phases(result.pod_groups))
     finally:
@@ -121,6 +130,7 @@ def _run(
     admission_only: bool,
     fold: bool,
     scheduler_names: frozenset[str] | None,
+    bound: inqueue_bounds.InqueueBound | None,
 ) -> decisions.SessionResult:
     # 0. feature gates: a gate the caller leaves out takes queuetree's default
     feature_gates = features.resolve(feature_gates)
@@ -134,6 +144,7 @@ def _run(
         feature_gates=feature_gates,
         admission_only=admission_only,
         fold=fold,
+        bound=bound,
     )
     session.scheduler_names = scheduler_names
     # 3. plugins
@@ -162,7 +173,7 @@ def _run(
         actions.allocate(session, admission_only=True)
     # 5. decisions
     try:
-        return _result(session, capacity_plugin)
+        return _result(session, capacity_plugin, bound=bound)
     finally:
         _release(session, capacity_plugin)
 
@@ -181,6 +192,7 @@ def _release(session: frameworks.Session, plugin: capacity.CapacityPlugin | None
     vars(session).clear()
 
 
+_FINISHED = frozenset({objects.TaskStatus.SUCCEEDED, objects.TaskStatus.FAILED})
 _WAITING = frozenset({objects.TaskStatus.PENDING, objects.TaskStatus.PIPELINED})
 _SCALARS = operator.attrgetter("scalars")
 _MIN_RESOURCES = operator.attrgetter("min_resources")
@@ -224,6 +236,7 @@ def _build_session(
     feature_gates: Mapping[str, bool],
     admission_only: bool,
     fold: bool = False,
+    bound: inqueue_bounds.InqueueBound | None = None,
 ) -> frameworks.Session:
     priority_classes = snapshot.priority_classes
     default_priority = next(
@@ -257,7 +270,11 @@ def _build_session(
         ]
     jobs: dict[str, frameworks.Job] = {}
     job_type = frameworks.Job
+    bounded: list[str] = []
+    """Real groups with conditions: those a bound may release or keep yielding."""
     for key, group in group_items:
+        if bound is not None and group.conditions and not group.synthetic:
+            bounded.append(key)
         # Inlined _new_job, positional: this runs once per pod group.
         priority_class = (
             priority_classes.get(group.priority_class_name) if priority_classes else None
@@ -316,6 +333,7 @@ def _build_session(
                     feature_gates=feature_gates,
                     admission_only=admission_only,
                     fold=False,
+                    bound=bound,
                 )
             job = _stand_in_job(
                 pod,
@@ -395,7 +413,26 @@ def _build_session(
     )
     session.in_flight = in_flight
     session.unschedulable_jobs = unschedulable
+    if bound is not None:
+        _apply_bound(session, bounded, bound=bound)
     return session
+
+
+def _apply_bound(
+    session: frameworks.Session, keys: list[str], *, bound: inqueue_bounds.InqueueBound
+) -> None:
+    """Release the groups of ``keys`` whose Inqueue bound ran out with no unfinished pod
+    (Pending from now on, before any plugin counts their room), and mark the ones released
+    less than a bound ago that still have none as yielding (``inqueue_bounds``)."""
+    for key in keys:
+        job = session.jobs[key]
+        if any(task.status not in _FINISHED for task in job.tasks):
+            continue  # its pods came: it is admitted (or not) as any other group
+        if inqueue_bounds.expired(job.group, bound=bound):
+            job.phase = objects.PodGroupPhase.PENDING
+            session.released.append(key)
+        elif inqueue_bounds.yielding(job.group, bound=bound):
+            session.yielding.add(key)
 
 
 def _acting_jobs(
@@ -550,7 +587,10 @@ def _new_job(
 
 
 def _result(
-    session: frameworks.Session, plugin: capacity.CapacityPlugin | None
+    session: frameworks.Session,
+    plugin: capacity.CapacityPlugin | None,
+    *,
+    bound: inqueue_bounds.InqueueBound | None,
 ) -> decisions.SessionResult:
     dims = session.dims
     queues: dict[str, decisions.QueueFigures] = {}
@@ -643,6 +683,10 @@ def _result(
         order=MappingProxyType(ordering.admission_order(session)),
         remedies=MappingProxyType(remedies),
         briefs=MappingProxyType(briefs),
+        released=tuple(sorted(session.released)),
+        group_conditions=MappingProxyType(
+            explaining.group_conditions(session, plugin, phases, bound=bound)
+        ),
     )
 
 
