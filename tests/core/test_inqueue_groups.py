@@ -13,9 +13,12 @@ import datetime
 from typing import Any, NamedTuple
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from queuetree.core import conditions, decisions, inqueue_bounds, objects, sessions
 from tests import builders as b
+from tests import properties
 
 INQUEUE = objects.PodGroupPhase.INQUEUE
 PENDING = objects.PodGroupPhase.PENDING
@@ -444,3 +447,144 @@ def test_due_lists_the_groups_whose_bound_or_window_ran_out(
 )
 def test_the_bound_is_written_as_a_person_writes_it(seconds: float, text: str) -> None:
     assert inqueue_bounds.describe_timeout(datetime.timedelta(seconds=seconds)) == text
+
+
+# -- a tenant's edits of its admitted PodGroup ------------------------------------------------
+
+
+def running(name: str, group_name: str, queue: str) -> b.PodBuilder:
+    """A pod of PodGroup ``group_name`` admitted to ``queue`` and running on n1."""
+    return (
+        b.pod("ns", name)
+        .group(group_name)
+        .requests(cpu="1")
+        .admitted_to(queue)
+        .running_on("n1")
+        .created(3)
+    )
+
+
+class EditCase(NamedTuple):
+    items: tuple[Any, ...]
+    expected: tuple[Any, ...]
+    """(phase of ns/g, reason of its condition or None, ungate, cpu held (allocated plus
+    inqueue, in millicores) in queues a, one and org)."""
+
+
+def held(result: decisions.SessionResult) -> tuple[int, ...]:
+    return tuple(
+        int(result.queues[name].allocated.milli_cpu + result.queues[name].inqueue.milli_cpu)
+        for name in ("a", "one", "org")
+    )
+
+
+EDITS = {
+    "fix: minResources raised past its queue's ancestor while Inqueue: Pending again, told why, "
+    "and the sibling queue's pod is admitted (it held 5 CPU of org's 2)": EditCase(
+        items=(group("g", "a", cpu="5").admitted_at(NOW - 10), *lone("p", "b", cpu="1")),
+        expected=(PENDING, REASON.NOT_ENOUGH_RESOURCES, ("ns/p",), (0, 0, 1000)),
+    ),
+    "minResources raised within the room while Inqueue: still Inqueue, holding the new figure": (
+        EditCase(
+            items=(group("g", "a", cpu="1500m").admitted_at(NOW - 10), *lone("p", "b", cpu="1")),
+            expected=(INQUEUE, None, (), (1500, 0, 1500)),
+        )
+    ),
+    "minResources raised past the room a group admitted before it holds: Pending again, the "
+    "other group keeps its room": EditCase(
+        items=(
+            group("honest", "b").admitted_at(NOW - 100),
+            group("g", "a", cpu="2").admitted_at(NOW - 10),
+        ),
+        expected=(PENDING, REASON.NOT_ENOUGH_RESOURCES, (), (0, 0, 1000)),
+    ),
+    "a group whose pods run keeps its room before any Inqueue group, however old": EditCase(
+        items=(
+            group("g", "a").admitted_at(NOW - 100),
+            group("runs", "b", cpu="2").phase(objects.PodGroupPhase.RUNNING),
+            running("r", "runs", "b"),
+        ),
+        expected=(PENDING, REASON.NOT_ENOUGH_RESOURCES, (), (0, 0, 2000)),
+    ),
+    "fix: minResources raised on a Running group: its pod runs on, the room beyond it is not "
+    "held (it held 5 CPU of org's 2 for ever, no bound applies to a group with pods)": EditCase(
+        items=(
+            group("g", "a", cpu="5").phase(objects.PodGroupPhase.RUNNING),
+            running("m", "g", "a"),
+            *lone("p", "b", cpu="1"),
+        ),
+        expected=(objects.PodGroupPhase.RUNNING, None, ("ns/p",), (1000, 0, 2000)),
+    ),
+    "minMember raised while Inqueue, more pods than the queue has room for: none admitted": (
+        EditCase(
+            items=(
+                group("g", "one").min_member(3).admitted_at(NOW - 10),
+                *(member(f"m{i}", "g") for i in range(3)),
+            ),
+            expected=(INQUEUE, None, (), (0, 1000, 0)),
+        )
+    ),
+    "minMember and minResources lowered while Inqueue, pods beyond them: only what the queue "
+    "has room for is admitted": EditCase(
+        items=(
+            group("g", "one", cpu="0").admitted_at(NOW - 10),
+            *(member(f"m{i}", "g") for i in range(3)),
+        ),
+        expected=(INQUEUE, None, ("ns/m0",), (0, 0, 0)),
+    ),
+    "moved to a full queue while Inqueue (before the webhook saw it admitted): Pending, the "
+    "group admitted there keeps its room": EditCase(
+        items=(
+            group("g", "one").admitted_at(NOW - 100),
+            group("there", "one").admitted_at(NOW - 200),
+        ),
+        expected=(PENDING, REASON.NOT_ENOUGH_RESOURCES, (), (0, 1000, 0)),
+    ),
+}
+
+
+@pytest.mark.parametrize(("items", "expected"), EDITS.values(), ids=EDITS.keys())
+def test_a_tenants_edits_of_its_admitted_group_never_hold_a_queue_past_capability(
+    items: tuple[Any, ...], expected: tuple[Any, ...]
+) -> None:
+    result = decide(*items)
+    written = result.group_conditions.get("ns/g")
+    assert (
+        result.pod_groups["ns/g"],
+        written.reason if written is not None and written.unschedulable else None,
+        result.ungate,
+        held(result),
+    ) == expected
+
+
+@st.composite
+def edited_groups(draw: st.DrawFn) -> list[Any]:
+    """Up to 8 PodGroups, each admitted (Inqueue) at some time, then edited by its tenant to
+    any minResources, queue or minMember, with or without pods; and a few lone pods."""
+    items: list[Any] = []
+    leaves = ("a", "b", "one")
+    for i in range(draw(st.integers(min_value=0, max_value=8))):
+        name = f"g{i}"
+        built = (
+            group(name, draw(st.sampled_from(leaves)), cpu=f"{draw(st.integers(0, 3000))}m")
+            .min_member(draw(st.integers(min_value=1, max_value=3)))
+            .admitted_at(NOW - draw(st.integers(min_value=0, max_value=299)))
+        )
+        items.append(built)
+        items.extend(member(f"{name}-m{j}", name) for j in range(draw(st.integers(0, 2))))
+    for i in range(draw(st.integers(min_value=0, max_value=3))):
+        items.extend(lone(f"p{i}", draw(st.sampled_from(leaves)), created=i))
+    return items
+
+
+@settings(max_examples=properties.examples(100))
+@given(edited_groups())
+def test_no_edit_of_admitted_groups_holds_a_queue_past_its_capability(items: list[Any]) -> None:
+    result = decide(*items)
+    over = {
+        name: (int(figures.inqueue.milli_cpu), int(figures.real_capability.milli_cpu))
+        for name, figures in result.queues.items()
+        if figures.allocated.milli_cpu + figures.inqueue.milli_cpu
+        > figures.real_capability.milli_cpu
+    }
+    assert over == {}
