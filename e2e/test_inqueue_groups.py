@@ -187,3 +187,61 @@ def test_a_pod_group_whose_pod_failed_ends_completed_and_frees_its_queue(
         0,
         "Completed",
     )
+
+
+def test_raising_an_admitted_groups_min_resources_never_holds_its_parent_past_capability(
+    kube: support.Kube,
+) -> None:
+    """A tenant raises the minResources of its Inqueue group past its parent's capability: the
+    group is Pending again, told why, and the parent's room goes to a sibling's pod (the group
+    has a pod, so no bound would ever have released it)."""
+    parent = support.unique("inqueue-edit")
+    mine, theirs = f"{parent}-mine", f"{parent}-theirs"
+    kube.must(
+        kube.apply(
+            support.queue(parent, capability={"cpu": "2"}),
+            support.queue(mine, parent=parent),
+            support.queue(theirs, parent=parent),
+        )
+    )
+    tenant = kube.as_tenant()
+    kube.must(
+        tenant.apply(
+            support.pod_group(
+                "job", namespace=kube.namespace, queue=mine, min_member=2, minResources=ONE_CPU
+            ),
+            support.pod("member", namespace=kube.namespace, requests=HALF, group="job"),
+        )
+    )
+    support.eventually(lambda: phase(kube, "job") == "Inqueue", what="the group is Inqueue")
+    kube.must(
+        tenant.kubectl(
+            "patch", "podgroup", "job", "-n", kube.namespace, "--type=merge",
+            "-p", '{"spec": {"minResources": {"cpu": "4"}}}',
+        )
+    )  # fmt: skip
+    condition = support.eventually(
+        lambda: (
+            kube.group_condition("job").get("reason") == "NotEnoughResources"
+            and kube.group_condition("job")
+        ),
+        what="the inflated group is sent back to Pending, told why",
+        diagnose=lambda: str(kube.get("podgroup", "job")),
+    )
+    kube.must(
+        tenant.apply(
+            support.pod("other", namespace=kube.namespace, queue=theirs, requests={"cpu": "1500m"})
+        )
+    )
+    support.eventually(
+        lambda: kube.running("other"),
+        what="the sibling's pod takes the parent's room",
+        diagnose=lambda: kube.describe_pod("other") + kube.describe_queue(parent),
+    )
+    assert (
+        phase(kube, "job"),
+        condition.get("status"),
+        # Its leaf inherits the parent's capability, so the leaf is the queue named.
+        "requested 4, used 0 of capability 2" in str(condition.get("message")),
+        kube.gated("member"),
+    ) == ("Pending", "True", True, True), condition
