@@ -48,7 +48,7 @@ unit-controlplane: controlplane
 
 ## e2e: the end-to-end suite against kubesim (started by the suite itself)
 e2e: setup
-	$(BIN)/pytest e2e --e2e --backend=kubesim
+	$(BIN)/pytest e2e --e2e --backend=kubesim --durations=15
 
 # Without Go the real backend cannot be built: said loudly, and fatal where
 # QUEUETREE_REQUIRE_REAL=1 (.ci/run sets it: CI never skips the real backend).
@@ -67,7 +67,7 @@ controlplane: setup
 
 ## e2e-real: the end-to-end suite against the real control plane (built by `make controlplane`)
 e2e-real: controlplane
-	@if command -v go >/dev/null 2>&1; then $(BIN)/pytest e2e --e2e --backend=real; else $(no_go); fi
+	@if command -v go >/dev/null 2>&1; then $(BIN)/pytest e2e --e2e --backend=real --durations=15; else $(no_go); fi
 
 ## test: everything this machine can run, in two lanes at once (hack/lanes.sh): the real control
 ## plane's (its build, the unit tests that start it, e2e on it) and everything else beside it

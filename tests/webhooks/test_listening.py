@@ -282,18 +282,25 @@ async def test_a_trickling_body_gets_408_at_the_request_deadline() -> None:
     """A body that keeps arriving, a byte every 0.1 s, is cut at the request deadline. The idle
     timeout is far longer than any gap a loaded machine makes between two bytes (it was 0.3 s,
     and a 0.1 s sleep that took 0.3 s got the idle answer instead), so only the deadline can
-    end the request; the deadline's answer comes whenever the loop gets to it."""
+    end the request; the deadline's answer comes whenever the loop gets to it.
+
+    The client stops sending 0.2 s before the earliest moment the server's deadline can fall
+    due (it counts from the server reading the first byte, after the client wrote it). Server
+    and client share this event loop, so every byte sent is read before the 408 is written:
+    the server closes without lingering (``handler_options``), and a byte sent after the
+    answer would make the kernel reset the connection and drop the answer unread."""
     limits = listening.Limits(request_timeout=0.6, idle_timeout=60.0)
+    loop = asyncio.get_running_loop()
     async with serving(limits) as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        sent_first = loop.time()
         writer.write(request_bytes()[: -len(POD_REVIEW)])
-        answer = asyncio.create_task(reader.readuntil(b"\r\n\r\n"))
-        for byte in POD_REVIEW[:30]:  # each byte well within the idle timeout
-            if answer.done():
+        for byte in POD_REVIEW[:30]:
+            if loop.time() - sent_first >= limits.request_timeout - 0.2:
                 break
             writer.write(bytes([byte]))
             await asyncio.sleep(0.1)
-        head = await asyncio.wait_for(answer, 5)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
         payload = await asyncio.wait_for(reader.read(4096), 5)
         writer.close()
     assert (int(head.split()[1]), json.loads(payload)["message"]) == (
