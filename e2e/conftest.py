@@ -147,6 +147,19 @@ def _existing_level(client: kubectl.Kubectl) -> int:
     return 0
 
 
+def _existing_inqueue_timeout(client: kubectl.Kubectl) -> float:
+    """The ``--inqueue-timeout`` of the deployed operator (its Deployment's arguments); the
+    operator's default when it sets none."""
+    from queuetree.operator import settings
+
+    for item in client.items("deployments", "-n", stack.NAMESPACE):
+        for container in item["spec"]["template"]["spec"].get("containers") or []:
+            for arg in container.get("args") or []:
+                if str(arg).startswith("--inqueue-timeout="):
+                    return float(str(arg).partition("=")[2])
+    return settings.DEFAULTS.inqueue_timeout
+
+
 @pytest.fixture(scope="session")
 def cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -162,7 +175,12 @@ def cluster(
             raise pytest.UsageError(
                 f"the cluster of KUBECONFIG={kubeconfig} does not run queuetree: {found.stderr}"
             )
-        yield support.Cluster(client, "existing", _existing_level(client))
+        yield support.Cluster(
+            client,
+            "existing",
+            _existing_level(client),
+            inqueue_timeout=_existing_inqueue_timeout(client),
+        )
         return
     backend = _backend(request.config)
     options = stack.Options(
@@ -171,6 +189,7 @@ def cluster(
         scheduler_config=SCHEDULER_CONFIG,
         schedule_period=0.5,
         backend=backend,
+        operator_flags=(f"--inqueue-timeout={support.INQUEUE_TIMEOUT:g}",),
     )
     _started.append(options.workdir)
     with stack.running(options) as running:

@@ -58,6 +58,11 @@ RUN_SECONDS = "kubesim.io/run-seconds"
 (kubesim's reads this annotation; the real backend's kwok stage is set up to read the same):
 the pause image never exits by itself."""
 
+INQUEUE_TIMEOUT = 30.0
+"""The operator's ``--inqueue-timeout`` in the e2e stack (and the e2e overlay, for kind):
+short, so that a test sees a PodGroup without pods go back to Pending within a minute; long
+enough that every other test's pods come well within it on a loaded two-core machine."""
+
 VALIDATING_WEBHOOKS = "validatingwebhookconfiguration/queuetree-validating-webhook"
 UNVALIDATED = "e2e.queuetree.io/unvalidated"
 """A label :func:`unvalidated_queues` takes out of the queue webhook's rules."""
@@ -85,6 +90,9 @@ class Cluster:
     sandbox: stack.Stack | None = None
     """The sandbox stack the suite started, None on an existing cluster: its processes,
     logs and audit records."""
+    inqueue_timeout: float = INQUEUE_TIMEOUT
+    """The operator's ``--inqueue-timeout`` (seconds; 0: none): how long a PodGroup without
+    pods holds its queue's room."""
 
 
 def unique(prefix: str) -> str:
@@ -433,6 +441,63 @@ class Kube:
 
     def gated(self, name: str) -> bool:
         return GATE in (self.gates(name) or [])
+
+    def fail_pod(self, name: str) -> None:
+        """Make the running pod ``name`` fail, as a kubelet reports a container that exited
+        with code 1: the pause image never exits, and neither simulated kubelet fails pods."""
+        found = self.pod(name) or {}
+        containers = (found.get("spec") or {}).get("containers") or []
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        status = {
+            "phase": "Failed",
+            "containerStatuses": [
+                {
+                    "name": container["name"],
+                    "image": container.get("image", ""),
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "started": False,
+                    "state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": now}},
+                }
+                for container in containers
+            ],
+        }
+        self.must(
+            self.client.run(
+                "patch",
+                "pod",
+                name,
+                "-n",
+                self.namespace,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                json.dumps({"status": status}),
+            )
+        )
+
+    def group_status(self, name: str) -> dict[str, Any]:
+        """The ``status`` of PodGroup ``name`` ({} while nobody wrote one)."""
+        return dict((self.get("podgroup", name) or {}).get("status") or {})
+
+    def group_condition(self, name: str, kind: str = "Unschedulable") -> dict[str, Any]:
+        """The condition of type ``kind`` of PodGroup ``name`` ({} when absent): queuetree's
+        admission condition by default."""
+        for entry in self.group_status(name).get("conditions") or []:
+            if entry.get("type") == kind:
+                return dict(entry)
+        return {}
+
+    def events_of(self, kind: str, name: str) -> list[dict[str, Any]]:
+        """The Events of the test's namespace about object ``kind``/``name``, oldest first."""
+        found = [
+            event
+            for event in self.client.items("events", "-n", self.namespace)
+            if (event.get("involvedObject") or {}).get("kind") == kind
+            and (event.get("involvedObject") or {}).get("name") == name
+        ]
+        return sorted(found, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime")))
 
     def explanation(self, name: str) -> str:
         """Why the operator says pod ``name`` waits (its reason annotation; "" for none)."""

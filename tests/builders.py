@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from types import MappingProxyType
 from typing import Any
 
-from queuetree.core import configs, objects, resources
+from queuetree.core import conditions, configs, objects, resources
 
 GPU = "nvidia.com/gpu"
 A100 = "nvidia.com/a100"
@@ -114,6 +114,34 @@ class PodGroupBuilder:
 
     def created(self, seconds: int) -> PodGroupBuilder:
         self._group = dataclasses.replace(self._group, created=at(seconds))
+        return self
+
+    def admitted_at(self, seconds: int) -> PodGroupBuilder:
+        """Inqueue since ``at(seconds)``, as the operator records it (the admission condition
+        False, reason Inqueue)."""
+        return self.phase(objects.PodGroupPhase.INQUEUE).condition(
+            unschedulable=False, reason=conditions.GroupReason.INQUEUE, seconds=seconds
+        )
+
+    def released_at(self, seconds: int) -> PodGroupBuilder:
+        """Pending since its release for lack of pods at ``at(seconds)``, as recorded."""
+        return self.phase(objects.PodGroupPhase.PENDING).condition(
+            unschedulable=True, reason=conditions.GroupReason.INQUEUE_TIMEOUT, seconds=seconds
+        )
+
+    def condition(
+        self, *, unschedulable: bool, reason: str, seconds: int, message: str = ""
+    ) -> PodGroupBuilder:
+        """The admission condition (``conditions.GROUP_CONDITION``) as written."""
+        written = objects.Condition(
+            type=conditions.GROUP_CONDITION,
+            status="True" if unschedulable else "False",
+            reason=str(reason),
+            message=message,
+            last_transition=at(seconds),
+        )
+        kept = tuple(c for c in self._group.conditions if c.type != written.type)
+        self._group = dataclasses.replace(self._group, conditions=(*kept, written))
         return self
 
     def build(self) -> objects.PodGroup:

@@ -10,6 +10,7 @@ gives (``core.field_rules``, ``core.tree_rules``) beside its reading problems.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
@@ -208,11 +209,53 @@ def parse_pod_group(
             failed=root.at("status", "failed").integer(0),
         ),
         status_written=bool(phase_text),
+        conditions=read_conditions(root.at("status", "conditions").value),
         created=meta.created,
         uid=meta.uid,
     )
     sink.raise_if_any()
     return group
+
+
+def read_conditions(value: object) -> tuple[objects.Condition, ...]:
+    """``status.conditions`` of a PodGroup, tolerantly: an entry that is not an object, or
+    that has no string ``type``, is left out; a field of the wrong type reads as absent (a
+    condition someone else wrote badly never makes the group unreadable)."""
+    if not isinstance(value, list):
+        return ()
+    found: list[objects.Condition] = []
+    for item in value:
+        if not isinstance(item, Mapping) or not isinstance(item.get("type"), str):
+            continue
+        found.append(
+            objects.Condition(
+                type=item["type"],
+                status=_text(item.get("status")),
+                reason=_text(item.get("reason")),
+                message=_text(item.get("message")),
+                last_transition=_time(item.get("lastTransitionTime")),
+                transition_id=_text(item.get("transitionID")),
+            )
+        )
+    return tuple(found)
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _time(value: object) -> datetime.datetime | None:
+    """An RFC 3339 time (YAML may have decoded it already), None when absent or unreadable."""
+    if isinstance(value, datetime.datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)
 
 
 def pod_group_problems(

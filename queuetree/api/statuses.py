@@ -1,4 +1,5 @@
-"""Queue status on the wire: the readiness condition, and what tools read back from a status.
+"""Status on the wire: a queue's readiness condition, what tools read back from a queue's
+status, and a PodGroup's admission condition (:func:`group_conditions_value`).
 
 The operator writes one condition of type :data:`READY_CONDITION` into ``status.conditions``
 (``core.conditions.Readiness``, in the Kubernetes condition shape: ``type``, ``status``
@@ -11,6 +12,7 @@ keys.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -94,6 +96,59 @@ def conditions_value(
             "lastTransitionTime": since,
         },
     ]
+
+
+def group_conditions_value(
+    written: Sequence[objects.Condition], wanted: conditions.GroupCondition, *, now: str
+) -> list[dict[str, Any]]:
+    """A PodGroup's ``status.conditions`` with its admission condition
+    (``conditions.GROUP_CONDITION``) set to ``wanted``; the other conditions (``written``) are
+    kept as they were, before it.
+
+    ``lastTransitionTime`` moves to ``now`` when the status flips, when there was none, and
+    when ``wanted.renew`` says the group entered Inqueue again (its bound starts then); a new
+    reason or message keeps the time of the last flip, as the Kubernetes convention has it.
+    """
+    current = next((c for c in written if c.type == conditions.GROUP_CONDITION), None)
+    status = "True" if wanted.unschedulable else "False"
+    since = now
+    if (
+        current is not None
+        and current.status == status
+        and current.last_transition is not None
+        and not wanted.renew
+    ):
+        since = format_time(current.last_transition)
+    others = [_condition(c) for c in written if c.type != conditions.GROUP_CONDITION]
+    return [
+        *others,
+        {
+            "type": conditions.GROUP_CONDITION,
+            "status": status,
+            "reason": str(wanted.reason),
+            "message": wanted.message,
+            "lastTransitionTime": since,
+        },
+    ]
+
+
+def _condition(condition: objects.Condition) -> dict[str, Any]:
+    """``condition`` as it was written (the fields the PodGroup CRD keeps)."""
+    item: dict[str, Any] = {"type": condition.type, "status": condition.status}
+    if condition.transition_id:
+        item["transitionID"] = condition.transition_id
+    if condition.last_transition is not None:
+        item["lastTransitionTime"] = format_time(condition.last_transition)
+    if condition.reason:
+        item["reason"] = condition.reason
+    if condition.message:
+        item["message"] = condition.message
+    return item
+
+
+def format_time(moment: datetime.datetime) -> str:
+    """``moment`` as Kubernetes writes times: RFC 3339, whole seconds, UTC (``...Z``)."""
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def read_queue_status(manifest: Mapping[str, Any]) -> QueueStatus:

@@ -81,6 +81,14 @@ def add_parser(subparsers: Any) -> None:
             f"fallback period of the admission cycle (default {defaults.cycle_period:g})",
         ),
         ("--metrics-port", int, defaults.metrics_port, "PORT", "0 disables /metrics"),
+        (
+            "--inqueue-timeout",
+            _seconds,
+            defaults.inqueue_timeout,
+            "SECONDS",
+            "how long an Inqueue PodGroup with minResources and no pod holds its queue's room "
+            f"before it goes back to Pending; 0: for ever (default {defaults.inqueue_timeout:g})",
+        ),
     )
     flags.add_bool_flag(
         parser, "--leader-elect", default=defaults.leader_elect, help="take a Lease before acting"
@@ -109,6 +117,17 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--identity", default="", metavar="ID", help="lease holder identity")
     flags.add_bool_flag(parser, "--standalone", default=True, help="no kopf peering (always)")
     parser.set_defaults(run=run)
+
+
+def _seconds(text: str) -> float:
+    """A non-negative number of seconds (``--inqueue-timeout``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0:  # refuses NaN too
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text!r}")
+    return value
 
 
 def load_config(path: str) -> configs.SchedulerConfiguration:
@@ -154,6 +173,7 @@ def build_settings(
         retry_period=args.leader_elect_retry_period,
         default_queue=args.default_queue,
         scheduler_names=args.scheduler_name,
+        inqueue_timeout=args.inqueue_timeout,
         **options,
     )
 

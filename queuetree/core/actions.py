@@ -50,22 +50,38 @@ class _QueueItem:
 def enqueue(session: frameworks.Session) -> None:
     """Move pending pod groups to Inqueue when their queue admits their ``minResources``.
 
-    A group without ``minResources`` is admitted without asking any plugin (spec §3.7). Left
-    Pending: the stand-in of a PodGroup that does not exist, a group whose pods all run outside
-    queue admission (``objects.PodGroup.outside``, none governed), and, in admission mode, a
-    group whose pods all name a scheduler outside ``Session.scheduler_names``.
+    A group without ``minResources`` is admitted without asking any plugin (spec §3.7). A group
+    with no pod yet is enqueued as any other (Volcano's enqueue looks at the PodGroup, not its
+    pods): controllers such as Volcano's job controller and the Kubeflow training operator
+    create pods only once their group is Inqueue. A group released for lack of pods in this
+    session (``Session.released``) is not enqueued again here, and one released less than a
+    bound ago (``Session.yielding``) only after every other group (``inqueue_bounds``). Left
+    Pending: the stand-in of a PodGroup that
+    does not exist, a group whose pods all run outside queue admission
+    (``objects.PodGroup.outside``, none governed), and, in admission mode, a group that has
+    pods and whose pods all name a scheduler outside ``Session.scheduler_names``.
     """
     pending: dict[str, list[frameworks.Job]] = {}
+    last: dict[str, list[frameworks.Job]] = {}
+    """Queue -> its yielding groups (``Session.yielding``), enqueued after every other one."""
     free: list[frameworks.Job] = []
     queues = session.queues
     phase_pending = objects.PodGroupPhase.PENDING
     foreign = session.scheduler_names
+    released = set(session.released)
+    yielding = session.yielding
     for job in session.jobs.values():
         if job.phase is not phase_pending or job.queue not in queues or job.group.missing:
             continue
+        if released and job.key in released:
+            continue  # its bound ran out in this very session: its room goes to others first
         if job.group.outside and not job.tasks:
             continue  # its pods run outside queue admission: nothing of it is in the queue
-        if foreign is not None and all(_placed_by_another_scheduler(session, t) for t in job.tasks):
+        if (
+            foreign is not None
+            and job.tasks
+            and all(_placed_by_another_scheduler(session, t) for t in job.tasks)
+        ):
             # Its pods are never ungated (each is told why): admitted, its minResources would
             # hold the queue's room for pods that can never use it.
             if job.run is not None:
@@ -75,6 +91,8 @@ def enqueue(session: frameworks.Session) -> None:
             # Admitted without a vote (spec §3.7); such a job moves no figure that another job's
             # vote reads, so its place in the order cannot change any outcome.
             free.append(job)
+        elif yielding and job.key in yielding:
+            last.setdefault(job.queue, []).append(job)
         else:
             pending.setdefault(job.queue, []).append(job)
     # JobEnqueued is told of these too in Volcano; the only implementation (capacity) adds a
@@ -84,13 +102,16 @@ def enqueue(session: frameworks.Session) -> None:
         job.phase = inqueue
         if job.run is not None:
             job.run.inqueue = len(job.run)
-    for queue in session.sorted_queues(set(pending)):
-        for job in sorted(pending[queue], key=lambda j: (session.job_key(j), j.key)):
-            if job.run is not None:
-                _enqueue_run(session, job, job.run)
-            elif session.job_enqueueable(job):
-                session.job_enqueued(job)
-                job.phase = objects.PodGroupPhase.INQUEUE
+    # The yielding groups (released for lack of pods less than a bound ago) come after every
+    # other group of every queue: they take only the room no other waiting work takes.
+    for waiting in (pending, last):
+        for queue in session.sorted_queues(set(waiting)):
+            for job in sorted(waiting[queue], key=lambda j: (session.job_key(j), j.key)):
+                if job.run is not None:
+                    _enqueue_run(session, job, job.run)
+                elif session.job_enqueueable(job):
+                    session.job_enqueued(job)
+                    job.phase = objects.PodGroupPhase.INQUEUE
 
 
 def _enqueue_run(session: frameworks.Session, job: frameworks.Job, run: frameworks.Run) -> None:

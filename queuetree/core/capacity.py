@@ -118,6 +118,9 @@ class CapacityPlugin(frameworks.Plugin):
         # The quota figures, then what the queues use, then what follows from both.
         self.attrs, self.faults = capacity_tree.build(session, hierarchy=self.hierarchy)
         capacity_usage.account_jobs(session, self.attrs)
+        if session.admission_only:
+            # What a tenant wrote into an admitted PodGroup never holds room past capability.
+            capacity_usage.recheck_held(session, self.attrs)
         for attr in self.attrs.values():
             attr.share = vectors.share(attr.allocated, attr.deserved, self.dims)
             attr.has_deserved = not vectors.is_empty(attr.deserved, self.dims)

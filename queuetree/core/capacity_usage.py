@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from queuetree.core import capacity_tree, frameworks, objects, vectors
+from queuetree.core import capacity_tree, frameworks, inqueue_bounds, objects, vectors
 
 
 def account_jobs(session: frameworks.Session, attrs: dict[str, capacity_tree.QueueAttr]) -> None:
@@ -219,3 +219,87 @@ def _move_allocated(
         target.allocated_pods += sign * task.pod.count
         target.share = vectors.share(target.allocated, target.deserved, dims)
     return attr
+
+
+def recheck_held(session: frameworks.Session, attrs: dict[str, capacity_tree.QueueAttr]) -> None:
+    """Keep every queue and ancestor within its real capability, counting what admitted pod
+    groups hold (``allocated + inqueue - elastic``, the figure enqueue checks), whatever their
+    owners wrote since their admission (admission mode).
+
+    Enqueue admits a group only when its ``minResources`` fit, but the PodGroup stays the
+    tenant's object: raising its ``minResources`` once it is Inqueue (or Running), or moving it
+    to another queue before the webhook sees it admitted, makes :func:`account_jobs` count
+    room no enqueue granted, which keeps every other group and lone pod of the queue and its
+    siblings out (Volcano counts it so). Where a queue is over, the groups of real PodGroups
+    that hold room in it are admitted again, as enqueue would, in the order they were: those
+    with their pods running first, then the Inqueue ones by the time they entered Inqueue
+    (their admission condition), oldest first. One that no longer fits holds nothing: an
+    Inqueue one is Pending again (enqueue then tells it why), a running one keeps its pods
+    and phase but not the room beyond them. Nothing changes while no queue is over.
+    """
+    dims = session.dims
+    over = {name for name, attr in attrs.items() if _over(attr)}
+    if not over:
+        return
+    held: list[tuple[tuple[Any, ...], frameworks.Job, vectors.Vec, capacity_tree.QueueAttr]] = []
+    for job in session.jobs.values():
+        attr = attrs.get(job.queue)
+        minimum = job.min_resources
+        if (
+            attr is None
+            or minimum is None
+            or job.run is not None
+            or job.group.synthetic
+            or not any(target.name in over for target in attr.chain)
+        ):
+            continue
+        running = job.phase == objects.PodGroupPhase.RUNNING
+        if not (job.phase == objects.PodGroupPhase.INQUEUE or running):
+            continue
+        allocated = dims.zero()
+        gated: vectors.Vec | None = None
+        ready = 0
+        for task in job.tasks:
+            if task.status in objects.ALLOCATED_STATUSES:
+                vectors.iadd(allocated, task.resreq)
+                ready += 1
+            if task.pod.held_by_other_gates:
+                if gated is None:
+                    gated = dims.zero()
+                vectors.iadd(gated, task.resreq)
+        if running and ready < job.min_member:
+            continue  # :func:`account_jobs` counted nothing for it
+        rest = deduct_gated(
+            [m - a if m > a else 0.0 for m, a in zip(minimum, allocated, strict=True)],
+            gated,
+            dims,
+        )
+        if not any(rest):
+            continue
+        since = inqueue_bounds.inqueue_since(job.group) or job.group.created
+        held.append(((not running, since, job.group.created, job.key), job, rest, attr))
+        for target in attr.chain:
+            vectors.isub(target.inqueue, rest)
+    for _, job, rest, attr in sorted(held, key=lambda item: item[0]):
+        if all(
+            target.allocated[i] + target.inqueue[i] + value - target.elastic[i]
+            <= target.real_capability[i]
+            for target in attr.chain
+            for i, value in enumerate(rest)
+            if value > 0
+        ):
+            for target in attr.chain:
+                vectors.iadd(target.inqueue, rest)
+        elif job.phase == objects.PodGroupPhase.INQUEUE:
+            job.phase = objects.PodGroupPhase.PENDING
+
+
+def _over(attr: capacity_tree.QueueAttr) -> bool:
+    """The queue's admitted groups hold more than its real capability on a dimension where
+    some of it is held room (``inqueue``)."""
+    return any(
+        held > 0 and allocated + held - elastic > limit
+        for allocated, held, elastic, limit in zip(
+            attr.allocated, attr.inqueue, attr.elastic, attr.real_capability, strict=True
+        )
+    )

@@ -1,4 +1,5 @@
-"""Queue conditions: whether a queue admits pods, and if not, the one reason a person acts on.
+"""Conditions: whether a queue admits pods, and if not, the one reason a person acts on; and
+whether a PodGroup is admitted to its queue (:class:`GroupCondition`).
 
 Every queue carries one readiness condition. Its inputs are the queue's state (decided by the
 operator's state machine) and the faults the session found in the tree (:class:`Fault`,
@@ -125,3 +126,46 @@ def _state_fault(name: str, state: objects.QueueState, *, closed_by_parent: bool
     return Fault(
         reason, f"queue {name!r} is {state}{cause}: it admits no new pods{pending}; {what}"
     )
+
+
+GROUP_CONDITION = "Unschedulable"
+"""The type of a PodGroup's admission condition: Volcano's ``PodGroupUnschedulableType``.
+``True`` while the group waits for its queue (or was sent back to wait), ``False`` once its
+queue admitted it (Inqueue). Volcano's job controller turns the latest ``True`` condition of a
+job's PodGroup that is not ``Scheduled`` into a Warning event on the job, so the reason a
+group waits reaches ``kubectl describe`` of the job too."""
+
+
+class GroupReason(enum.StrEnum):
+    """The reason of a PodGroup's admission condition."""
+
+    INQUEUE = "Inqueue"
+    """False: the queue admitted the group; its ``minResources`` are held there for its pods.
+    ``lastTransitionTime`` is when it last entered Inqueue: the start of its bound."""
+    NOT_ENOUGH_RESOURCES = "NotEnoughResources"
+    """True: the queue (or an ancestor) has no room for the group's ``minResources`` (Volcano's
+    reason for a gang that does not fit)."""
+    QUEUE_NOT_ADMITTING = "QueueNotAdmitting"
+    """True: the queue admits nothing (not Open, not a leaf, cut off from the tree, or it does
+    not exist)."""
+    OUTSIDE_QUEUE_ADMISSION = "OutsideQueueAdmission"
+    """True: the group's pods run outside queue admission (none opted in), so its queue admits
+    nothing for it and it holds nothing there."""
+    INQUEUE_TIMEOUT = "InqueueTimeout"
+    """True: the group had no pod within the bound after it entered Inqueue, and its room was
+    given back (``--inqueue-timeout``). ``lastTransitionTime`` is when."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupCondition:
+    """The admission condition a session wants a PodGroup to show (type
+    :data:`GROUP_CONDITION`)."""
+
+    unschedulable: bool
+    """The condition's status: True while the group waits."""
+    reason: GroupReason
+    message: str
+    renew: bool = False
+    """The group enters Inqueue in this session (its written phase is another): should its
+    condition already say Inqueue (it ran, lost its pods and was enqueued anew),
+    ``lastTransitionTime`` still moves to now, since it starts the group's bound again."""

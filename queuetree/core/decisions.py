@@ -165,6 +165,15 @@ class SessionResult:
     reason is a capacity rejection (``explaining.remedy``)."""
     briefs: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
     """Pod key -> the same rejection in a few words, for a table (``explaining.brief``)."""
+    released: tuple[str, ...] = ()
+    """PodGroup keys whose Inqueue bound ran out with no pod in this session
+    (``inqueue_bounds``): Pending again, their room given back, in key order."""
+    group_conditions: Mapping[str, conditions.GroupCondition] = dataclasses.field(
+        default_factory=_empty_mapping
+    )
+    """PodGroup key -> the admission condition the session wants the group to show, for the
+    real PodGroups it admitted (Inqueue), refused at enqueue, or released, in key order; a
+    group not listed keeps whatever condition it has (``explaining.group_conditions``)."""
 
     @property
     def evicted_for(self) -> Mapping[str, str]:

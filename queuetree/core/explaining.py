@@ -19,7 +19,15 @@ import itertools
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from queuetree.core import capacity, frameworks, objects, vectors
+from queuetree.core import (
+    capacity,
+    conditions,
+    frameworks,
+    inqueue_bounds,
+    objects,
+    resources,
+    vectors,
+)
 
 STRUCTURAL: Mapping[str, tuple[str, str]] = MappingProxyType(
     {
@@ -383,3 +391,138 @@ def _member_groups(session: frameworks.Session) -> dict[str, str]:
         if job.run is not None:
             found.update(zip(job.run.pods, job.run.groups, strict=True))
     return found
+
+
+def group_conditions(
+    session: frameworks.Session,
+    plugin: capacity.CapacityPlugin | None,
+    phases: Mapping[str, objects.PodGroupPhase],
+    *,
+    bound: inqueue_bounds.InqueueBound | None,
+) -> dict[str, conditions.GroupCondition]:
+    """PodGroup key -> the admission condition (``conditions.GROUP_CONDITION``) the session
+    wants each real PodGroup to show, given its ``phases``, in key order:
+
+    - released for lack of pods in this session: True, ``InqueueTimeout``, with the bound;
+    - Inqueue: False, ``Inqueue``, saying what its queue holds for its pods (``renew`` when
+      it enters Inqueue while its condition already said so: its bound starts again);
+    - Pending because enqueue refused it: True, ``NotEnoughResources`` (the queue or an
+      ancestor has no room: which one, the resource and the figures) or
+      ``QueueNotAdmitting`` (the queue is closed, not a leaf, cut off, or does not exist);
+      a group still yielding after its release keeps the condition of its release;
+    - Pending because none of its pods opted in: True, ``OutsideQueueAdmission``.
+
+    Other groups (Running, Completed, Unknown; Pending for another reason, such as a group
+    whose pods all run outside queue admission) are not listed: their condition is left as it
+    is. Lone pods' single-pod groups have no object and are never listed.
+    """
+    found: dict[str, conditions.GroupCondition] = {}
+    blockers = plugin.blockers if plugin is not None else {}
+    released = set(session.released)
+    timeout = inqueue_bounds.describe_timeout(bound.timeout) if bound is not None else ""
+    for key, job in session.jobs.items():
+        if job.group.synthetic or job.group.missing:
+            continue
+        # A run's members are groups like its first one (``folding``), each decided alone.
+        for member in job.run.groups if job.run is not None else (key,):
+            wanted = _group_condition(
+                session,
+                job,
+                phase=phases.get(member),
+                blocker=blockers.get(member),
+                released=member in released,
+                yielding=member in session.yielding,
+                timeout=timeout,
+            )
+            if wanted is not None:
+                found[member] = wanted
+    return dict(sorted(found.items()))
+
+
+def _group_condition(
+    session: frameworks.Session,
+    job: frameworks.Job,
+    *,
+    phase: objects.PodGroupPhase | None,
+    blocker: capacity.Blocker | None,
+    released: bool,
+    yielding: bool,
+    timeout: str,
+) -> conditions.GroupCondition | None:
+    """The condition :func:`group_conditions` wants for one group of ``job`` (the job's own,
+    or a member of its run, which shares its queue, minResources and written phase)."""
+    if released:
+        return conditions.GroupCondition(
+            unschedulable=True,
+            reason=conditions.GroupReason.INQUEUE_TIMEOUT,
+            message=_released(job, timeout),
+        )
+    if phase is objects.PodGroupPhase.INQUEUE:
+        return conditions.GroupCondition(
+            unschedulable=False,
+            reason=conditions.GroupReason.INQUEUE,
+            message=_admitted(job, timeout),
+            # Entering Inqueue (again): a condition that already says Inqueue gets the time
+            # of this entry, which starts the group's bound anew.
+            renew=job.group.phase is not objects.PodGroupPhase.INQUEUE,
+        )
+    if phase is not objects.PodGroupPhase.PENDING or yielding:
+        return None
+    if blocker is not None:
+        return conditions.GroupCondition(
+            unschedulable=True,
+            reason=(
+                conditions.GroupReason.NOT_ENOUGH_RESOURCES
+                if blocker.kind == "enqueue"
+                else conditions.GroupReason.QUEUE_NOT_ADMITTING
+            ),
+            message=explain_blocker(blocker, session.dims),
+        )
+    if job.queue not in session.queues:
+        return conditions.GroupCondition(
+            unschedulable=True,
+            reason=conditions.GroupReason.QUEUE_NOT_ADMITTING,
+            message=f"queue {job.queue!r} does not exist: create it or name an existing leaf "
+            "queue in the pod group's spec.queue",
+        )
+    if job.group.outside and not job.tasks:
+        return conditions.GroupCondition(
+            unschedulable=True,
+            reason=conditions.GroupReason.OUTSIDE_QUEUE_ADMISSION,
+            message="none of its pods opted in to queue admission: they run outside it, and "
+            f"the group holds nothing in queue {job.queue!r}",
+        )
+    return None
+
+
+def _held(job: frameworks.Job) -> str:
+    """The group's ``minResources`` as a person reads them: ``cpu 4, memory 8Gi``."""
+    minimum = job.group.min_resources
+    if minimum is None:
+        return ""
+    listed = resources.to_resource_list(minimum)
+    return ", ".join(f"{name} {value}" for name, value in listed.items() if value != "0")
+
+
+def _admitted(job: frameworks.Job, timeout: str) -> str:
+    """The message of an Inqueue group's condition (``timeout``: the bound, "" for none)."""
+    held = _held(job)
+    if not held:
+        return (
+            f"admitted to queue {job.queue!r}; the group declares no minResources, so its "
+            "queue holds nothing for its pods"
+        )
+    text = f"admitted to queue {job.queue!r}, which holds its minResources ({held}) for its pods"
+    if timeout and inqueue_bounds.holds_room(job.group):
+        text += f"; the room is given back if the group has no pod {timeout} after admission"
+    return text
+
+
+def _released(job: frameworks.Job, timeout: str) -> str:
+    """The message of a group released for lack of pods (``timeout``: the bound)."""
+    return (
+        f"no pod of the group came within {timeout} of its admission to queue {job.queue!r}: "
+        f"the room held for it ({_held(job)}) is given back; it is admitted again when room "
+        f"allows, for the next {timeout} only with room no other waiting work takes, then in "
+        "its turn"
+    )

@@ -23,7 +23,9 @@ never reads them (only placement and eviction do, and neither runs for gated pod
 A pod is a fold *candidate* when it is Pending with exactly the queue-allocation gate, not
 marked unschedulable, stands for one pod (``count`` 1), carries no admission record, is the
 only pod of its pod group, and that group exists, is in a leaf queue of the snapshot, is not
-a gang (minMember at most 1) and is Pending or Inqueue. Everything else goes the per-pod way.
+a gang (minMember at most 1) and is Pending or Inqueue (a real PodGroup Inqueue with
+``minResources`` excepted: ``capacity_usage.recheck_held`` may send it back to Pending).
+Everything else goes the per-pod way.
 
 Runs are formed per queue in creation order: the candidates and every other job of the queue
 that enqueue or allocate may act on (a Pending group, or a group with a Pending pod), sorted by
@@ -228,6 +230,9 @@ def find_candidates(
             or group.missing
             or (phase is not pending_phase and phase is not inqueue)
             or admitted in annotations
+            # What a real Inqueue group holds is checked again, group by group, when its
+            # queue is over (``capacity_usage.recheck_held``): it goes the per-pod way.
+            or (phase is inqueue and not group.synthetic and group.min_resources is not None)
         ):
             others.append(item)
             continue

@@ -459,6 +459,12 @@ class Session:
         self.scheduler_names: frozenset[str] | None = None
         """Admission mode: the ``spec.schedulerName`` values whose pods may be ungated (the
         schedulers that will place them); None admits pods whatever scheduler they name."""
+        self.released: list[str] = []
+        """Keys of the PodGroups whose Inqueue bound ran out without a pod
+        (``inqueue_bounds.expired``): Pending from session open, not enqueued again here."""
+        self.yielding: set[str] = set()
+        """Keys of the PodGroups released less than a bound ago, still without pods
+        (``inqueue_bounds.yielding``): enqueue takes them after every other pending group."""
         self._fns: dict[Hook, list[list[Callable[..., Any]]]] = {}
 
     # -- set-up -----------------------------------------------------------------------------

@@ -202,6 +202,23 @@ NO_COUNTS = GroupCounts()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Condition:
+    """One entry of a PodGroup's ``status.conditions`` as written (Volcano's
+    ``PodGroupCondition``). The operator reads its own (``conditions.GROUP_CONDITION``) and
+    rewrites the list keeping the others as they are."""
+
+    type: str
+    status: str
+    """``True``, ``False`` or ``Unknown``, as written."""
+    reason: str = ""
+    message: str = ""
+    last_transition: datetime.datetime | None = None
+    """``lastTransitionTime``; None when absent or unreadable."""
+    transition_id: str = ""
+    """``transitionID`` (Volcano's scheduler writes its session's id)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class PodGroup:
     """A ``scheduling.volcano.sh/v1beta1`` PodGroup, or the synthetic group of a lone pod."""
 
@@ -234,6 +251,10 @@ class PodGroup:
     """``status.phase`` is set: a controller wrote the group's status. Until then the
     operator writes phase and counts even when they equal the defaults (Pending, 0), so
     ``kubectl get podgroups`` fills its STATUS and RUNNINGS columns."""
+    conditions: tuple[Condition, ...] = ()
+    """``status.conditions`` as written. The admission condition among them
+    (``conditions.GROUP_CONDITION``) says when the group last entered Inqueue or was
+    released for lack of pods, which bounds its reservation (``inqueue_bounds``)."""
     created: datetime.datetime = EPOCH
     uid: str = ""
 

@@ -32,6 +32,7 @@ from queuetree.core import (
     folding,
     frameworks,
     governing,
+    inqueue_bounds,
     objects,
     ordering,
     plugins,
@@ -54,8 +55,14 @@ def run_session(
     compact: bool = True,
     fold: bool = True,
     scheduler_names: frozenset[str] | None = None,
+    bound: inqueue_bounds.InqueueBound | None = None,
 ) -> decisions.SessionResult:
     """Run one session over ``snapshot`` and return its decisions; never raises on bad trees.
+
+    ``bound`` (the operator's ``--inqueue-timeout`` as of now) bounds how long a PodGroup with
+    no pod holds its queue's room while Inqueue (``inqueue_bounds``): such a group past its
+    bound is Pending again (``SessionResult.released``) and yields to other work for one more
+    bound. None: no bound (Volcano's behaviour).
 
     ``scheduler_names`` (admission mode) are the schedulers that place ungated pods: a gated pod
     that names another ``spec.schedulerName`` is never ungated (nothing would place it, and its
@@ -97,6 +104,7 @@ def run_session(
                 admission_only=admission_only,
                 fold=fold,
                 scheduler_names=scheduler_names,
+                bound=bound,
             )
         compacted = compaction.compact(snapshot)
         result = _run(
@@ -106,6 +114,7 @@ def run_session(
             admission_only=admission_only,
             fold=fold,
             scheduler_names=scheduler_names,
+            bound=bound,
         )
         return dataclasses.replace(result, pod_groups=compacted.restore_phases(result.pod_groups))
     finally:
@@ -121,6 +130,7 @@ def _run(
     admission_only: bool,
     fold: bool,
     scheduler_names: frozenset[str] | None,
+    bound: inqueue_bounds.InqueueBound | None,
 ) -> decisions.SessionResult:
     # 0. feature gates: a gate the caller leaves out takes queuetree's default
     feature_gates = features.resolve(feature_gates)
@@ -134,6 +144,7 @@ def _run(
         feature_gates=feature_gates,
         admission_only=admission_only,
         fold=fold,
+        bound=bound,
     )
     session.scheduler_names = scheduler_names
     # 3. plugins
@@ -162,7 +173,7 @@ def _run(
         actions.allocate(session, admission_only=True)
     # 5. decisions
     try:
-        return _result(session, capacity_plugin)
+        return _result(session, capacity_plugin, bound=bound)
     finally:
         _release(session, capacity_plugin)
 
@@ -181,6 +192,8 @@ def _release(session: frameworks.Session, plugin: capacity.CapacityPlugin | None
     vars(session).clear()
 
 
+_FINISHED = frozenset({objects.TaskStatus.SUCCEEDED, objects.TaskStatus.FAILED})
+_WAITING = frozenset({objects.TaskStatus.PENDING, objects.TaskStatus.PIPELINED})
 _SCALARS = operator.attrgetter("scalars")
 _MIN_RESOURCES = operator.attrgetter("min_resources")
 _REQUEST_SCALARS = operator.attrgetter("resreq.scalars")
@@ -223,6 +236,7 @@ def _build_session(
     feature_gates: Mapping[str, bool],
     admission_only: bool,
     fold: bool = False,
+    bound: inqueue_bounds.InqueueBound | None = None,
 ) -> frameworks.Session:
     priority_classes = snapshot.priority_classes
     default_priority = next(
@@ -256,7 +270,11 @@ def _build_session(
         ]
     jobs: dict[str, frameworks.Job] = {}
     job_type = frameworks.Job
+    bounded: list[str] = []
+    """Real groups with conditions: those a bound may release or keep yielding."""
     for key, group in group_items:
+        if bound is not None and group.conditions and not group.synthetic:
+            bounded.append(key)
         # Inlined _new_job, positional: this runs once per pod group.
         priority_class = (
             priority_classes.get(group.priority_class_name) if priority_classes else None
@@ -315,6 +333,7 @@ def _build_session(
                     feature_gates=feature_gates,
                     admission_only=admission_only,
                     fold=False,
+                    bound=bound,
                 )
             job = _stand_in_job(
                 pod,
@@ -394,7 +413,26 @@ def _build_session(
     )
     session.in_flight = in_flight
     session.unschedulable_jobs = unschedulable
+    if bound is not None:
+        _apply_bound(session, bounded, bound=bound)
     return session
+
+
+def _apply_bound(
+    session: frameworks.Session, keys: list[str], *, bound: inqueue_bounds.InqueueBound
+) -> None:
+    """Release the groups of ``keys`` whose Inqueue bound ran out with no unfinished pod
+    (Pending from now on, before any plugin counts their room), and mark the ones released
+    less than a bound ago that still have none as yielding (``inqueue_bounds``)."""
+    for key in keys:
+        job = session.jobs[key]
+        if any(task.status not in _FINISHED for task in job.tasks):
+            continue  # its pods came: it is admitted (or not) as any other group
+        if inqueue_bounds.expired(job.group, bound=bound):
+            job.phase = objects.PodGroupPhase.PENDING
+            session.released.append(key)
+        elif inqueue_bounds.yielding(job.group, bound=bound):
+            session.yielding.add(key)
 
 
 def _acting_jobs(
@@ -549,7 +587,10 @@ def _new_job(
 
 
 def _result(
-    session: frameworks.Session, plugin: capacity.CapacityPlugin | None
+    session: frameworks.Session,
+    plugin: capacity.CapacityPlugin | None,
+    *,
+    bound: inqueue_bounds.InqueueBound | None,
 ) -> decisions.SessionResult:
     dims = session.dims
     queues: dict[str, decisions.QueueFigures] = {}
@@ -589,7 +630,7 @@ def _result(
         job = session.jobs[key]
         run = job.run
         if run is not None:
-            # Every member as its own lone pending pod's group would be (``_phase``): no
+            # Every member as its own lone pending pod's group would be (``_status``): no
             # task holds resources, so Inqueue once enqueued, else Pending. Members follow
             # their run's first group rather than their key's sorted place.
             if not job.group.synthetic:
@@ -604,11 +645,10 @@ def _result(
                 zip(itertools.islice(run.groups, run.inqueue, None), itertools.repeat(pending))
             )
             continue
-        found = _count_tasks(job)
+        phases[key], found = _status(session, job)
         if not job.group.synthetic:
             # Single-pod groups and stand-ins have no object to write counts to.
             counts[key] = found
-        phases[key] = _phase(session, job, running=found.running, succeeded=found.succeeded)
     runs = [job for job in session.jobs.values() if job.run is not None]
     shared: explaining.Shared = []
     sentences: explaining.Sentences = {}
@@ -643,6 +683,10 @@ def _result(
         order=MappingProxyType(ordering.admission_order(session)),
         remedies=MappingProxyType(remedies),
         briefs=MappingProxyType(briefs),
+        released=tuple(sorted(session.released)),
+        group_conditions=MappingProxyType(
+            explaining.group_conditions(session, plugin, phases, bound=bound)
+        ),
     )
 
 
@@ -679,45 +723,70 @@ def count_runs(snapshot: objects.Snapshot, *, config: configs.SchedulerConfigura
     return runs + len(compacted.pods) - count
 
 
-def _count_tasks(job: frameworks.Job) -> objects.GroupCounts:
+def _status(
+    session: frameworks.Session, job: frameworks.Job
+) -> tuple[objects.PodGroupPhase, objects.GroupCounts]:
+    """Volcano's ``jobStatus``: the phase (``getPodGroupPhase``) and the counts ``running``,
+    ``succeeded`` and ``failed`` its scheduler writes at the end of a session.
+
+    Unknown when pods run but the gang cannot be whole (Volcano: running tasks and the gang
+    plugin's Unschedulable condition of this session, set whenever fewer than minMember tasks
+    hold resources, succeeded or are best effort, unless the missing ones are only being
+    deleted from their nodes and nothing waits; in admission mode the pods admitted and not
+    yet placed count too, since kube-scheduler is about to place them). Otherwise, once
+    minMember tasks are scheduled (they hold resources, Succeeded or Failed, or are being
+    deleted from their node): Completed when every one of them finished, Running otherwise.
+    So a group whose only pod failed is Completed (``failed`` 1), as Volcano writes it, and
+    holds nothing in its queue. Else Pending, unless enqueue admitted the group (Inqueue).
+
+    Deliberate choices: a group with nothing scheduled is never Running or Completed, even
+    with minMember 0 (Volcano would call an empty group Completed); tasks allocated in this
+    session count as scheduled (Volcano counts them once bound, in its next session); and a
+    Completed group none of whose pods is left unfinished (they were deleted after they
+    finished, say) stays Completed, where Volcano makes it Pending again, enqueues it, and
+    holds its minResources for pods that never come (docs/compatibility.md).
+    """
     running = succeeded = failed = 0
+    scheduled = job.ready  # held resources or Succeeded
+    finished = releasing = 0
+    live = waiting = False
     for task in job.tasks:
         status = task.status
         if status is objects.TaskStatus.RUNNING:
             running += task.pod.count
+            live = True
         elif status is objects.TaskStatus.SUCCEEDED:
             succeeded += task.pod.count
+            finished += 1
         elif status is objects.TaskStatus.FAILED:
             failed += task.pod.count
-    return objects.GroupCounts(running=running, succeeded=succeeded, failed=failed)
-
-
-def _phase(
-    session: frameworks.Session, job: frameworks.Job, *, running: int, succeeded: int
-) -> objects.PodGroupPhase:
-    """Volcano's ``jobStatus``: the phase its scheduler writes at the end of a session.
-
-    Unknown when pods run but the gang cannot be whole (Volcano: running tasks and the gang
-    plugin's Unschedulable condition of this session, set whenever fewer than minMember tasks
-    hold resources, succeeded or are best effort; in admission mode the pods admitted and not
-    yet placed count too, since kube-scheduler is about to place them). Otherwise Running once
-    minMember tasks hold resources or succeeded (Completed when every one of them succeeded),
-    else Pending, unless enqueue admitted the group (Inqueue). Deliberate choice: a group with
-    nothing holding resources is never Running or Completed, even with minMember 0 (Volcano
-    would call an empty group Completed).
-    """
+            scheduled += 1
+            finished += 1
+        elif status is objects.TaskStatus.RELEASING and task.node:
+            # Being deleted from its node: it still holds its slot (Volcano's
+            # ``ReleasingScheduledTaskNum``), so the phase does not flip while it terminates.
+            releasing += 1
+            live = True
+        else:
+            live = True
+            waiting = waiting or status in _WAITING
+    counts = objects.GroupCounts(running=running, succeeded=succeeded, failed=failed)
+    scheduled += releasing
     whole = job.ready + job.best_effort
     if session.admission_only:
         whole += session.in_flight.get(job.key, 0) + job.ungated
-    if running and whole < job.min_member:
-        return objects.PodGroupPhase.UNKNOWN
-    if job.ready and job.ready >= job.min_member:
-        if succeeded == job.ready:
-            return objects.PodGroupPhase.COMPLETED
-        return objects.PodGroupPhase.RUNNING
+    terminating = releasing and not waiting and scheduled >= job.min_member
+    if running and whole < job.min_member and not terminating:
+        return objects.PodGroupPhase.UNKNOWN, counts
+    if scheduled and scheduled >= job.min_member:
+        if finished == scheduled:
+            return objects.PodGroupPhase.COMPLETED, counts
+        return objects.PodGroupPhase.RUNNING, counts
+    if job.phase is objects.PodGroupPhase.COMPLETED and not live:
+        return objects.PodGroupPhase.COMPLETED, counts
     if job.phase is objects.PodGroupPhase.INQUEUE:
-        return job.phase
-    return objects.PodGroupPhase.PENDING
+        return job.phase, counts
+    return objects.PodGroupPhase.PENDING, counts
 
 
 def open_session(

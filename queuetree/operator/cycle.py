@@ -32,13 +32,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import functools
 import logging
 import math
 import time
 from collections.abc import Callable, Mapping
 
-from queuetree.core import decisions, governing, objects
+from queuetree.core import decisions, governing, inqueue_bounds, objects
 from queuetree.operator import (
     gating,
     kube,
@@ -53,8 +54,21 @@ from queuetree.operator import (
 
 logger = logging.getLogger(__name__)
 
-SessionFn = Callable[[objects.Snapshot], decisions.SessionResult]
-"""The pure core bound to its configuration: one snapshot in, decisions out."""
+SessionFn = Callable[
+    [objects.Snapshot, inqueue_bounds.InqueueBound | None], decisions.SessionResult
+]
+"""The pure core bound to its configuration: one snapshot and the Inqueue bound as of now
+(None: no bound) in, decisions out."""
+
+
+def inqueue_bound(timeout: float, *, now: float) -> inqueue_bounds.InqueueBound | None:
+    """The bound of ``timeout`` seconds (0: none) as of ``now`` (epoch seconds)."""
+    if timeout <= 0:
+        return None
+    return inqueue_bounds.InqueueBound(
+        timeout=datetime.timedelta(seconds=timeout),
+        now=datetime.datetime.fromtimestamp(now, tz=datetime.UTC),
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -120,6 +134,7 @@ class AdmissionCycle:
         eviction_retry: float = settings.DEFAULTS.eviction_retry,
         pace: float = settings.DEFAULTS.pace,
         min_interval: float = settings.DEFAULTS.min_interval,
+        inqueue_timeout: float = settings.DEFAULTS.inqueue_timeout,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -156,12 +171,16 @@ class AdmissionCycle:
         self._figures_written: dict[str, float] = {}
         """Queue name -> monotonic time its status was last planned (:meth:`_throttle`)."""
         self._queue_plans: queue_status.PlanMemo = {}
+        self._inqueue_timeout = inqueue_timeout
+        """Seconds an Inqueue PodGroup without pods holds its room (0: for ever)."""
         self._clock = clock
         self._wall_clock = wall_clock
         self._wakeup = asyncio.Event()
         self._last_duration = 0.0
         self._last_started = -float("inf")
-        self._last: tuple[tuple[int, frozenset[str]], decisions.SessionResult] | None = None
+        self._last: (
+            tuple[tuple[int, frozenset[str], frozenset[str]], decisions.SessionResult] | None
+        ) = None
 
     async def wait_writes(self) -> None:
         """Wait until the background writes planned so far are done, Events included (tests,
@@ -254,13 +273,22 @@ class AdmissionCycle:
         computes. The same state gives the same decisions, so a periodic cycle with nothing
         new reuses them. Victims whose eviction was just refused are not preemptable for a
         while (``writing.Writer.protected``), so reclaim turns to other victims; that set is
-        part of what the decisions depend on."""
+        part of what the decisions depend on. So are the PodGroups whose Inqueue bound (or
+        whose window after a release) ran out since (``inqueue_bounds.due``): time alone
+        changes those decisions, and the periodic cycle notices within ``period``."""
         protected = self._writer.protected()
-        if self._last is not None and self._last[0] == (view.version, protected):
+        bound = inqueue_bound(self._inqueue_timeout, now=self._wall_clock())
+        due = (
+            inqueue_bounds.due(view.pod_groups.values(), bound=bound)
+            if bound is not None
+            else frozenset()
+        )
+        key = (view.version, protected, due)
+        if self._last is not None and self._last[0] == key:
             return self._last[1]
         snapshot = reclaiming.protect(view.for_session, protected)
-        result = await asyncio.to_thread(self._session, snapshot)
-        self._last = ((view.version, protected), result)
+        result = await asyncio.to_thread(self._session, snapshot, bound)
+        self._last = (key, result)
         return result
 
     def _plan(self, view: state.StateView, result: decisions.SessionResult) -> planning.Writes:

@@ -10,10 +10,11 @@ folding of settled pods are the operator's) and run the session the operator run
 from __future__ import annotations
 
 import dataclasses
+import time
 
 from queuetree.api import listings
 from queuetree.core import decisions
-from queuetree.operator import running, settings, state
+from queuetree.operator import cycle, running, settings, state
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -38,11 +39,15 @@ def load_state(listing: listings.Listing, *, default_queue: str) -> state.Cluste
     return cluster
 
 
-def decide(listing: listings.Listing, config: settings.OperatorSettings) -> Decision:
-    """The operator's admission session over ``listing`` with ``config``."""
+def decide(
+    listing: listings.Listing, config: settings.OperatorSettings, *, now: float | None = None
+) -> Decision:
+    """The operator's admission session over ``listing`` with ``config``, its Inqueue bound as
+    of ``now`` (epoch seconds; the current time by default)."""
     view = load_state(listing, default_queue=config.default_queue).view()
     session = running.make_session(config, admission_only=True)
-    return Decision(view=view, result=session(view.for_session))
+    bound = cycle.inqueue_bound(config.inqueue_timeout, now=time.time() if now is None else now)
+    return Decision(view=view, result=session(view.for_session, bound))
 
 
 def decide_full(
@@ -55,4 +60,5 @@ def decide_full(
     cluster = load_state(listing, default_queue=config.default_queue)
     for key in ungated:
         cluster.assume_ungated(key, decided_at=0.0)
-    return running.make_session(config, admission_only=False)(cluster.view().snapshot)
+    bound = cycle.inqueue_bound(config.inqueue_timeout, now=time.time())
+    return running.make_session(config, admission_only=False)(cluster.view().snapshot, bound)

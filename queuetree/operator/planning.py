@@ -32,6 +32,9 @@ class Writes:
     """Queue states, marks, parents and status, with the Events they raise."""
     pod_groups: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     """PodGroup key -> a merge patch of its status."""
+    group_events: tuple[queue_status.GroupEvent, ...] = ()
+    """Events of PodGroups whose admission condition changed, each sent once the status
+    patch of its group is written."""
     explanations: tuple[explaining.Explanation, ...] = ()
     """Why pods stay gated (an annotation each, then an Event), or their removal."""
     notices: tuple[explaining.Explanation, ...] = ()
@@ -64,8 +67,9 @@ def plan_writes(
     """The batch of writes that follows from ``result`` over ``view``.
 
     ``explained`` is the explanation each pod shows (``state.ClusterState.explanations``);
-    ``stamp`` (RFC 3339) is the transition time of a readiness condition that flips;
-    ``budget`` bounds the explanations and notices together, explanations first; ``reclaim``
+    ``stamp`` (RFC 3339) is the transition time of a readiness or admission condition that
+    flips; ``budget`` bounds the explanations and notices together, explanations first, and
+    apart from them the PodGroup conditions whose message alone changed; ``reclaim``
     says whether the configuration reclaims at all; ``memo`` is
     ``queue_status.plan_queue_writes``'s, kept by the caller from one plan to the next. Every
     queue write that changes something is planned: how often a write that only refreshes
@@ -78,9 +82,16 @@ def plan_writes(
     )
     victims = reclaiming.plan_reclaim(view.snapshot, result) if reclaim else []
     evictions = [e for e in victims if e.victim not in written.evicting]
+    groups = queue_status.plan_pod_group_status(view.pod_groups, result)
+    changed, group_events = queue_status.plan_group_conditions(
+        view.pod_groups, result, now=stamp, budget=budget
+    )
+    for key, value in changed.items():
+        groups[key] = {**groups.get(key, {}), "conditions": value}
     return Writes(
         queues=tuple(queues),
-        pod_groups=queue_status.plan_pod_group_status(view.pod_groups, result),
+        pod_groups=dict(sorted(groups.items())),
+        group_events=tuple(group_events),
         explanations=tuple(explanations),
         notices=tuple(notices),
         evictions=tuple(evictions),

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from queuetree.api import bodies, statuses
-from queuetree.core import conditions, decisions, objects, resources
+from queuetree.core import conditions, decisions, inqueue_bounds, objects, resources
 from queuetree.operator import queue_states, state
 
 _PHASE_COUNTERS = {
@@ -339,3 +339,68 @@ def plan_pod_group_status(
         if patch:
             changed[key] = patch
     return changed
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupEvent:
+    """An Event about a PodGroup whose admission condition changed (sent once its status is
+    written)."""
+
+    key: str
+    uid: str
+    type: str
+    """``Normal`` or ``Warning``."""
+    reason: str
+    message: str
+
+
+_GROUP_EVENTS: Mapping[conditions.GroupReason, tuple[str, str]] = {
+    conditions.GroupReason.INQUEUE: ("Normal", "Inqueue"),
+    conditions.GroupReason.NOT_ENOUGH_RESOURCES: ("Normal", "Unschedulable"),
+    conditions.GroupReason.QUEUE_NOT_ADMITTING: ("Normal", "Unschedulable"),
+    conditions.GroupReason.OUTSIDE_QUEUE_ADMISSION: ("Warning", "OutsideQueueAdmission"),
+    conditions.GroupReason.INQUEUE_TIMEOUT: ("Warning", "InqueueTimeout"),
+}
+"""The type and reason of the Event each condition raises (``Unschedulable`` is the reason of
+Volcano's event when enqueue refuses a group)."""
+
+
+def plan_group_conditions(
+    groups: Mapping[str, objects.PodGroup],
+    result: decisions.SessionResult | None,
+    *,
+    now: str,
+    budget: int,
+) -> tuple[dict[str, list[dict[str, Any]]], list[GroupEvent]]:
+    """PodGroup key -> the ``status.conditions`` to write, with the admission condition the
+    session wants (``SessionResult.group_conditions``) where the group shows another, and the
+    Events of the changes, in key order. ``now`` (RFC 3339) stamps a condition that flips.
+
+    A change of status or reason (the group was admitted, refused, released), and a group
+    entering Inqueue again (``renew``), is always planned, with its Event; a new message alone
+    (the figures of a refusal moved) is planned for at most ``budget`` groups, without one, so
+    a busy cluster's waiting groups do not cost a status write each per cycle.
+    """
+    if result is None:
+        return {}, []
+    changes: dict[str, list[dict[str, Any]]] = {}
+    events: list[GroupEvent] = []
+    refreshes = 0
+    for key, wanted in result.group_conditions.items():
+        group = groups.get(key)
+        if group is None or group.synthetic:
+            continue
+        current = inqueue_bounds.admission_condition(group)
+        status = "True" if wanted.unschedulable else "False"
+        changed = current is None or (current.status, current.reason) != (status, wanted.reason)
+        if not (changed or wanted.renew):
+            if current is not None and current.message == wanted.message:
+                continue
+            if refreshes >= budget:
+                continue
+            refreshes += 1
+        changes[key] = statuses.group_conditions_value(group.conditions, wanted, now=now)
+        if changed:
+            kind, reason = _GROUP_EVENTS[wanted.reason]
+            events.append(GroupEvent(key, group.uid, kind, reason, wanted.message))
+    return changes, events

@@ -21,7 +21,7 @@ from typing import Any
 
 import kopf
 
-from queuetree.core import decisions, objects, sessions
+from queuetree.core import decisions, inqueue_bounds, objects, sessions
 from queuetree.operator import (
     cycle,
     gating,
@@ -52,7 +52,9 @@ def make_session(config: settings.OperatorSettings, *, admission_only: bool) -> 
     bucket is one pod, and a view with an unschedulable pod is not folded by either).
     """
 
-    def run_session(snapshot: objects.Snapshot) -> decisions.SessionResult:
+    def run_session(
+        snapshot: objects.Snapshot, bound: inqueue_bounds.InqueueBound | None
+    ) -> decisions.SessionResult:
         return sessions.run_session(
             snapshot,
             config=config.scheduler_config,
@@ -60,6 +62,7 @@ def make_session(config: settings.OperatorSettings, *, admission_only: bool) -> 
             admission_only=admission_only,
             compact=False,
             scheduler_names=config.scheduler_names if admission_only else None,
+            bound=bound,
         )
 
     return run_session
@@ -99,6 +102,7 @@ def build_cycle(
         figures_interval=config.figures_interval,
         busy_figures_factor=config.busy_figures_factor,
         eviction_retry=config.eviction_retry,
+        inqueue_timeout=config.inqueue_timeout,
     )
     return admission, remover
 

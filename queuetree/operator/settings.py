@@ -103,6 +103,19 @@ class OperatorSettings:
     identity: str = dataclasses.field(default_factory=default_identity)
     default_queue: str = objects.DEFAULT_QUEUE
     """Name of the default queue created at start-up when absent."""
+    inqueue_timeout: float = 300.0
+    """Seconds an Inqueue PodGroup with ``minResources`` and no pod holds its queue's room
+    (``--inqueue-timeout``; 0: for ever, as Volcano). Then it goes back to Pending, with a
+    condition and an Event saying why, takes only room no other waiting work wants for as long
+    again, then waits in its usual place (``core.inqueue_bounds``). The bound runs until the
+    first pod exists, not until pods run: a controller that is alive creates its first pod
+    within seconds of the group becoming Inqueue (Volcano's job controller and the Kubeflow
+    training operator watch their PodGroups), so 300 s is generous for a controller that
+    restarts, takes back its lease (15 s) and works off a backlog or client-side rate limits,
+    and for pod creation retried past a slow admission webhook (10 s a try); and short enough
+    that the room held for a controller that is gone (or whose pods a namespace ResourceQuota
+    refuses) returns to other work within minutes. Kueue's ``waitForPodsReady`` gives
+    admitted workloads 5 minutes too, for a stronger promise (pods ready)."""
     scheduler_names: frozenset[str] = frozenset({objects.DEFAULT_SCHEDULER})
     """``--scheduler-name``: the schedulers that place the pods it ungates; a gated pod that
     names another is never ungated (nothing would place it, and it would hold its queue's

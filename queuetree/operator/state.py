@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from queuetree.core import governing, objects, resources
+from queuetree.core import governing, inqueue_bounds, objects, resources
 from queuetree.operator import compacting
 
 WakeFn = Callable[[], None]
@@ -444,17 +444,22 @@ class ClusterState:
             self._wake()
 
     def upsert_pod_group(self, group: objects.PodGroup) -> None:
-        """Store ``group``; the counts the operator itself writes into its status come back
-        through the watch and are stored without waking a cycle (no decision reads them)."""
+        """Store ``group``; the counts and conditions the operator itself writes into its
+        status come back through the watch and are stored without waking a cycle (no decision
+        reads them), except the times of the admission condition, which bound the group's
+        Inqueue reservation (``core.inqueue_bounds``)."""
         with self._lock:
             previous = self._pod_groups.get(group.key)
             if previous == group:
                 return
             self._pod_groups[group.key] = group
             written = dataclasses.replace(
-                previous or group, counts=group.counts, status_written=group.status_written
+                previous or group,
+                counts=group.counts,
+                status_written=group.status_written,
+                conditions=group.conditions,
             )
-            if previous is not None and written == group:
+            if previous is not None and written == group and _marks(previous) == _marks(group):
                 return
             self._mark(group.key)
             # A lone pod of the same key now belongs to this group.
@@ -628,6 +633,12 @@ class ClusterState:
         """The explanation shown for pod ``key`` ("" for none)."""
         with self._lock:
             return self._explained.get(key, "")
+
+
+def _marks(group: objects.PodGroup) -> tuple[object, object]:
+    """What of a group's conditions a decision reads: when it entered Inqueue, and when it
+    was released for lack of pods (``core.inqueue_bounds``)."""
+    return inqueue_bounds.inqueue_since(group), inqueue_bounds.released_at(group)
 
 
 def _finished(pod: objects.Pod) -> bool:

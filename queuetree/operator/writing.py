@@ -22,6 +22,8 @@ level-triggered, so the next cycle plans again whatever did not land):
 - queue creation at start: 409 means the queue exists; other failures are retried 60 times at
   1 s, as Volcano's scheduler cache does;
 - queue and PodGroup writes: 404 (gone) is quiet; anything else is logged and planned again;
+  the Event of a PodGroup's changed admission condition follows its status write, best
+  effort, once per change;
 - an explanation's annotation: the record of the pod's explanation is restored, so the next
   cycle writes it again; its Event is best effort, as in client-go (the annotation is the
   record);
@@ -257,6 +259,8 @@ class Writer:
         self._told: dict[str, conditions.Readiness] = {}
         """Queue -> the readiness last announced (event and log): a write planned again while
         the watch lags behind the last one is not announced twice."""
+        self._told_groups: dict[str, tuple[str, str]] = {}
+        """PodGroup key -> the reason and message of its last Event (the same reason)."""
 
     @property
     def idle(self) -> bool:
@@ -287,6 +291,8 @@ class Writer:
         assert self.idle, "a batch is still being written"
         present = {explaining.notice_token(key, pod.uid) for key, pod in view.outside.items()}
         self._noticed &= present
+        for key in [key for key in self._told_groups if key not in view.pod_groups]:
+            del self._told_groups[key]
         if writes.notices:
             self._noticed.update(explaining.notice_token(n.key, n.uid) for n in writes.notices)
             logger.info(
@@ -322,8 +328,9 @@ class Writer:
         async with asyncio.TaskGroup() as group:
             for write in writes.queues:
                 group.create_task(bounded(self._queue_write(write)))
+            events = {event.key: event for event in writes.group_events}
             for key, status in writes.pod_groups.items():
-                group.create_task(bounded(self._pod_group_status(key, status)))
+                group.create_task(bounded(self._pod_group_status(key, status, events.get(key))))
             for explanation in writes.explanations:
                 group.create_task(bounded(self._explanation(explanation)))
             for notice in writes.notices:
@@ -378,13 +385,40 @@ class Writer:
             ),
         )
 
-    async def _pod_group_status(self, key: str, status: Mapping[str, Any]) -> None:
+    async def _pod_group_status(
+        self, key: str, status: Mapping[str, Any], event: queue_status.GroupEvent | None
+    ) -> None:
+        """Patch a PodGroup's status; then, when its admission condition changed (``event``),
+        tell it once: an Event on the group (best effort), and a log line for a release."""
         namespace, _, name = key.partition("/")
         try:
             await self._api.patch_pod_group_status(namespace, name, bodies.status_patch(status))
         except kube.ApiError as error:
             if error.status != 404:
                 logger.warning("PodGroup %s: status not written: %s", key, error)
+            return
+        if event is None:
+            return
+        told = (event.reason, event.message)
+        if self._told_groups.get(key) == told:
+            return  # planned again while the watch lagged behind the last write
+        self._told_groups[key] = told
+        if event.type == "Warning":
+            logger.info("PodGroup %s: %s", key, event.message)
+        with contextlib.suppress(kube.ApiError):
+            await self._api.create_event(
+                namespace,
+                self._event(
+                    kind="PodGroup",
+                    api_version=bodies.VOLCANO_API_VERSION,
+                    namespace=namespace,
+                    name=name,
+                    uid=event.uid,
+                    event_type=event.type,
+                    reason=event.reason,
+                    message=event.message,
+                ),
+            )
 
     # -- pods: explanations and notices
 

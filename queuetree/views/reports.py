@@ -205,7 +205,12 @@ def explain_group(
     )
     members = sorted(k for k, pod in listing.pods.items() if pod.group == key)
     if not members:
-        root.add("no pods yet: the group's pods wait for it, and it for them")
+        wanted = result.group_conditions.get(key)
+        root.add(
+            f"no pods yet: {wanted.message}"
+            if wanted is not None
+            else "no pods yet: the group's pods wait for it, and it for them"
+        )
     elif not any(listing.pods[member].governed for member in members):
         root.add(
             "none of its pods opted in to queue admission: they run outside it, and the group "

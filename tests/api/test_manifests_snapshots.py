@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import textwrap
 from typing import Any, NamedTuple
 
@@ -87,6 +88,64 @@ def test_pod_group_defaults_follow_volcano(
         **extra,
     }
     assert queue_manifests.parse_pod_group(manifest) == expected
+
+
+WRITTEN_AT = "2026-01-01T00:01:40Z"
+
+
+class ConditionsCase(NamedTuple):
+    conditions: Any
+    expected: Any
+
+
+CONDITIONS = {
+    "every field read, times as times": ConditionsCase(
+        conditions=[
+            {
+                "type": "Unschedulable",
+                "status": "False",
+                "reason": "Inqueue",
+                "message": "admitted",
+                "lastTransitionTime": WRITTEN_AT,
+                "transitionID": "t1",
+            }
+        ],
+        expected=(
+            objects.Condition(
+                type="Unschedulable",
+                status="False",
+                reason="Inqueue",
+                message="admitted",
+                last_transition=datetime.datetime(2026, 1, 1, 0, 1, 40, tzinfo=datetime.UTC),
+                transition_id="t1",
+            ),
+        ),
+    ),
+    "an entry that is no object, or has no type, is left out": ConditionsCase(
+        conditions=["Scheduled", {"status": "True"}, {"type": "Scheduled", "status": "True"}],
+        expected=(objects.Condition(type="Scheduled", status="True"),),
+    ),
+    "a field of the wrong type or an unreadable time reads as absent": ConditionsCase(
+        conditions=[{"type": "Scheduled", "status": True, "lastTransitionTime": "yesterday"}],
+        expected=(objects.Condition(type="Scheduled", status=""),),
+    ),
+    "conditions that are no list read as none": ConditionsCase(
+        conditions={"type": "Scheduled"}, expected=()
+    ),
+}
+
+
+@pytest.mark.parametrize(("conditions", "expected"), CONDITIONS.values(), ids=CONDITIONS.keys())
+def test_a_pod_groups_conditions_are_read_without_refusing_the_group(
+    conditions: Any, expected: tuple[objects.Condition, ...]
+) -> None:
+    manifest = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg"},
+        "status": {"phase": "Inqueue", "conditions": conditions},
+    }
+    assert queue_manifests.parse_pod_group(manifest).conditions == expected
 
 
 class NodesCase(NamedTuple):

@@ -212,6 +212,38 @@ def test_a_pod_group_whose_pods_all_run_outside_queue_admission_holds_nothing() 
     )
 
 
+def test_a_pod_group_without_pods_is_explained_by_its_queue() -> None:
+    groups = [
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}"},
+            "spec": {"queue": "q", "minMember": 1, "minResources": {"cpu": cpu}},
+        }
+        for name, cpu in (("fits", "1"), ("big", "3"))
+    ]
+    listing = listings.read_listing([queue("root"), queue("q", capability={"cpu": "2"}), *groups])
+    result = offline.decide(listing, CONFIG).result
+    lines = [
+        reports.explain_group(
+            f"ns/{name}", listing=listing, result=result, default_queue="default", width=300
+        ).splitlines()
+        for name in ("fits", "big")
+    ]
+    assert lines == [
+        [
+            "PodGroup ns/fits: queue 'q', minMember 1, phase Inqueue",
+            "└── no pods yet: admitted to queue 'q', which holds its minResources (cpu 1) for "
+            "its pods; the room is given back if the group has no pod 5m after admission",
+        ],
+        [
+            "PodGroup ns/big: queue 'q', minMember 1, phase Pending",
+            "└── no pods yet: queue 'q' cannot take the pod group's minResources on cpu: "
+            "requested 3, used 0 of capability 2 (allocated plus inqueue groups)",
+        ],
+    ]
+
+
 def test_whatif_says_a_pod_submitted_without_opting_in_runs_outside_queue_admission() -> None:
     noopt = pod("noopt", gated=False, opted_in=False, cpu="5")
     changed, refused, items = plugin.apply_changes(LISTING, [noopt], config=CONFIG)

@@ -19,6 +19,7 @@ from tests import builders as b
 
 INQUEUE = objects.PodGroupPhase.INQUEUE
 RUNNING = objects.PodGroupPhase.RUNNING
+COMPLETED = objects.PodGroupPhase.COMPLETED
 RUN = objects.TaskStatus.RUNNING
 
 CONFIG = b.config(
@@ -278,6 +279,7 @@ class PhasesCase(NamedTuple):
     phase: Any
     pods: Any
     expected: Any
+    min_member: int = 2
 
 
 PHASES = {
@@ -309,28 +311,72 @@ PHASES = {
         pods=(member("a", RUN), member("b", objects.TaskStatus.PENDING)),
         expected=(INQUEUE, objects.GroupCounts(running=1)),
     ),
-    "one succeeded, one failed: Pending again, with both counted": PhasesCase(
+    "one succeeded, one failed: Completed, both counted (a failed pod was scheduled)": PhasesCase(
         phase=RUNNING,
         pods=(
             _finished("a", objects.TaskStatus.SUCCEEDED),
             _finished("b", objects.TaskStatus.FAILED),
         ),
-        expected=(objects.PodGroupPhase.PENDING, objects.GroupCounts(succeeded=1, failed=1)),
+        expected=(COMPLETED, objects.GroupCounts(succeeded=1, failed=1)),
+    ),
+    "the only pod failed: Completed, not Inqueue for ever": PhasesCase(
+        phase=INQUEUE,
+        pods=(_finished("a", objects.TaskStatus.FAILED),),
+        expected=(COMPLETED, objects.GroupCounts(failed=1)),
+        min_member=1,
+    ),
+    "one runs, one failed: Unknown (the gang is one short of ready)": PhasesCase(
+        phase=RUNNING,
+        pods=(member("a", RUN), _finished("b", objects.TaskStatus.FAILED)),
+        expected=(objects.PodGroupPhase.UNKNOWN, objects.GroupCounts(running=1, failed=1)),
+    ),
+    "one failed, the other still gated: Inqueue (fewer than minMember scheduled)": PhasesCase(
+        phase=INQUEUE,
+        pods=(
+            _finished("a", objects.TaskStatus.FAILED),
+            b.pod("ns", "b").group("job").requests(cpu="1").admission(),
+        ),
+        expected=(INQUEUE, objects.GroupCounts(failed=1)),
+    ),
+    "a member being deleted from its node still holds its slot: Running, not Unknown": PhasesCase(
+        phase=RUNNING,
+        pods=(
+            member("a", RUN),
+            member("b", RUN).status(objects.TaskStatus.RELEASING),
+        ),
+        expected=(RUNNING, objects.GroupCounts(running=1)),
+    ),
+    "fix: a Completed group whose pods were deleted stays Completed (Volcano: Pending, then "
+    "enqueued again, holding minResources for pods that never come)": PhasesCase(
+        phase=COMPLETED,
+        pods=(),
+        expected=(COMPLETED, objects.NO_COUNTS),
+    ),
+    "a Completed group with a new pod is Pending again, to be enqueued": PhasesCase(
+        phase=COMPLETED,
+        pods=(b.pod("ns", "c").group("job").requests(cpu="1").admission(),),
+        expected=(objects.PodGroupPhase.PENDING, objects.NO_COUNTS),
+    ),
+    "an Inqueue group with no pod yet stays Inqueue": PhasesCase(
+        phase=INQUEUE, pods=(), expected=(INQUEUE, objects.NO_COUNTS)
     ),
 }
 
 
-@pytest.mark.parametrize(("phase", "pods", "expected"), PHASES.values(), ids=PHASES.keys())
+@pytest.mark.parametrize(
+    ("phase", "pods", "expected", "min_member"), PHASES.values(), ids=PHASES.keys()
+)
 def test_pod_group_status_is_what_volcanos_scheduler_writes(
     phase: objects.PodGroupPhase,
     pods: tuple[b.PodBuilder, ...],
     expected: tuple[objects.PodGroupPhase, objects.GroupCounts],
+    min_member: int,
 ) -> None:
     result = sessions.run_session(
         b.snapshot(
             NODE,
             *QUEUES,
-            b.pod_group("ns", "job").queue("roomy").min_member(2).phase(phase),
+            b.pod_group("ns", "job").queue("roomy").min_member(min_member).phase(phase),
             *pods,
         ),
         config=CONFIG,

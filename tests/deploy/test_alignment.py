@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from e2e import support as e2e_support
 from queuetree import cli
 from queuetree.api import schedconf
 from tests.deploy import test_manifests
@@ -169,3 +170,14 @@ def test_the_webhooks_request_timeouts_end_before_kube_apiserver_gives_up(overla
         5,
         {"header": True, "idle": True, "request": True, "cache wait within the request": True},
     )
+
+
+@pytest.mark.parametrize(
+    ("overlay", "expected"),
+    [("default", 300.0), ("e2e", e2e_support.INQUEUE_TIMEOUT)],
+    ids=["a cluster gets the documented default", "kind's e2e run gets the e2e stack's bound"],
+)
+def test_the_operator_bounds_inqueue_groups_as_each_overlay_means(
+    overlay: str, expected: float
+) -> None:
+    assert parsed_args(overlay, "queuetree-operator").inqueue_timeout == expected

@@ -56,6 +56,7 @@ DEFAULTS = {
     "retry_period": 2.0,
     "default_queue": "default",
     "scheduler_names": frozenset({"default-scheduler"}),
+    "inqueue_timeout": 300.0,
 }
 
 
@@ -87,6 +88,14 @@ CASES = {
         flags=("--scheduler-name=default-scheduler,gpu-profile", "--scheduler-name", "volcano"),
         changed={"scheduler_names": frozenset({"default-scheduler", "gpu-profile", "volcano"})},
     ),
+    "the Inqueue bound, or none at all": CasesCase(
+        flags=("--inqueue-timeout=20",),
+        changed={"inqueue_timeout": 20.0},
+    ),
+    "no Inqueue bound (Volcano)": CasesCase(
+        flags=("--inqueue-timeout=0",),
+        changed={"inqueue_timeout": 0.0},
+    ),
     "booleans and feature gates in Kubernetes style": CasesCase(
         flags=("--leader-elect=false", "--feature-gates=SchedulingGatesQueueAdmission=false"),
         changed={"leader_elect": False, "feature_gates": {"SchedulingGatesQueueAdmission": False}},
@@ -106,6 +115,15 @@ def test_an_unreadable_configuration_is_a_usage_error(
     broken.write_text("actions: [\n")
     assert cli.main(["operator", f"--config={broken}"]) == 2
     assert f"--config={broken}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "nan"], ids=["negative", "a word", "nan"])
+def test_an_inqueue_timeout_that_is_no_duration_is_a_usage_error(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["operator", f"--inqueue-timeout={value}"])
+    assert (exit_info.value.code, "--inqueue-timeout" in capsys.readouterr().err) == (2, True)
 
 
 def test_the_configuration_file_is_read(tmp_path: pathlib.Path) -> None:

@@ -9,8 +9,20 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from queuetree.core import conditions, decisions, objects, resources
-from queuetree.operator import cycle, explaining, gating, kube, metrics, queue_status, state
+from queuetree.api import queue_manifests
+from queuetree.core import conditions, decisions, inqueue_bounds, objects, resources
+from queuetree.operator import (
+    cycle,
+    explaining,
+    gating,
+    kube,
+    metrics,
+    queue_status,
+    running,
+    settings,
+    state,
+)
+from tests import builders as b
 from tests.operator import fakes
 
 
@@ -22,9 +34,13 @@ class FakeSession:
         self.reasons: dict[str, str] = {}
         self.faults: dict[str, tuple[conditions.Fault, ...]] = {}
         self.seen: list[objects.Snapshot] = []
+        self.bounds: list[inqueue_bounds.InqueueBound | None] = []
 
-    def __call__(self, snapshot: objects.Snapshot) -> decisions.SessionResult:
+    def __call__(
+        self, snapshot: objects.Snapshot, bound: inqueue_bounds.InqueueBound | None = None
+    ) -> decisions.SessionResult:
         self.seen.append(snapshot)
+        self.bounds.append(bound)
         return decisions.SessionResult(
             ready=True,
             ungate=self.ungate,
@@ -296,7 +312,9 @@ class ReclaimSession:
     def __init__(self) -> None:
         self.seen: list[objects.Snapshot] = []
 
-    def __call__(self, snapshot: objects.Snapshot) -> decisions.SessionResult:
+    def __call__(
+        self, snapshot: objects.Snapshot, bound: inqueue_bounds.InqueueBound | None = None
+    ) -> decisions.SessionResult:
         self.seen.append(snapshot)
         victims = [k for k in self.VICTIMS if k in snapshot.pods and snapshot.pods[k].preemptable]
         if not victims:
@@ -704,3 +722,108 @@ async def test_a_notice_refused_by_the_server_is_tried_again_and_a_conflict_mean
         await admission.run_once()
         await admission.wait_writes()
     assert len(notices_sent(api)) == 2
+
+
+async def test_a_bound_running_out_is_decided_again_though_nothing_else_changed() -> None:
+    wall = [b.at(200).timestamp()]
+    cluster = state.ClusterState()
+    api = fakes.FakeKube()
+    session = FakeSession()
+    admission = cycle.AdmissionCycle(
+        cluster=cluster,
+        api=api,
+        remover=gating.GateRemover(cluster=cluster, api=api, workers=1),
+        session=session,
+        inqueue_timeout=300.0,
+        wall_clock=lambda: wall[0],
+    )
+    cluster.upsert_pod_group(b.pod_group("ns", "g").min_resources(cpu="1").admitted_at(100).build())
+    cluster.mark_synced()
+    await admission.run_once()
+    wall[0] = b.at(399).timestamp()
+    await admission.run_once()  # within the bound: the last decisions stand
+    wall[0] = b.at(400).timestamp()
+    await admission.run_once()  # the bound ran out: decided again, as of now
+    assert [bound.now if bound else None for bound in session.bounds] == [b.at(200), b.at(400)]
+
+
+async def test_no_bound_is_given_to_the_session_when_the_timeout_is_zero() -> None:
+    cluster, _, _, session, admission = make(inqueue_timeout=0.0)
+    cluster.mark_synced()
+    await admission.run_once()
+    assert session.bounds == [None]
+
+
+def _watched(group: objects.PodGroup, patch: dict[str, Any]) -> objects.PodGroup:
+    """``group`` as the watch shows it once ``patch`` (a status merge patch) is written."""
+    status = dict(patch["status"])
+    manifest = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": group.name, "namespace": group.namespace, "uid": group.uid},
+        "spec": {
+            "queue": group.queue,
+            "minMember": group.min_member,
+            "minResources": resources.to_resource_list(group.min_resources or resources.EMPTY),
+        },
+        "status": {"phase": str(group.phase), **status},
+    }
+    return queue_manifests.parse_pod_group(manifest)
+
+
+async def test_a_pod_group_without_pods_is_written_inqueue_then_released_once() -> None:
+    wall = [b.at(0).timestamp()]
+    cluster = state.ClusterState()
+    api = fakes.FakeKube()
+    config = settings.OperatorSettings(inqueue_timeout=300.0)
+    admission = cycle.AdmissionCycle(
+        cluster=cluster,
+        api=api,
+        remover=gating.GateRemover(cluster=cluster, api=api, workers=1),
+        session=running.make_session(config, admission_only=True),
+        inqueue_timeout=config.inqueue_timeout,
+        wall_clock=lambda: wall[0],
+    )
+    for queue in (b.queue("root"), b.queue("default"), b.queue("q").capability(cpu="1")):
+        cluster.upsert_queue(state.QueueRecord(queue=queue.build()))
+    group = b.pod_group("ns", "g").queue("q").min_member(1).min_resources(cpu="1").build()
+    cluster.upsert_pod_group(group)
+    cluster.mark_synced()
+
+    async def cycle_writes() -> list[tuple[str, Any]]:
+        before = len(api.calls)
+        await admission.run_once()
+        await admission.wait_writes()
+        found = []
+        for call in api.calls[before:]:
+            if call.target == "podgroups/ns/g/status":
+                found.append(("status", call.body["status"]))
+            elif call.target == "events/ns" and call.body["involvedObject"]["kind"] == "PodGroup":
+                found.append(("event", (call.body["type"], call.body["reason"])))
+        return found
+
+    admitted = await cycle_writes()
+    status = admitted[0][1]
+    group = _watched(group, {"status": status})
+    cluster.upsert_pod_group(group)
+    wall[0] = b.at(299).timestamp()
+    quiet = await cycle_writes()
+    wall[0] = b.at(300).timestamp()
+    released = await cycle_writes()
+    assert (
+        status["phase"],
+        [(c["reason"], c["lastTransitionTime"]) for c in status["conditions"]],
+        admitted[1:],
+        quiet,
+        released[0][1]["phase"],
+        [(c["reason"], c["lastTransitionTime"]) for c in released[0][1]["conditions"]],
+        released[1:],
+    ) == (
+        "Inqueue",
+        [("Inqueue", "2026-01-01T00:00:00Z")],
+        [("event", ("Normal", "Inqueue"))],
+        [],
+        "Pending",
+        [("InqueueTimeout", "2026-01-01T00:05:00Z")],
+        [("event", ("Warning", "InqueueTimeout"))],
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from queuetree.core import conditions, decisions, objects, resources
 from queuetree.operator import queue_status, state
+from tests import builders as b
 from tests import properties
 from tests.operator import fakes
 
@@ -326,6 +328,142 @@ def test_pod_group_status_fills_the_columns_once_then_follows_changes(
     )
     planned = queue_status.plan_pod_group_status({"ns/g": group}, result)
     assert planned.get("ns/g") == expected
+
+
+ADMITTED = conditions.GroupCondition(
+    unschedulable=False, reason=conditions.GroupReason.INQUEUE, message="admitted"
+)
+RELEASED = conditions.GroupCondition(
+    unschedulable=True, reason=conditions.GroupReason.INQUEUE_TIMEOUT, message="no pod came"
+)
+REFUSED = conditions.GroupCondition(
+    unschedulable=True,
+    reason=conditions.GroupReason.NOT_ENOUGH_RESOURCES,
+    message="queue 'q' cannot take the pod group's minResources on cpu: requested 2, used 1",
+)
+BEFORE = "2026-01-01T00:01:40Z"
+"""``b.at(100)``, as written."""
+
+
+def admission(status: str, reason: str, message: str, since: str = BEFORE) -> dict[str, Any]:
+    return {
+        "type": "Unschedulable",
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+    }
+
+
+class ConditionPlanCase(NamedTuple):
+    group: Any
+    wanted: Any
+    expected: Any
+    """(the conditions planned or None, the (type, reason) of the event or None)."""
+    budget: int = 10
+
+
+CONDITION_PLANS = {
+    "admitted for the first time: Inqueue as of now, told by an event": ConditionPlanCase(
+        group=b.pod_group("ns", "g"),
+        wanted=ADMITTED,
+        expected=([admission("False", "Inqueue", "admitted", NOW)], ("Normal", "Inqueue")),
+    ),
+    "already says what the session wants: nothing written": ConditionPlanCase(
+        group=b.pod_group("ns", "g").condition(
+            unschedulable=False, reason="Inqueue", seconds=100, message="admitted"
+        ),
+        wanted=ADMITTED,
+        expected=(None, None),
+    ),
+    "released: a Warning event, and the time of the release": ConditionPlanCase(
+        group=b.pod_group("ns", "g").admitted_at(100),
+        wanted=RELEASED,
+        expected=(
+            [admission("True", "InqueueTimeout", "no pod came", NOW)],
+            ("Warning", "InqueueTimeout"),
+        ),
+    ),
+    "refused, then refused with other figures: the message, the time of the flip kept, no "
+    "event": ConditionPlanCase(
+        group=b.pod_group("ns", "g").condition(
+            unschedulable=True, reason="NotEnoughResources", seconds=100, message="before"
+        ),
+        wanted=REFUSED,
+        expected=([admission("True", "NotEnoughResources", REFUSED.message)], None),
+    ),
+    "new figures past the budget wait for a later cycle": ConditionPlanCase(
+        group=b.pod_group("ns", "g").condition(
+            unschedulable=True, reason="NotEnoughResources", seconds=100, message="before"
+        ),
+        wanted=REFUSED,
+        expected=(None, None),
+        budget=0,
+    ),
+    "released, then refused once its window is over: the reason, the time of the release "
+    "kept": ConditionPlanCase(
+        group=b.pod_group("ns", "g").released_at(100),
+        wanted=REFUSED,
+        expected=(
+            [admission("True", "NotEnoughResources", REFUSED.message)],
+            ("Normal", "Unschedulable"),
+        ),
+        budget=0,
+    ),
+    "admitted again after it ran and lost its pods: its bound starts now, no new event": (
+        ConditionPlanCase(
+            group=b.pod_group("ns", "g").condition(
+                unschedulable=False, reason="Inqueue", seconds=100, message="admitted"
+            ),
+            wanted=conditions.GroupCondition(
+                unschedulable=False,
+                reason=conditions.GroupReason.INQUEUE,
+                message="admitted",
+                renew=True,
+            ),
+            expected=([admission("False", "Inqueue", "admitted", NOW)], None),
+        )
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("group", "wanted", "expected", "budget"),
+    CONDITION_PLANS.values(),
+    ids=CONDITION_PLANS.keys(),
+)
+def test_the_admission_condition_is_written_when_the_session_wants_another(
+    group: b.PodGroupBuilder,
+    wanted: conditions.GroupCondition,
+    expected: tuple[Any, ...],
+    budget: int,
+) -> None:
+    result = decisions.SessionResult(
+        ready=True, group_conditions=MappingProxyType({"ns/g": wanted})
+    )
+    changes, events = queue_status.plan_group_conditions(
+        {"ns/g": group.build()}, result, now=NOW, budget=budget
+    )
+    assert (
+        changes.get("ns/g"),
+        (events[0].type, events[0].reason) if events else None,
+    ) == expected
+
+
+def test_other_conditions_of_a_group_are_kept_before_the_admission_condition() -> None:
+    other = objects.Condition(
+        type="Scheduled", status="True", reason="ready", transition_id="session-1"
+    )
+    group = b.pod_group("ns", "g").build()
+    group = dataclasses.replace(group, conditions=(other,))
+    result = decisions.SessionResult(
+        ready=True, group_conditions=MappingProxyType({"ns/g": ADMITTED})
+    )
+    changes, _ = queue_status.plan_group_conditions({"ns/g": group}, result, now=NOW, budget=1)
+    assert changes["ns/g"] == [
+        {"type": "Scheduled", "status": "True", "transitionID": "session-1", "reason": "ready"},
+        admission("False", "Inqueue", "admitted", NOW),
+    ]
 
 
 # The memo of plan_queue_writes: over any history of views and results, a plan computed with

@@ -9,6 +9,7 @@ import pytest
 
 from queuetree.core import objects, resources
 from queuetree.operator import state
+from tests import builders as b
 from tests.operator import fakes
 
 GATE = objects.QUEUE_ALLOCATION_GATE
@@ -361,3 +362,52 @@ def test_a_pod_group_whose_last_governed_pod_goes_is_marked_and_wakes_the_cycle(
         1,
     )
     assert cluster.view().pod_groups["ns/pg"].phase is objects.PodGroupPhase.INQUEUE
+
+
+def _admitted_group(seconds: int = 100) -> b.PodGroupBuilder:
+    return b.pod_group("ns", "g").min_resources(cpu="1").admitted_at(seconds)
+
+
+class GroupStatusEchoCase(NamedTuple):
+    after: Any
+    wakes: bool
+
+
+GROUP_STATUS_ECHOES = {
+    "new figures in its condition's message: stored, no cycle": GroupStatusEchoCase(
+        after=_admitted_group().condition(
+            unschedulable=False, reason="Inqueue", seconds=100, message="other figures"
+        ),
+        wakes=False,
+    ),
+    "new counts: stored, no cycle": GroupStatusEchoCase(
+        after=dataclasses.replace(_admitted_group().build(), counts=objects.GroupCounts(running=1)),
+        wakes=False,
+    ),
+    "a new time of admission (it bounds the reservation): a cycle": GroupStatusEchoCase(
+        after=_admitted_group(200), wakes=True
+    ),
+    "released (the phase and the condition): a cycle": GroupStatusEchoCase(
+        after=b.pod_group("ns", "g").min_resources(cpu="1").released_at(400), wakes=True
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("after", "wakes"), GROUP_STATUS_ECHOES.values(), ids=GROUP_STATUS_ECHOES.keys()
+)
+def test_a_pod_groups_status_echo_wakes_the_cycle_only_when_a_decision_reads_it(
+    after: b.PodGroupBuilder | objects.PodGroup, wakes: bool
+) -> None:
+    woken: list[int] = []
+    cluster = state.ClusterState(wake=lambda: woken.append(1))
+    cluster.upsert_pod_group(_admitted_group().build())
+    woken.clear()
+    version = cluster.view().version
+    built = after.build() if isinstance(after, b.PodGroupBuilder) else after
+    cluster.upsert_pod_group(built)
+    assert (
+        cluster.view().pod_groups["ns/g"] == built,
+        bool(woken),
+        cluster.view().version != version,
+    ) == (True, wakes, wakes)
