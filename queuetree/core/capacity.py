@@ -75,7 +75,7 @@ class Blocker:
     """Why the capacity plugin refused a task (the input of an explanation)."""
 
     kind: str
-    """``quota``, ``state``, ``not-leaf``, ``broken`` or ``enqueue``."""
+    """``quota``, ``state``, ``deleting``, ``not-leaf``, ``broken`` or ``enqueue``."""
     queue: str
     leaf: str
     dim: int = -1
@@ -126,6 +126,7 @@ class CapacityPlugin(frameworks.Plugin):
             attr.has_deserved = not vectors.is_empty(attr.deserved, self.dims)
             attr.usable = (
                 attr.queue.state == objects.QueueState.OPEN
+                and not attr.queue.deleting
                 and not attr.broken
                 and (not self.hierarchy or attr.is_leaf)
             )
@@ -228,6 +229,9 @@ class CapacityPlugin(frameworks.Plugin):
             return False
         if attr.usable:
             return True
+        if attr.queue.deleting:
+            self.blockers[key] = Blocker(kind="deleting", queue=attr.name, leaf=attr.name)
+            return False
         if attr.queue.state != objects.QueueState.OPEN:
             self.blockers[key] = Blocker(
                 kind="state", queue=attr.name, leaf=attr.name, detail=attr.queue.state.value

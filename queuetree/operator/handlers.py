@@ -71,7 +71,14 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
 
     def store_queue(body: Any) -> None:
         queue = queue_manifests.parse_queue(body)
-        cluster.upsert_queue(state.QueueRecord(queue=queue, status=bodies.status_copy_of(body)))
+        cluster.upsert_queue(
+            state.QueueRecord(
+                queue=queue,
+                status=bodies.status_copy_of(body),
+                finalizers=bodies.finalizers_of(body),
+                resource_version=bodies.resource_version_of(body),
+            )
+        )
 
     def store_pod_group(body: Any) -> None:
         default_queue = cluster.default_queue

@@ -43,6 +43,9 @@ class QueueRecord:
 
     queue: objects.Queue
     status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    finalizers: tuple[str, ...] = ()
+    """``metadata.finalizers``: whether the queue carries ours (``protecting``)."""
+    resource_version: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
