@@ -56,6 +56,11 @@ class ViewSource(Protocol):
         """Wait up to ``patience`` seconds until all these are known; whether they are."""
         ...
 
+    async def confirm_absent(self, *, queues: Iterable[str]) -> bool:
+        """Whether none of these queues exists, as the API server says now (nothing to wait
+        for); False when unsure."""
+        ...
+
 
 @dataclasses.dataclass(slots=True)
 class StaticSource:
@@ -75,6 +80,9 @@ class StaticSource:
         return set(queues) <= self.fixed.tree.queues.keys() and set(namespaces) <= (
             self.fixed.namespaces.keys()
         )
+
+    async def confirm_absent(self, *, queues: Iterable[str]) -> bool:
+        return not set(queues) & self.fixed.tree.queues.keys()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -216,18 +224,27 @@ async def handle_review(request: web.Request) -> web.Response:
     view, rules = app[SOURCE].view, app[SETTINGS]
     answer = reviewing.review(request.path, body, view=view(), settings=rules, limits=limits.body)
     patience = min(app[CACHE_WAIT], deadline - asyncio.get_running_loop().time())
-    if (
-        (answer.missing or answer.missing_namespaces)
-        and patience > 0
-        and await app[SOURCE].wait_for(
-            queues=answer.missing, namespaces=answer.missing_namespaces, patience=patience
-        )
-    ):
-        answer = reviewing.review(
-            request.path, body, view=view(), settings=rules, limits=limits.body
-        )
+    if (answer.missing or answer.missing_namespaces) and patience > 0:
+        outcome = await wait_for_missing(app[SOURCE], answer, patience=patience)
+        app[METRICS].cache_misses.labels(outcome).inc()
+        if outcome == "found":
+            answer = reviewing.review(
+                request.path, body, view=view(), settings=rules, limits=limits.body
+            )
     app[METRICS].observe(request.path, answer.outcome, time.perf_counter() - started)
     return _response(answer)
+
+
+async def wait_for_missing(source: ViewSource, answer: reviewing.Answer, *, patience: float) -> str:
+    """What became of the queues and namespaces a review missed in the cache: ``absent`` (the
+    API server says no missing queue exists: the answer stands at once), ``found`` (they
+    reached the cache within ``patience``: review again) or ``timeout``."""
+    if not answer.missing_namespaces and await source.confirm_absent(queues=answer.missing):
+        return "absent"
+    found = await source.wait_for(
+        queues=answer.missing, namespaces=answer.missing_namespaces, patience=patience
+    )
+    return "found" if found else "timeout"
 
 
 async def read_body(

@@ -586,7 +586,7 @@ OPERATOR_ROLE = grants(
     ("coordination.k8s.io", "leases", "create", "*"),
 )
 WEBHOOK_CLUSTER_ROLE = grants(
-    ("scheduling.volcano.sh", "queues", "list watch", "*"),
+    ("scheduling.volcano.sh", "queues", "list watch get", "*"),
     ("scheduling.volcano.sh", "podgroups", "list watch", "*"),
     ("", "namespaces", "list watch", "*"),
 )
