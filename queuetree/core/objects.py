@@ -66,6 +66,13 @@ reserved, its subtree included), as kube-controller-manager holds
 first pod is admitted to the queue, and removed once none is charged there any more, so a queue
 deleted while busy stays (Terminating, admitting nothing) and keeps counting its pods until they
 finish (docs/concepts.md, "Deleting a busy queue")."""
+UNREVIEWED_NAMESPACES = frozenset({"kube-system", "queuetree-system"})
+"""Namespaces the pod webhooks never review (their ``namespaceSelector``), so the cluster and
+queuetree itself can always start."""
+ADMISSION_SWITCH_LABEL = "queuetree.io/admission"
+"""A namespace labelled with it, value :data:`ADMISSION_DISABLED`, is taken out of the pod
+webhooks (break-glass, docs/operations.md)."""
+ADMISSION_DISABLED = "disabled"
 ADMISSION_REASON_ANNOTATION = "scheduling.queuetree.io/admission-reason"
 """Pod annotation in which the operator says why the pod is still held by the queue gate."""
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"

@@ -145,6 +145,10 @@ class ClusterState:
         (``governing.group_in_admission``); they shadow the groups of ``_pod_groups``."""
         self._version = 0
         self._synced = False
+        self._unreviewed: set[str] = set(objects.UNREVIEWED_NAMESPACES)
+        """Namespaces the pod webhooks do not review (see :meth:`set_namespace_reviewed`)."""
+        self._distrusted: dict[str, objects.Pod] = {}
+        """Pods stored without the admission record they carry, as delivered (to restore)."""
 
     def set_wake(self, wake: WakeFn) -> None:
         """Replace the wake callback (the cycle installs its own when it starts)."""
@@ -196,9 +200,55 @@ class ClusterState:
         room (:func:`only_takes_room`): the periodic cycle shows that in the figures.
         """
         with self._lock:
-            wake = self._store_pod(pod)
+            wake = self._store_pod(self._trusted(pod))
         if wake:
             self._wake()
+
+    def _trusted(self, pod: objects.Pod) -> objects.Pod:
+        """``pod`` as far as the operator may believe it: in a namespace the pod webhooks do not
+        review, its admission record is ignored (issue 35). There nothing kept anyone from
+        creating a pod with a record, or writing one, so a record would charge a pod that never
+        waited for its queue to any queue it names (filling the queue, keeping it from being
+        deleted). Such a pod counts as its annotations say, like any pod created there while
+        the webhook looked away; a gated pod there is admitted as usual."""
+        key = pod.key
+        if (
+            pod.namespace not in self._unreviewed
+            or objects.ADMITTED_QUEUE_ANNOTATION not in pod.annotations
+        ):
+            self._distrusted.pop(key, None)
+            return pod
+        self._distrusted[key] = pod
+        kept = {
+            name: value
+            for name, value in pod.annotations.items()
+            if name != objects.ADMITTED_QUEUE_ANNOTATION
+        }
+        return dataclasses.replace(pod, annotations=MappingProxyType(kept))
+
+    def set_namespace_reviewed(self, namespace: str, reviewed: bool) -> None:
+        """Whether the pod webhooks review ``namespace`` (it is not labelled
+        ``queuetree.io/admission=disabled``; the namespaces of
+        ``objects.UNREVIEWED_NAMESPACES`` never are). The pods stored there are read again
+        (:meth:`_trusted`)."""
+        if namespace in objects.UNREVIEWED_NAMESPACES:
+            return
+        with self._lock:
+            if (namespace not in self._unreviewed) == reviewed:
+                return
+            if reviewed:
+                self._unreviewed.discard(namespace)
+            else:
+                self._unreviewed.add(namespace)
+            stored = [
+                self._distrusted.get(key) or pod
+                for key, pod in (*self._pods.items(), *self._outside.items())
+                if pod.namespace == namespace
+            ]
+            for pod in stored:
+                self._store_pod(self._trusted(pod))
+            self._changed()
+        self._wake()
 
     def _store_pod(self, pod: objects.Pod) -> bool:
         """Store ``pod``; True when what snapshots show of it changed in a way worth a cycle soon.
@@ -434,14 +484,16 @@ class ClusterState:
             fresh = {pod.key for pod in pods}
             for key in [key for key in (*self._pods, *self._outside) if key not in fresh]:
                 self._drop_pod(key)
+            self._distrusted.clear()
             for pod in pods:
-                self._store_pod(pod)
+                self._store_pod(self._trusted(pod))
             self._changed()
         self.mark_synced("pods")
         self._wake()
 
     def delete_pod(self, key: str) -> None:
         with self._lock:
+            self._distrusted.pop(key, None)
             changed = self._drop_pod(key)
         if changed:
             self._wake()

@@ -577,6 +577,7 @@ OPERATOR_CLUSTER_ROLE = grants(
     ("", "pods", "list watch patch", "*"),
     ("", "pods/eviction", "create", "*"),
     ("", "nodes", "list watch", "*"),
+    ("", "namespaces", "list watch", "*"),
     ("", "events", "create", "*"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "list watch", "*"),
     ("scheduling.k8s.io", "priorityclasses", "list watch", "*"),
