@@ -467,11 +467,20 @@ class CapacityPlugin(frameworks.Plugin):
                     step=delta[i],
                     limit=target.real_capability[i],
                 )
+        need = max(0, job.min_member - job.ready)
+        if attr.pods_chain and need:
+            # As _group_pods_fit for each member in turn: as many as the pods left allow.
+            pods = self.dims.pods
+            for target in attr.pods_chain:
+                left = target.real_capability[pods] - target.allocated_pods - target.inqueue_pods
+                enqueued = min(enqueued, max(0, int(left // need)))
         if enqueued:
             for target in attr.chain:
                 inqueue = target.inqueue
                 for i, value in enumerate(delta):
                     inqueue[i] = vectors.repeat_add(inqueue[i], value, enqueued)
+                if attr.pods_chain:
+                    target.inqueue_pods += need * enqueued
         if enqueued < n:
             refused = groups[enqueued:]
             before = self.blockers.get(job.key)
@@ -522,12 +531,50 @@ class CapacityPlugin(frameworks.Plugin):
                         )
                     )
                     return frameworks.REJECT
+        if attr.pods_chain and not self._group_pods_fit(job, attr):
+            return frameworks.REJECT
         return frameworks.PERMIT
+
+    def _group_pods_fit(self, job: frameworks.Job, attr: capacity_tree.QueueAttr) -> bool:
+        """Enqueue on ``pods``, beyond the reference (whose requests carry no ``pods``): the
+        group's ``minMember`` pods not running yet, with the pods each limiting queue of the
+        chain runs (``allocated``) and holds for admitted groups (``inqueue``), within its
+        real capability of ``pods``. Otherwise a gang larger than the room a ``pods``
+        capability leaves would be Inqueue, holding its ``minResources``, and never run."""
+        pods = self.dims.pods
+        need = max(0, job.min_member - job.ready)
+        for target in attr.pods_chain:
+            used = target.allocated_pods + target.inqueue_pods
+            if need + used > target.real_capability[pods]:
+                self.blockers[job.key] = Blocker(
+                    kind="enqueue",
+                    queue=target.name,
+                    leaf=attr.name,
+                    dim=pods,
+                    requested=float(need),
+                    allocated=float(used),
+                    capability=target.real_capability[pods],
+                )
+                self.session.events.append(
+                    decisions.Event(
+                        kind="PodGroup",
+                        key=job.key,
+                        type="Normal",
+                        reason="Unschedulable",
+                        message="queue resource quota insufficient: insufficient pods",
+                    )
+                )
+                return False
+        return True
 
     def job_enqueued(self, job: frameworks.Job) -> None:
         attr = self.attrs.get(job.queue)
         if attr is None or job.min_resources is None:
             return
+        if attr.pods_chain:
+            held_pods = max(0, job.min_member - job.ready)
+            for target in attr.chain:
+                target.inqueue_pods += held_pods
         gated = self.dims.zero()
         for task in job.tasks:
             if task.pod.held_by_other_gates:

@@ -52,6 +52,10 @@ class QueueAttr:
     """Pods in ``reserved``: admitted, not yet placed, subtree included."""
     releasing_pods: int = 0
     """Pods in ``releasing``: being deleted, still on a node, subtree included."""
+    inqueue_pods: int = 0
+    """Pods admitted PodGroups still hold room for (``minMember`` less their pods that run),
+    subtree included: ``inqueue`` on ``pods``, which enqueue checks (only for queues with a
+    ``pods_chain``)."""
     pods_chain: tuple[QueueAttr, ...] = ()
     """The members of ``chain`` that limit how many pods run in their subtree, leaf first: those
     with a ``pods`` capability (their own, or inherited in hierarchy mode) and so a finite real
