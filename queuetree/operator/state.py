@@ -80,6 +80,11 @@ class StateView:
     """The unfinished pods outside queue admission that name a queue (``governing.named_queue``:
     a queue-name annotation or a PodGroup), by key: no queue counts them, and they are told so.
     Pods that name nothing (most of a cluster's) are not here."""
+    unreadable: Mapping[str, tuple[str, str]] = dataclasses.field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """Pods with our gate that the operator cannot read, by key: (uid, the problems). They are
+    in no snapshot, so no queue admits them; they are told why (``explaining``)."""
 
     @property
     def for_session(self) -> objects.Snapshot:
@@ -149,6 +154,8 @@ class ClusterState:
         """Namespaces the pod webhooks do not review (see :meth:`set_namespace_reviewed`)."""
         self._distrusted: dict[str, objects.Pod] = {}
         """Pods stored without the admission record they carry, as delivered (to restore)."""
+        self._unreadable: dict[str, tuple[str, str]] = {}
+        """Gated pods that cannot be read: key -> (uid, problems) (``StateView.unreadable``)."""
 
     def set_wake(self, wake: WakeFn) -> None:
         """Replace the wake callback (the cycle installs its own when it starts)."""
@@ -200,9 +207,25 @@ class ClusterState:
         room (:func:`only_takes_room`): the periodic cycle shows that in the figures.
         """
         with self._lock:
+            self._unreadable.pop(pod.key, None)
             wake = self._store_pod(self._trusted(pod))
         if wake:
             self._wake()
+
+    def note_unreadable(self, key: str, *, uid: str, problem: str) -> None:
+        """Pod ``key`` carries our gate and cannot be read (``problem``): it is dropped from
+        the snapshots, and told why. ``replace`` with a listing's notes (``replace_unreadable``)
+        or a later readable version (``upsert_pod``) or deletion forgets it."""
+        with self._lock:
+            self._drop_pod(key)
+            self._unreadable[key] = (uid, problem)
+            self._changed()
+        self._wake()
+
+    def replace_unreadable(self, notes: Mapping[str, tuple[str, str]]) -> None:
+        """After a fresh listing: exactly these pods are unreadable (key -> (uid, problem))."""
+        with self._lock:
+            self._unreadable = dict(notes)
 
     def _trusted(self, pod: objects.Pod) -> objects.Pod:
         """``pod`` as far as the operator may believe it: in a namespace the pod webhooks do not
@@ -494,6 +517,7 @@ class ClusterState:
     def delete_pod(self, key: str) -> None:
         with self._lock:
             self._distrusted.pop(key, None)
+            self._unreadable.pop(key, None)
             changed = self._drop_pod(key)
         if changed:
             self._wake()
@@ -601,6 +625,7 @@ class ClusterState:
                 assumed=MappingProxyType(dict(self._assumed)),
                 version=self._version,
                 synced=self._synced,
+                unreadable=MappingProxyType(dict(self._unreadable)),
             )
 
     def _node_occupancy(self) -> dict[str, objects.Occupancy]:
