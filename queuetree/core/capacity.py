@@ -467,13 +467,9 @@ class CapacityPlugin(frameworks.Plugin):
                     step=delta[i],
                     limit=target.real_capability[i],
                 )
+        # Runs are lone pods: their pods are checked at allocate (_pods_fit), not here; what
+        # they hold is counted all the same (job_enqueued).
         need = max(0, job.min_member - job.ready)
-        if attr.pods_chain and need:
-            # As _group_pods_fit for each member in turn: as many as the pods left allow.
-            pods = self.dims.pods
-            for target in attr.pods_chain:
-                left = target.real_capability[pods] - target.allocated_pods - target.inqueue_pods
-                enqueued = min(enqueued, max(0, int(left // need)))
         if enqueued:
             for target in attr.chain:
                 inqueue = target.inqueue
@@ -531,7 +527,7 @@ class CapacityPlugin(frameworks.Plugin):
                         )
                     )
                     return frameworks.REJECT
-        if attr.pods_chain and not self._group_pods_fit(job, attr):
+        if attr.pods_chain and not job.group.synthetic and not self._group_pods_fit(job, attr):
             return frameworks.REJECT
         return frameworks.PERMIT
 
@@ -540,7 +536,9 @@ class CapacityPlugin(frameworks.Plugin):
         group's ``minMember`` pods not running yet, with the pods each limiting queue of the
         chain runs (``allocated``) and holds for admitted groups (``inqueue``), within its
         real capability of ``pods``. Otherwise a gang larger than the room a ``pods``
-        capability leaves would be Inqueue, holding its ``minResources``, and never run."""
+        capability leaves would be Inqueue, holding its ``minResources``, and never run. Real
+        PodGroups only: a lone pod's single-pod group is checked at allocate
+        (:meth:`_pods_fit`), whose reason speaks of the pod."""
         pods = self.dims.pods
         need = max(0, job.min_member - job.ready)
         for target in attr.pods_chain:
