@@ -320,13 +320,19 @@ class Kube:
                     self._queues.append(name)
         return self.client.apply(list(manifests))
 
-    def create(self, *manifests: Mapping[str, Any]) -> kubectl.Result:
+    def create(self, *manifests: Mapping[str, Any], timeout: float = 60.0) -> kubectl.Result:
         """``kubectl create -o json`` (prints the object as the API server returned it)."""
         for manifest in manifests:
             if manifest.get("kind") == "Queue":
                 self._queues.append(manifest["metadata"]["name"])
         return self.client.run(
-            "create", "-o", "json", "-f", "-", input=kubectl.manifest_text(list(manifests))
+            "create",
+            "-o",
+            "json",
+            "-f",
+            "-",
+            input=kubectl.manifest_text(list(manifests)),
+            timeout=timeout,
         )
 
     def must(self, result: kubectl.Result) -> kubectl.Result:

@@ -54,6 +54,33 @@ def test_a_pod_group_with_room_is_inqueue_before_any_pod_exists(kube: support.Ku
     ) == ("False", "Inqueue", True, ["Inqueue"], [])
 
 
+def test_a_gang_of_more_pods_than_its_queue_allows_is_not_admitted(kube: support.Kube) -> None:
+    """Issue 35: enqueue counts ``pods``. A gang of three in a queue capped at two pods was
+    Inqueue, holding its minResources, and could never run; it now waits, and says why."""
+    q = support.unique("inqueue-pods")
+    kube.must(kube.apply(support.queue(q, capability={"pods": "2"})))
+    kube.must(
+        kube.as_tenant().apply(
+            support.pod_group(
+                "job", namespace=kube.namespace, queue=q, min_member=3, minResources=ONE_CPU
+            )
+        )
+    )
+    condition = support.eventually(
+        lambda: (
+            kube.group_condition("job").get("reason") == "NotEnoughResources"
+            and kube.group_condition("job")
+        ),
+        what="the group is told its queue has no room for its pods",
+        diagnose=lambda: str(kube.get("podgroup", "job")),
+    )
+    message = str(condition.get("message"))
+    assert (
+        kube.group_status("job").get("phase"),
+        "on pods: requested 3, used 0 of capability 2" in message,
+    ) == ("Pending", True), message
+
+
 def test_a_pod_group_without_room_stays_pending_and_says_why(kube: support.Kube) -> None:
     q = support.unique("inqueue-full")
     kube.must(kube.apply(support.queue(q, capability=ONE_CPU)))

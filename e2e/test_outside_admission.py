@@ -200,3 +200,50 @@ def test_a_pod_group_whose_pods_did_not_opt_in_holds_nothing_in_its_queue(
         0,
         True,
     ), explained.stdout
+
+
+RECORD = "scheduling.queuetree.io/admitted-queue"
+
+
+def test_a_forged_admission_record_charges_nothing_where_the_webhook_does_not_look(
+    kube: support.Kube,
+) -> None:
+    """Issue 35: in a namespace taken out of the pod webhooks (the break-glass label), anyone
+    may create a pod carrying an admission record. The operator does not believe it there: the
+    pod fills no queue, and an honest pod in a reviewed namespace takes the room. In a reviewed
+    namespace the same pod is refused by the webhook."""
+    queue = support.unique("forge")
+    kube.must(kube.apply(support.queue(queue, capability={"cpu": "100m", "memory": "1Gi"})))
+    elsewhere = support.unique("e2e-forge")
+    kube.must(kube.kubectl("create", "namespace", elsewhere))
+    try:
+        kube.must(kube.kubectl("label", "namespace", elsewhere, "queuetree.io/admission=disabled"))
+        forged = support.pod(
+            "forged", namespace=elsewhere, queue=queue, requests=TENTH, opted_in=False
+        )
+        forged["metadata"]["annotations"][RECORD] = queue
+        kube.must(kube.apply(forged))
+
+        def forged_runs() -> bool:
+            found = kube.client.get_json("pod", "forged", "-n", elsewhere)
+            return bool((found.get("status") or {}).get("phase") == "Running")
+
+        support.eventually(forged_runs, what="the forged pod runs (nothing gated it)")
+        kube.must(
+            kube.apply(support.pod("honest", namespace=kube.namespace, queue=queue, requests=TENTH))
+        )
+        support.eventually(lambda: kube.running("honest"), what="the honest pod is admitted")
+        support.eventually(
+            lambda: support.queue_figures(kube, queue)["allocated"].get("pods") == "1",
+            what="the queue counts the honest pod only",
+        )
+        copied = support.pod(
+            "forged", namespace=kube.namespace, queue=queue, requests=TENTH, opted_in=False
+        )
+        copied["metadata"]["annotations"][RECORD] = queue
+        refused = kube.apply(copied)
+        assert (refused.ok, "admission record" in refused.stderr) == (False, True), (
+            refused.describe()
+        )
+    finally:
+        kube.kubectl("delete", "namespace", elsewhere, "--wait=false")

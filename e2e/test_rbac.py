@@ -9,6 +9,7 @@ every path that needs a permission beyond start-up (leader election, caches, the
 default queues, the webhook's Secret and CA bundles happen there):
 
 - the close cascade (the operator patches the ``closed-by-parent`` mark on the child queue);
+- a queue under a missing parent (the webhook reads the parent once, ``get queues``);
 - a PodGroup's phase (``podgroups/status``);
 - a pod its queue cannot take yet, then can (its explanation annotation and event, then the
   gate removal);
@@ -82,6 +83,12 @@ def close_and_reopen_a_parent(kube: support.Kube) -> None:
     support.eventually(lambda: kube.queue_state(child) == "Closed", what=f"{child} Closed")
     kube.set_queue_state(parent, "Open")
     support.eventually(lambda: kube.queue_state(child) == "Open", what=f"{child} Open")
+
+
+def refuse_a_queue_under_a_missing_parent(kube: support.Kube) -> None:
+    """The webhook reads the missing parent once (``get queues``) rather than wait for it."""
+    refused = kube.apply(support.queue(support.unique("rbac-orphan"), parent="rbac-nowhere"))
+    assert not refused.ok, refused.describe()
 
 
 def wait_and_be_admitted(kube: support.Kube) -> None:
@@ -167,6 +174,7 @@ def test_every_call_is_allowed_and_every_granted_rule_is_used(
     if kube.cluster.reclaim_level > 1:
         pytest.fail("the sandbox's scheduler configuration must let reclaim reach across subtrees")
     close_and_reopen_a_parent(kube)
+    refuse_a_queue_under_a_missing_parent(kube)
     wait_and_be_admitted(kube)
     reclaim(kube)
     support.eventually(lambda: kube.pod("victim") is None, what="the victim is evicted")

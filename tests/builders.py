@@ -78,6 +78,11 @@ class QueueBuilder:
         self._queue = dataclasses.replace(self._queue, created=at(seconds))
         return self
 
+    def deleting(self) -> QueueBuilder:
+        """Deleted, held by a finalizer (``metadata.deletionTimestamp`` set)."""
+        self._queue = dataclasses.replace(self._queue, deleting=True)
+        return self
+
     def build(self) -> objects.Queue:
         return self._queue
 

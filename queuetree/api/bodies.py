@@ -109,6 +109,15 @@ def resource_version_of(body: RawBody, default: str = "") -> str:
     return str(metadata.get("resourceVersion") or default)
 
 
+def finalizers_of(body: RawBody) -> tuple[str, ...]:
+    """``metadata.finalizers``, the strings among them (() when absent)."""
+    metadata = body.get("metadata")
+    found = metadata.get("finalizers") if isinstance(metadata, Mapping) else None
+    if not isinstance(found, list):
+        return ()
+    return tuple(item for item in found if isinstance(item, str))
+
+
 def status_copy_of(body: RawBody) -> dict[str, Any]:
     """A copy of ``status`` ({} when absent)."""
     status = body.get("status")

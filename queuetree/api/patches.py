@@ -1,5 +1,5 @@
-"""JSON patches (RFC 6902) of the objects queuetree changes: the webhook's mutations and the
-operator's gate removal.
+"""JSON patches (RFC 6902) of the objects queuetree changes: the webhook's mutations, the
+operator's gate removal and the finalizer it holds on busy queues.
 
 Only ``queuetree.api`` knows wire keys (STYLE rule 7), and a patch names them in its paths
 (``/spec/schedulingGates``, ``/metadata/annotations/...``). The webhooks and the operator decide
@@ -98,3 +98,37 @@ def gate_removal(
         {"op": "remove", "path": annotation_path(key)} for key in forget if key in pod.annotations
     )
     return patch
+
+
+def add_finalizer(
+    finalizers: Iterable[str], *, finalizer: str, resource_version: str
+) -> list[dict[str, Any]]:
+    """Add ``finalizer`` to an object that carries ``finalizers`` (as read).
+
+    ``test`` first that the list is what was read, so a finalizer another controller added
+    since is never dropped; an object without any is tested on its ``resourceVersion``
+    instead (a missing member cannot be tested). The API server refuses a new finalizer on an
+    object being deleted (422), and answers 404 for one that is gone: either way the finalizer
+    is not there, and the caller must not count on it.
+    """
+    held = list(finalizers)
+    if held:
+        return [
+            {"op": "test", "path": "/metadata/finalizers", "value": held},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
+        ]
+    return [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version},
+        {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]},
+    ]
+
+
+def remove_finalizer(finalizers: Iterable[str], *, finalizer: str) -> list[dict[str, Any]]:
+    """Remove ``finalizer`` from an object that carries ``finalizers`` (as read, ``finalizer``
+    among them), after a ``test`` of the list: nobody else's finalizer is removed, whatever
+    changed since."""
+    held = list(finalizers)
+    return [
+        {"op": "test", "path": "/metadata/finalizers", "value": held},
+        {"op": "remove", "path": f"/metadata/finalizers/{held.index(finalizer)}"},
+    ]

@@ -93,6 +93,7 @@ def read_queue(manifest: object, *, origin: str = "", name: str = "") -> QueueRe
         annotations=meta.annotations,
         created=meta.created,
         uid=root.at("metadata", "uid").string() or meta.name,
+        deleting=bool(root.at("metadata", "deletionTimestamp").string()),
         as_written=objects.QueueAsWritten(
             capability=written_capability,
             deserved=written_deserved,

@@ -75,7 +75,7 @@ class Blocker:
     """Why the capacity plugin refused a task (the input of an explanation)."""
 
     kind: str
-    """``quota``, ``state``, ``not-leaf``, ``broken`` or ``enqueue``."""
+    """``quota``, ``state``, ``deleting``, ``not-leaf``, ``broken`` or ``enqueue``."""
     queue: str
     leaf: str
     dim: int = -1
@@ -126,6 +126,7 @@ class CapacityPlugin(frameworks.Plugin):
             attr.has_deserved = not vectors.is_empty(attr.deserved, self.dims)
             attr.usable = (
                 attr.queue.state == objects.QueueState.OPEN
+                and not attr.queue.deleting
                 and not attr.broken
                 and (not self.hierarchy or attr.is_leaf)
             )
@@ -228,6 +229,9 @@ class CapacityPlugin(frameworks.Plugin):
             return False
         if attr.usable:
             return True
+        if attr.queue.deleting:
+            self.blockers[key] = Blocker(kind="deleting", queue=attr.name, leaf=attr.name)
+            return False
         if attr.queue.state != objects.QueueState.OPEN:
             self.blockers[key] = Blocker(
                 kind="state", queue=attr.name, leaf=attr.name, detail=attr.queue.state.value
@@ -463,11 +467,16 @@ class CapacityPlugin(frameworks.Plugin):
                     step=delta[i],
                     limit=target.real_capability[i],
                 )
+        # Runs are lone pods: their pods are checked at allocate (_pods_fit), not here; what
+        # they hold is counted all the same (job_enqueued).
+        need = max(0, job.min_member - job.ready)
         if enqueued:
             for target in attr.chain:
                 inqueue = target.inqueue
                 for i, value in enumerate(delta):
                     inqueue[i] = vectors.repeat_add(inqueue[i], value, enqueued)
+                if attr.pods_chain:
+                    target.inqueue_pods += need * enqueued
         if enqueued < n:
             refused = groups[enqueued:]
             before = self.blockers.get(job.key)
@@ -518,12 +527,52 @@ class CapacityPlugin(frameworks.Plugin):
                         )
                     )
                     return frameworks.REJECT
+        if attr.pods_chain and not job.group.synthetic and not self._group_pods_fit(job, attr):
+            return frameworks.REJECT
         return frameworks.PERMIT
+
+    def _group_pods_fit(self, job: frameworks.Job, attr: capacity_tree.QueueAttr) -> bool:
+        """Enqueue on ``pods``, beyond the reference (whose requests carry no ``pods``): the
+        group's ``minMember`` pods not running yet, with the pods each limiting queue of the
+        chain runs (``allocated``) and holds for admitted groups (``inqueue``), within its
+        real capability of ``pods``. Otherwise a gang larger than the room a ``pods``
+        capability leaves would be Inqueue, holding its ``minResources``, and never run. Real
+        PodGroups only: a lone pod's single-pod group is checked at allocate
+        (:meth:`_pods_fit`), whose reason speaks of the pod."""
+        pods = self.dims.pods
+        need = max(0, job.min_member - job.ready)
+        for target in attr.pods_chain:
+            used = target.allocated_pods + target.inqueue_pods
+            if need + used > target.real_capability[pods]:
+                self.blockers[job.key] = Blocker(
+                    kind="enqueue",
+                    queue=target.name,
+                    leaf=attr.name,
+                    dim=pods,
+                    requested=float(need),
+                    allocated=float(used),
+                    capability=target.real_capability[pods],
+                )
+                self.session.events.append(
+                    decisions.Event(
+                        kind="PodGroup",
+                        key=job.key,
+                        type="Normal",
+                        reason="Unschedulable",
+                        message="queue resource quota insufficient: insufficient pods",
+                    )
+                )
+                return False
+        return True
 
     def job_enqueued(self, job: frameworks.Job) -> None:
         attr = self.attrs.get(job.queue)
         if attr is None or job.min_resources is None:
             return
+        if attr.pods_chain:
+            held_pods = max(0, job.min_member - job.ready)
+            for target in attr.chain:
+                target.inqueue_pods += held_pods
         gated = self.dims.zero()
         for task in job.tasks:
             if task.pod.held_by_other_gates:

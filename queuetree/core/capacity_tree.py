@@ -52,6 +52,10 @@ class QueueAttr:
     """Pods in ``reserved``: admitted, not yet placed, subtree included."""
     releasing_pods: int = 0
     """Pods in ``releasing``: being deleted, still on a node, subtree included."""
+    inqueue_pods: int = 0
+    """Pods admitted PodGroups still hold room for (``minMember`` less their pods that run),
+    subtree included: ``inqueue`` on ``pods``, which enqueue checks (only for queues with a
+    ``pods_chain``)."""
     pods_chain: tuple[QueueAttr, ...] = ()
     """The members of ``chain`` that limit how many pods run in their subtree, leaf first: those
     with a ``pods`` capability (their own, or inherited in hierarchy mode) and so a finite real
@@ -98,6 +102,9 @@ def build(session: frameworks.Session, *, hierarchy: bool) -> tuple[dict[str, Qu
         builder.build_hierarchy(session)
     else:
         builder.build_flat(session)
+    for name, attr in builder.attrs.items():
+        if attr.queue.deleting:
+            builder.fault_deleting(name)
     return builder.attrs, builder.faults
 
 
@@ -421,6 +428,20 @@ class _Builder:
                     f"exceeds its own ({dims.format(own)}) on {listed}{consequence}; lower "
                     f"theirs or raise its spec.{field}",
                 )
+
+    def fault_deleting(self, name: str) -> None:
+        """A deleted queue held by a finalizer: it admits nothing new (``capacity`` does not
+        use it) and its pods count until they finish."""
+        self._fault(
+            name,
+            conditions.QueueReason.TERMINATING,
+            f"queue {name!r} is being deleted: it admits no new pods, and stays (finalizer "
+            f"{objects.QUEUE_IN_USE_FINALIZER}) while pods are charged to it "
+            "(status.allocated.pods, status.reserved.pods); it goes once they finish. To let it "
+            "go now, delete those pods; if the queuetree operator is not running, remove the "
+            f"finalizer by hand: kubectl patch queue {name} --type=json "
+            """-p '[{"op":"remove","path":"/metadata/finalizers"}]'""",
+        )
 
     def _fault(self, queue: str, reason: conditions.QueueReason, message: str) -> None:
         self.faults.setdefault(queue, []).append(conditions.Fault(reason, message))

@@ -39,6 +39,8 @@ def account_jobs(session: frameworks.Session, attrs: dict[str, capacity_tree.Que
     releasing = objects.TaskStatus.RELEASING
     leaf_releasing: dict[str, vectors.Vec] = {}
     leaf_releasing_pods: dict[str, int] = {}
+    leaf_inqueue_pods: dict[str, int] = {}
+    """Leaf -> pods its admitted groups hold room for (``QueueAttr.inqueue_pods``)."""
     pending_requests: dict[str, dict[int, list[Any]]] = {}
     """Leaf -> id of a pending request vector -> [vector, count]."""
     for job in session.jobs.values():
@@ -107,6 +109,9 @@ def account_jobs(session: frameworks.Session, attrs: dict[str, capacity_tree.Que
                 else minimum
             )
             rest = deduct_gated(rest, gated, dims)
+            if dims.pods >= 0:  # some queue limits pods: enqueue checks them
+                held_pods = max(0, job.min_member - ready) * members
+                leaf_inqueue_pods[attr.name] = leaf_inqueue_pods.get(attr.name, 0) + held_pods
             if members == 1:
                 vectors.iadd(leaf_inqueue, rest)
             else:
@@ -134,6 +139,9 @@ def account_jobs(session: frameworks.Session, attrs: dict[str, capacity_tree.Que
             if lends:
                 vectors.iadd(target.elastic, elastic_sum)
             target.allocated_pods += pods
+    for name, held_pods in leaf_inqueue_pods.items():
+        for target in attrs[name].chain:
+            target.inqueue_pods += held_pods
     for name, releasing_sum in leaf_releasing.items():
         releasing_pods = leaf_releasing_pods[name]
         for target in attrs[name].chain:

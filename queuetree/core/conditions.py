@@ -29,6 +29,8 @@ class QueueReason(enum.StrEnum):
     """The reason of a queue's readiness condition, most urgent first (the order is the
     precedence :func:`readiness` applies)."""
 
+    TERMINATING = "Terminating"
+    """The queue was deleted and stays while pods are charged to it: it admits no new pods."""
     HIERARCHY_CYCLE = "HierarchyCycle"
     """The queue is on a ``spec.parent`` cycle: it and the queues below it admit nothing."""
     PARENT_NOT_FOUND = "ParentNotFound"
@@ -52,6 +54,7 @@ class QueueReason(enum.StrEnum):
 
 BLOCKING = frozenset(
     {
+        QueueReason.TERMINATING,
         QueueReason.HIERARCHY_CYCLE,
         QueueReason.PARENT_NOT_FOUND,
         QueueReason.TOO_DEEP,

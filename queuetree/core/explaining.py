@@ -35,6 +35,10 @@ STRUCTURAL: Mapping[str, tuple[str, str]] = MappingProxyType(
             "{where} is {detail}: only Open queues admit pods",
             "queue {queue!r} must be Open: kubectl queuetree open {queue}",
         ),
+        "deleting": (
+            "{where} is being deleted: it admits no new pods",
+            "the pod group must move to another queue: {queue!r} goes once its pods finish",
+        ),
         "not-leaf": (
             "{where} has child queues: only leaf queues admit pods",
             "the pod group must move to a leaf queue below {queue!r}",
@@ -237,7 +241,7 @@ def _reason(
             "admitted it"
         )
         blocker = blockers.get(key)
-        if blocker is not None and blocker.kind in ("state", "broken", "not-leaf"):
+        if blocker is not None and blocker.kind in STRUCTURAL:
             # The queue itself refused (closed, cut off): say so rather than why reclaim failed.
             text += "; reclaim cannot help: " + explain_blocker(blocker, session.dims)
         elif key in session.task_messages:
@@ -299,7 +303,12 @@ def brief(blocker: capacity.Blocker, dims: vectors.Dims) -> str:
     """The blocker in a few words, for a table cell: ``gpu full in 'ml' (8 of 8)``."""
     queue = blocker.queue
     if blocker.kind in STRUCTURAL:
-        what = {"state": blocker.detail, "not-leaf": "not a leaf", "broken": "broken"}
+        what = {
+            "state": blocker.detail,
+            "deleting": "being deleted",
+            "not-leaf": "not a leaf",
+            "broken": "broken",
+        }
         return f"queue {queue!r} is {what[blocker.kind]}"
     i = blocker.dim
     used = dims.format_value(i, blocker.allocated + blocker.reserved)

@@ -59,6 +59,20 @@ ADMITTED_QUEUE_ANNOTATION = "scheduling.queuetree.io/admitted-queue"
 was admitted to and is charged to until it finishes or is deleted, whatever its queue-name or
 group-name annotations (or its PodGroup's ``spec.queue``) say later. The webhook refuses any
 change to it."""
+QUEUE_IN_USE_FINALIZER = "scheduling.queuetree.io/queue-in-use"
+"""The finalizer the operator holds on a queue while pods are charged to it (allocated or
+reserved, its subtree included), as kube-controller-manager holds
+``kubernetes.io/pvc-protection`` on a PersistentVolumeClaim a pod uses: it is written before the
+first pod is admitted to the queue, and removed once none is charged there any more, so a queue
+deleted while busy stays (Terminating, admitting nothing) and keeps counting its pods until they
+finish (docs/concepts.md, "Deleting a busy queue")."""
+UNREVIEWED_NAMESPACES = frozenset({"kube-system", "queuetree-system"})
+"""Namespaces the pod webhooks never review (their ``namespaceSelector``), so the cluster and
+queuetree itself can always start."""
+ADMISSION_SWITCH_LABEL = "queuetree.io/admission"
+"""A namespace labelled with it, value :data:`ADMISSION_DISABLED`, is taken out of the pod
+webhooks (break-glass, docs/operations.md)."""
+ADMISSION_DISABLED = "disabled"
 ADMISSION_REASON_ANNOTATION = "scheduling.queuetree.io/admission-reason"
 """Pod annotation in which the operator says why the pod is still held by the queue gate."""
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -171,6 +185,10 @@ class Queue:
     annotations: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
     created: datetime.datetime = EPOCH
     uid: str = ""
+    deleting: bool = False
+    """``metadata.deletionTimestamp`` is set: the queue was deleted and stays only while a
+    finalizer holds it (:data:`QUEUE_IN_USE_FINALIZER`); it admits no new pods, and its pods
+    still count at every ancestor until they finish."""
     as_written: QueueAsWritten = dataclasses.field(default=NOT_WRITTEN, compare=False, repr=False)
     """The quota and state as written, for the webhook's rules (no session reads it); not
     part of equality: two spellings of the same quota (``1`` and ``1000m``) are the same

@@ -17,7 +17,9 @@ Each cycle (:meth:`AdmissionCycle.run_once`) is four phases, in this order:
    explanations of pods that stay gated, notices to pods outside queue admission, evictions).
    While the last batch is still being written, the writes are not planned: they are
    level-triggered, so a later cycle plans them afresh;
-3. **apply**: every admitted pod is assumed ungated in the state, then offered to the gate
+3. **apply**: the queues admitted to get the finalizer that keeps them while their pods run
+   (``protecting``; pods whose queue could not get it wait for the next cycle), every admitted
+   pod is assumed ungated in the state, then offered to the gate
    workers (``gating``; once their queue is full, the rest wait for the next cycle,
    unassumed); the batch of writes goes to the writer (``writing.Writer``), in the background,
    so slow status writes never delay the next admission;
@@ -45,6 +47,7 @@ from queuetree.operator import (
     kube,
     metrics,
     planning,
+    protecting,
     queue_status,
     reclaiming,
     settings,
@@ -153,6 +156,7 @@ class AdmissionCycle:
             wall_clock=wall_clock,
         )
         self._remover = remover
+        self._protector = protecting.Protector(api=api)
         self._session = session
         self._metrics = metrics_
         self._reclaim = reclaim
@@ -247,8 +251,11 @@ class AdmissionCycle:
         result = await self._decide(view)
         decided_at = self._clock()
         writes = self._plan(view, result) if self._writer.idle else None
-        # 3. Apply: admitted pods to the gate workers, the writes to the writer.
+        # 3. Apply: the finalizer on the queues admitted to (protecting), admitted pods to the
+        #    gate workers, the finalizer off the idle queues, the writes to the writer.
+        result = await self._protector.guard(view, result)
         offered, deferred = self._admit(result, decided_at=decided_at)
+        await self._protector.release(view, result)
         if writes is not None:
             self._writer.submit(writes, view=view)
         # 4. Report: the metrics, and what this cycle did.
@@ -313,8 +320,8 @@ class AdmissionCycle:
         admissions themselves (kueue #8095). While the gate workers have a backlog, the
         interval is ``busy_figures_factor`` times longer: the API server's time goes to
         admissions first, and the figures catch up once the backlog is gone. States, marks,
-        warnings, and a queue's first or last pod (the count the webhook's deletion check reads)
-        are never delayed."""
+        warnings, and a change of a queue's pod count (``queue_status.busy_changed``) are never
+        delayed."""
         now = self._clock()
         interval = self._figures_interval
         if self._remover.backlogged:

@@ -29,6 +29,12 @@ from queuetree.operator import state
 REASON_ANNOTATION = objects.ADMISSION_REASON_ANNOTATION
 """Pod annotation holding why the pod is still held by the queue gate."""
 EVENT_REASON = "QueueAdmissionPending"
+UNREADABLE = (
+    "queuetree cannot read this pod, so no queue admits it and it keeps its gate: {problem}; "
+    "create it again with a manifest queuetree reads, or remove the gate "
+    "scheduling.volcano.sh/queue-allocation-gate to run it outside queue admission"
+)
+"""The explanation of a gated pod the operator cannot read (``StateView.unreadable``)."""
 OUTSIDE_EVENT_REASON = "OutsideQueueAdmission"
 """The reason of the Event telling a pod that names a queue that it runs outside it."""
 _EVENT_NAME_LIMIT = 253
@@ -55,12 +61,19 @@ def plan_explanations(
     pod first (creation time, then key).
 
     Pods held by our gate (and not just admitted) get the core's reason; a pod with no reason
-    from the core gets none written. Pods that were explained and are no longer held get their
-    annotation removed, except pods just admitted (assumed): their gate removal takes the
-    annotation with it (``writing.build_gate_removal_patch``), or, when the cache did not show
-    the annotation yet, the record stays and a later cycle removes it.
+    from the core gets none written. Gated pods the operator cannot read
+    (``StateView.unreadable``) come first, told why (:data:`UNREADABLE`). Pods that were
+    explained and are no longer held get their annotation removed, except pods just admitted
+    (assumed): their gate removal takes the annotation with it
+    (``writing.build_gate_removal_patch``), or, when the cache did not show the annotation
+    yet, the record stays and a later cycle removes it.
     """
     planned: list[Explanation] = []
+    for key in sorted(view.unreadable):
+        uid, problem = view.unreadable[key]
+        reason = UNREADABLE.format(problem=problem)
+        if len(planned) < budget and reason != explained.get(key, ""):
+            planned.append(Explanation(key=key, reason=reason, uid=uid))
     pods = view.snapshot.pods
     # Only pods with our gate or with an explanation can need a write: not every pod.
     found = [

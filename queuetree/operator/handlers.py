@@ -1,8 +1,9 @@
 """Kopf handlers: watch events into the cluster state, nothing else.
 
-Queues, pod groups, nodes and PriorityClasses (and pods, when ``informing.PodInformer`` is not
-used). Each handler parses the object with the ``queuetree.api`` reader of its kind and
-updates ``queuetree.operator.state`` (which wakes the cycle). No handler writes to the API, and only
+Queues, pod groups, nodes, PriorityClasses and namespaces (their break-glass label: whether
+the pod webhooks review them), and pods when ``informing.PodInformer`` is not used. Each
+handler parses the object with the ``queuetree.api`` reader of its kind and updates
+``queuetree.operator.state`` (which wakes the cycle). No handler writes to the API, and only
 index and event handlers are registered, so kopf never adds a finalizer or a
 ``last-handled-configuration`` annotation to anything (no finalizers on pods).
 
@@ -21,6 +22,7 @@ from typing import Any
 import kopf
 
 from queuetree.api import bodies, pod_manifests, queue_manifests, readers
+from queuetree.core import objects
 from queuetree.operator import state
 
 logger = logging.getLogger(__name__)
@@ -71,7 +73,14 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
 
     def store_queue(body: Any) -> None:
         queue = queue_manifests.parse_queue(body)
-        cluster.upsert_queue(state.QueueRecord(queue=queue, status=bodies.status_copy_of(body)))
+        cluster.upsert_queue(
+            state.QueueRecord(
+                queue=queue,
+                status=bodies.status_copy_of(body),
+                finalizers=bodies.finalizers_of(body),
+                resource_version=bodies.resource_version_of(body),
+            )
+        )
 
     def store_pod_group(body: Any) -> None:
         default_queue = cluster.default_queue
@@ -86,11 +95,21 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
     def store_priority_class(body: Any) -> None:
         cluster.upsert_priority_class(pod_manifests.parse_priority_class(body))
 
+    def store_namespace(body: Any) -> None:
+        # Whether the pod webhooks review it: where they do not, admission records are not
+        # believed (state.ClusterState.set_namespace_reviewed).
+        disabled = bodies.labels_of(body).get(objects.ADMISSION_SWITCH_LABEL)
+        cluster.set_namespace_reviewed(bodies.name_of(body), disabled != objects.ADMISSION_DISABLED)
+
+    def forget_namespace(name: str) -> None:
+        cluster.set_namespace_reviewed(name, True)
+
     # (resource, name in warnings, reader and store, forget, key) of each kind.
     kinds = [
         (QUEUES, "Queue", store_queue, cluster.delete_queue, bodies.name_of),
         (POD_GROUPS, "PodGroup", store_pod_group, cluster.delete_pod_group, bodies.key_of),
         (("nodes",), "Node", store_node, cluster.delete_node, bodies.name_of),
+        (("namespaces",), "Namespace", store_namespace, forget_namespace, bodies.name_of),
         (
             PRIORITY_CLASSES,
             "PriorityClass",

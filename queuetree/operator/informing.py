@@ -48,6 +48,23 @@ def parse(body: dict[str, Any]) -> objects.Pod | None:
         return None
 
 
+def unreadable_note(body: dict[str, Any]) -> tuple[str, str] | None:
+    """(uid, problems) of a pod that could not be parsed and carries our gate (it waits for
+    queuetree, which must say why it never admits it), else None. The problems are read once
+    more (this is rare)."""
+    gates = bodies.spec_of(body).get("schedulingGates")
+    if not isinstance(gates, list) or not any(
+        isinstance(g, dict) and g.get("name") == objects.QUEUE_ALLOCATION_GATE for g in gates
+    ):
+        return None
+    try:
+        pod_manifests.parse_pod(body)
+    except readers.ManifestError as error:
+        uid = str(bodies.metadata_of(body).get("uid") or "")
+        return uid, str(error)
+    return None  # pragma: no cover - only called after a failed parse
+
+
 def _identity(body: dict[str, Any]) -> bytes | None:
     """Everything a parsed pod depends on except what the cluster writes after creation (see
     :func:`_progress`), as a :func:`bodies.fingerprint`.
@@ -142,8 +159,16 @@ class PodEvents:
         keys = {bodies.key_of(item) for item in items}
         for key in [key for key in self._known if key not in keys]:
             del self._known[key]
-        pods = [pod for pod in (self._pod(item) for item in items) if pod is not None]
+        pods: list[objects.Pod] = []
+        notes: dict[str, tuple[str, str]] = {}
+        for item in items:
+            pod = self._pod(item)
+            if pod is not None:
+                pods.append(pod)
+            elif (note := unreadable_note(item)) is not None:
+                notes[bodies.key_of(item)] = note
         self._cluster.replace_pods(pods)
+        self._cluster.replace_unreadable(notes)
 
     def apply(self, event: dict[str, Any], version: str) -> str:
         """Apply one watch event; return the resourceVersion to resume from.
@@ -161,6 +186,9 @@ class PodEvents:
             pod = self._pod(body)
             if pod is None:
                 self._cluster.delete_pod(key)
+                note = unreadable_note(body)
+                if note is not None:
+                    self._cluster.note_unreadable(key, uid=note[0], problem=note[1])
             else:
                 self._cluster.upsert_pod(pod)
         return new_version

@@ -2,11 +2,11 @@
 
 Every write the operator makes goes through :class:`KubeApi` (reads come from kopf's watches,
 never from here): pod gate removals (JSON patch), pod annotations, evictions, queue creation,
-queue status and spec patches, and events. :class:`AsyncKube` implements it on the
-configuration, credentials and connection pool of a kubernetes-asyncio client, with a
-client-side rate limit (QPS and burst, like client-go's token bucket), without reading
-responses into models, which the operator never reads. Tests use a fake that records the
-calls.
+queue status and spec patches, the finalizer of busy queues, and events. :class:`AsyncKube`
+implements it on the configuration, credentials and connection pool of a kubernetes-asyncio
+client, with a client-side rate limit (QPS and burst, like client-go's token bucket), without
+reading responses into models, which the operator never reads. Tests use a fake that records
+the calls.
 
 Errors: :class:`ApiError` carries the HTTP status and reason of a refused request; status 0
 means the request never got an answer (connection refused, timeout). Callers decide which
@@ -81,6 +81,9 @@ class KubeApi(Protocol):
 
     async def patch_queue(self, name: str, patch: Mapping[str, Any]) -> None:
         """A merge patch of a queue's metadata or spec."""
+
+    async def patch_queue_json(self, name: str, patch: JsonPatch) -> None:
+        """A JSON patch (RFC 6902) of a queue: its finalizer (``protecting``)."""
 
     async def patch_queue_status(self, name: str, patch: Mapping[str, Any]) -> None:
         """A merge patch of a queue's ``status`` subresource."""
@@ -235,6 +238,9 @@ class AsyncKube:
 
     async def patch_queue(self, name: str, patch: Mapping[str, Any]) -> None:
         await self._send("patch", f"queues/{name}", paths.queue(name), patch, _MERGE_PATCH)
+
+    async def patch_queue_json(self, name: str, patch: JsonPatch) -> None:
+        await self._send("patch", f"queues/{name}", paths.queue(name), patch, _JSON_PATCH)
 
     async def patch_queue_status(self, name: str, patch: Mapping[str, Any]) -> None:
         where = (f"queues/{name}/status", paths.queue_status(name))

@@ -166,17 +166,15 @@ def desired_status(
 
 
 def busy_changed(write: QueueWrite) -> bool:
-    """Whether ``write`` says a queue got its first pod or lost its last (allocated or
-    reserved): what the webhook's deletion and first-child checks read, so it never waits."""
+    """Whether ``write`` changes how many pods a queue counts (allocated or reserved): what
+    ``kubectl get queues`` and the webhook's deletion and first-child checks read, so it is
+    written at the next cycle, never paced (issue 35: a queue whose two pods were admitted
+    together showed none until its figures were next refreshed). The other figures ride along.
+    """
     for figure in ("allocated", "reserved"):
         patch = write.status.get(figure)
-        # The patch carries only what changed: 1 or 0 (or null) is a first pod or the last one
-        # gone (a drop from two to one is hurried too: cheaper than comparing).
-        if (
-            isinstance(patch, Mapping)
-            and resources.PODS in patch
-            and patch[resources.PODS] in (None, "0", "1")
-        ):
+        # The patch carries only what changed: a count in it is a count that moved.
+        if isinstance(patch, Mapping) and resources.PODS in patch:
             return True
     return False
 

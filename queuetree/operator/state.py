@@ -43,6 +43,9 @@ class QueueRecord:
 
     queue: objects.Queue
     status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    finalizers: tuple[str, ...] = ()
+    """``metadata.finalizers``: whether the queue carries ours (``protecting``)."""
+    resource_version: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -77,6 +80,11 @@ class StateView:
     """The unfinished pods outside queue admission that name a queue (``governing.named_queue``:
     a queue-name annotation or a PodGroup), by key: no queue counts them, and they are told so.
     Pods that name nothing (most of a cluster's) are not here."""
+    unreadable: Mapping[str, tuple[str, str]] = dataclasses.field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """Pods with our gate that the operator cannot read, by key: (uid, the problems). They are
+    in no snapshot, so no queue admits them; they are told why (``explaining``)."""
 
     @property
     def for_session(self) -> objects.Snapshot:
@@ -142,6 +150,12 @@ class ClusterState:
         (``governing.group_in_admission``); they shadow the groups of ``_pod_groups``."""
         self._version = 0
         self._synced = False
+        self._unreviewed: set[str] = set(objects.UNREVIEWED_NAMESPACES)
+        """Namespaces the pod webhooks do not review (see :meth:`set_namespace_reviewed`)."""
+        self._distrusted: dict[str, objects.Pod] = {}
+        """Pods stored without the admission record they carry, as delivered (to restore)."""
+        self._unreadable: dict[str, tuple[str, str]] = {}
+        """Gated pods that cannot be read: key -> (uid, problems) (``StateView.unreadable``)."""
 
     def set_wake(self, wake: WakeFn) -> None:
         """Replace the wake callback (the cycle installs its own when it starts)."""
@@ -193,9 +207,71 @@ class ClusterState:
         room (:func:`only_takes_room`): the periodic cycle shows that in the figures.
         """
         with self._lock:
-            wake = self._store_pod(pod)
+            self._unreadable.pop(pod.key, None)
+            wake = self._store_pod(self._trusted(pod))
         if wake:
             self._wake()
+
+    def note_unreadable(self, key: str, *, uid: str, problem: str) -> None:
+        """Pod ``key`` carries our gate and cannot be read (``problem``): it is dropped from
+        the snapshots, and told why. ``replace`` with a listing's notes (``replace_unreadable``)
+        or a later readable version (``upsert_pod``) or deletion forgets it."""
+        with self._lock:
+            self._drop_pod(key)
+            self._unreadable[key] = (uid, problem)
+            self._changed()
+        self._wake()
+
+    def replace_unreadable(self, notes: Mapping[str, tuple[str, str]]) -> None:
+        """After a fresh listing: exactly these pods are unreadable (key -> (uid, problem))."""
+        with self._lock:
+            self._unreadable = dict(notes)
+
+    def _trusted(self, pod: objects.Pod) -> objects.Pod:
+        """``pod`` as far as the operator may believe it: in a namespace the pod webhooks do not
+        review, its admission record is ignored (issue 35). There nothing kept anyone from
+        creating a pod with a record, or writing one, so a record would charge a pod that never
+        waited for its queue to any queue it names (filling the queue, keeping it from being
+        deleted). Such a pod counts as its annotations say, like any pod created there while
+        the webhook looked away; a gated pod there is admitted as usual."""
+        key = pod.key
+        if (
+            pod.namespace not in self._unreviewed
+            or objects.ADMITTED_QUEUE_ANNOTATION not in pod.annotations
+        ):
+            self._distrusted.pop(key, None)
+            return pod
+        self._distrusted[key] = pod
+        kept = {
+            name: value
+            for name, value in pod.annotations.items()
+            if name != objects.ADMITTED_QUEUE_ANNOTATION
+        }
+        return dataclasses.replace(pod, annotations=MappingProxyType(kept))
+
+    def set_namespace_reviewed(self, namespace: str, reviewed: bool) -> None:
+        """Whether the pod webhooks review ``namespace`` (it is not labelled
+        ``queuetree.io/admission=disabled``; the namespaces of
+        ``objects.UNREVIEWED_NAMESPACES`` never are). The pods stored there are read again
+        (:meth:`_trusted`)."""
+        if namespace in objects.UNREVIEWED_NAMESPACES:
+            return
+        with self._lock:
+            if (namespace not in self._unreviewed) == reviewed:
+                return
+            if reviewed:
+                self._unreviewed.discard(namespace)
+            else:
+                self._unreviewed.add(namespace)
+            stored = [
+                self._distrusted.get(key) or pod
+                for key, pod in (*self._pods.items(), *self._outside.items())
+                if pod.namespace == namespace
+            ]
+            for pod in stored:
+                self._store_pod(self._trusted(pod))
+            self._changed()
+        self._wake()
 
     def _store_pod(self, pod: objects.Pod) -> bool:
         """Store ``pod``; True when what snapshots show of it changed in a way worth a cycle soon.
@@ -431,14 +507,17 @@ class ClusterState:
             fresh = {pod.key for pod in pods}
             for key in [key for key in (*self._pods, *self._outside) if key not in fresh]:
                 self._drop_pod(key)
+            self._distrusted.clear()
             for pod in pods:
-                self._store_pod(pod)
+                self._store_pod(self._trusted(pod))
             self._changed()
         self.mark_synced("pods")
         self._wake()
 
     def delete_pod(self, key: str) -> None:
         with self._lock:
+            self._distrusted.pop(key, None)
+            self._unreadable.pop(key, None)
             changed = self._drop_pod(key)
         if changed:
             self._wake()
@@ -546,6 +625,7 @@ class ClusterState:
                 assumed=MappingProxyType(dict(self._assumed)),
                 version=self._version,
                 synced=self._synced,
+                unreadable=MappingProxyType(dict(self._unreadable)),
             )
 
     def _node_occupancy(self) -> dict[str, objects.Occupancy]:

@@ -34,6 +34,14 @@ class Metrics:
             "1 once the queue, namespace and pod-group caches have listed once.",
             registry=self.registry,
         )
+        self.cache_misses = prometheus_client.Counter(
+            "queuetree_webhook_cache_misses_total",
+            "Reviews that named a queue or namespace missing from the cache, by outcome: absent "
+            "(a live read says it does not exist: answered at once), found (it reached the "
+            "cache within --cache-wait), timeout (the wait ran out).",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.certificate_loads = prometheus_client.Counter(
             "queuetree_webhook_certificate_loads_total",
             "Serving certificates loaded (1 at start, then one per rotation).",

@@ -35,6 +35,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
+import aiohttp
 from aiohttp import hdrs, web
 
 from queuetree.webhooks import caching, certificates, listening, metrics, reviewing, views
@@ -56,6 +57,11 @@ class ViewSource(Protocol):
         """Wait up to ``patience`` seconds until all these are known; whether they are."""
         ...
 
+    async def confirm_absent(self, *, queues: Iterable[str]) -> bool:
+        """Whether none of these queues exists, as the API server says now (nothing to wait
+        for); False when unsure."""
+        ...
+
 
 @dataclasses.dataclass(slots=True)
 class StaticSource:
@@ -75,6 +81,9 @@ class StaticSource:
         return set(queues) <= self.fixed.tree.queues.keys() and set(namespaces) <= (
             self.fixed.namespaces.keys()
         )
+
+    async def confirm_absent(self, *, queues: Iterable[str]) -> bool:
+        return not set(queues) & self.fixed.tree.queues.keys()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -164,7 +173,7 @@ def build_app(
     app[CERTIFICATE_LOADED] = loaded
     app[STOPPING] = stopping or asyncio.Event()
     for path in reviewing.ENDPOINTS:
-        app.router.add_post(path, handle_review)
+        app.router.add_post(path, handle_review, expect_handler=handle_expect)
     add_health_routes(app, metrics_=serve_metrics)
     return app
 
@@ -202,7 +211,7 @@ async def answer_errors_as_status(request: web.Request, handler: Handler) -> web
             guard.request_finished()
 
 
-async def handle_review(request: web.Request) -> web.Response:
+async def handle_review(request: web.Request) -> web.StreamResponse:
     """Read (within the limits) -> pure review -> render; a review that missed a queue is
     retried once the cache has it (or after ``cache_wait``)."""
     started = time.perf_counter()
@@ -211,23 +220,34 @@ async def handle_review(request: web.Request) -> web.Response:
     read = await read_body(request, limits)
     if isinstance(read, reviewing.Answer):
         app[METRICS].observe(request.path, read.outcome, time.perf_counter() - started)
+        if read.status in (413, 415):
+            return await answer_then_drain(request, read)
         return _response(read)
     body, deadline = read
     view, rules = app[SOURCE].view, app[SETTINGS]
     answer = reviewing.review(request.path, body, view=view(), settings=rules, limits=limits.body)
     patience = min(app[CACHE_WAIT], deadline - asyncio.get_running_loop().time())
-    if (
-        (answer.missing or answer.missing_namespaces)
-        and patience > 0
-        and await app[SOURCE].wait_for(
-            queues=answer.missing, namespaces=answer.missing_namespaces, patience=patience
-        )
-    ):
-        answer = reviewing.review(
-            request.path, body, view=view(), settings=rules, limits=limits.body
-        )
+    if (answer.missing or answer.missing_namespaces) and patience > 0:
+        outcome = await wait_for_missing(app[SOURCE], answer, patience=patience)
+        app[METRICS].cache_misses.labels(outcome).inc()
+        if outcome == "found":
+            answer = reviewing.review(
+                request.path, body, view=view(), settings=rules, limits=limits.body
+            )
     app[METRICS].observe(request.path, answer.outcome, time.perf_counter() - started)
     return _response(answer)
+
+
+async def wait_for_missing(source: ViewSource, answer: reviewing.Answer, *, patience: float) -> str:
+    """What became of the queues and namespaces a review missed in the cache: ``absent`` (the
+    API server says no missing queue exists: the answer stands at once), ``found`` (they
+    reached the cache within ``patience``: review again) or ``timeout``."""
+    if not answer.missing_namespaces and await source.confirm_absent(queues=answer.missing):
+        return "absent"
+    found = await source.wait_for(
+        queues=answer.missing, namespaces=answer.missing_namespaces, patience=patience
+    )
+    return "found" if found else "timeout"
 
 
 async def read_body(
@@ -241,18 +261,10 @@ async def read_body(
     loop = asyncio.get_running_loop()
     guard = listening.guard_of(request)
     deadline = guard.deadline if guard is not None else loop.time() + limits.request_timeout
-    encoding = request.headers.get(hdrs.CONTENT_ENCODING)
-    if encoding is not None:
-        return reviewing.bad_request(
-            415,
-            f"Content-Encoding {encoding[:32]!r}: request bodies must not be encoded "
-            "(kube-apiserver sends none, and an encoded body would have to be inflated)",
-            reason="UnsupportedMediaType",
-        )
+    refused = refuse_unread(request, limits)
+    if refused is not None:
+        return refused
     body_limits = limits.body
-    announced = request.content_length
-    if announced is not None and announced > body_limits.max_bytes:
-        return reviewing.too_large(announced, body_limits)
     chunks: list[bytes] = []
     size = elements = 0
     while True:
@@ -279,6 +291,83 @@ async def read_body(
         if elements > body_limits.max_elements:
             return reviewing.too_costly(body_limits)
         chunks.append(chunk)
+
+
+def refuse_unread(request: web.Request, limits: listening.Limits) -> reviewing.Answer | None:
+    """The refusal a request gets from its headers alone: 415 for any ``Content-Encoding``, 413
+    for an announced length over the size limit; None when its body is worth reading."""
+    encoding = request.headers.get(hdrs.CONTENT_ENCODING)
+    if encoding is not None:
+        return reviewing.bad_request(
+            415,
+            f"Content-Encoding {encoding[:32]!r}: request bodies must not be encoded "
+            "(kube-apiserver sends none, and an encoded body would have to be inflated)",
+            reason="UnsupportedMediaType",
+        )
+    announced = request.content_length
+    if announced is not None and announced > limits.body.max_bytes:
+        return reviewing.too_large(announced, limits.body)
+    return None
+
+
+async def handle_expect(request: web.Request) -> web.StreamResponse | None:
+    """``Expect: 100-continue``: a request refused by its headers (:func:`refuse_unread`) gets
+    its final answer instead of ``100 Continue``, so the client never sends the body (RFC 9110
+    §10.1.1); any other goes on as aiohttp would (``100 Continue``, or 417 for another
+    expectation)."""
+    refused = refuse_unread(request, request.app[LIMITS])
+    if refused is None:
+        if request.version != aiohttp.HttpVersion11:
+            return None
+        expect = request.headers.get(hdrs.EXPECT, "")
+        if expect.lower() != "100-continue":
+            raise web.HTTPExpectationFailed(text=f"Unknown Expect: {expect[:32]}")
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0
+        return None
+    request.app[METRICS].observe(request.path, refused.outcome, 0.0)
+    return web.Response(
+        status=refused.status,
+        body=refused.body,
+        content_type="application/json",
+        headers={hdrs.CONNECTION: "close"},
+    )
+
+
+DRAIN_BYTES = 1024 * 1024
+"""Most bytes of a refused body read (and dropped) after the answer (:func:`answer_then_drain`)."""
+DRAIN_SECONDS = 1.0
+"""Longest time spent reading them."""
+
+
+async def answer_then_drain(request: web.Request, answer: reviewing.Answer) -> web.StreamResponse:
+    """Send an early refusal (413, 415: the body left unread) at once, with ``Connection:
+    close``, then read and drop what the client still sends, up to :data:`DRAIN_BYTES` or
+    :data:`DRAIN_SECONDS`, before the connection closes.
+
+    Closing a socket with unread bytes makes the kernel send a reset, and a client still
+    sending its body then loses the answer unread: it saw its connection reset, not the 413
+    that names the limit (issue 35). The server does not linger in general
+    (``listening.handler_options``: a refused body must not cost it megabytes of reading and
+    decryption); this bounded drain gives the client's kernel the answer first, at a bounded
+    cost per refused request."""
+    response = web.Response(
+        status=answer.status,
+        body=answer.body,
+        content_type="application/json",
+        headers={hdrs.CONNECTION: "close"},
+    )
+    await response.prepare(request)
+    await response.write_eof()
+    drained = 0
+    with contextlib.suppress(TimeoutError, ConnectionError, OSError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            while drained < DRAIN_BYTES:
+                chunk = await request.content.readany()
+                if not chunk:
+                    break
+                drained += len(chunk)
+    return response
 
 
 def _response(answer: reviewing.Answer) -> web.Response:

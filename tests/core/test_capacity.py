@@ -229,6 +229,69 @@ def test_enqueue_refusal_is_explained_with_the_groups_min_resources() -> None:
     )
 
 
+class PodsEnqueueCase(NamedTuple):
+    capability: str
+    running: int
+    """Pods of an admitted group already running in the queue."""
+    gangs: tuple[int, ...]
+    """The minMember of each pending gang, oldest first."""
+    inqueue: tuple[str, ...]
+
+
+PODS_ENQUEUE = {
+    "a gang that fits the pods left is admitted": PodsEnqueueCase("4", 1, (3,), ("g0",)),
+    "a gang larger than the pods left waits": PodsEnqueueCase("4", 2, (3,), ()),
+    "a gang larger than the capability waits": PodsEnqueueCase("2", 0, (3,), ()),
+    "admitted gangs hold their pods for the next": PodsEnqueueCase("5", 0, (3, 3), ("g0",)),
+    "two that fit together are both admitted": PodsEnqueueCase("6", 0, (3, 3), ("g0", "g1")),
+}
+
+
+@pytest.mark.parametrize(
+    PodsEnqueueCase._fields, list(PODS_ENQUEUE.values()), ids=list(PODS_ENQUEUE)
+)
+def test_enqueue_counts_the_pods_a_gang_needs_against_a_pods_capability(
+    capability: str, running: int, gangs: tuple[int, ...], inqueue: tuple[str, ...]
+) -> None:
+    """Issue 35: a gang of more pods than a ``pods`` capability leaves was admitted (Inqueue,
+    holding its minResources) and could never run."""
+    items: list[Any] = [
+        b.node("n1").allocatable(cpu="64", memory="64Gi", pods="110"),
+        b.queue("root"),
+        b.queue("q").capability(pods=capability),
+        b.pod_group("ns", "run").queue("q").phase(objects.PodGroupPhase.RUNNING).min_member(1),
+    ]
+    items += [
+        b.pod("ns", f"run-{i}").group("run").requests(cpu="1").opted_in().running_on("n1")
+        for i in range(running)
+    ]
+    for index, size in enumerate(gangs):
+        name = f"g{index}"
+        items.append(
+            b.pod_group("ns", name).queue("q").min_member(size).min_resources(cpu=str(size))
+        )
+        items += [
+            b.pod("ns", f"{name}-{i}").group(name).requests(cpu="1").admission().created(index)
+            for i in range(size)
+        ]
+    result = sessions.run_session(
+        b.snapshot(*items),
+        config=b.config(
+            [b.plugin("gang"), b.plugin("capacity", hierarchy=True)], actions=("enqueue",)
+        ),
+        feature_gates=b.GATES_ON,
+        admission_only=True,
+    )
+    admitted = tuple(
+        sorted(
+            key.split("/")[1]
+            for key, phase in result.pod_groups.items()
+            if phase is objects.PodGroupPhase.INQUEUE and key != "ns/run"
+        )
+    )
+    assert admitted == inqueue
+
+
 def test_enqueue_refusal_of_a_lone_pod_speaks_of_the_pod_and_its_requests() -> None:
     # A lone pod has no PodGroup a tenant could look up: its synthetic group's minResources
     # are its own requests, and the reason and the remedy say so.

@@ -80,6 +80,14 @@ CASES = {
         ),
         expected={"a": (False, R.CLOSED), "b": (False, R.CLOSING)},
     ),
+    "a queue being deleted is Terminating, whatever else is off": Case(
+        queues=(
+            b.queue("root"),
+            b.queue("a").deleting().state(objects.QueueState.CLOSED),
+            b.queue("b").deleting().parent("gone"),
+        ),
+        expected={"a": (False, R.TERMINATING), "b": (False, R.TERMINATING)},
+    ),
     "a cycle outranks a closed state (opening would not help)": Case(
         queues=(
             b.queue("root"),
@@ -207,6 +215,21 @@ def test_a_pod_blocked_by_quota_is_told_how_much_room_it_needs() -> None:
         "ns/p1": "1 more cpu must be free in queue 'team' (pods charged to it finishing or "
         "deleted), or its capability for cpu must be at least 3, for the pod to fit"
     }
+
+
+def test_a_queue_being_deleted_admits_nothing_and_keeps_counting_its_pods() -> None:
+    running = b.pod("ns", "running").requests(cpu="1", memory="1Gi").opted_in().admitted_to("q")
+    result = _run(
+        b.queue("root"), b.queue("q").deleting(), running.running_on("n1"), *_gated("p", "q")
+    )
+    (fault,) = result.queue_faults["q"]
+    assert (
+        result.ungate,
+        result.remedies["ns/p"],
+        result.queues["q"].allocated_pods,
+        result.queues["root"].allocated_pods,
+    ) == ((), "the pod group must move to another queue: 'q' goes once its pods finish", 1, 1)
+    assert "kubectl patch queue q --type=json" in fault.message
 
 
 def test_a_pod_of_a_closed_queue_is_told_to_open_it() -> None:

@@ -577,6 +577,7 @@ OPERATOR_CLUSTER_ROLE = grants(
     ("", "pods", "list watch patch", "*"),
     ("", "pods/eviction", "create", "*"),
     ("", "nodes", "list watch", "*"),
+    ("", "namespaces", "list watch", "*"),
     ("", "events", "create", "*"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "list watch", "*"),
     ("scheduling.k8s.io", "priorityclasses", "list watch", "*"),
@@ -586,7 +587,7 @@ OPERATOR_ROLE = grants(
     ("coordination.k8s.io", "leases", "create", "*"),
 )
 WEBHOOK_CLUSTER_ROLE = grants(
-    ("scheduling.volcano.sh", "queues", "list watch", "*"),
+    ("scheduling.volcano.sh", "queues", "list watch get", "*"),
     ("scheduling.volcano.sh", "podgroups", "list watch", "*"),
     ("", "namespaces", "list watch", "*"),
 )

@@ -61,6 +61,9 @@ class FakeKube:
     async def patch_queue(self, name: str, patch: Mapping[str, Any]) -> None:
         await self._record("patch", f"queues/{name}", dict(patch))
 
+    async def patch_queue_json(self, name: str, patch: Sequence[Mapping[str, Any]]) -> None:
+        await self._record("patch-json", f"queues/{name}", list(patch))
+
     async def patch_queue_status(self, name: str, patch: Mapping[str, Any]) -> None:
         await self._record("patch", f"queues/{name}/status", dict(patch))
 

@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, NamedTuple
 
 import hypothesis
 import pytest
 
 from queuetree.api import bodies, pod_fast_path, pod_manifests, watching
-from queuetree.core import objects
-from queuetree.operator import informing, state
+from queuetree.core import decisions, objects
+from queuetree.operator import explaining, informing, state
 from tests import properties
 from tests.api import test_manifests_pods_fast as shapes
 
@@ -278,3 +278,61 @@ def test_a_write_that_changes_nothing_a_parse_keeps_leaves_the_state_as_it_was(
     assert cluster.get_pod("ns/a") == informing.parse(later)
     assert (cluster.get_pod("ns/a") is not stored) is changes
     assert (cluster.view().version != version) is changes
+
+
+def unreadable(name: str, *, gates: tuple[str, ...] = (GATE,)) -> dict[str, Any]:
+    found = body(name, gates=gates)
+    found["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    return found
+
+
+class UnreadableCase(NamedTuple):
+    steps: list[tuple[str, dict[str, Any]]]
+    """Watch events (``LIST`` replaces with one listing of that pod)."""
+    told: list[str]
+    """The pods ``StateView.unreadable`` holds afterwards."""
+
+
+UNREADABLE = {
+    "a gated pod that cannot be read is noted": UnreadableCase(
+        [("ADDED", unreadable("a"))], ["ns/a"]
+    ),
+    "an ungated one is not (nothing waits for queuetree)": UnreadableCase(
+        [("ADDED", unreadable("a", gates=()))], []
+    ),
+    "a readable version forgets it": UnreadableCase(
+        [("ADDED", unreadable("a")), ("MODIFIED", body("a"))], []
+    ),
+    "its deletion forgets it": UnreadableCase(
+        [("ADDED", unreadable("a")), ("DELETED", unreadable("a"))], []
+    ),
+    "a listing notes it too": UnreadableCase([("LIST", unreadable("a"))], ["ns/a"]),
+    "a listing without it forgets it": UnreadableCase(
+        [("ADDED", unreadable("a")), ("LIST", body("b"))], []
+    ),
+}
+
+
+@pytest.mark.parametrize(UnreadableCase._fields, list(UNREADABLE.values()), ids=list(UNREADABLE))
+def test_a_gated_pod_that_cannot_be_read_is_told_why_it_waits(
+    steps: list[tuple[str, dict[str, Any]]], told: list[str]
+) -> None:
+    cluster, events = make()
+    for kind, found in steps:
+        if kind == "LIST":
+            events.replace([found])
+        else:
+            events.apply({"type": kind, "object": found}, "0")
+    view = cluster.view()
+    assert sorted(view.unreadable) == told
+    if told:
+        assert "ns/a" not in view.snapshot.pods
+        (planned,) = explaining.plan_explanations(
+            view, decisions.SessionResult(ready=True), {}, budget=10
+        )
+        assert (planned.key, planned.uid, "queuetree cannot read this pod" in planned.reason) == (
+            "ns/a",
+            "uid-a",
+            True,
+        )
+        assert "lots" in planned.reason

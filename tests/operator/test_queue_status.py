@@ -209,8 +209,9 @@ class BusyChangesCase(NamedTuple):
 BUSY_CHANGES = {
     "a first pod": BusyChangesCase(status={"allocated": {"pods": "1"}}, urgent=True),
     "the last pod gone": BusyChangesCase(status={"reserved": {"pods": "0"}}, urgent=True),
+    "two pods admitted together": BusyChangesCase(status={"reserved": {"pods": "2"}}, urgent=True),
     "a count between two others": BusyChangesCase(
-        status={"allocated": {"pods": "7", "cpu": "3"}}, urgent=False
+        status={"allocated": {"pods": "7", "cpu": "3"}}, urgent=True
     ),
     "figures without pods": BusyChangesCase(status={"allocated": {"cpu": "3"}}, urgent=False),
     "only the state": BusyChangesCase(status={"state": "Open"}, urgent=False),
@@ -218,9 +219,7 @@ BUSY_CHANGES = {
 
 
 @pytest.mark.parametrize(("status", "urgent"), list(BUSY_CHANGES.values()), ids=list(BUSY_CHANGES))
-def test_a_queue_getting_its_first_pod_or_losing_its_last_is_urgent(
-    status: dict[str, Any], urgent: bool
-) -> None:
+def test_a_change_of_a_queues_pod_count_is_urgent(status: dict[str, Any], urgent: bool) -> None:
     write = queue_status.QueueWrite(name="q", status=status)
     assert queue_status.busy_changed(write) is urgent
 

@@ -273,7 +273,8 @@ def test_root_and_default_queues_are_created_and_parents_defaulted(
         what="status written",
     )
     # kopf only indexes and watches: it marks nothing it sees. The one annotation the operator
-    # adds is the queue it admitted the pod to, with the gate removal.
+    # adds is the queue it admitted the pod to, with the gate removal; the one finalizer, the
+    # one that keeps a queue while pods are charged to it (gone once they are).
     client.create_pod("plain", queue="orphan", requests=SLOT)
     sim.eventually(lambda: running_without_gates(client.pod("plain")), what="plain runs")
     metadata = [
@@ -282,9 +283,14 @@ def test_root_and_default_queues_are_created_and_parents_defaulted(
         if obj is not None
     ]
     assert metadata == [
-        (None, []),
+        ([objects.QUEUE_IN_USE_FINALIZER], []),
         (None, [objects.ADMITTED_QUEUE_ANNOTATION, sim.GATE, "scheduling.volcano.sh/queue-name"]),
     ]
+    client.delete_pod("plain")
+    sim.eventually(
+        lambda: not (client.queue("orphan") or {}).get("metadata", {}).get("finalizers"),
+        what="the finalizer gone with the last pod",
+    )
 
 
 NOWHERE = {"kubernetes.io/fake-node": "fake"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import pytest
@@ -411,3 +412,50 @@ def test_a_pod_groups_status_echo_wakes_the_cycle_only_when_a_decision_reads_it(
         bool(woken),
         cluster.view().version != version,
     ) == (True, wakes, wakes)
+
+
+def forged(namespace: str, *, opted_in: bool = False) -> objects.Pod:
+    """An ungated pod carrying an admission record for queue ``q`` (nobody admitted it)."""
+    made = fakes.pod("forged", gates=(), namespace=namespace, queue="q", opted_in=opted_in)
+    annotations = {**made.annotations, objects.ADMITTED_QUEUE_ANNOTATION: "q"}
+    return dataclasses.replace(made, annotations=MappingProxyType(annotations))
+
+
+class RecordCase(NamedTuple):
+    pod: objects.Pod
+    disabled: tuple[str, ...]
+    enabled: tuple[str, ...]
+    charged: str | None
+    """The record the snapshot shows (None: the pod runs outside queue admission)."""
+
+
+RECORDS = {
+    "a record in a reviewed namespace is believed": RecordCase(forged("team"), (), (), "q"),
+    "not in kube-system": RecordCase(forged("kube-system"), (), (), None),
+    "not in queuetree's own namespace": RecordCase(forged("queuetree-system"), (), (), None),
+    "not in a namespace taken out of the webhooks": RecordCase(forged("team"), ("team",), (), None),
+    "again once the namespace is back": RecordCase(forged("team"), ("team",), ("team",), "q"),
+    "an opted-in pod there still counts as its annotations say": RecordCase(
+        forged("team", opted_in=True), ("team",), (), ""
+    ),
+    "kube-system cannot be taken back in": RecordCase(
+        forged("kube-system"), (), ("kube-system",), None
+    ),
+}
+
+
+@pytest.mark.parametrize(RecordCase._fields, list(RECORDS.values()), ids=list(RECORDS))
+def test_admission_records_are_believed_only_where_the_webhook_reviews_pods(
+    pod: objects.Pod,
+    disabled: tuple[str, ...],
+    enabled: tuple[str, ...],
+    charged: str | None,
+) -> None:
+    cluster = state.ClusterState()
+    cluster.upsert_pod(pod)  # stored first: a later label change reads it again
+    for namespace in disabled:
+        cluster.set_namespace_reviewed(namespace, False)
+    for namespace in enabled:
+        cluster.set_namespace_reviewed(namespace, True)
+    stored = cluster.view().snapshot.pods.get(pod.key)
+    assert (None if stored is None else stored.admitted_queue) == charged

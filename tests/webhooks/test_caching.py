@@ -8,7 +8,7 @@ import json
 import pathlib
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import pytest
@@ -138,6 +138,13 @@ async def test_a_review_can_wait_for_a_queue_that_is_about_to_arrive(
     assert (await waiting, missing) == (True, False)
 
 
+async def test_a_live_read_confirms_a_queue_the_api_server_does_not_have(
+    cached: tuple[harness.Cluster, caching.ClusterCache],
+) -> None:
+    _, cache = cached
+    assert await cache.confirm_absent(queues=["never"]) is True
+
+
 @pytest.mark.parametrize(
     ("forbidden", "ready"),
     [
@@ -176,3 +183,41 @@ async def test_a_forbidden_list_holds_readiness_back_only_for_what_reviews_need(
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
     assert (is_ready, cache.view().node_resources) == (ready, frozenset())
+
+
+class AbsentCase(NamedTuple):
+    cached: tuple[str, ...]
+    answers: dict[str, bool | None]
+    absent: bool
+    read: list[str]
+
+
+ABSENT = {
+    "every missing queue is absent": AbsentCase((), {"a": False, "b": False}, True, ["a", "b"]),
+    "one missing queue exists (the cache lags)": AbsentCase(
+        (), {"a": False, "b": True}, False, ["a", "b"]
+    ),
+    "a read without an answer is no proof": AbsentCase((), {"a": None}, False, ["a"]),
+    "a cached queue is not read": AbsentCase(("a",), {"b": False}, True, ["b"]),
+}
+
+
+@pytest.mark.parametrize(AbsentCase._fields, list(ABSENT.values()), ids=list(ABSENT))
+async def test_a_live_read_tells_whether_a_missing_queue_is_worth_waiting_for(
+    cached: tuple[str, ...], answers: dict[str, bool | None], absent: bool, read: list[str]
+) -> None:
+    cache = caching.ClusterCache()
+    cache.reset_queues([queue(name, "root") for name in cached])
+    seen: list[str] = []
+
+    async def lookup(name: str) -> bool | None:
+        seen.append(name)
+        return answers[name]
+
+    cache.lookup_queue = lookup
+    result = await cache.confirm_absent(queues=["a", "b"] if "b" in answers else ["a"])
+    assert (result, sorted(seen)) == (absent, read)
+
+
+async def test_without_a_live_read_every_miss_waits() -> None:
+    assert await caching.ClusterCache().confirm_absent(queues=["a"]) is False

@@ -278,6 +278,94 @@ async def test_a_hostile_body_is_refused_after_its_first_few_hundred_kib(
     assert (0 < sum(seen) < 1024 * 1024, len(body)) == (True, 3_000_004)
 
 
+def blocking_exchange(port: int, data: bytes, *, then: bytes = b"") -> bytes:
+    """What a plain blocking client reads: send ``data``, read an answer, send ``then`` (the
+    body, when the answer was ``100 Continue``), read to the end (a reset ends it too)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(data)
+        first = conn.recv(65536)
+        if first.startswith(b"HTTP/1.1 100") and then:
+            with contextlib.suppress(ConnectionError):
+                conn.sendall(then)
+        received = [first]
+        with contextlib.suppress(ConnectionError):
+            while chunk := conn.recv(65536):
+                received.append(chunk)
+        return b"".join(received)
+
+
+OVERSIZED = reviewing.BodyLimits().max_bytes + 4 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        pytest.param(
+            f"Content-Length: {OVERSIZED}\r\nExpect: 100-continue\r\n",
+            (413, "RequestEntityTooLarge"),
+            id="oversized-answered-instead-of-100-continue",
+        ),
+        pytest.param(
+            "Content-Length: 2\r\nExpect: 100-continue\r\n",
+            (100, ""),
+            id="a-usable-body-is-asked-for",
+        ),
+    ],
+)
+async def test_a_client_that_asks_before_sending_is_refused_before_sending(
+    headers: str, expected: tuple[int, str]
+) -> None:
+    """Issue 35: an oversized request got its connection reset, not a 413. A client that asks
+    first (``Expect: 100-continue``, as curl does for large bodies) gets the 413 as the answer
+    and never sends the body; a usable one is asked for it."""
+    head = f"POST /pods/mutate HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode()
+    async with serving(listening.Limits()) as port:
+        data = await asyncio.to_thread(blocking_exchange, port, head)
+    status_line, _, rest = data.partition(b"\r\n")
+    reason = ""
+    if int(status_line.split()[1]) == 413:
+        payload = json.loads(rest.partition(b"\r\n\r\n")[2])
+        reason = payload["reason"]
+        assert f"more than {reviewing.BodyLimits().max_bytes} bytes" in payload["message"]
+    assert (int(status_line.split()[1]), reason) == expected
+
+
+async def test_a_client_that_sends_an_oversized_body_at_once_reads_the_413() -> None:
+    """Without ``Expect``, the answer goes out as soon as the headers are read and the server
+    drops what follows for a while (``server.answer_then_drain``) before it closes, so a
+    client writing its body and reading at the same time, as kube-apiserver's does, reads the
+    413 rather than a reset."""
+    body = b" " * OVERSIZED
+
+    async def read_answer(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        return head, await reader.readexactly(length)
+
+    async with serving(listening.Limits()) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        answer = asyncio.create_task(read_answer(reader))
+        writer.write(request_bytes(body=body)[: -len(body)])
+        with contextlib.suppress(ConnectionError):
+            for start in range(0, len(body), 65536):
+                if answer.done():
+                    break
+                writer.write(body[start : start + 65536])
+                await writer.drain()
+        head, payload = await asyncio.wait_for(answer, 10)
+        writer.close()
+    found = json.loads(payload)
+    assert (int(head.split()[1]), found["reason"], b"connection: close" in head.lower()) == (
+        413,
+        "RequestEntityTooLarge",
+        True,
+    )
+
+
 async def test_a_trickling_body_gets_408_at_the_request_deadline() -> None:
     """A body that keeps arriving, a byte every 0.1 s, is cut at the request deadline. The idle
     timeout is far longer than any gap a loaded machine makes between two bytes (it was 0.3 s,

@@ -145,13 +145,34 @@ class SlowSource:
         self.current = cluster(*QUEUES, queue("late", "root"))
         return True
 
+    async def confirm_absent(self, *, queues: Iterable[str]) -> bool:
+        self.read += list(queues)
+        return not set(queues) & {"late"}
+
+    read: list[str]
+
 
 async def test_a_queue_missing_from_the_cache_is_waited_for_once(aiohttp_client: Any) -> None:
     source = SlowSource()
+    source.read = []
     client = await client_for(aiohttp_client, source)
     response = await client.post("/queues/validate", json=review("CREATE", queue("x", "late")))
     answered = (await response.json())["response"]
-    assert (answered["allowed"], source.waited) == (True, ["late"])
+    assert (answered["allowed"], source.read, source.waited) == (True, ["late"], ["late"])
+
+
+async def test_a_queue_under_a_parent_that_does_not_exist_is_refused_without_waiting(
+    aiohttp_client: Any,
+) -> None:
+    """One live read says the parent does not exist: nothing to wait for (issue 35)."""
+    source = SlowSource()
+    source.read = []
+    client = await client_for(aiohttp_client, source)
+    response = await client.post("/queues/validate", json=review("CREATE", queue("x", "gone")))
+    answered = (await response.json())["response"]
+    text = await (await client.get("/metrics")).text()
+    assert (answered["allowed"], source.read, source.waited) == (False, ["gone"], [])
+    assert 'queuetree_webhook_cache_misses_total{outcome="absent"} 1.0' in text
 
 
 async def test_readyz_waits_for_the_cache_and_healthz_does_not(aiohttp_client: Any) -> None:
