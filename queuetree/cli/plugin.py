@@ -116,6 +116,7 @@ def _add_command(subparsers: Any, name: str) -> None:
     parser.add_argument("--default-queue", default=objects.DEFAULT_QUEUE, metavar="NAME")
     flags.add_feature_gates_flag(parser)
     flags.add_scheduler_name_flag(parser, help="the operator's --scheduler-name")
+    flags.add_adopt_scheduler_names_flag(parser, help="the operator's --adopt-scheduler-names")
     if name == "explain":
         parser.add_argument("target", metavar="POD|pod/NAME|podgroup/NAME")
         parser.add_argument("-n", "--namespace", default=None)
@@ -182,6 +183,8 @@ def _operator_settings(
         feature_gates=args.feature_gates,
         default_queue=args.default_queue,
         scheduler_names=args.scheduler_name,
+        adopted_scheduler_names=args.adopt_scheduler_names,
+        placing_scheduler=getattr(args, flags.PLACING_SCHEDULER_DEST),
     )
 
 
@@ -358,6 +361,8 @@ def apply_changes(
     review_settings = webhook_settings.ReviewSettings(
         default_queue=config.default_queue,
         scheduler_names=config.scheduler_names,
+        placing_scheduler=config.placing_scheduler,
+        adopted_scheduler_names=config.adopted_scheduler_names,
         feature_gates=config.feature_gates,
     )
     items = {_identity(item): item for item in listing.manifests}

@@ -41,6 +41,12 @@ ROOT_QUEUE = "root"
 DEFAULT_QUEUE = "default"
 DEFAULT_SCHEDULER = "default-scheduler"
 """kube-scheduler's name: the ``spec.schedulerName`` of a pod that names none."""
+VOLCANO_SCHEDULER = "volcano"
+"""Volcano's scheduler name, which Volcano's examples and every Volcano integration (the
+Kubeflow training operator, KubeRay, Spark, ...) write into ``spec.schedulerName``."""
+DEFAULT_ADOPTED_SCHEDULERS = frozenset({VOLCANO_SCHEDULER})
+"""``--adopt-scheduler-names``: the names whose pods the webhook hands to the placing scheduler
+at creation (``ADOPTED_SCHEDULER_ANNOTATION``)."""
 
 MAX_QUEUE_DEPTH = 100
 """The deepest level below root a queue may have (root's children are level 1).
@@ -59,6 +65,11 @@ ADMITTED_QUEUE_ANNOTATION = "scheduling.queuetree.io/admitted-queue"
 was admitted to and is charged to until it finishes or is deleted, whatever its queue-name or
 group-name annotations (or its PodGroup's ``spec.queue``) say later. The webhook refuses any
 change to it."""
+ADOPTED_SCHEDULER_ANNOTATION = "scheduling.queuetree.io/adopted-scheduler-name"
+"""Written on a pod by the webhook at creation when it adopts the pod: the ``spec.schedulerName``
+the pod was created with (``--adopt-scheduler-names``, ``volcano`` by default), which the webhook
+replaced with the scheduler that places admitted pods (the first ``--scheduler-name``).
+Informational: nothing reads it to decide."""
 ADMISSION_REASON_ANNOTATION = "scheduling.queuetree.io/admission-reason"
 """Pod annotation in which the operator says why the pod is still held by the queue gate."""
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"

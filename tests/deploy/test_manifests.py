@@ -521,10 +521,12 @@ def test_pod_webhooks_are_only_called_for_pods_that_opted_in_or_carry_the_gate(n
                         f"oldObject.spec.schedulingGates.exists(g, g.name == '{GATE}')"
                         in expression,
                         f"k == '{core.ADMITTED_QUEUE_ANNOTATION}'" in expression,
+                        "object.spec.schedulerName in ['volcano']" in expression,
                     )
     assert conditions == {
-        "mutatepod.volcano.sh": (True, True, False, False),
-        "validatepod.volcano.sh": (True, True, True, True),
+        # The mutating webhook adopts Volcano's pods; the validating one sees them adopted.
+        "mutatepod.volcano.sh": (True, True, False, False, True),
+        "validatepod.volcano.sh": (True, True, True, True, False),
     }
 
 
