@@ -8,7 +8,7 @@ capability is half the Job's parallelism, so the gate visibly holds pods back; a
 pods shows every pod gated at creation and, at no step of the run, more pods admitted and not
 finished than the capability allows.
 
-kubesim serves no ``batch/v1`` and runs no job controller: real backend only.
+kubesim stores ``batch/v1`` Jobs but runs no job controller: real backend only.
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from queuetree.api import admission, bodies, patches, pod_manifests, readers
+from queuetree.api import admission, bodies, patches, pod_manifests, readers, workloads
 from queuetree.core import objects, problems, resources
 from queuetree.webhooks import settings as settings_
 from queuetree.webhooks import verdicts, views
@@ -166,9 +166,12 @@ def mutate(
     operator, which reads pods only, removes the gate when the queue has room; so does an
     adopted pod (its ``spec.schedulerName`` is one of ``--adopt-scheduler-names``), whose
     scheduler name is also replaced by the placing scheduler's (the first
-    ``--scheduler-name``) and kept in ``objects.ADOPTED_SCHEDULER_ANNOTATION``; and any
-    opted-in pod that names no queue and no group gets its namespace's queue-name annotation,
-    so the queue /pods/validate checked is the queue that admits it. A pod created with
+    ``--scheduler-name``) and kept in ``objects.ADOPTED_SCHEDULER_ANNOTATION``. An opted-in
+    pod that a controller owns and that names no PodGroup gets the group-name annotation of
+    its workload's group (``workloads.group_name``: the operator creates the group, which
+    takes the namespace's queue); any other opted-in pod that names no queue and no group gets
+    its namespace's queue-name annotation, so the queue /pods/validate checked is the queue
+    that admits it. A pod created with
     ``spec.nodeName`` is bound already and cannot be gated (the API server refuses both
     together): it gets no patch here, and /pods/validate refuses it.
     """
@@ -218,11 +221,17 @@ def mutate(
     added = {GATE: "true"} if own != "true" else {}
     if opt_in.adopted is not None:
         added[objects.ADOPTED_SCHEDULER_ANNOTATION] = opt_in.adopted
+    # A pod of a workload (a controller owns it) that names no group joins its workload's,
+    # which the operator creates (``workloads``); the group takes the namespace's queue then.
+    owner = None if annotations.get(objects.GROUP_NAME_ANNOTATION) else workloads.controller_of(pod)
+    if owner is not None:
+        added[objects.GROUP_NAME_ANNOTATION] = workloads.group_name(owner)
     # The operator reads pods only: a pod that names neither a group nor a queue gets its
     # namespace's queue written on it, so the queue /pods/validate checked is the one that admits.
     namespace_queue = view.namespace_annotations(namespace).get(objects.QUEUE_NAME_ANNOTATION)
     if (
         namespace_queue
+        and owner is None
         and objects.QUEUE_NAME_ANNOTATION not in annotations
         and objects.GROUP_NAME_ANNOTATION not in annotations
     ):

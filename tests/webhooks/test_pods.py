@@ -50,10 +50,63 @@ VOLCANO_PLACES = settings.ReviewSettings(
 )
 
 
+JOB_REFERENCE = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "name": "train",
+    "uid": "0b5c",
+    "controller": True,
+}
+
+
+def owned(body: dict[str, Any], *references: dict[str, Any]) -> dict[str, Any]:
+    """``body`` (a pod) with ``references`` as its ownerReferences."""
+    body["metadata"]["ownerReferences"] = list(references)
+    return body
+
+
+WORKLOAD_GROUP = {
+    "op": "add",
+    "path": "/metadata/annotations/scheduling.k8s.io~1group-name",
+    "value": "podgroup-0b5c",
+}
+
+
 @pytest.mark.parametrize(
     ("obj", "namespaces", "rules", "expected"),
     [
         pytest.param(pod(), {}, None, allowed(), id="not-opted-in"),
+        pytest.param(
+            owned(pod(annotations=OPT_IN), JOB_REFERENCE),
+            {},
+            None,
+            allowed(patch=[WHOLE_LIST, WORKLOAD_GROUP]),
+            id="a-workloads-pod-joins-its-workloads-group",
+        ),
+        pytest.param(
+            owned(pod(namespace="ml", annotations=OPT_IN), JOB_REFERENCE),
+            {"ml": {"scheduling.volcano.sh/queue-name": "ml-q"}},
+            None,
+            allowed(patch=[WHOLE_LIST, WORKLOAD_GROUP]),
+            id="a-workloads-group-takes-the-namespace-queue-not-its-pod",
+        ),
+        pytest.param(
+            owned(
+                pod(annotations={**OPT_IN, "scheduling.k8s.io/group-name": "mine"}), JOB_REFERENCE
+            ),
+            {},
+            None,
+            allowed(patch=[WHOLE_LIST]),
+            id="a-pod-that-names-its-group-keeps-it",
+        ),
+        pytest.param(
+            owned(pod(annotations=OPT_IN), {**JOB_REFERENCE, "controller": False}),
+            {},
+            None,
+            allowed(patch=[WHOLE_LIST]),
+            id="an-owner-that-is-not-the-controller-makes-no-workload",
+        ),
+        pytest.param(owned(pod(), JOB_REFERENCE), {}, None, allowed(), id="not-opted-in-workload"),
         pytest.param(
             pod(annotations={GATE: "True"}),
             {},
