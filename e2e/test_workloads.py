@@ -107,3 +107,53 @@ def test_a_stateful_set_waits_for_its_group_min_member(kube: support.Kube) -> No
     raise_capability(kube, queue, "200m")
     support.eventually(lambda: workload.running() == 2, what="both run together")
     assert held == (0, (True, "StatefulSet", 2, "200m", queue))
+
+
+def test_a_tenant_editing_its_workloads_group_never_runs_the_queue_past_capability(
+    kube: support.Kube,
+) -> None:
+    """The tenant's attempts on hand-written groups (``test_inqueue_groups.py``,
+    ``test_invariant.py``), made on a generated one: moving the admitted group to a roomier
+    queue is refused, and shrinking its minMember and minResources lets its pods beyond the
+    minimum in one by one, within the queue's capability, as before."""
+    queue, elsewhere = support.unique("edit"), support.unique("edit-other")
+    kube.must(
+        kube.apply(
+            support.queue(queue, capability={"cpu": "300m", "memory": "1Gi"}),
+            support.queue(elsewhere),
+        )
+    )
+    workload = workloads.Workload(
+        kube,
+        workloads.replicated(
+            "Deployment", "web", namespace=kube.namespace, queue=queue, replicas=2, min_member=2
+        ),
+    )
+    support.eventually(lambda: workload.running() == 2, what="the workload's minimum runs")
+    name = workload.group()["metadata"]["name"]
+    tenant = kube.as_tenant()
+
+    def patch(spec: dict[str, Any]) -> bool:
+        result = tenant.kubectl(
+            "patch",
+            "podgroup",
+            name,
+            "-n",
+            kube.namespace,
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": spec}),
+        )
+        return result.ok
+
+    edits = (
+        patch({"queue": elsewhere}),
+        patch({"minMember": 1, "minResources": {"cpu": "0"}}),
+        patch({"minResources": {"cpu": "50"}}),
+    )
+    workload.scale(5)
+    support.eventually(
+        lambda: len(workload.pods()) == 5 and workload.gated() == 2,
+        what="five pods, two of them held by the queue's capability",
+    )
+    assert (edits, workload.running(), workload.gated()) == ((False, True, True), 3, 2)
