@@ -55,9 +55,28 @@ def test_a_job_of_four_that_needs_all_four_runs_none_until_all_four_fit(
         diagnose=lambda: str([kube.explanation(p["metadata"]["name"]) for p in workload.pods()]),
     )
     held = (workload.running(), workload.gated(), group_summary(workload.group()))
+    waiting = support.eventually(
+        lambda: job_events(kube, "train", "Unschedulable"), what="the Job is told why it waits"
+    )
     raise_capability(kube, queue, "400m")
     support.eventually(lambda: workload.running() == 4, what="all four run together")
-    assert held == (0, 4, (True, "Job", 4, "400m", queue))
+    admitted = support.eventually(
+        lambda: job_events(kube, "train", "Inqueue"), what="the Job is told it was admitted"
+    )
+    assert (held, "requested 400m, used 0 of capability 300m" in waiting[0], len(admitted)) == (
+        (0, 4, (True, "Job", 4, "400m", queue)),
+        True,
+        1,
+    ), waiting
+
+
+def job_events(kube: support.Kube, name: str, reason: str) -> list[str]:
+    """The messages of the Events of Job ``name`` with ``reason`` (``kubectl describe job``)."""
+    return [
+        str(event.get("message"))
+        for event in kube.events_of("Job", name)
+        if event.get("reason") == reason
+    ]
 
 
 def test_a_deployment_grows_and_shrinks_pod_by_pod_beyond_its_minimum(

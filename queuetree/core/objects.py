@@ -230,6 +230,16 @@ class Condition:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class OwnerReference:
+    """An object that owns another (a Job its PodGroup, a ReplicaSet its pods)."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class PodGroup:
     """A ``scheduling.volcano.sh/v1beta1`` PodGroup, or the synthetic group of a lone pod."""
 
@@ -268,6 +278,9 @@ class PodGroup:
     released for lack of pods, which bounds its reservation (``inqueue_bounds``)."""
     created: datetime.datetime = EPOCH
     uid: str = ""
+    owner: OwnerReference | None = None
+    """The workload the group is for (its controller ownerReference, else its first one):
+    the operator tells it, as well as the group, when the group waits or is admitted."""
 
     @property
     def key(self) -> str:

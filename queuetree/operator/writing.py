@@ -486,6 +486,23 @@ class Writer:
                     message=event.message,
                 ),
             )
+        owner = event.owner
+        if owner is not None:
+            # The workload's own describe says why its pods wait, or that they may run.
+            with contextlib.suppress(kube.ApiError):
+                await self._api.create_event(
+                    namespace,
+                    self._event(
+                        kind=owner.kind,
+                        api_version=owner.api_version,
+                        namespace=namespace,
+                        name=owner.name,
+                        uid=owner.uid,
+                        event_type=event.type,
+                        reason=event.reason,
+                        message=f"PodGroup {name}: {event.message}",
+                    ),
+                )
 
     # -- pods: explanations and notices
 

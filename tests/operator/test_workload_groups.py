@@ -7,8 +7,9 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from queuetree.api import queue_manifests
 from queuetree.core import objects
-from queuetree.operator import state, workload_groups
+from queuetree.operator import planning, queue_status, state, workload_groups, writing
 from tests.operator import fakes
 from tests.operator.test_cycle import make
 
@@ -122,3 +123,75 @@ def test_nothing_is_planned_for_groups_that_exist() -> None:
     cluster.upsert_pod_group(objects.PodGroup(namespace="ns", name=GROUP))
     cluster.mark_synced()
     assert workload_groups.plan_group_creations(cluster.view(), creating=frozenset()) == []
+
+
+OWNER = objects.OwnerReference("batch/v1", "Job", "train", "uid-1")
+
+
+async def test_a_groups_change_of_admission_is_told_to_its_workload_too() -> None:
+    """``kubectl describe job`` shows why its pods wait: the Event of the group's changed
+    admission condition goes to the group and to its owner, naming the group."""
+    cluster = state.ClusterState()
+    api = fakes.FakeKube()
+    writer = writing.Writer(
+        cluster=cluster,
+        api=api,
+        metrics_=None,
+        limits=writing.Limits(status_writers=1, event_writers=1, eviction_retry=1.0),
+        wake=lambda: None,
+        clock=lambda: 0.0,
+        wall_clock=lambda: 0.0,
+    )
+    message = "queue 'q' cannot take the pod group's minResources on cpu: requested 4, ..."
+    event = queue_status.GroupEvent(
+        f"ns/{GROUP}", "g-uid", "Normal", "Unschedulable", message, owner=OWNER
+    )
+    writer.submit(
+        planning.Writes(pod_groups={f"ns/{GROUP}": {"phase": "Pending"}}, group_events=(event,)),
+        view=cluster.view(),
+    )
+    await writer.wait()
+    told = [
+        (
+            call.body["involvedObject"]["kind"],
+            call.body["involvedObject"].get("uid"),
+            call.body["message"],
+        )
+        for call in api.calls
+        if call.target == "events/ns"
+    ]
+    assert told == [
+        ("PodGroup", "g-uid", message),
+        ("Job", "uid-1", f"PodGroup {GROUP}: {message}"),
+    ]
+
+
+OWNERS = {
+    "none": (None, None),
+    "the controller among others": (
+        [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "u0"},
+            {**CONTROLLER, "controller": True},
+        ],
+        OWNER,
+    ),
+    "the first complete one without a controller": (
+        [{"kind": "Job", "name": "broken"}, {**CONTROLLER, "controller": False}],
+        OWNER,
+    ),
+}
+
+
+@pytest.mark.parametrize(("references", "expected"), OWNERS.values(), ids=OWNERS.keys())
+def test_a_pod_groups_owner_is_read_from_its_owner_references(
+    references: list[dict[str, Any]] | None, expected: objects.OwnerReference | None
+) -> None:
+    metadata: dict[str, Any] = {"name": GROUP, "namespace": "ns"}
+    if references is not None:
+        metadata["ownerReferences"] = references
+    manifest = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": metadata,
+    }
+    assert queue_manifests.parse_pod_group(manifest).owner == expected
