@@ -234,7 +234,8 @@ def owner_of(value: object) -> objects.OwnerReference | None:
             owner = objects.OwnerReference(api_version, kind, name, uid)
             found.append((entry.get("controller") is True, owner))
     controllers = [owner for controller, owner in found if controller]
-    return (controllers or [owner for _, owner in found] or [None])[0]
+    candidates = controllers or [owner for _, owner in found]
+    return candidates[0] if candidates else None
 
 
 def read_conditions(value: object) -> tuple[objects.Condition, ...]:
