@@ -58,16 +58,22 @@ def test_a_job_of_four_that_needs_all_four_runs_none_until_all_four_fit(
     waiting = support.eventually(
         lambda: job_events(kube, "train", "Unschedulable"), what="the Job is told why it waits"
     )
+    explained = kube.must(
+        kube.plugin("explain", "job/train", "-n", kube.namespace, "--width=400")
+    ).stdout
+    pending = kube.must(kube.plugin("pending", queue, "--width=400")).stdout
     raise_capability(kube, queue, "400m")
     support.eventually(lambda: workload.running() == 4, what="all four run together")
     admitted = support.eventually(
         lambda: job_events(kube, "train", "Inqueue"), what="the Job is told it was admitted"
     )
-    assert (held, "requested 400m, used 0 of capability 300m" in waiting[0], len(admitted)) == (
-        (0, 4, (True, "Job", 4, "400m", queue)),
-        True,
-        1,
-    ), waiting
+    assert (
+        held,
+        "requested 400m, used 0 of capability 300m" in waiting[0],
+        len(admitted),
+        "requested 400m" in explained,
+        pending.count("Job/train"),
+    ) == ((0, 4, (True, "Job", 4, "400m", queue)), True, 1, True, 4), (waiting, explained, pending)
 
 
 def job_events(kube: support.Kube, name: str, reason: str) -> list[str]:
