@@ -54,7 +54,7 @@ def test_a_job_of_four_that_needs_all_four_runs_none_until_all_four_fit(
         what="every pod is told the whole Job does not fit",
         diagnose=lambda: str([kube.explanation(p["metadata"]["name"]) for p in workload.pods()]),
     )
-    held = (workload.running(), workload.gated(), group_summary(workload.group()))
+    held = (workload.started(), workload.gated(), group_summary(workload.group()))
     waiting = support.eventually(
         lambda: job_events(kube, "train", "Unschedulable"), what="the Job is told why it waits"
     )
@@ -63,7 +63,7 @@ def test_a_job_of_four_that_needs_all_four_runs_none_until_all_four_fit(
     ).stdout
     pending = kube.must(kube.plugin("pending", queue, "--width=400")).stdout
     raise_capability(kube, queue, "400m")
-    support.eventually(lambda: workload.running() == 4, what="all four run together")
+    support.eventually(lambda: workload.started() == 4, what="all four run together")
     admitted = support.eventually(
         lambda: job_events(kube, "train", "Inqueue"), what="the Job is told it was admitted"
     )

@@ -114,6 +114,12 @@ class Workload:
     def running(self) -> int:
         return sum(1 for p in self.pods() if (p.get("status") or {}).get("phase") == "Running")
 
+    def started(self) -> int:
+        """Pods that run or ran: kwok completes a Job's running pod at once on the real
+        backend (docs/e2e.md), so a Job's pods may be Succeeded before a test sees them run."""
+        phases = ("Running", "Succeeded", "Failed")
+        return sum(1 for p in self.pods() if (p.get("status") or {}).get("phase") in phases)
+
     def gated(self) -> int:
         return len(list(support.iter_gated(self.pods())))
 
