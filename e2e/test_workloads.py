@@ -67,6 +67,12 @@ def test_a_job_of_four_that_needs_all_four_runs_none_until_all_four_fit(
     admitted = support.eventually(
         lambda: job_events(kube, "train", "Inqueue"), what="the Job is told it was admitted"
     )
+    group = workload.group()["metadata"]["name"]
+    kube.must(kube.kubectl("delete", "job", "train", "-n", kube.namespace, "--wait=false"))
+    support.eventually(
+        lambda: kube.get("podgroup", group) is None,
+        what="the group is garbage-collected with its Job",
+    )
     assert (
         held,
         "requested 400m, used 0 of capability 300m" in waiting[0],

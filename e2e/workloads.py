@@ -84,7 +84,13 @@ class Workload:
         if not self.simulated:
             if kind != "Job" and count != self._count():
                 self.kube.must(
-                    self.kube.kubectl("scale", f"{kind.lower()}/{self.name}", f"--replicas={count}")
+                    self.kube.kubectl(
+                        "scale",
+                        f"{kind.lower()}/{self.name}",
+                        "-n",
+                        self.kube.namespace,
+                        f"--replicas={count}",
+                    )
                 )
                 self.manifest["spec"]["replicas"] = count
             return
