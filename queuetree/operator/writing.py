@@ -472,35 +472,26 @@ class Writer:
         self._told_groups[key] = told
         if event.type == "Warning":
             logger.info("PodGroup %s: %s", key, event.message)
-        with contextlib.suppress(kube.ApiError):
-            await self._api.create_event(
-                namespace,
-                self._event(
-                    kind="PodGroup",
-                    api_version=bodies.VOLCANO_API_VERSION,
-                    namespace=namespace,
-                    name=name,
-                    uid=event.uid,
-                    event_type=event.type,
-                    reason=event.reason,
-                    message=event.message,
-                ),
-            )
-        owner = event.owner
-        if owner is not None:
+        told_about = [
+            objects.OwnerReference(bodies.VOLCANO_API_VERSION, "PodGroup", name, event.uid)
+        ]
+        if event.owner is not None:
             # The workload's own describe says why its pods wait, or that they may run.
+            told_about.append(event.owner)
+        for about in told_about:
+            prefix = f"PodGroup {name}: " if about is event.owner else ""
             with contextlib.suppress(kube.ApiError):
                 await self._api.create_event(
                     namespace,
                     self._event(
-                        kind=owner.kind,
-                        api_version=owner.api_version,
+                        kind=about.kind,
+                        api_version=about.api_version,
                         namespace=namespace,
-                        name=owner.name,
-                        uid=owner.uid,
+                        name=about.name,
+                        uid=about.uid,
                         event_type=event.type,
                         reason=event.reason,
-                        message=f"PodGroup {name}: {event.message}",
+                        message=prefix + event.message,
                     ),
                 )
 
