@@ -71,7 +71,7 @@ def replay(events: list[dict[str, Any]]) -> tuple[int, set[str]]:
 
 
 @pytest.mark.backends(
-    "real", "existing", reason="kubesim serves no batch/v1 Jobs and runs no job controller"
+    "real", "existing", reason="kubesim stores batch/v1 Jobs but runs no job controller"
 )
 def test_an_indexed_job_that_opts_in_is_admitted_through_the_gate_and_completes(
     kube: support.Kube,
