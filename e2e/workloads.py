@@ -70,6 +70,7 @@ class Workload:
             manifest = {**manifest, "kind": "ReplicaSet"}
         self.manifest = manifest
         kube.must(kube.apply(manifest))
+        kube.workloads.append(f"{manifest['kind'].lower()}/{self.name}")
         self.written: list[str] = []
         if self.simulated:
             self.scale(self._count())
