@@ -4,11 +4,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# One version: pyproject.toml's, which queuetree.__version__, the manifests' image tag and the
-# image built here repeat (tests/deploy/test_manifests.py checks that they agree).
+# One version: pyproject.toml's, which queuetree.__version__, the manifests' image tag, the image
+# built here and the Helm chart's version and appVersion repeat (tests/deploy/test_manifests.py
+# and test_chart.py check that they agree).
 VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 
-.PHONY: setup lint typecheck layers unit unit-python unit-controlplane e2e e2e-real controlplane test fuzz run bench image e2e-kind clean
+.PHONY: setup lint typecheck layers unit unit-python unit-controlplane e2e e2e-real controlplane test fuzz run bench image e2e-kind release chart clean
 
 ## setup: create .venv and install queuetree with its pinned dev tools (fast when nothing changed)
 setup: $(STAMP)
@@ -109,10 +110,22 @@ image:
 	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "make image: needs a running Docker engine"; exit 2; }
 	docker build --build-arg VERSION=$(VERSION) -t queuetree:$(VERSION) .
 
+## chart: regenerate charts/queuetree from manifests/ (hack/gen_chart.py; tests/deploy/test_chart.py
+## fails while the committed chart differs)
+chart: setup
+	$(BIN)/python hack/gen_chart.py
+
+## release: the artifacts of version $(VERSION) in $(DIST)/: the wheel, the image's build context
+## and the packaged Helm chart, once the chart is current and the CHANGELOG has the version
+## (hack/release.py; tests/deploy/test_release.py runs it in make test)
+DIST ?= dist
+release: setup
+	$(BIN)/python hack/release.py --dist $(DIST)
+
 ## e2e-kind: the same e2e suite on a kind cluster (needs Docker and kind)
 e2e-kind:
 	@if [ ! -x hack/e2e-kind.sh ]; then echo "make e2e-kind: hack/e2e-kind.sh is not written yet"; exit 2; fi
 	hack/e2e-kind.sh
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build dist *.egg-info

@@ -1,6 +1,7 @@
 """``python -m controlplane build|sync|paths|up``: the control plane's build and a shell cluster.
 
-- ``build`` (``make controlplane``): every component from the cache, built first if missing.
+- ``build`` (``make controlplane``): every component and tool (helm) from the cache, built first
+  if missing.
   Exit 0 when all are cached; 1 when a build failed (the message names the module and the
   reason); 3 when there is no ``go`` command (callers decide whether that skips or fails).
 - ``sync [--kubernetes vX.Y.Z]``: regenerate the kubernetes wrapper's staging replace lines
@@ -36,12 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
-            building.build_all()
+            building.build_all((*building.COMPONENTS, *building.TOOLS))
         elif args.command == "sync":
             for edit in building.sync_kubernetes(args.kubernetes):
                 print(f"go mod edit {edit}")
         elif args.command == "paths":
-            found = building.find_all()
+            found = building.find_all((*building.COMPONENTS, *building.TOOLS))
             if found is None:
                 print("controlplane: not built yet (make controlplane)", file=sys.stderr)
                 return 1

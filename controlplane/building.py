@@ -17,6 +17,9 @@ Three wrapper modules under ``hack/controlplane/`` pin what is built, each its o
   Autoscaler would be the other choice, but the Go module proxy serves no version of
   ``k8s.io/autoscaler/cluster-autoscaler`` (403 "This module version is not available").
   Karpenter's go.mod has no replace lines, so its wrapper needs none.
+- ``helm``: Helm's CLI (``helm.sh/helm/v4/cmd/helm``), not part of the control plane but a tool
+  its tests run (:data:`TOOLS`): the chart ``charts/queuetree`` is linted, rendered and
+  installed, upgraded, rolled back and uninstalled with it, as an administrator would.
 
 The cache key of a component is a hash of its go.mod and go.sum, the Go version, the target
 platform, the flags and :data:`FORMAT`; its binaries live in
@@ -203,6 +206,28 @@ KARPENTER = Component(
     extras_inputs=(*KARPENTER_CRDS, *KARPENTER_CHART_RBAC),
 )
 COMPONENTS = (ETCD, KUBERNETES, KWOK, KARPENTER)
+"""What a control plane runs: :func:`controlplane.cluster.start` needs every one."""
+
+
+def _helm_version_flags(version: str) -> tuple[str, ...]:
+    """What Helm's Makefile stamps for a clean release build (``helm version`` prints it)."""
+    package = "helm.sh/helm/v4/internal/version"
+    return (
+        f"-X {package}.version={version}",
+        f"-X {package}.metadata=",
+        f"-X {package}.gitTreeState=clean",
+    )
+
+
+HELM = Component(
+    name="helm",
+    module="helm.sh/helm/v4",
+    binaries=(("helm", "helm.sh/helm/v4/cmd/helm"),),
+    version_flags=_helm_version_flags,
+)
+TOOLS = (HELM,)
+"""Built by ``make controlplane`` beside :data:`COMPONENTS`, but no control plane needs them:
+a cluster starts without them, and the tests that run one find it with :func:`find`."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
