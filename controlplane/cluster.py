@@ -67,12 +67,14 @@ CONTROLLERS = (
     "job-controller",
     "replicaset-controller",
     "deployment-controller",
+    "statefulset-controller",
     "pod-garbage-collector-controller",
     "resourcequota-controller",
 )
 """What the product and its tests rely on: namespace deletion, ownerReference GC, PDB status
 for the Eviction API, the ``default`` ServiceAccount and its tokens, nodes leaving NotReady,
-Jobs and ReplicaSets; ResourceQuota, because tenants' namespaces have quotas too."""
+Jobs, ReplicaSets and StatefulSets (workloads get PodGroups); ResourceQuota, because tenants'
+namespaces have quotas too."""
 
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",

@@ -280,6 +280,9 @@ class Kube:
         self.client = cluster.client
         self.namespace = namespace
         self._queues: list[str] = []
+        self.workloads: list[str] = []
+        """``kind/name`` of the workloads (Jobs, Deployments, ...) the test made: deleted
+        first at cleanup, or their controllers make their pods again, which the queues count."""
         self._owner = owner
         """False for the tenant's view: the administrator's view cleans up."""
         self._tenant: Kube | None = None
@@ -567,12 +570,16 @@ class Kube:
         }
 
     def cleanup(self) -> None:
-        """Pods and pod groups first (queues with pods refuse to go in some configurations),
-        then this test's queues, children before parents, then the namespace."""
+        """Workloads, pods and pod groups first (queues with pods refuse to go in some
+        configurations), then this test's queues, children before parents, then the namespace."""
         if self._workdir is not None:
             self._workdir.cleanup()
         if not self._owner:
             return
+        if self.workloads:
+            self.client.run(
+                "delete", *self.workloads, "-n", self.namespace, "--wait=true", "--timeout=60s"
+            )
         for kind in ("pods", "podgroups"):
             self.client.run(
                 "delete", kind, "--all", "-n", self.namespace, "--wait=true", "--timeout=60s"

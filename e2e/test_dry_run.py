@@ -133,8 +133,9 @@ def test_each_overlay_passes_a_server_dry_run(
 def example_prerequisites(cluster: support.Cluster) -> Iterator[None]:
     """What the examples need to exist before their objects can be created: the namespaces
     they name (examples/README.md: ``kubectl create namespace vision``...), their
-    PriorityClasses (pods naming a missing one are refused) and the queue tree of
-    ``examples/queues/hierarchy.yaml`` (``root`` and ``default`` exist already).
+    PriorityClasses (pods naming a missing one are refused) and the queues of
+    ``examples/queues/hierarchy.yaml`` and ``examples/volcano/queue.yaml`` (``root`` and
+    ``default`` exist already).
 
     Created with ``kubectl create``, so that both kinds of apply still have something to
     send for every object (an apply that finds nothing to change sends no request)."""
@@ -146,7 +147,8 @@ def example_prerequisites(cluster: support.Cluster) -> Iterator[None]:
     priority_classes = [o for o in objects if o["kind"] == "PriorityClass"]
     tree = [
         o
-        for o in support.documents((EXAMPLES / "queues" / "hierarchy.yaml").read_text())
+        for name in ("queues/hierarchy.yaml", "volcano/queue.yaml")
+        for o in support.documents((EXAMPLES / name).read_text())
         if o["metadata"]["name"] not in ("root", "default")
     ]
     try:

@@ -130,7 +130,7 @@ def replica_set(name: str, *, namespace: str, queue: str, replicas: int) -> dict
 @pytest.mark.backends(
     "real",
     "existing",
-    reason="kubesim serves no ReplicaSets, runs no replicaset controller and deletes pods "
+    reason="kubesim stores ReplicaSets but runs no replicaset controller, and deletes pods "
     "without a grace period",
 )
 def test_a_deleted_replica_set_frees_its_queue_only_once_its_pods_are_gone(

@@ -269,7 +269,7 @@ def test_no_queue_runs_more_than_its_capability_whatever_tenants_and_admins_try(
     bound["spec"]["nodeName"] = kube.cluster.client.items("nodes")[0]["metadata"]["name"]
     attacks.record("come bound to a node", tenant.create(bound), "remove spec.nodeName")
     foreign = pod("foreign", a)
-    foreign["spec"]["schedulerName"] = "volcano"
+    foreign["spec"]["schedulerName"] = "my-scheduler"
     attacks.record("ask for another scheduler", tenant.create(foreign), "spec.schedulerName")
 
     # 4. A gang of three created before its PodGroup, in a queue with room for two of it.

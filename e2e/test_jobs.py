@@ -8,7 +8,7 @@ capability is half the Job's parallelism, so the gate visibly holds pods back; a
 pods shows every pod gated at creation and, at no step of the run, more pods admitted and not
 finished than the capability allows.
 
-kubesim serves no ``batch/v1`` and runs no job controller: real backend only.
+kubesim stores ``batch/v1`` Jobs but runs no job controller: real backend only.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def replay(events: list[dict[str, Any]]) -> tuple[int, set[str]]:
 
 
 @pytest.mark.backends(
-    "real", "existing", reason="kubesim serves no batch/v1 Jobs and runs no job controller"
+    "real", "existing", reason="kubesim stores batch/v1 Jobs but runs no job controller"
 )
 def test_an_indexed_job_that_opts_in_is_admitted_through_the_gate_and_completes(
     kube: support.Kube,

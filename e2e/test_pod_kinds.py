@@ -30,17 +30,17 @@ def test_a_best_effort_pod_is_admitted_by_a_full_open_queue(kube: support.Kube) 
 def test_a_pod_for_another_scheduler_waits_without_holding_capacity(kube: support.Kube) -> None:
     name = support.unique("foreign")
     kube.must(kube.apply(support.queue(name, capability={"cpu": "100m"})))
-    manifest = support.pod("volcano-pod", namespace=kube.namespace, queue=name, requests=TENTH)
-    manifest["spec"]["schedulerName"] = "volcano"
+    manifest = support.pod("foreign-pod", namespace=kube.namespace, queue=name, requests=TENTH)
+    manifest["spec"]["schedulerName"] = "my-scheduler"
     created = kube.create(manifest)
     reason = support.eventually(
-        lambda: kube.explanation("volcano-pod"), what="the pod for volcano is told why it waits"
+        lambda: kube.explanation("foreign-pod"), what="the foreign pod is told why it waits"
     )
     kube.must(kube.apply(support.pod("ours", namespace=kube.namespace, queue=name, requests=TENTH)))
     support.eventually(lambda: kube.running("ours"), what="a pod for kube-scheduler runs")
     assert (
         created.ok,
         "spec.schedulerName" in created.stderr,
-        "schedulerName volcano" in reason,
-        kube.gated("volcano-pod"),
+        "schedulerName my-scheduler" in reason,
+        kube.gated("foreign-pod"),
     ) == (True, True, True, True), (created.describe(), reason)

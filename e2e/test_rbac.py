@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from e2e import support
+from e2e import support, workloads
 from queuetree.sandbox import stack
 
 ACCOUNTS = {
@@ -125,6 +125,36 @@ def wait_and_be_admitted(kube: support.Kube) -> None:
     kube.delete_pod("second")
 
 
+def group_each_kind_of_workload(kube: support.Kube) -> None:
+    """A Job, a Deployment and a StatefulSet of one pod each: the operator reads a pod and its
+    owner, and creates the owner's PodGroup."""
+    name = support.unique("rbac-workloads")
+    kube.must(kube.apply(support.queue(name)))
+    made = [
+        workloads.Workload(
+            kube,
+            workloads.job("rbac-job", namespace=kube.namespace, queue=name, pods=1, min_member=1),
+        ),
+        *(
+            workloads.Workload(
+                kube,
+                workloads.replicated(
+                    kind,
+                    f"rbac-{kind.lower()}",
+                    namespace=kube.namespace,
+                    queue=name,
+                    replicas=1,
+                    min_member=1,
+                ),
+            )
+            for kind in ("Deployment", "StatefulSet")
+        ),
+    ]
+    support.eventually(
+        lambda: all(workload.group() for workload in made), what="each workload has its group"
+    )
+
+
 def reclaim(kube: support.Kube) -> tuple[str, str]:
     """A victim evicted for a reclaimer (spec §3.12.1 case 5); returns their queues."""
     queues, victim_queue, reclaimer_queue = support.reclaim_queues(
@@ -176,6 +206,7 @@ def test_every_call_is_allowed_and_every_granted_rule_is_used(
     close_and_reopen_a_parent(kube)
     refuse_a_queue_under_a_missing_parent(kube)
     wait_and_be_admitted(kube)
+    group_each_kind_of_workload(kube)
     reclaim(kube)
     support.eventually(lambda: kube.pod("victim") is None, what="the victim is evicted")
     renew_the_webhook_certificate(kube)

@@ -414,6 +414,20 @@ def podgroup_crd() -> Schema:
         ("RUNNINGS", "integer", ".status.running", "Running pods.", 0),
         ("AGE", "date", ".metadata.creationTimestamp", "Time since creation.", 0),
         ("QUEUE", "string", ".spec.queue", "Queue of the group.", 1),
+        (
+            "OWNER",
+            "string",
+            ".metadata.ownerReferences[0].name",
+            "The workload the group is for (a Job, a ReplicaSet, a PyTorchJob, ...).",
+            0,
+        ),
+        (
+            "OWNER-KIND",
+            "string",
+            ".metadata.ownerReferences[0].kind",
+            "The kind of the workload the group is for.",
+            1,
+        ),
     ]
     return crd(
         plural="podgroups",

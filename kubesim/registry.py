@@ -158,6 +158,33 @@ BUILTINS: tuple[ResourceDef, ...] = (
         generation=True,
         categories=("all",),
     ),
+    # Stored only, as Deployments (no controller runs them): a test writes their pods.
+    _core(
+        "replicasets",
+        "ReplicaSet",
+        group="apps",
+        short=("rs",),
+        sub=("status",),
+        generation=True,
+        categories=("all",),
+    ),
+    _core(
+        "statefulsets",
+        "StatefulSet",
+        group="apps",
+        short=("sts",),
+        sub=("status",),
+        generation=True,
+        categories=("all",),
+    ),
+    _core(
+        "jobs",
+        "Job",
+        group="batch",
+        sub=("status",),
+        generation=True,
+        categories=("all",),
+    ),
     _core("clusterroles", "ClusterRole", group="rbac.authorization.k8s.io", namespaced=False),
     _core(
         "clusterrolebindings",

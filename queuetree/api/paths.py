@@ -45,3 +45,13 @@ def queue_status(name: str) -> str:
 
 def pod_group_status(namespace: str, name: str) -> str:
     return f"{_VOLCANO}/namespaces/{_segment(namespace)}/podgroups/{_segment(name)}/status"
+
+
+def namespaced(api_version: str, plural: str, namespace: str, name: str) -> str:
+    """The path of a namespaced object of ``api_version`` (``v1`` is the core group's)."""
+    root = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    return f"{root}/namespaces/{_segment(namespace)}/{plural}/{_segment(name)}"
+
+
+def pod_groups(namespace: str) -> str:
+    return f"{_VOLCANO}/namespaces/{_segment(namespace)}/podgroups"

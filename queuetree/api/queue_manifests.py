@@ -213,9 +213,30 @@ def parse_pod_group(
         conditions=read_conditions(root.at("status", "conditions").value),
         created=meta.created,
         uid=meta.uid,
+        owner=owner_of(root.at("metadata", "ownerReferences").value),
     )
     sink.raise_if_any()
     return group
+
+
+def owner_of(value: object) -> objects.OwnerReference | None:
+    """The owner an object's ``metadata.ownerReferences`` names: its controller, else the
+    first complete entry; None when there is none (an entry that misses a field is skipped,
+    never an error: an owner someone else wrote badly never makes the group unreadable)."""
+    if not isinstance(value, list):
+        return None
+    found: list[tuple[bool, objects.OwnerReference]] = []
+    for entry in value:
+        if not isinstance(entry, Mapping):
+            continue
+        fields = [entry.get(k) for k in ("apiVersion", "kind", "name", "uid")]
+        if all(isinstance(field, str) and field for field in fields):
+            api_version, kind, name, uid = (str(field) for field in fields)
+            owner = objects.OwnerReference(api_version, kind, name, uid)
+            found.append((entry.get("controller") is True, owner))
+    controllers = [owner for controller, owner in found if controller]
+    candidates = controllers or [owner for _, owner in found]
+    return candidates[0] if candidates else None
 
 
 def read_conditions(value: object) -> tuple[objects.Condition, ...]:

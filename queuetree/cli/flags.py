@@ -134,16 +134,22 @@ def dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int
     return result
 
 
-def _scheduler_names(text: str) -> frozenset[str]:
-    names = frozenset(name.strip() for name in text.split(",") if name.strip())
+def _scheduler_names(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
     if not names:
         raise argparse.ArgumentTypeError("no scheduler name given")
     return names
 
 
+PLACING_SCHEDULER_DEST = "placing_scheduler"
+"""Where ``--scheduler-name`` leaves the first name it was given: the scheduler an adopted pod
+is handed to (``--adopt-scheduler-names``)."""
+
+
 class _SchedulerNames(argparse.Action):
     """``--scheduler-name`` repeated or comma-separated: the union of every value given (the
-    default applies only when the flag is absent)."""
+    default applies only when the flag is absent); the first name given is also kept, in
+    ``PLACING_SCHEDULER_DEST``."""
 
     def __call__(
         self,
@@ -156,19 +162,44 @@ class _SchedulerNames(argparse.Action):
         known: frozenset[str] = (
             given if isinstance(given, frozenset) and given is not self.default else frozenset()
         )
-        assert isinstance(values, frozenset)
-        setattr(namespace, self.dest, known | values)
+        assert isinstance(values, tuple)
+        if not known:
+            setattr(namespace, PLACING_SCHEDULER_DEST, values[0])
+        setattr(namespace, self.dest, known | frozenset(values))
 
 
 def add_scheduler_name_flag(parser: Parser, *, help: str) -> None:
     """``--scheduler-name``: the schedulers that place the pods queuetree admits (Volcano's
     scheduler flag of the same name lists the names it serves). Repeatable or comma-separated;
-    default kube-scheduler's ``default-scheduler``."""
+    default kube-scheduler's ``default-scheduler``. The first name given is the placing
+    scheduler (``args.placing_scheduler``): the one an adopted pod is handed to."""
     parser.add_argument(
         "--scheduler-name",
         action=_SchedulerNames,
         type=_scheduler_names,
         default=frozenset({objects.DEFAULT_SCHEDULER}),
         metavar="NAME[,NAME...]",
-        help=f"{help} (repeatable; default {objects.DEFAULT_SCHEDULER})",
+        help=f"{help} (repeatable; the first one places adopted pods; default "
+        f"{objects.DEFAULT_SCHEDULER})",
+    )
+    parser.set_defaults(**{PLACING_SCHEDULER_DEST: objects.DEFAULT_SCHEDULER})
+
+
+def _adopted_names(text: str) -> frozenset[str]:
+    """Comma-separated names; the empty value is no name (adoption off)."""
+    return frozenset(name.strip() for name in text.split(",") if name.strip())
+
+
+def add_adopt_scheduler_names_flag(parser: Parser, *, help: str) -> None:
+    """``--adopt-scheduler-names``: the ``spec.schedulerName`` values whose pods are handed, at
+    creation, to the placing scheduler (the first ``--scheduler-name``), as if they had named
+    it. Comma-separated; default ``volcano``; ``--adopt-scheduler-names=`` adopts none. A name
+    that ``--scheduler-name`` lists too is placed as it is, never adopted."""
+    default = objects.DEFAULT_ADOPTED_SCHEDULERS
+    parser.add_argument(
+        "--adopt-scheduler-names",
+        type=_adopted_names,
+        default=default,
+        metavar="NAME[,NAME...]",
+        help=f"{help} (empty: none; default {','.join(sorted(default))})",
     )

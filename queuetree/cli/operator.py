@@ -114,6 +114,11 @@ def add_parser(subparsers: Any) -> None:
         help="schedulers that place admitted pods: a gated pod that names another stays gated "
         "and is told why (ungated, nothing would place it and it would hold its queue's room)",
     )
+    flags.add_adopt_scheduler_names_flag(
+        parser,
+        help="the webhook's flag of the same name: a gated pod that still names one of these "
+        "was not adopted at creation, and is told so",
+    )
     parser.add_argument("--identity", default="", metavar="ID", help="lease holder identity")
     flags.add_bool_flag(parser, "--standalone", default=True, help="no kopf peering (always)")
     parser.set_defaults(run=run)
@@ -173,6 +178,8 @@ def build_settings(
         retry_period=args.leader_elect_retry_period,
         default_queue=args.default_queue,
         scheduler_names=args.scheduler_name,
+        placing_scheduler=getattr(args, flags.PLACING_SCHEDULER_DEST),
+        adopted_scheduler_names=args.adopt_scheduler_names,
         inqueue_timeout=args.inqueue_timeout,
         **options,
     )

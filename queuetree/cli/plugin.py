@@ -1,7 +1,7 @@
 """``kubectl queuetree`` (the ``kubectl-queuetree`` plugin) and ``queuetree tree|explain|...``.
 
     kubectl queuetree tree [--watch]              the live queue tree
-    kubectl queuetree explain POD|pod/NAME|podgroup/NAME [-n NS]
+    kubectl queuetree explain POD|pod/NAME|podgroup/NAME|KIND/NAME [-n NS]
     kubectl queuetree pending [QUEUE]             the admission order, with positions
     kubectl queuetree whatif -f CHANGES.yaml      the operator's decision with the changes
     kubectl queuetree close QUEUE | open QUEUE    ask the operator to close or open a queue
@@ -116,8 +116,14 @@ def _add_command(subparsers: Any, name: str) -> None:
     parser.add_argument("--default-queue", default=objects.DEFAULT_QUEUE, metavar="NAME")
     flags.add_feature_gates_flag(parser)
     flags.add_scheduler_name_flag(parser, help="the operator's --scheduler-name")
+    flags.add_adopt_scheduler_names_flag(parser, help="the operator's --adopt-scheduler-names")
     if name == "explain":
-        parser.add_argument("target", metavar="POD|pod/NAME|podgroup/NAME")
+        parser.add_argument(
+            "target",
+            metavar="POD|pod/NAME|podgroup/NAME|KIND/NAME",
+            help="a pod, a pod group, or a workload whose pods go through a PodGroup it owns: "
+            "job/NAME, pytorchjob/NAME, raycluster/NAME, statefulset/NAME, deployment/NAME, ...",
+        )
         parser.add_argument("-n", "--namespace", default=None)
         parser.set_defaults(run=_run_explain)
     elif name == "pending":
@@ -182,6 +188,8 @@ def _operator_settings(
         feature_gates=args.feature_gates,
         default_queue=args.default_queue,
         scheduler_names=args.scheduler_name,
+        adopted_scheduler_names=args.adopt_scheduler_names,
+        placing_scheduler=getattr(args, flags.PLACING_SCHEDULER_DEST),
     )
 
 
@@ -221,7 +229,8 @@ def _run_tree(args: argparse.Namespace) -> int:
 
 
 def _target(args: argparse.Namespace, namespace: str) -> tuple[str, str]:
-    """``("pod"|"podgroup", "namespace/name")`` of the explain target."""
+    """``("pod"|"podgroup"|KIND, "namespace/name")`` of the explain target; KIND is any other
+    kind a user writes (``job``, ``pytorchjob``), for the PodGroups that kind owns."""
     target = str(args.target)
     for prefix in GROUP_PREFIXES:
         if target.startswith(prefix):
@@ -229,9 +238,44 @@ def _target(args: argparse.Namespace, namespace: str) -> tuple[str, str]:
     for prefix in POD_PREFIXES:
         if target.startswith(prefix):
             return "pod", f"{namespace}/{target[len(prefix) :]}"
-    if "/" in target:
-        raise UsageError(f"{target}: name a pod (POD or pod/NAME) or a pod group (podgroup/NAME)")
+    kind, slash, name = target.partition("/")
+    if slash and kind and name and "/" not in name:
+        return kind.lower(), f"{namespace}/{name}"
+    if slash:
+        raise UsageError(
+            f"{target}: name a pod (POD or pod/NAME), a pod group (podgroup/NAME) or a "
+            "workload (job/NAME, pytorchjob/NAME, ...)"
+        )
     return "pod", f"{namespace}/{target}"
+
+
+WORKLOAD_KINDS = {
+    "deploy": "deployment",
+    "deployments": "deployment",
+    "rs": "replicaset",
+    "sts": "statefulset",
+}
+"""kubectl's short names and plurals of the kinds whose names do not end in a plain ``s``."""
+
+
+def workload_groups(listing: listings.Listing, kind: str, key: str) -> list[str]:
+    """The PodGroups that workload ``kind`` ``key`` (``namespace/name``) owns, by key. A
+    Deployment owns its pods' groups through its ReplicaSets, named ``<deployment>-<hash>``."""
+    wanted = WORKLOAD_KINDS.get(kind, kind)
+    namespace, _, name = key.partition("/")
+    found = []
+    for group_key, group in listing.pod_groups.items():
+        owner = group.owner
+        if owner is None or group.namespace != namespace:
+            continue
+        owned = owner.kind.lower()
+        if wanted in (owned, f"{owned}s") and owner.name == name:
+            found.append(group_key)
+        elif wanted == "deployment" and owned == "replicaset":
+            prefix, dash, suffix = owner.name.rpartition("-")
+            if dash and prefix == name and suffix:
+                found.append(group_key)
+    return sorted(found)
 
 
 @_guarded
@@ -255,17 +299,27 @@ def _run_explain(args: argparse.Namespace) -> int:
         )
         sys.stdout.write("\n".join(lines) + "\n")
         return 0
-    if key not in listing.pod_groups:
-        raise reading.ReadError(f'podgroup "{key}" not found (namespace {namespace}; use -n)')
-    sys.stdout.write(
-        reports.explain_group(
-            key,
-            listing=listing,
-            result=decision.result,
-            default_queue=config.default_queue,
-            width=args.width,
+    if kind == "podgroup":
+        if key not in listing.pod_groups:
+            raise reading.ReadError(f'podgroup "{key}" not found (namespace {namespace}; use -n)')
+        groups = [key]
+    else:
+        groups = workload_groups(listing, kind, key)
+        if not groups:
+            raise reading.ReadError(
+                f'{kind} "{key}" owns no PodGroup (namespace {namespace}; use -n): its pods '
+                "name no group, did not opt in, or it does not exist"
+            )
+    for group in groups:
+        sys.stdout.write(
+            reports.explain_group(
+                group,
+                listing=listing,
+                result=decision.result,
+                default_queue=config.default_queue,
+                width=args.width,
+            )
         )
-    )
     return 0
 
 
@@ -358,6 +412,8 @@ def apply_changes(
     review_settings = webhook_settings.ReviewSettings(
         default_queue=config.default_queue,
         scheduler_names=config.scheduler_names,
+        placing_scheduler=config.placing_scheduler,
+        adopted_scheduler_names=config.adopted_scheduler_names,
         feature_gates=config.feature_gates,
     )
     items = {_identity(item): item for item in listing.manifests}

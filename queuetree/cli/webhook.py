@@ -68,6 +68,13 @@ def add_review_flags(parser: argparse.ArgumentParser) -> None:
         help="schedulers that place admitted pods; an opted-in pod for another one gets a "
         "warning at creation (give the operator the same value)",
     )
+    flags.add_adopt_scheduler_names_flag(
+        group,
+        help="pods created with one of these spec.schedulerName values (Volcano's, as its "
+        "integrations write it) are opted in, handed to the first --scheduler-name and gated; "
+        "the pod webhook configurations' matchConditions must send them (give the operator "
+        "the same value)",
+    )
     flags.add_feature_gates_flag(parser)
     add_body_limit_flags(parser)
 
@@ -192,6 +199,8 @@ def settings_from(args: argparse.Namespace) -> settings_.ReviewSettings:
         default_queue=args.default_queue,
         operator_username=args.operator_username,
         scheduler_names=args.scheduler_name,
+        placing_scheduler=getattr(args, flags.PLACING_SCHEDULER_DEST),
+        adopted_scheduler_names=args.adopt_scheduler_names,
         feature_gates=args.feature_gates,
     )
 

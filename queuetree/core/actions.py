@@ -374,6 +374,13 @@ def _scheduler_message(session: frameworks.Session, key: str, scheduler: str) ->
     names = session.scheduler_names
     if names is None or scheduler in names:
         return None
+    if scheduler in session.adopted_scheduler_names:
+        return (
+            f"pod {key} has schedulerName {scheduler}, which the webhook hands to "
+            f"{', '.join(sorted(names))} when a pod is created (--adopt-scheduler-names), but "
+            "this pod was created without it (before adoption was turned on, or with the "
+            "webhook skipping it): ungated, nothing would place it; create it again"
+        )
     return (
         f"pod {key} has schedulerName {scheduler}, and queuetree admits pods for "
         f"{', '.join(sorted(names))} only (--scheduler-name): ungated, it would never be placed "

@@ -459,6 +459,8 @@ class Session:
         self.scheduler_names: frozenset[str] | None = None
         """Admission mode: the ``spec.schedulerName`` values whose pods may be ungated (the
         schedulers that will place them); None admits pods whatever scheduler they name."""
+        self.adopted_scheduler_names: frozenset[str] = frozenset()
+        """The names the webhook adopts at creation (only to word why such a pod waits)."""
         self.released: list[str] = []
         """Keys of the PodGroups whose Inqueue bound ran out without a pod
         (``inqueue_bounds.expired``): Pending from session open, not enqueued again here."""

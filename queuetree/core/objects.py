@@ -41,6 +41,12 @@ ROOT_QUEUE = "root"
 DEFAULT_QUEUE = "default"
 DEFAULT_SCHEDULER = "default-scheduler"
 """kube-scheduler's name: the ``spec.schedulerName`` of a pod that names none."""
+VOLCANO_SCHEDULER = "volcano"
+"""Volcano's scheduler name, which Volcano's examples and every Volcano integration (the
+Kubeflow training operator, KubeRay, Spark, ...) write into ``spec.schedulerName``."""
+DEFAULT_ADOPTED_SCHEDULERS = frozenset({VOLCANO_SCHEDULER})
+"""``--adopt-scheduler-names``: the names whose pods the webhook hands to the placing scheduler
+at creation (``ADOPTED_SCHEDULER_ANNOTATION``)."""
 
 MAX_QUEUE_DEPTH = 100
 """The deepest level below root a queue may have (root's children are level 1).
@@ -73,6 +79,11 @@ ADMISSION_SWITCH_LABEL = "queuetree.io/admission"
 """A namespace labelled with it, value :data:`ADMISSION_DISABLED`, is taken out of the pod
 webhooks (break-glass, docs/operations.md)."""
 ADMISSION_DISABLED = "disabled"
+ADOPTED_SCHEDULER_ANNOTATION = "scheduling.queuetree.io/adopted-scheduler-name"
+"""Written on a pod by the webhook at creation when it adopts the pod: the ``spec.schedulerName``
+the pod was created with (``--adopt-scheduler-names``, ``volcano`` by default), which the webhook
+replaced with the scheduler that places admitted pods (the first ``--scheduler-name``).
+Informational: nothing reads it to decide."""
 ADMISSION_REASON_ANNOTATION = "scheduling.queuetree.io/admission-reason"
 """Pod annotation in which the operator says why the pod is still held by the queue gate."""
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -237,6 +248,16 @@ class Condition:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class OwnerReference:
+    """An object that owns another (a Job its PodGroup, a ReplicaSet its pods)."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class PodGroup:
     """A ``scheduling.volcano.sh/v1beta1`` PodGroup, or the synthetic group of a lone pod."""
 
@@ -275,6 +296,9 @@ class PodGroup:
     released for lack of pods, which bounds its reservation (``inqueue_bounds``)."""
     created: datetime.datetime = EPOCH
     uid: str = ""
+    owner: OwnerReference | None = None
+    """The workload the group is for (its controller ownerReference, else its first one):
+    the operator tells it, as well as the group, when the group waits or is admitted."""
 
     @property
     def key(self) -> str:

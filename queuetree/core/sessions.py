@@ -55,6 +55,7 @@ def run_session(
     compact: bool = True,
     fold: bool = True,
     scheduler_names: frozenset[str] | None = None,
+    adopted_scheduler_names: frozenset[str] = frozenset(),
     bound: inqueue_bounds.InqueueBound | None = None,
 ) -> decisions.SessionResult:
     """Run one session over ``snapshot`` and return its decisions; never raises on bad trees.
@@ -67,6 +68,8 @@ def run_session(
     ``scheduler_names`` (admission mode) are the schedulers that place ungated pods: a gated pod
     that names another ``spec.schedulerName`` is never ungated (nothing would place it, and its
     reservation would hold its queue's room for ever) and is told why. None: any scheduler.
+    ``adopted_scheduler_names`` (the webhook's ``--adopt-scheduler-names``) only word that
+    reason: such a pod should have been adopted at creation, and was not.
 
     In admission mode only the pods governed by queue admission count
     (``governing.admission_snapshot``): the others are left out, and what they hold on their
@@ -104,6 +107,7 @@ def run_session(
                 admission_only=admission_only,
                 fold=fold,
                 scheduler_names=scheduler_names,
+                adopted_scheduler_names=adopted_scheduler_names,
                 bound=bound,
             )
         compacted = compaction.compact(snapshot)
@@ -114,6 +118,7 @@ def run_session(
             admission_only=admission_only,
             fold=fold,
             scheduler_names=scheduler_names,
+            adopted_scheduler_names=adopted_scheduler_names,
             bound=bound,
         )
         return dataclasses.replace(result, pod_groups=compacted.restore_phases(result.pod_groups))
@@ -130,6 +135,7 @@ def _run(
     admission_only: bool,
     fold: bool,
     scheduler_names: frozenset[str] | None,
+    adopted_scheduler_names: frozenset[str],
     bound: inqueue_bounds.InqueueBound | None,
 ) -> decisions.SessionResult:
     # 0. feature gates: a gate the caller leaves out takes queuetree's default
@@ -147,6 +153,7 @@ def _run(
         bound=bound,
     )
     session.scheduler_names = scheduler_names
+    session.adopted_scheduler_names = adopted_scheduler_names
     # 3. plugins
     tiers = plugins.build_tiers(config, session.warnings)
     session.register(tiers)

@@ -95,6 +95,13 @@ class KubeApi(Protocol):
 
     async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None: ...
 
+    async def read(self, target: str, path: str) -> Mapping[str, Any]:
+        """GET one object at ``path`` (a pod, a workload that owns pods); ``target`` names it
+        in errors (404: it is gone)."""
+
+    async def create_pod_group(self, namespace: str, body: Mapping[str, Any]) -> None:
+        """A PodGroup the operator generates for a workload (409: it exists)."""
+
 
 class RateLimiter:
     """A token bucket: ``qps`` tokens a second, at most ``burst`` saved (client-go's flowcontrol).
@@ -141,7 +148,7 @@ _JSON_PATCH: Final = "application/json-patch+json"
 _MERGE_PATCH: Final = "application/merge-patch+json"
 
 
-_METHODS: Final = {"patch": "PATCH", "create": "POST"}
+_METHODS: Final = {"patch": "PATCH", "create": "POST", "get": "GET"}
 """The HTTP method of each verb of the operator's writes."""
 
 
@@ -183,7 +190,7 @@ class AsyncKube:
         content_type: str,
         *,
         accept: str = _JSON,
-    ) -> None:
+    ) -> bytes:
         """``verb`` (``patch`` or ``create``: PATCH or POST) ``body`` to ``path``; ``target``
         names the object in errors. Raises :class:`ApiError` when refused or unanswered."""
         method = _METHODS[verb]
@@ -199,7 +206,7 @@ class AsyncKube:
             async with rest.pool_manager.request(
                 method,
                 yarl.URL(self._base + path, encoded=True),
-                data=bodies.encode(body),
+                data=None if body is None else bodies.encode(body),
                 headers=headers,
                 proxy=rest.proxy,
                 proxy_headers=rest.proxy_headers,
@@ -207,7 +214,7 @@ class AsyncKube:
                 timeout=self._timeout,
             ) as response:
                 status = response.status
-                answer = await response.read()
+                answer: bytes = await response.read()
                 retry_header = response.headers.get("Retry-After")
         except (aiohttp.ClientError, TimeoutError) as error:
             self._on_error(verb, 0)
@@ -219,6 +226,7 @@ class AsyncKube:
             raise ApiError(
                 verb=verb, target=target, status=status, **_refusal(answer, retry_header)
             )
+        return answer
 
     async def patch_pod(self, namespace: str, name: str, patch: JsonPatch) -> None:
         await self._send("patch", *_pod(namespace, name), patch, _JSON_PATCH, accept=METADATA_ONLY)
@@ -254,6 +262,15 @@ class AsyncKube:
 
     async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
         await self._send("create", f"events/{namespace}", paths.events(namespace), body, _JSON)
+
+    async def read(self, target: str, path: str) -> Mapping[str, Any]:
+        answer = await self._send("get", target, path, None, _JSON)
+        found = bodies.decode(answer)
+        return found if isinstance(found, Mapping) else {}
+
+    async def create_pod_group(self, namespace: str, body: Mapping[str, Any]) -> None:
+        where = (f"podgroups/{namespace}/{bodies.name_of(body)}", paths.pod_groups(namespace))
+        await self._send("create", *where, body, _JSON)
 
 
 def _pod(namespace: str, name: str) -> tuple[str, str]:

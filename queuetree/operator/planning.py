@@ -21,7 +21,7 @@ from collections.abc import Mapping, Set
 from typing import Any
 
 from queuetree.core import decisions
-from queuetree.operator import explaining, queue_status, reclaiming, state
+from queuetree.operator import explaining, queue_status, reclaiming, state, workload_groups
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -41,6 +41,8 @@ class Writes:
     """Pods that name a queue without opting in, told once by an Event."""
     evictions: tuple[reclaiming.Eviction, ...] = ()
     """Reclaim's victims, evicted one after the other."""
+    group_creations: tuple[workload_groups.GroupCreation, ...] = ()
+    """The PodGroups of workloads whose pods wait for them (``workload_groups``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,6 +53,8 @@ class Written:
     """``explaining.notice_token`` of each pod outside queue admission told so already."""
     evicting: Set[str] = frozenset()
     """Victims whose eviction is in flight: not chosen again until it is answered."""
+    creating: Set[str] = frozenset()
+    """Generated PodGroups created (or being created) that the view does not show yet."""
 
 
 def plan_writes(
@@ -88,6 +92,7 @@ def plan_writes(
     )
     for key, value in changed.items():
         groups[key] = {**groups.get(key, {}), "conditions": value}
+    creations = workload_groups.plan_group_creations(view, creating=written.creating)
     return Writes(
         queues=tuple(queues),
         pod_groups=dict(sorted(groups.items())),
@@ -95,4 +100,5 @@ def plan_writes(
         explanations=tuple(explanations),
         notices=tuple(notices),
         evictions=tuple(evictions),
+        group_creations=tuple(creations),
     )

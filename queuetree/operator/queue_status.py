@@ -350,6 +350,8 @@ class GroupEvent:
     """``Normal`` or ``Warning``."""
     reason: str
     message: str
+    owner: objects.OwnerReference | None = None
+    """The group's workload, told the same (``kubectl describe job`` shows it)."""
 
 
 _GROUP_EVENTS: Mapping[conditions.GroupReason, tuple[str, str]] = {
@@ -400,5 +402,7 @@ def plan_group_conditions(
         changes[key] = statuses.group_conditions_value(group.conditions, wanted, now=now)
         if changed:
             kind, reason = _GROUP_EVENTS[wanted.reason]
-            events.append(GroupEvent(key, group.uid, kind, reason, wanted.message))
+            events.append(
+                GroupEvent(key, group.uid, kind, reason, wanted.message, owner=group.owner)
+            )
     return changes, events

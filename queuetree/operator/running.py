@@ -62,6 +62,7 @@ def make_session(config: settings.OperatorSettings, *, admission_only: bool) -> 
             admission_only=admission_only,
             compact=False,
             scheduler_names=config.scheduler_names if admission_only else None,
+            adopted_scheduler_names=config.adopted_scheduler_names,
             bound=bound,
         )
 

@@ -120,6 +120,12 @@ class OperatorSettings:
     """``--scheduler-name``: the schedulers that place the pods it ungates; a gated pod that
     names another is never ungated (nothing would place it, and it would hold its queue's
     room for ever), and is told why."""
+    placing_scheduler: str = objects.DEFAULT_SCHEDULER
+    """The first ``--scheduler-name`` (what ``kubectl queuetree try`` hands adopted pods to)."""
+    adopted_scheduler_names: frozenset[str] = objects.DEFAULT_ADOPTED_SCHEDULERS
+    """``--adopt-scheduler-names``, the webhook's flag: the webhook hands pods created for these
+    schedulers to the first ``--scheduler-name``; a gated pod that still names one did not pass
+    through the webhook's adoption, and is told so."""
 
 
 DEFAULTS = OperatorSettings(identity="")

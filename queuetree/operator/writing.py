@@ -47,9 +47,18 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from queuetree.api import bodies, patches
+from queuetree.api import bodies, patches, paths, workloads
 from queuetree.core import conditions, objects
-from queuetree.operator import explaining, kube, metrics, planning, queue_status, reclaiming, state
+from queuetree.operator import (
+    explaining,
+    kube,
+    metrics,
+    planning,
+    queue_status,
+    reclaiming,
+    state,
+    workload_groups,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -261,6 +270,9 @@ class Writer:
         the watch lags behind the last one is not announced twice."""
         self._told_groups: dict[str, tuple[str, str]] = {}
         """PodGroup key -> the reason and message of its last Event (the same reason)."""
+        self._creating: set[str] = set()
+        """Generated PodGroups created, being created, or found not to be the operator's to
+        create, until the view shows them (or no pod waits for them any more)."""
 
     @property
     def idle(self) -> bool:
@@ -272,6 +284,7 @@ class Writer:
         return planning.Written(
             noticed=frozenset(self._noticed),
             evicting=frozenset(self._evicting),
+            creating=frozenset(self._creating),
         )
 
     def protected(self) -> frozenset[str]:
@@ -293,6 +306,8 @@ class Writer:
         self._noticed &= present
         for key in [key for key in self._told_groups if key not in view.pod_groups]:
             del self._told_groups[key]
+        self._creating -= view.pod_groups.keys()
+        self._creating.update(creation.group for creation in writes.group_creations)
         if writes.notices:
             self._noticed.update(explaining.notice_token(n.key, n.uid) for n in writes.notices)
             logger.info(
@@ -335,8 +350,60 @@ class Writer:
                 group.create_task(bounded(self._explanation(explanation)))
             for notice in writes.notices:
                 group.create_task(bounded(self._notice(notice)))
+            for creation in writes.group_creations:
+                group.create_task(bounded(self._create_group(creation)))
         for eviction in writes.evictions:
             await self._eviction(eviction)
+
+    # -- the PodGroups of workloads
+
+    async def _create_group(self, creation: workload_groups.GroupCreation) -> None:
+        """Create the PodGroup of a workload from its pod and its owner (``api.workloads``).
+
+        Nothing is created when the pod is gone, its controller is not the owner the group's
+        name is for (a pod that names a ``podgroup-`` group by hand: that group is its
+        author's to create), or the owner is gone or is another object of the same name. A
+        409 means the group exists. Any other failure is logged, and the creation planned
+        again by a later cycle."""
+        namespace, pod_name = creation.namespace, creation.pod.partition("/")[2]
+        try:
+            pod = await self._api.read(f"pods/{creation.pod}", paths.pod(namespace, pod_name))
+            owner = workloads.controller_of(pod)
+            if owner is None or workloads.group_name(owner) != creation.name:
+                return
+            present, owner_body = await self._read_owner(owner, namespace)
+            if not present:
+                return
+            body = workloads.pod_group(pod=pod, owner=owner, owner_body=owner_body)
+            await self._api.create_pod_group(namespace, body)
+        except kube.ApiError as error:
+            if error.status in (404, 409):
+                return
+            logger.warning("PodGroup %s of a workload not created: %s", creation.group, error)
+            self._creating.discard(creation.group)
+            return
+        logger.info("PodGroup %s created for %s %s", creation.group, owner.kind, owner.name)
+
+    async def _read_owner(
+        self, owner: workloads.Owner, namespace: str
+    ) -> tuple[bool, Mapping[str, Any] | None]:
+        """Whether the owner is there, and as the API server has it: None for a kind the
+        operator does not read, or could not read (it is then sized by its pods alone). Not
+        there: gone, or another object of the same name than the one the pod names."""
+        path = owner.path(namespace)
+        if path is None:
+            return True, None
+        target = f"{owner.workload_kind.plural}/{namespace}/{owner.name}"
+        try:
+            found = await self._api.read(target, path)
+        except kube.ApiError as error:
+            if error.status == 404:
+                return False, None
+            logger.warning(
+                "%s %s/%s not read, sized by its pods: %s", owner.kind, namespace, owner.name, error
+            )
+            return True, None
+        return bodies.metadata_of(found).get("uid") == owner.uid, found
 
     # -- queues and pod groups
 
@@ -405,20 +472,28 @@ class Writer:
         self._told_groups[key] = told
         if event.type == "Warning":
             logger.info("PodGroup %s: %s", key, event.message)
-        with contextlib.suppress(kube.ApiError):
-            await self._api.create_event(
-                namespace,
-                self._event(
-                    kind="PodGroup",
-                    api_version=bodies.VOLCANO_API_VERSION,
-                    namespace=namespace,
-                    name=name,
-                    uid=event.uid,
-                    event_type=event.type,
-                    reason=event.reason,
-                    message=event.message,
-                ),
-            )
+        told_about = [
+            objects.OwnerReference(bodies.VOLCANO_API_VERSION, "PodGroup", name, event.uid)
+        ]
+        if event.owner is not None:
+            # The workload's own describe says why its pods wait, or that they may run.
+            told_about.append(event.owner)
+        for about in told_about:
+            prefix = f"PodGroup {name}: " if about is event.owner else ""
+            with contextlib.suppress(kube.ApiError):
+                await self._api.create_event(
+                    namespace,
+                    self._event(
+                        kind=about.kind,
+                        api_version=about.api_version,
+                        namespace=namespace,
+                        name=about.name,
+                        uid=about.uid,
+                        event_type=event.type,
+                        reason=event.reason,
+                        message=prefix + event.message,
+                    ),
+                )
 
     # -- pods: explanations and notices
 

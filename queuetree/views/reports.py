@@ -90,6 +90,7 @@ def pending_table(
         ("QUEUE", None, None),
         ("POS", None, None),
         ("POD", None, None),
+        ("WORKLOAD", None, None),
         ("REQUESTS", None, None),
         ("NEXT", 1, None),  # takes what the others leave
     ):
@@ -102,11 +103,23 @@ def pending_table(
                 name if index == 1 else "",
                 f"{index}/{len(result.order[name])}",
                 key,
+                workload_of(pod, listing) if pod is not None else "",
                 requests(pod) if pod is not None else "",
                 _verdict(key, result),
             )
             rows += 1
     return table if rows else None
+
+
+def workload_of(pod: objects.Pod, listing: listings.Listing) -> str:
+    """What the pod's group is for: its owner as ``Kind/name`` (a Job, a PyTorchJob), else
+    ``PodGroup/name`` for a group of its own, else "" (a lone pod)."""
+    group = listing.pod_groups.get(pod.group)
+    if group is None:
+        return ""
+    if group.owner is not None:
+        return f"{group.owner.kind}/{group.owner.name}"
+    return f"PodGroup/{group.name}"
 
 
 def _wrap(label: str, text: str, width: int) -> list[str]:

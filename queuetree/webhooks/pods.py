@@ -14,6 +14,19 @@ and whole namespaces by a ``namespaceSelector`` on the label (``views.namespace_
 A pod whose own value is neither ``"true"`` nor ``"false"``, outside an opted-in namespace, is
 not opted in, and is warned.
 
+Adopted pods (``--adopt-scheduler-names``, default ``volcano``): a pod created naming one of
+these schedulers asked for Volcano's scheduler, which takes every pod it places through its
+queue, and every Volcano integration (the Kubeflow training operator, KubeRay, Spark, ...)
+writes that name in code its users cannot change. No Volcano scheduler runs beside queuetree,
+so ``/pods/mutate`` hands such a pod to the scheduler that places admitted pods (the first
+``--scheduler-name``), records the name it had in the annotation
+``scheduling.queuetree.io/adopted-scheduler-name``, and opts it in (as a namespace's opt-in, a
+``"false"`` of its own is overruled with a warning).
+A pod that names any other scheduler is not adopted, and stays gated (below): a tenant cannot
+skip its queue by naming a second scheduler. The configurations' matchConditions send pods
+with ``spec.schedulerName: volcano`` here; an administrator who adopts other names lists them
+there too.
+
 What ``/pods/validate`` refuses (beyond the reference, which has no pod validation):
 
 - CREATE: any pod carrying the admission record (``scheduling.queuetree.io/admitted-queue``),
@@ -63,7 +76,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from queuetree.api import admission, bodies, patches, pod_manifests, readers
+from queuetree.api import admission, bodies, patches, pod_manifests, readers, workloads
 from queuetree.core import objects, problems, resources
 from queuetree.webhooks import settings as settings_
 from queuetree.webhooks import verdicts, views
@@ -83,35 +96,57 @@ class _OptIn:
     """The pod's own opt-in annotation value, None when absent."""
     by_namespace: bool
     """The pod's namespace opts in every pod (whatever the pod's own annotation says)."""
+    adopted: str | None = None
+    """The pod's ``spec.schedulerName`` when the webhook adopts it (``--adopt-scheduler-names``):
+    the pod asked for Volcano's scheduler, which admits every pod through its queue, so it is
+    opted in whatever its own annotation says."""
 
     @property
     def opted_in(self) -> bool:
-        return self.own == "true" or self.by_namespace
+        return self.own == "true" or self.by_namespace or self.adopted is not None
 
     @property
     def overruled(self) -> bool:
-        """The pod says something other than ``"true"`` in a namespace that opts it in."""
-        return self.by_namespace and self.own is not None and self.own != "true"
+        """The pod says something other than ``"true"`` where its namespace or its adopted
+        scheduler opts it in."""
+        return (
+            (self.by_namespace or self.adopted is not None)
+            and self.own is not None
+            and self.own != "true"
+        )
 
 
 def _read_opt_in(
-    request: admission.Request, pod: Mapping[str, Any], view: views.ClusterView
+    request: admission.Request,
+    pod: Mapping[str, Any],
+    view: views.ClusterView,
+    settings: settings_.ReviewSettings,
 ) -> _OptIn:
-    """The pod's own opt-in, and its namespace's (which a pod cannot undo)."""
+    """The pod's own opt-in, its namespace's and its adopted scheduler's (which a pod cannot
+    undo)."""
     metadata = bodies.metadata_of(pod)
     annotations = _string_map(metadata.get("annotations"))
     namespace = verdicts.namespace_of(request)
     own = annotations.get(GATE)
     by_namespace = view.namespace_annotations(namespace).get(GATE) == "true"
-    return _OptIn(metadata, annotations, namespace, own, by_namespace)
+    scheduler = bodies.spec_of(pod).get("schedulerName")
+    adopted = scheduler if isinstance(scheduler, str) and settings.adopts(scheduler) else None
+    return _OptIn(metadata, annotations, namespace, own, by_namespace, adopted)
 
 
 def _overruled_warning(opt_in: _OptIn) -> str:
     own = problems.shorten(opt_in.own or "")
+    if opt_in.by_namespace:
+        return (
+            f'metadata.annotations{problems.key(GATE)}: "{own}" cannot opt the pod out of '
+            f"namespace {opt_in.namespace}, which opts in every pod it creates: the pod is held "
+            "for queue admission (an administrator can take the namespace out)"
+        )
     return (
-        f'metadata.annotations{problems.key(GATE)}: "{own}" cannot opt the pod out of namespace '
-        f"{opt_in.namespace}, which opts in every pod it creates: the pod is held for queue "
-        "admission (an administrator can take the namespace out)"
+        f'metadata.annotations{problems.key(GATE)}: "{own}" cannot opt the pod out of queue '
+        f"admission: it names spec.schedulerName {problems.shorten(opt_in.adopted or '')}, "
+        "whose pods all go through their queue, and is held for queue admission (create it "
+        "without spec.schedulerName to run it outside queue admission)"
     )
 
 
@@ -128,9 +163,15 @@ def mutate(
     has none, else ``add /spec/schedulingGates/-`` (append: the API server only accepts gates
     at creation and keeps their order). A pod opted in through its namespace also gets the
     opt-in annotation ``"true"`` (replacing a ``"false"`` of its own, with a warning), so the
-    operator, which reads pods only, removes the gate when the queue has room; and any
-    opted-in pod that names no queue and no group gets its namespace's queue-name annotation,
-    so the queue /pods/validate checked is the queue that admits it. A pod created with
+    operator, which reads pods only, removes the gate when the queue has room; so does an
+    adopted pod (its ``spec.schedulerName`` is one of ``--adopt-scheduler-names``), whose
+    scheduler name is also replaced by the placing scheduler's (the first
+    ``--scheduler-name``) and kept in ``objects.ADOPTED_SCHEDULER_ANNOTATION``. An opted-in
+    pod that a controller owns and that names no PodGroup gets the group-name annotation of
+    its workload's group (``workloads.group_name``: the operator creates the group, which
+    takes the namespace's queue); any other opted-in pod that names no queue and no group gets
+    its namespace's queue-name annotation, so the queue /pods/validate checked is the queue
+    that admits it. A pod created with
     ``spec.nodeName`` is bound already and cannot be gated (the API server refuses both
     together): it gets no patch here, and /pods/validate refuses it.
     """
@@ -139,7 +180,7 @@ def mutate(
     if request.object is None:
         return verdicts.Verdict(verdicts.missing_object(request, what="pod"))
     pod = request.object
-    opt_in = _read_opt_in(request, pod, view)
+    opt_in = _read_opt_in(request, pod, view, settings)
     annotations, namespace, own = (
         opt_in.annotations,
         opt_in.namespace,
@@ -158,7 +199,7 @@ def mutate(
                 f"metadata.annotations{problems.key(GATE)}: the feature gate "
                 "SchedulingGatesQueueAdmission is off: the pod is not held for queue admission"
             ]
-            if own == "true"
+            if own == "true" or opt_in.adopted is not None
             else []
         )
         return verdicts.Verdict(admission.allow(request.uid, warnings=warnings))
@@ -173,13 +214,24 @@ def mutate(
         isinstance(gates, list) and any(verdicts.mapping(g).get("name") == GATE for g in gates)
     ):
         patch += patches.add_scheduling_gate(pod, GATE)
+    if opt_in.adopted is not None:
+        # Handed to the scheduler that places admitted pods; "add" replaces the member.
+        patch += patches.set_spec_field(pod, "schedulerName", settings.placing_scheduler)
     # "add" sets a member that exists too (RFC 6902): "false" becomes "true".
     added = {GATE: "true"} if own != "true" else {}
+    if opt_in.adopted is not None:
+        added[objects.ADOPTED_SCHEDULER_ANNOTATION] = opt_in.adopted
+    # A pod of a workload (a controller owns it) that names no group joins its workload's,
+    # which the operator creates (``workloads``); the group takes the namespace's queue then.
+    owner = None if annotations.get(objects.GROUP_NAME_ANNOTATION) else workloads.controller_of(pod)
+    if owner is not None:
+        added[objects.GROUP_NAME_ANNOTATION] = workloads.group_name(owner)
     # The operator reads pods only: a pod that names neither a group nor a queue gets its
     # namespace's queue written on it, so the queue /pods/validate checked is the one that admits.
     namespace_queue = view.namespace_annotations(namespace).get(objects.QUEUE_NAME_ANNOTATION)
     if (
         namespace_queue
+        and owner is None
         and objects.QUEUE_NAME_ANNOTATION not in annotations
         and objects.GROUP_NAME_ANNOTATION not in annotations
     ):
@@ -269,7 +321,7 @@ def _validate_create(
     Open, leaf queue that is not root (a pod that names none: ``settings.default_queue``, the
     queue the operator admits it to), and must not be bound to a node already."""
     assert request.object is not None
-    opt_in = _read_opt_in(request, request.object, view)
+    opt_in = _read_opt_in(request, request.object, view, settings)
     metadata, annotations, namespace = opt_in.metadata, opt_in.annotations, opt_in.namespace
     lagging = (namespace,) if namespace not in view.namespaces else ()
     name = metadata.get("name") or request.name or metadata.get("generateName") or ""
@@ -315,13 +367,25 @@ def _validate_create(
         )
     warnings = [_overruled_warning(opt_in)] if opt_in.overruled else []
     scheduler = spec.get("schedulerName") or objects.DEFAULT_SCHEDULER
-    if isinstance(scheduler, str) and scheduler not in settings.scheduler_names:
+    # An adopted pod's name is rewritten by /pods/mutate, which runs first.
+    if (
+        opt_in.adopted is None
+        and isinstance(scheduler, str)
+        and scheduler not in settings.scheduler_names
+    ):
+        adopted = sorted(settings.adopted_scheduler_names - settings.scheduler_names)
         warnings.append(
             f"spec.schedulerName: {problems.shorten(scheduler)}: queuetree admits pods for "
             f"{', '.join(sorted(settings.scheduler_names))} only (--scheduler-name), so this "
             "pod stays gated (holding no room in its queue) and is told why; create it without "
-            "spec.schedulerName, or with one of those (Volcano's schedulerName: volcano is "
-            "kube-scheduler's work here: see docs/compatibility.md)"
+            "spec.schedulerName, or with one of those"
+            + (
+                f" (or with {', '.join(adopted)}, which the webhook hands to "
+                f"{settings.placing_scheduler}: --adopt-scheduler-names; see "
+                "docs/compatibility.md)"
+                if adopted
+                else ""
+            )
         )
     if not trouble:
         return verdicts.Verdict(

@@ -44,8 +44,25 @@ class ReviewSettings:
     scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES
     """``--scheduler-name``: the schedulers that place admitted pods (the operator's flag of the
     same name); an opted-in pod that names another gets a warning at creation."""
+    placing_scheduler: str = objects.DEFAULT_SCHEDULER
+    """The first ``--scheduler-name``: the scheduler an adopted pod is handed to."""
+    adopted_scheduler_names: frozenset[str] = objects.DEFAULT_ADOPTED_SCHEDULERS
+    """``--adopt-scheduler-names``: a pod created naming one of these (and not one of
+    ``scheduler_names``) is opted in to queue admission, and its ``spec.schedulerName`` is
+    rewritten to ``placing_scheduler`` (the original is kept in
+    ``objects.ADOPTED_SCHEDULER_ANNOTATION``). Volcano's integrations set ``volcano`` on every
+    pod they create, in code their users cannot change; no Volcano scheduler runs beside
+    queuetree, so without adoption those pods would wait for ever."""
     feature_gates: Mapping[str, bool] = dataclasses.field(default_factory=lambda: features.DEFAULTS)
     """``--feature-gates``; ``SchedulingGatesQueueAdmission`` is on by default in queuetree."""
+
+    def adopts(self, scheduler: object) -> bool:
+        """Whether a pod created with ``spec.schedulerName`` ``scheduler`` is adopted."""
+        return (
+            isinstance(scheduler, str)
+            and scheduler in self.adopted_scheduler_names
+            and scheduler not in self.scheduler_names
+        )
 
     @property
     def gates_pods(self) -> bool:

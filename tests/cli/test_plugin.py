@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from queuetree.api import listings, schedconf
 from queuetree.cli import plugin, reading
 from queuetree.core import objects
@@ -275,3 +277,46 @@ def test_a_forbidden_read_names_the_viewer_role() -> None:
     assert message == "kubectl get queues failed: (no output)"
     forbidden = reading._explain_failure("kubectl get pods", 'pods is forbidden: User "x"')
     assert "--clusterrole=queuetree-viewer" in forbidden
+
+
+def _owned(name: str, kind: str, owner: str) -> objects.PodGroup:
+    return objects.PodGroup(
+        namespace="ml",
+        name=name,
+        owner=objects.OwnerReference("v1", kind, owner, f"uid-{name}"),
+    )
+
+
+WORKLOAD_LISTING = listings.Listing(
+    queues={},
+    statuses={},
+    pod_groups={
+        group.key: group
+        for group in (
+            _owned("podgroup-1", "Job", "train"),
+            _owned("podgroup-2", "ReplicaSet", "web-7c9f8"),
+            _owned("podgroup-3", "ReplicaSet", "web-api-1a2b"),
+            _owned("mnist", "PyTorchJob", "mnist"),
+            objects.PodGroup(namespace="ml", name="hand-written"),
+        )
+    },
+    pods={},
+    nodes={},
+    namespaces={},
+)
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "expected"),
+    [
+        pytest.param("job", "ml/train", ["ml/podgroup-1"], id="a-job"),
+        pytest.param("jobs", "ml/train", ["ml/podgroup-1"], id="the-plural"),
+        pytest.param("pytorchjob", "ml/mnist", ["ml/mnist"], id="a-group-its-operator-made"),
+        pytest.param("deployment", "ml/web", ["ml/podgroup-2"], id="a-deployments-replica-sets"),
+        pytest.param("deploy", "ml/web-api", ["ml/podgroup-3"], id="kubectls-short-name"),
+        pytest.param("replicaset", "ml/web-7c9f8", ["ml/podgroup-2"], id="a-replica-set"),
+        pytest.param("job", "other/train", [], id="another-namespace"),
+    ],
+)
+def test_explain_finds_the_groups_a_workload_owns(kind: str, key: str, expected: list[str]) -> None:
+    assert plugin.workload_groups(WORKLOAD_LISTING, kind, key) == expected

@@ -265,6 +265,33 @@ def test_best_effort_and_foreign_scheduler_pods_are_decided(
     assert session(*items, scheduler_names=names) == (expected.ungate, expected.reasons)
 
 
+def test_a_pod_that_escaped_adoption_is_told_to_be_created_again() -> None:
+    """The webhook adopts pods for Volcano's scheduler at creation; one that still names it
+    (created before adoption was turned on) stays gated, and the reason says why."""
+    result = sessions.run_session(
+        b.snapshot(  # type: ignore[arg-type]
+            NODE,
+            *QUEUES,
+            b.pod_group("ns", "old").queue("roomy").phase(INQUEUE),
+            b.pod("ns", "old").group("old").requests(cpu="1").admission().scheduler("volcano"),
+        ),
+        config=CONFIG,
+        feature_gates=b.GATES_ON,
+        admission_only=True,
+        scheduler_names=frozenset({"default-scheduler"}),
+        adopted_scheduler_names=frozenset({"volcano"}),
+    )
+    assert (result.ungate, dict(result.reasons)) == (
+        (),
+        {
+            "ns/old": "pod ns/old has schedulerName volcano, which the webhook hands to "
+            "default-scheduler when a pod is created (--adopt-scheduler-names), but this pod was "
+            "created without it (before adoption was turned on, or with the webhook skipping "
+            "it): ungated, nothing would place it; create it again"
+        },
+    )
+
+
 def member(name: str, status: objects.TaskStatus) -> b.PodBuilder:
     """A member of group ``job``: running on n1, or pending and admitted (ungated)."""
     pod = b.pod("ns", name).group("job").requests(cpu="1").opted_in()

@@ -138,6 +138,8 @@ def test_the_crd_has_volcanos_names_scope_and_a_status_subresource(
                 ("RUNNINGS", ".status.running", 0),
                 ("AGE", ".metadata.creationTimestamp", 0),
                 ("QUEUE", ".spec.queue", 1),
+                ("OWNER", ".metadata.ownerReferences[0].name", 0),
+                ("OWNER-KIND", ".metadata.ownerReferences[0].kind", 1),
             ],
         ),
     ],

@@ -521,10 +521,12 @@ def test_pod_webhooks_are_only_called_for_pods_that_opted_in_or_carry_the_gate(n
                         f"oldObject.spec.schedulingGates.exists(g, g.name == '{GATE}')"
                         in expression,
                         f"k == '{core.ADMITTED_QUEUE_ANNOTATION}'" in expression,
+                        "object.spec.schedulerName in ['volcano']" in expression,
                     )
     assert conditions == {
-        "mutatepod.volcano.sh": (True, True, False, False),
-        "validatepod.volcano.sh": (True, True, True, True),
+        # The mutating webhook adopts Volcano's pods; the validating one sees them adopted.
+        "mutatepod.volcano.sh": (True, True, False, False, True),
+        "validatepod.volcano.sh": (True, True, True, True, False),
     }
 
 
@@ -572,9 +574,12 @@ def grants(*spec: tuple[str, str, str, str]) -> set[tuple[str, str, str, str]]:
 OPERATOR_CLUSTER_ROLE = grants(
     ("scheduling.volcano.sh", "queues", "list watch create patch", "*"),
     ("scheduling.volcano.sh", "queues/status", "patch", "*"),
-    ("scheduling.volcano.sh", "podgroups", "list watch", "*"),
+    ("scheduling.volcano.sh", "podgroups", "list watch create", "*"),
     ("scheduling.volcano.sh", "podgroups/status", "patch", "*"),
-    ("", "pods", "list watch patch", "*"),
+    ("", "pods", "get list watch patch", "*"),
+    ("batch", "jobs", "get", "*"),
+    ("apps", "replicasets", "get", "*"),
+    ("apps", "statefulsets", "get", "*"),
     ("", "pods/eviction", "create", "*"),
     ("", "nodes", "list watch", "*"),
     ("", "namespaces", "list watch", "*"),

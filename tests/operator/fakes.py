@@ -30,6 +30,8 @@ class FakeKube:
         self.gate: asyncio.Event | None = None
         """When set, pod patches wait for it (to observe in-flight states)."""
         self.on_call: Callable[[Call], None] = lambda call: None
+        self.objects: dict[str, Mapping[str, Any]] = {}
+        """What :meth:`read` answers, by target (``pods/ns/name``, ``jobs/ns/name``)."""
 
     async def _record(self, verb: str, target: str, body: Any) -> None:
         call = Call(verb=verb, target=target, body=body)
@@ -74,6 +76,15 @@ class FakeKube:
 
     async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
         await self._record("create", f"events/{namespace}", dict(body))
+
+    async def read(self, target: str, path: str) -> Mapping[str, Any]:
+        await self._record("get", target, path)
+        if target not in self.objects:
+            raise kube.ApiError(verb="get", target=target, status=404, reason="NotFound")
+        return self.objects[target]
+
+    async def create_pod_group(self, namespace: str, body: Mapping[str, Any]) -> None:
+        await self._record("create", f"podgroups/{namespace}/{body['metadata']['name']}", body)
 
     def targets(self, verb: str) -> list[str]:
         return [call.target for call in self.calls if call.verb == verb]

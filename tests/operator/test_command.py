@@ -56,6 +56,8 @@ DEFAULTS = {
     "retry_period": 2.0,
     "default_queue": "default",
     "scheduler_names": frozenset({"default-scheduler"}),
+    "placing_scheduler": "default-scheduler",
+    "adopted_scheduler_names": frozenset({"volcano"}),
     "inqueue_timeout": 300.0,
 }
 
@@ -87,6 +89,21 @@ CASES = {
     "scheduler names, repeated or comma-separated, replace the default": CasesCase(
         flags=("--scheduler-name=default-scheduler,gpu-profile", "--scheduler-name", "volcano"),
         changed={"scheduler_names": frozenset({"default-scheduler", "gpu-profile", "volcano"})},
+    ),
+    "the first scheduler name places adopted pods": CasesCase(
+        flags=("--scheduler-name=gpu-profile,default-scheduler", "--scheduler-name=other"),
+        changed={
+            "scheduler_names": frozenset({"default-scheduler", "gpu-profile", "other"}),
+            "placing_scheduler": "gpu-profile",
+        },
+    ),
+    "adopted scheduler names, or none": CasesCase(
+        flags=("--adopt-scheduler-names=volcano, yunikorn",),
+        changed={"adopted_scheduler_names": frozenset({"volcano", "yunikorn"})},
+    ),
+    "adoption turned off": CasesCase(
+        flags=("--adopt-scheduler-names=",),
+        changed={"adopted_scheduler_names": frozenset()},
     ),
     "the Inqueue bound, or none at all": CasesCase(
         flags=("--inqueue-timeout=20",),

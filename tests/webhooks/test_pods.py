@@ -32,12 +32,81 @@ OVERRULED = (
     "take the namespace out)"
 )
 GATE_OFF = settings.ReviewSettings(feature_gates={features.SCHEDULING_GATES_QUEUE_ADMISSION: False})
+ADOPTED = "scheduling.queuetree.io/adopted-scheduler-name"
+TO_KUBE_SCHEDULER = {"op": "add", "path": "/spec/schedulerName", "value": "default-scheduler"}
+ADOPTED_ANNOTATIONS = {
+    "op": "add",
+    "path": "/metadata/annotations",
+    "value": {GATE: "true", ADOPTED: "volcano"},
+}
+NO_ADOPTION = settings.ReviewSettings(adopted_scheduler_names=frozenset())
+PROFILES = settings.ReviewSettings(
+    scheduler_names=frozenset({"gpu-profile", "default-scheduler"}),
+    placing_scheduler="gpu-profile",
+    adopted_scheduler_names=frozenset({"volcano", "yunikorn"}),
+)
+VOLCANO_PLACES = settings.ReviewSettings(
+    scheduler_names=frozenset({"default-scheduler", "volcano"}),
+)
+
+
+JOB_REFERENCE = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "name": "train",
+    "uid": "0b5c",
+    "controller": True,
+}
+
+
+def owned(body: dict[str, Any], *references: dict[str, Any]) -> dict[str, Any]:
+    """``body`` (a pod) with ``references`` as its ownerReferences."""
+    body["metadata"]["ownerReferences"] = list(references)
+    return body
+
+
+WORKLOAD_GROUP = {
+    "op": "add",
+    "path": "/metadata/annotations/scheduling.k8s.io~1group-name",
+    "value": "podgroup-0b5c",
+}
 
 
 @pytest.mark.parametrize(
     ("obj", "namespaces", "rules", "expected"),
     [
         pytest.param(pod(), {}, None, allowed(), id="not-opted-in"),
+        pytest.param(
+            owned(pod(annotations=OPT_IN), JOB_REFERENCE),
+            {},
+            None,
+            allowed(patch=[WHOLE_LIST, WORKLOAD_GROUP]),
+            id="a-workloads-pod-joins-its-workloads-group",
+        ),
+        pytest.param(
+            owned(pod(namespace="ml", annotations=OPT_IN), JOB_REFERENCE),
+            {"ml": {"scheduling.volcano.sh/queue-name": "ml-q"}},
+            None,
+            allowed(patch=[WHOLE_LIST, WORKLOAD_GROUP]),
+            id="a-workloads-group-takes-the-namespace-queue-not-its-pod",
+        ),
+        pytest.param(
+            owned(
+                pod(annotations={**OPT_IN, "scheduling.k8s.io/group-name": "mine"}), JOB_REFERENCE
+            ),
+            {},
+            None,
+            allowed(patch=[WHOLE_LIST]),
+            id="a-pod-that-names-its-group-keeps-it",
+        ),
+        pytest.param(
+            owned(pod(annotations=OPT_IN), {**JOB_REFERENCE, "controller": False}),
+            {},
+            None,
+            allowed(patch=[WHOLE_LIST]),
+            id="an-owner-that-is-not-the-controller-makes-no-workload",
+        ),
+        pytest.param(owned(pod(), JOB_REFERENCE), {}, None, allowed(), id="not-opted-in-workload"),
         pytest.param(
             pod(annotations={GATE: "True"}),
             {},
@@ -192,6 +261,90 @@ GATE_OFF = settings.ReviewSettings(feature_gates={features.SCHEDULING_GATES_QUEU
             allowed(),
             id="pod-bound-at-creation-is-not-gated-and-left-to-the-validator",
         ),
+        pytest.param(
+            pod(scheduler="volcano"),
+            {},
+            None,
+            allowed(patch=[WHOLE_LIST, TO_KUBE_SCHEDULER, ADOPTED_ANNOTATIONS]),
+            id="a-pod-for-volcano-is-adopted-opted-in-and-gated",
+        ),
+        pytest.param(
+            pod(
+                scheduler="volcano",
+                annotations={GATE: "false", "scheduling.k8s.io/group-name": "pg"},
+            ),
+            {},
+            None,
+            allowed(
+                patch=[
+                    WHOLE_LIST,
+                    TO_KUBE_SCHEDULER,
+                    {
+                        "op": "add",
+                        "path": "/metadata/annotations/"
+                        "scheduling.volcano.sh~1queue-allocation-gate",
+                        "value": "true",
+                    },
+                    {
+                        "op": "add",
+                        "path": "/metadata/annotations/"
+                        "scheduling.queuetree.io~1adopted-scheduler-name",
+                        "value": "volcano",
+                    },
+                ],
+                warnings=[
+                    f'metadata.annotations["{GATE}"]: "false" cannot opt the pod out of queue '
+                    "admission: it names spec.schedulerName volcano, whose pods all go through "
+                    "their queue, and is held for queue admission (create it without "
+                    "spec.schedulerName to run it outside queue admission)"
+                ],
+            ),
+            id="an-adopted-pods-false-cannot-undo-its-opt-in",
+        ),
+        pytest.param(
+            pod(scheduler="yunikorn", gates=["example.com/other"]),
+            {},
+            PROFILES,
+            allowed(
+                patch=[
+                    APPEND,
+                    {"op": "add", "path": "/spec/schedulerName", "value": "gpu-profile"},
+                    {
+                        "op": "add",
+                        "path": "/metadata/annotations",
+                        "value": {GATE: "true", ADOPTED: "yunikorn"},
+                    },
+                ]
+            ),
+            id="adopted-pods-go-to-the-first-scheduler-name",
+        ),
+        pytest.param(pod(scheduler="volcano"), {}, NO_ADOPTION, allowed(), id="adoption-off"),
+        pytest.param(
+            pod(scheduler="my-scheduler"),
+            {},
+            None,
+            allowed(),
+            id="another-scheduler-is-not-adopted",
+        ),
+        pytest.param(
+            pod(scheduler="volcano"),
+            {},
+            VOLCANO_PLACES,
+            allowed(),
+            id="a-scheduler-name-that-places-pods-is-never-adopted",
+        ),
+        pytest.param(
+            pod(scheduler="volcano"),
+            {},
+            GATE_OFF,
+            allowed(
+                warnings=[
+                    f'metadata.annotations["{GATE}"]: the feature gate '
+                    "SchedulingGatesQueueAdmission is off: the pod is not held for queue admission"
+                ]
+            ),
+            id="nothing-is-adopted-with-the-feature-gate-off",
+        ),
     ],
 )
 def test_pod_mutation_injects_the_gate(
@@ -241,10 +394,10 @@ def created_with_record(value: str, *, subject: str = "default/p1") -> str:
 
 
 FOREIGN_SCHEDULER = (
-    "spec.schedulerName: volcano: queuetree admits pods for default-scheduler only "
+    "spec.schedulerName: my-scheduler: queuetree admits pods for default-scheduler only "
     "(--scheduler-name), so this pod stays gated (holding no room in its queue) and is told why; "
-    "create it without spec.schedulerName, or with one of those (Volcano's schedulerName: "
-    "volcano is kube-scheduler's work here: see docs/compatibility.md)"
+    "create it without spec.schedulerName, or with one of those (or with volcano, which the "
+    "webhook hands to default-scheduler: --adopt-scheduler-names; see docs/compatibility.md)"
 )
 
 
@@ -414,11 +567,22 @@ FOREIGN_SCHEDULER = (
             id="a-forged-record-among-other-problems",
         ),
         pytest.param(
-            pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, scheduler="volcano"),
+            pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, scheduler="my-scheduler"),
             {},
             {},
             allowed(warnings=[FOREIGN_SCHEDULER]),
             id="another-scheduler-is-warned-about",
+        ),
+        pytest.param(
+            pod(annotations={QUEUE_NAME: "ghost"}, scheduler="volcano"),
+            {},
+            {},
+            denied(
+                f'metadata.annotations["{QUEUE_NAME}"]: Not found: "ghost": pod default/p1 names '
+                f"queue ghost (from annotation {QUEUE_NAME}): the queue does not exist; create "
+                "it or name an existing leaf queue"
+            ),
+            id="a-pod-for-volcano-is-opted-in-and-its-queue-checked",
         ),
         pytest.param(
             pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, scheduler="default-scheduler"),
