@@ -18,6 +18,9 @@ kube-scheduler and kwok, started from the cached binaries (:mod:`controlplane.bu
 8. with ``Options.karpenter``, Karpenter and its kwok cloud provider as the cluster's
    autoscaler (:mod:`controlplane.karpenter`): nodes it buys are kwok's nodes too.
 
+Workload controllers that work with Volcano (the Kubeflow training operator, KubeRay:
+:mod:`controlplane.companions`) start later, when a test asks (:func:`start_companion`).
+
 Each wait names the step; a failure stops what started and quotes the tail of every log.
 :meth:`Cluster.stop` ends the processes newest first (SIGTERM, then SIGKILL); their logs stay
 in ``workdir/logs``. Processes do not outlive a crashed parent (:mod:`controlplane.processes`).
@@ -43,7 +46,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from controlplane import building, karpenter, pki, processes
+from controlplane import building, companions, karpenter, pki, processes
 from kubesim import simulation
 
 T = TypeVar("T")
@@ -135,6 +138,8 @@ class Cluster:
     processes: Processes = dataclasses.field(default_factory=list)
     autoscaler: karpenter.Karpenter | None = None
     """Karpenter, when ``options.karpenter`` asked for it."""
+    companions: dict[str, companions.Running] = dataclasses.field(default_factory=dict)
+    """The workload controllers started on request (:func:`start_companion`), by name."""
 
     @property
     def kubectl_path(self) -> pathlib.Path:
@@ -516,6 +521,34 @@ class _Starter:
             )
         except karpenter.KarpenterError as exc:
             raise StartupError(f"control plane start-up: {exc}") from None
+
+
+def start_companion(cluster: Cluster, name: str) -> companions.Running:
+    """Install and start the companion ``name`` (:data:`companions.BY_NAME`: the training
+    operator or KubeRay) on the running ``cluster``, once; its process stops with the
+    cluster's. Call it from the thread that lives as long as the cluster."""
+    if name in cluster.companions:
+        return cluster.companions[name]
+    companion = companions.BY_NAME[name]
+    starter = _Starter(cluster)
+    try:
+        running = companions.start(
+            companion,
+            built=cluster.binaries[companion.component.name],
+            workdir=cluster.options.workdir,
+            kubectl=cluster.kubectl,
+            write_kubeconfig=lambda path, token: cluster.write_kubeconfig(
+                path,
+                user=f"system:serviceaccount:{companion.namespace}:{companion.service_account}",
+                credentials={"token": token},
+            ),
+            wait=starter.wait,
+            spawn=starter.spawn,
+        )
+    except companions.CompanionError as exc:
+        raise StartupError(f"control plane: {exc}") from None
+    cluster.companions[name] = running
+    return running
 
 
 def fake_nodes(

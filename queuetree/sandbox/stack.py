@@ -51,7 +51,7 @@ from typing import Any
 
 import yaml
 
-from controlplane import cluster, karpenter, processes
+from controlplane import cluster, companions, karpenter, processes
 from queuetree.api import bodies
 from queuetree.sandbox import kubectl
 
@@ -222,6 +222,20 @@ class Stack:
             f"operator replica {name} leads" if lead else f"operator replica {name} serves",
         )
         return replica
+
+    def start_companion(self, name: str) -> companions.Running:
+        """Start the workload controller ``name`` (``training-operator`` or
+        ``kuberay-operator``: :mod:`controlplane.companions`) with its Volcano gang option,
+        once, on the real backend; it stops with the stack. kubesim runs no controller."""
+        if self.control_plane is None:
+            raise StartupError(
+                f"sandbox: {name} runs on the real backend only (kubesim serves no custom "
+                "controllers); start the sandbox with --backend real"
+            )
+        try:
+            return cluster.start_companion(self.control_plane, name)
+        except cluster.StartupError as exc:
+            raise StartupError(f"sandbox: {exc}") from None
 
     def forget(self, process: cluster.Process) -> None:
         """Stop following ``process`` (a test killed it on purpose), so :meth:`check_alive`

@@ -1,0 +1,153 @@
+"""A PyTorchJob of the Kubeflow training operator goes through its queue whole (issue 33 item 3).
+
+The training operator v1.8.1 runs with ``--gang-scheduler-name=volcano``
+(:mod:`controlplane.companions`), as a Volcano user runs it, and nothing about the job is
+written for queuetree: the operator creates PodGroup ``<job>`` (minMember 4, minResources the
+four pods' requests, queue from ``runPolicy.schedulingPolicy.queue``) and waits for it to be
+``Inqueue`` before it creates any pod; its pods name ``schedulerName: volcano``, which
+queuetree's webhook adopts. In a queue with room for 3 of the 4 pods nothing runs and the
+PodGroup says why; once the capability is raised the four run together, kwok completes them
+(their ``kubesim.io/run-seconds``), the job Succeeds, and deleting it leaves the queue empty.
+What the job itself says (Events on the PyTorchJob naming the queue) is issue 33 item 5.
+
+Real backend only: kubesim serves no custom resources' controllers, and the training operator
+is a Go program that needs a real API server (docs/integrations/pytorchjob.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from e2e import support
+
+pytestmark = pytest.mark.backends(
+    "real",
+    reason="the Kubeflow training operator is a Go controller that runs against the real "
+    "control plane only (kubesim cannot serve it)",
+)
+
+JOB = "mnist"
+WORKERS = 3
+POD = {"cpu": "1", "memory": "64Mi"}
+RUN_SECONDS = 20
+"""How long kwok keeps each pod Running before it succeeds: long enough to see all four run at
+once on a loaded machine."""
+JOB_LABEL = "training.kubeflow.org/job-name"
+PODS = [f"{JOB}-master-0", *(f"{JOB}-worker-{i}" for i in range(WORKERS))]
+
+
+def replica(count: int) -> dict[str, Any]:
+    return {
+        "replicas": count,
+        "restartPolicy": "Never",
+        "template": {
+            "metadata": {"annotations": {support.RUN_SECONDS: str(RUN_SECONDS)}},
+            "spec": {
+                # The training operator finds the framework's container by this name.
+                "containers": [
+                    {
+                        "name": "pytorch",
+                        "image": "docker.io/kubeflowkatib/pytorch-mnist:v1beta1-45c5727",
+                        "command": ["python3", "/opt/pytorch-mnist/mnist.py", "--epochs=1"],
+                        "resources": {"requests": POD, "limits": POD},
+                    }
+                ],
+                "terminationGracePeriodSeconds": 0,
+            },
+        },
+    }
+
+
+def pytorch_job(name: str, *, namespace: str, queue: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "runPolicy": {"schedulingPolicy": {"queue": queue}},
+            "pytorchReplicaSpecs": {
+                "Master": replica(1),
+                "Worker": replica(WORKERS),
+            },
+        },
+    }
+
+
+def job_condition(kube: support.Kube, kind: str) -> bool:
+    found = kube.get("pytorchjob", JOB) or {}
+    conditions = (found.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+@pytest.fixture(scope="module")
+def training_operator(cluster: support.Cluster) -> None:
+    support.sandbox(cluster).start_companion("training-operator")
+
+
+@pytest.mark.usefixtures("training_operator")
+def test_a_pytorch_job_runs_whole_once_its_queue_has_room_and_succeeds(
+    kube: support.Kube,
+) -> None:
+    q = support.unique("pytorch")
+    kube.must(kube.apply(support.queue(q, capability={"cpu": "3"})))
+    watch = support.PodWatch(kube, JOB_LABEL)
+    try:
+        kube.must(kube.apply(pytorch_job(JOB, namespace=kube.namespace, queue=q)))
+        condition = support.eventually(
+            lambda: (
+                kube.group_condition(JOB).get("reason") == "NotEnoughResources"
+                and kube.group_condition(JOB)
+            ),
+            what="the job's PodGroup is told its queue has no room",
+            diagnose=lambda: str(kube.get("podgroup", JOB)),
+        )
+        group = kube.get("podgroup", JOB) or {}
+        waiting = (
+            (group.get("status") or {}).get("phase"),
+            group["spec"].get("minMember"),
+            group["spec"].get("queue"),
+            condition.get("message"),
+            support.pods_in(kube),
+        )
+        kube.must(kube.apply(support.queue(q, capability={"cpu": "4"})))
+        support.eventually(
+            lambda: all(kube.running(name) for name in PODS),
+            what="all four pods run together once the capability is raised",
+            diagnose=lambda: str([p["metadata"]["name"] for p in support.pods_in(kube)]),
+        )
+        support.eventually(
+            lambda: job_condition(kube, "Succeeded"),
+            what="the PyTorchJob succeeds once kwok completes its pods",
+            deadline=RUN_SECONDS + support.DEFAULT_DEADLINE,
+            diagnose=lambda: str((kube.get("pytorchjob", JOB) or {}).get("status")),
+        )
+    finally:
+        events = watch.stop()
+    gated = {e["object"]["metadata"]["name"] for e in events if support.GATE in _gates(e)}
+    scheduler = {
+        e["object"]["metadata"]["name"]: e["object"]["spec"].get("schedulerName") for e in events
+    }
+    kube.must(kube.kubectl("delete", "pytorchjob", JOB, "-n", kube.namespace, "--wait=true"))
+    support.eventually(
+        lambda: not support.pods_in(kube) and kube.get("podgroup", JOB) is None,
+        what="deleting the job removes its pods and its PodGroup",
+    )
+    support.eventually(
+        lambda: support.all_zero(support.queue_figures(kube, q)),
+        what=f"queue {q} holds nothing once the job is deleted",
+    )
+    expected = (
+        f"queue '{q}' cannot take the pod group's minResources on cpu: requested 4, used 0 of "
+        "capability 3 (allocated plus inqueue groups)"
+    )
+    assert (waiting, sorted(gated), sorted(set(scheduler.values()))) == (
+        ("Pending", 4, q, expected, []),
+        sorted(PODS),
+        ["default-scheduler"],
+    )
+
+
+def _gates(event: dict[str, Any]) -> list[str]:
+    return [g["name"] for g in (event["object"].get("spec") or {}).get("schedulingGates") or []]
