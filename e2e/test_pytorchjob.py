@@ -1,5 +1,7 @@
 """A PyTorchJob of the Kubeflow training operator goes through its queue whole (issue 33 item 3).
 
+The manifests are those of docs/integrations/pytorchjob.md.
+
 The training operator v1.8.1 runs with ``--gang-scheduler-name=volcano``
 (:mod:`controlplane.companions`), as a Volcano user runs it, and nothing about the job is
 written for queuetree: the operator creates PodGroup ``<job>`` (minMember 4, minResources the
@@ -28,9 +30,11 @@ pytestmark = pytest.mark.backends(
     "control plane only (kubesim cannot serve it)",
 )
 
+MANIFEST = support.REPO / "docs" / "integrations" / "pytorchjob.yaml"
+"""The Queue and the PyTorchJob of docs/integrations/pytorchjob.md, applied as they are but for
+the queue's name (unique to the test) and a run time for kwok."""
 JOB = "mnist"
 WORKERS = 3
-POD = {"cpu": "1", "memory": "64Mi"}
 RUN_SECONDS = 20
 """How long kwok keeps each pod Running before it succeeds: long enough to see all four run at
 once on a loaded machine."""
@@ -38,41 +42,22 @@ JOB_LABEL = "training.kubeflow.org/job-name"
 PODS = [f"{JOB}-master-0", *(f"{JOB}-worker-{i}" for i in range(WORKERS))]
 
 
-def replica(count: int) -> dict[str, Any]:
-    return {
-        "replicas": count,
-        "restartPolicy": "Never",
-        "template": {
-            "metadata": {"annotations": {support.RUN_SECONDS: str(RUN_SECONDS)}},
-            "spec": {
-                # The training operator finds the framework's container by this name.
-                "containers": [
-                    {
-                        "name": "pytorch",
-                        "image": "docker.io/kubeflowkatib/pytorch-mnist:v1beta1-45c5727",
-                        "command": ["python3", "/opt/pytorch-mnist/mnist.py", "--epochs=1"],
-                        "resources": {"requests": POD, "limits": POD},
-                    }
-                ],
-                "terminationGracePeriodSeconds": 0,
-            },
-        },
-    }
+def documented(namespace: str, queue: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The documented Queue (renamed ``queue``) and PyTorchJob (in ``namespace``, in that
+    queue, its pods completed by kwok after :data:`RUN_SECONDS`)."""
+    queue_manifest, job = support.documents(MANIFEST.read_text())
+    queue_manifest["metadata"]["name"] = queue
+    job["metadata"]["namespace"] = namespace
+    job["spec"]["runPolicy"]["schedulingPolicy"]["queue"] = queue
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        metadata = spec["template"].setdefault("metadata", {})
+        metadata.setdefault("annotations", {})[support.RUN_SECONDS] = str(RUN_SECONDS)
+        spec["template"]["spec"]["terminationGracePeriodSeconds"] = 0
+    return queue_manifest, job
 
 
-def pytorch_job(name: str, *, namespace: str, queue: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "runPolicy": {"schedulingPolicy": {"queue": queue}},
-            "pytorchReplicaSpecs": {
-                "Master": replica(1),
-                "Worker": replica(WORKERS),
-            },
-        },
-    }
+def with_capability(queue: dict[str, Any], cpu: str) -> dict[str, Any]:
+    return {**queue, "spec": {**queue["spec"], "capability": {"cpu": cpu}}}
 
 
 def job_condition(kube: support.Kube, kind: str) -> bool:
@@ -90,11 +75,13 @@ def training_operator(cluster: support.Cluster) -> None:
 def test_a_pytorch_job_runs_whole_once_its_queue_has_room_and_succeeds(
     kube: support.Kube,
 ) -> None:
-    q = support.unique("pytorch")
-    kube.must(kube.apply(support.queue(q, capability={"cpu": "3"})))
+    q = support.unique("training")
+    queue, job = documented(kube.namespace, q)
+    assert (queue["spec"]["capability"], len(PODS)) == ({"cpu": "4"}, 4)
+    kube.must(kube.apply(with_capability(queue, "3")))
     watch = support.PodWatch(kube, JOB_LABEL)
     try:
-        kube.must(kube.apply(pytorch_job(JOB, namespace=kube.namespace, queue=q)))
+        kube.must(kube.apply(job))
         condition = support.eventually(
             lambda: (
                 kube.group_condition(JOB).get("reason") == "NotEnoughResources"
@@ -111,7 +98,7 @@ def test_a_pytorch_job_runs_whole_once_its_queue_has_room_and_succeeds(
             condition.get("message"),
             support.pods_in(kube),
         )
-        kube.must(kube.apply(support.queue(q, capability={"cpu": "4"})))
+        kube.must(kube.apply(queue))
         support.eventually(
             lambda: all(kube.running(name) for name in PODS),
             what="all four pods run together once the capability is raised",

@@ -1,5 +1,7 @@
 """A KubeRay RayCluster goes through its queue whole, or not at all (issue 33 item 3).
 
+The manifests are those of docs/integrations/ray.md.
+
 KubeRay v1.5.0 runs with ``--batch-scheduler=volcano`` (:mod:`controlplane.companions`), as a
 Volcano user runs it, and the RayCluster is Volcano's own example: labelled
 ``ray.io/scheduler-name: volcano`` and ``volcano.sh/queue-name``. KubeRay creates PodGroup
@@ -27,50 +29,30 @@ pytestmark = pytest.mark.backends(
     "(kubesim cannot serve it)",
 )
 
+MANIFEST = support.REPO / "docs" / "integrations" / "raycluster.yaml"
+"""The Queue and the RayCluster of docs/integrations/ray.md, applied as they are but for the
+queue's name (unique to the test)."""
 CLUSTER = "demo"
 GROUP = f"ray-{CLUSTER}-pg"
 """The PodGroup KubeRay's volcano plugin names after the RayCluster."""
 WORKERS = 2
-POD = {"cpu": "1", "memory": "64Mi"}
 SELECTOR = f"ray.io/cluster={CLUSTER}"
 
 
-def container(name: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "image": "rayproject/ray:2.46.0",
-        "resources": {"requests": POD, "limits": POD},
-    }
+def documented(namespace: str, queue: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The documented Queue (renamed ``queue``) and RayCluster (in ``namespace``, labelled for
+    that queue; pods deleted without a grace period, so the test's cleanup is quick)."""
+    queue_manifest, ray = support.documents(MANIFEST.read_text())
+    queue_manifest["metadata"]["name"] = queue
+    ray["metadata"]["namespace"] = namespace
+    ray["metadata"]["labels"]["volcano.sh/queue-name"] = queue
+    for group in (ray["spec"]["headGroupSpec"], *ray["spec"]["workerGroupSpecs"]):
+        group["template"]["spec"]["terminationGracePeriodSeconds"] = 0
+    return queue_manifest, ray
 
 
-def ray_cluster(name: str, *, namespace: str, queue: str) -> dict[str, Any]:
-    template = {"terminationGracePeriodSeconds": 0}
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {"ray.io/scheduler-name": "volcano", "volcano.sh/queue-name": queue},
-        },
-        "spec": {
-            "rayVersion": "2.46.0",
-            "headGroupSpec": {
-                "rayStartParams": {},
-                "template": {"spec": {**template, "containers": [container("ray-head")]}},
-            },
-            "workerGroupSpecs": [
-                {
-                    "groupName": "workers",
-                    "replicas": WORKERS,
-                    "minReplicas": WORKERS,
-                    "maxReplicas": WORKERS,
-                    "rayStartParams": {},
-                    "template": {"spec": {**template, "containers": [container("ray-worker")]}},
-                }
-            ],
-        },
-    }
+def with_capability(queue: dict[str, Any], cpu: str) -> dict[str, Any]:
+    return {**queue, "spec": {**queue["spec"], "capability": {"cpu": cpu}}}
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +67,10 @@ def ray_pods(kube: support.Kube) -> list[dict[str, Any]]:
 @pytest.mark.usefixtures("kuberay")
 def test_a_ray_cluster_is_admitted_whole_or_not_at_all(kube: support.Kube) -> None:
     q = support.unique("ray")
-    kube.must(kube.apply(support.queue(q, capability={"cpu": "2"})))
-    kube.must(kube.apply(ray_cluster(CLUSTER, namespace=kube.namespace, queue=q)))
+    queue, ray = documented(kube.namespace, q)
+    assert queue["spec"]["capability"] == {"cpu": str(1 + WORKERS)}
+    kube.must(kube.apply(with_capability(queue, str(WORKERS))))
+    kube.must(kube.apply(ray))
     waiting = support.eventually(
         lambda: (
             len(pods := ray_pods(kube)) == 1 + WORKERS
@@ -114,7 +98,7 @@ def test_a_ray_cluster_is_admitted_whole_or_not_at_all(kube: support.Kube) -> No
         condition.get("message"),
         sorted({p["spec"].get("schedulerName") for p in waiting}),
     )
-    kube.must(kube.apply(support.queue(q, capability={"cpu": "3"})))
+    kube.must(kube.apply(queue))
     support.eventually(
         lambda: all(kube.running(p["metadata"]["name"]) for p in waiting),
         what="the head and both workers run together once the capability is raised",
