@@ -46,7 +46,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from controlplane import building, companions, karpenter, pki, processes
+from controlplane import building, companions, karpenter, kueue, pki, processes
 from kubesim import simulation
 
 T = TypeVar("T")
@@ -140,6 +140,8 @@ class Cluster:
     """Karpenter, when ``options.karpenter`` asked for it."""
     companions: dict[str, companions.Running] = dataclasses.field(default_factory=dict)
     """The workload controllers started on request (:func:`start_companion`), by name."""
+    kueue: kueue.Kueue | None = None
+    """Kueue, once :func:`start_peer` started it."""
 
     @property
     def kubectl_path(self) -> pathlib.Path:
@@ -549,6 +551,45 @@ def start_companion(cluster: Cluster, name: str) -> companions.Running:
         raise StartupError(f"control plane: {exc}") from None
     cluster.companions[name] = running
     return running
+
+
+PEERS = ("kueue",)
+"""What :func:`start_peer` starts: the systems queuetree is compared with (issue 32)."""
+
+
+def start_peer(cluster: Cluster, name: str) -> kueue.Kueue:
+    """Start the peer ``name`` (Kueue: :mod:`controlplane.kueue`) on the running ``cluster``,
+    once, building it first if the cache has none (``make controlplane-peers``); it stops with
+    the cluster's processes."""
+    if name not in PEERS:
+        raise StartupError(f"control plane: unknown peer {name!r} (one of {', '.join(PEERS)})")
+    if cluster.kueue is not None:
+        return cluster.kueue
+    try:
+        built = building.build(building.KUEUE, log=lambda line: None)
+    except building.BuildError as exc:
+        raise StartupError(f"control plane: the peer {name}: {exc}") from None
+    starter = _Starter(cluster)
+    try:
+        cluster.kueue = kueue.start(
+            built=built,
+            workdir=cluster.options.workdir,
+            ca_file=cluster.files.ca_cert,
+            issue_serving_pair=lambda directory: pki.serving_pair(
+                cluster.files, directory, common_name="kueue-webhook"
+            ),
+            kubectl=cluster.kubectl,
+            write_kubeconfig=lambda path, token: cluster.write_kubeconfig(
+                path,
+                user=f"system:serviceaccount:{kueue.NAMESPACE}:{kueue.SERVICE_ACCOUNT}",
+                credentials={"token": token},
+            ),
+            wait=starter.wait,
+            spawn=starter.spawn,
+        )
+    except kueue.KueueError as exc:
+        raise StartupError(f"control plane: {exc}") from None
+    return cluster.kueue
 
 
 def fake_nodes(
