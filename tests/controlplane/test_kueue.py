@@ -4,11 +4,13 @@ queuetree's namespace left out of its pod webhooks). No process is started here.
 
 from __future__ import annotations
 
+import json
 import pathlib
 
 import pytest
+import yaml
 
-from controlplane import building, kueue
+from controlplane import building, cluster, kueue
 
 CRD = """\
 apiVersion: apiextensions.k8s.io/v1
@@ -145,3 +147,94 @@ def test_its_configuration_serves_on_loopback_with_the_pod_integration(
         {"enable": False},
         {"frameworks": ["batch/job", "pod"]},
     )
+
+
+def kueue_objects(cpu: str) -> list[dict[str, object]]:
+    """A ResourceFlavor, a ClusterQueue with ``cpu`` of nominal quota for every namespace, and
+    a LocalQueue ``lq`` in ``default`` pointing at it."""
+    return [
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "default"},
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "cq"},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [
+                            {"name": "default", "resources": [{"name": "cpu", "nominalQuota": cpu}]}
+                        ],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "lq", "namespace": "default"},
+            "spec": {"clusterQueue": "cq"},
+        },
+    ]
+
+
+def labelled_pod(name: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {kueue.QUEUE_LABEL: "lq"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "1"}},
+                }
+            ],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+
+
+def test_kueue_runs_beside_the_control_plane_and_admits_labelled_pods_by_its_quota(
+    binaries: object, tmp_path: pathlib.Path
+) -> None:
+    # Kueue is a peer: make test never builds it (make controlplane-peers does), so without it
+    # this test is skipped, whatever QUEUETREE_REQUIRE_REAL says.
+    if building.find(building.KUEUE) is None:
+        pytest.skip("Kueue is not built: run make controlplane-peers")
+    options = cluster.Options(workdir=tmp_path, node_flags=("peer-node:cpu=8,memory=16Gi",))
+    with cluster.running(options) as running:
+        started = cluster.start_peer(running, "kueue")
+        text = yaml.safe_dump_all([*kueue_objects("1"), labelled_pod("a"), labelled_pod("b")])
+        # The LocalQueue may be refused for a moment while Kueue's webhooks warm up.
+        applied = cluster._poll(
+            lambda: running.kubectl("apply", "-f", "-", input=text).returncode == 0,
+            timeout=60,
+            interval=1.0,
+        )
+        assert applied, started.process.tail()
+
+        def phases() -> dict[str, tuple[str, list[str]]] | None:
+            found = json.loads(running.kubectl("get", "pods", "-n", "default", "-o", "json").stdout)
+            by_name = {
+                p["metadata"]["name"]: (
+                    p["status"].get("phase", ""),
+                    [g["name"] for g in p["spec"].get("schedulingGates") or []],
+                )
+                for p in found["items"]
+            }
+            running_ones = [n for n, (phase, _) in by_name.items() if phase == "Running"]
+            return by_name if len(running_ones) == 1 else None
+
+        seen = cluster._poll(phases, timeout=120, interval=1.0)
+        assert seen is not None, started.process.tail()
+        assert sorted(seen.values()) == [
+            ("Pending", ["kueue.x-k8s.io/admission"]),
+            ("Running", []),
+        ]
