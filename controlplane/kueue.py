@@ -23,6 +23,12 @@ queuetree's own. Its visibility API (an aggregated API server, ``VisibilityOnDem
 serving it needs an APIService the API server can reach, which the comparison of pending
 positions (issue 32 item 5) will add.
 
+With internal certificate management off, Kueue v0.17.0 reads its metrics server's
+certificate from a fixed path (:data:`METRICS_CERT_DIR`, where its Deployment would mount a
+Secret; ``cmd/kueue/main.go``): the harness writes one there too, so starting Kueue needs
+write access to it (it runs as root on the project's machines). Only the metrics server reads
+it, so two runs on one machine sharing it do not interfere.
+
 Kueue's pod, Deployment and StatefulSet webhooks leave out ``kube-system`` and
 ``kueue-system`` (its kustomization's patch) and here also ``queuetree-system``, so neither
 system ever gates the other's pods; each scenario runs pods through one of them.
@@ -58,6 +64,9 @@ NAMESPACED_WEBHOOKS = frozenset(
 )
 """The webhooks Kueue's kustomization gives a namespaceSelector."""
 FRAMEWORKS = ("batch/job", "pod")
+METRICS_CERT_DIR = pathlib.Path("/etc/kueue/metrics/certs")
+"""Where Kueue v0.17.0 reads its metrics certificate when internal certificate management is
+off (a constant in its ``cmd/kueue/main.go``)."""
 CRDS = (
     "crd/clusterqueues.kueue.x-k8s.io",
     "crd/localqueues.kueue.x-k8s.io",
@@ -243,6 +252,13 @@ def start(
     ca_bundle = base64.b64encode(ca_file.read_bytes()).decode()
     cert_dir = workdir / "kueue-certs"
     issue_serving_pair(cert_dir)
+    try:
+        issue_serving_pair(METRICS_CERT_DIR)
+    except OSError as exc:
+        raise KueueError(
+            f"kueue: its metrics certificate goes to {METRICS_CERT_DIR} (fixed in Kueue "
+            f"v0.17.0 when internal certificate management is off): {exc}"
+        ) from None
     apply = ("apply", "--server-side", "--force-conflicts", "-f", "-")
     must(*apply, input=yaml.safe_dump_all(crds(built, port=ports.webhook, ca_bundle=ca_bundle)))
     wait(
