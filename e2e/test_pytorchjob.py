@@ -10,7 +10,7 @@ four pods' requests, queue from ``runPolicy.schedulingPolicy.queue``) and waits 
 queuetree's webhook adopts. In a queue with room for 3 of the 4 pods nothing runs and the
 PodGroup says why; once the capability is raised the four run together, kwok completes them
 (their ``kubesim.io/run-seconds``), the job Succeeds, and deleting it leaves the queue empty.
-What the job itself says (Events on the PyTorchJob naming the queue) is issue 33 item 5.
+The PyTorchJob is told too: the PodGroup's Event goes to its owner (issue 33 item 5).
 
 Real backend only: kubesim serves no custom resources' controllers, and the training operator
 is a Go program that needs a real API server (docs/integrations/pytorchjob.md).
@@ -98,6 +98,10 @@ def test_a_pytorch_job_runs_whole_once_its_queue_has_room_and_succeeds(
             condition.get("message"),
             support.pods_in(kube),
         )
+        told = support.eventually(
+            lambda: owner_events(kube, "PyTorchJob", JOB, "Unschedulable"),
+            what="the PyTorchJob is told why it waits (kubectl describe pytorchjob)",
+        )
         kube.must(kube.apply(queue))
         support.eventually(
             lambda: all(kube.running(name) for name in PODS),
@@ -129,11 +133,21 @@ def test_a_pytorch_job_runs_whole_once_its_queue_has_room_and_succeeds(
         f"queue '{q}' cannot take the pod group's minResources on cpu: requested 4, used 0 of "
         "capability 3 (allocated plus inqueue groups)"
     )
-    assert (waiting, sorted(gated), sorted(set(scheduler.values()))) == (
+    assert (waiting, told[-1], sorted(gated), sorted(set(scheduler.values()))) == (
         ("Pending", 4, q, expected, []),
+        expected,
         sorted(PODS),
         ["default-scheduler"],
     )
+
+
+def owner_events(kube: support.Kube, kind: str, name: str, reason: str) -> list[str]:
+    """The messages of the Events of ``kind``/``name`` with ``reason`` (``kubectl describe``)."""
+    return [
+        str(event.get("message"))
+        for event in kube.events_of(kind, name)
+        if event.get("reason") == reason
+    ]
 
 
 def _gates(event: dict[str, Any]) -> list[str]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from e2e import support
+from e2e import support, test_pytorchjob
 
 pytestmark = pytest.mark.backends(
     "real",
@@ -91,6 +91,10 @@ def test_a_ray_cluster_is_admitted_whole_or_not_at_all(kube: support.Kube) -> No
         what="the RayCluster's PodGroup is told its queue has no room",
         diagnose=lambda: str(kube.get("podgroup", GROUP)),
     )
+    told = support.eventually(
+        lambda: test_pytorchjob.owner_events(kube, "RayCluster", CLUSTER, "Unschedulable"),
+        what="the RayCluster is told why it waits (kubectl describe raycluster)",
+    )
     held = (
         sorted(support.iter_gated(ray_pods(kube)))
         == sorted(p["metadata"]["name"] for p in waiting),
@@ -123,7 +127,7 @@ def test_a_ray_cluster_is_admitted_whole_or_not_at_all(kube: support.Kube) -> No
         f"queue '{q}' cannot take the pod group's minResources on cpu: requested 3, used 0 of "
         "capability 2 (allocated plus inqueue groups)"
     )
-    assert held == (True, 1 + WORKERS, expected, ["default-scheduler"])
+    assert (held, told[-1]) == ((True, 1 + WORKERS, expected, ["default-scheduler"]), expected)
 
 
 JOB_MANIFEST = support.REPO / "docs" / "integrations" / "rayjob.yaml"
