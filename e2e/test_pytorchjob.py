@@ -135,7 +135,7 @@ def test_a_pytorch_job_runs_whole_once_its_queue_has_room_and_succeeds(
     )
     assert (waiting, told[-1], sorted(gated), sorted(set(scheduler.values()))) == (
         ("Pending", 4, q, expected, []),
-        expected,
+        f"PodGroup {JOB}: {expected}",
         sorted(PODS),
         ["default-scheduler"],
     )

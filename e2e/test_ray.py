@@ -127,7 +127,10 @@ def test_a_ray_cluster_is_admitted_whole_or_not_at_all(kube: support.Kube) -> No
         f"queue '{q}' cannot take the pod group's minResources on cpu: requested 3, used 0 of "
         "capability 2 (allocated plus inqueue groups)"
     )
-    assert (held, told[-1]) == ((True, 1 + WORKERS, expected, ["default-scheduler"]), expected)
+    assert (held, told[-1]) == (
+        (True, 1 + WORKERS, expected, ["default-scheduler"]),
+        f"PodGroup {GROUP}: {expected}",
+    )
 
 
 JOB_MANIFEST = support.REPO / "docs" / "integrations" / "rayjob.yaml"
