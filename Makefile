@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # and test_chart.py check that they agree).
 VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 
-.PHONY: setup lint typecheck layers unit unit-python unit-controlplane e2e e2e-real controlplane test fuzz run bench image e2e-kind release chart clean
+.PHONY: setup lint typecheck layers unit unit-python unit-controlplane e2e e2e-real controlplane controlplane-peers test fuzz run bench image e2e-kind release chart clean
 
 ## setup: create .venv and install queuetree with its pinned dev tools (fast when nothing changed)
 setup: $(STAMP)
@@ -61,10 +61,16 @@ define no_go
 		"!!! Install Go >= 1.26.0 to build kube-apiserver, etcd and kwok from their modules (docs/e2e.md)."
 endef
 
-## controlplane: build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok
-## and Karpenter's kwok provider from their Go modules into ~/.cache/queuetree (a no-op that takes seconds when cached)
+## controlplane: build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok,
+## Karpenter's kwok provider, the Kubeflow training operator and KubeRay from their Go modules into
+## ~/.cache/queuetree (a no-op that takes seconds when cached)
 controlplane: setup
 	@if command -v go >/dev/null 2>&1; then $(BIN)/python -m controlplane build; else $(no_go); fi
+
+## controlplane-peers: build the peers queuetree is compared with (Kueue), the same way; never
+## part of make controlplane or make test
+controlplane-peers: setup
+	@if command -v go >/dev/null 2>&1; then $(BIN)/python -m controlplane build --peers; else $(no_go); fi
 
 ## e2e-real: the end-to-end suite against the real control plane (built by `make controlplane`)
 e2e-real: controlplane

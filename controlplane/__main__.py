@@ -1,7 +1,8 @@
 """``python -m controlplane build|sync|paths|up``: the control plane's build and a shell cluster.
 
-- ``build`` (``make controlplane``): every component and tool (helm) from the cache, built first
-  if missing.
+- ``build`` (``make controlplane``): every component and tool (helm) from the cache, built
+  first if missing; ``build --peers`` (``make controlplane-peers``) builds the peers compared
+  with queuetree (Kueue) instead, which ``make controlplane`` and ``make test`` never build.
   Exit 0 when all are cached; 1 when a build failed (the message names the module and the
   reason); 3 when there is no ``go`` command (callers decide whether that skips or fails).
 - ``sync [--kubernetes vX.Y.Z]``: regenerate the kubernetes wrapper's staging replace lines
@@ -27,7 +28,12 @@ EXIT_NO_GO = 3
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m controlplane", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("build", help="build every component into the cache (a no-op if cached)")
+    build = commands.add_parser(
+        "build", help="build every component into the cache (a no-op if cached)"
+    )
+    build.add_argument(
+        "--peers", action="store_true", help="build the peers (Kueue) instead of the components"
+    )
     sync = commands.add_parser("sync", help="regenerate the kubernetes staging replace lines")
     sync.add_argument("--kubernetes", metavar="VERSION", help="move to this k8s.io/kubernetes")
     commands.add_parser("paths", help="print the cached binaries as JSON")
@@ -37,13 +43,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
-            building.build_all((*building.COMPONENTS, *building.TOOLS))
+            building.build_all(
+                building.PEERS if args.peers else (*building.COMPONENTS, *building.TOOLS)
+            )
         elif args.command == "sync":
             for edit in building.sync_kubernetes(args.kubernetes):
                 print(f"go mod edit {edit}")
         elif args.command == "paths":
-            found = building.find_all((*building.COMPONENTS, *building.TOOLS))
-            if found is None:
+            found = {
+                **(building.find_all((*building.COMPONENTS, *building.TOOLS)) or {}),
+                **{c.name: b for c in building.PEERS if (b := building.find(c)) is not None},
+            }
+            if not all(c.name in found for c in (*building.COMPONENTS, *building.TOOLS)):
+                found = {}
+            if not found:
                 print("controlplane: not built yet (make controlplane)", file=sys.stderr)
                 return 1
             print(

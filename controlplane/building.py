@@ -184,17 +184,26 @@ KARPENTER_CHART_RBAC = (
 runs with (:func:`controlplane.karpenter.chart_rules` reads their literal rules)."""
 
 
-def _karpenter_files(module_dir: pathlib.Path, out: pathlib.Path) -> None:
-    """Copy :data:`KARPENTER_CRDS` into ``out/crds`` and :data:`KARPENTER_CHART_RBAC` into
-    ``out/chart`` from the downloaded karpenter module."""
-    for directory, parts in (("crds", KARPENTER_CRDS), ("chart", KARPENTER_CHART_RBAC)):
-        target = out / directory
-        target.mkdir(parents=True, exist_ok=True)
-        for part in parts:
-            source = module_dir / part
-            if not source.is_file():
-                raise BuildError(f"karpenter: no {directory} manifest at {source}")
-            shutil.copyfile(source, target / source.name)
+def _module_files(
+    name: str, groups: Mapping[str, Sequence[str]]
+) -> Callable[[pathlib.Path, pathlib.Path], None]:
+    """An :attr:`Component.extras` that copies each group's module paths into ``out/<group>``
+    (a file under its own name; every ``*.yaml`` file of a directory)."""
+
+    def copy(module_dir: pathlib.Path, out: pathlib.Path) -> None:
+        for directory, parts in groups.items():
+            target = out / directory
+            target.mkdir(parents=True, exist_ok=True)
+            for part in parts:
+                source = module_dir / part
+                files = sorted(source.glob("*.yaml")) if source.is_dir() else [source]
+                files = [f for f in files if f.name != "kustomization.yaml"]
+                if not files or not all(f.is_file() for f in files):
+                    raise BuildError(f"{name}: no {directory} manifest at {source}")
+                for file in files:
+                    shutil.copyfile(file, target / file.name)
+
+    return copy
 
 
 KARPENTER = Component(
@@ -202,11 +211,75 @@ KARPENTER = Component(
     module="sigs.k8s.io/karpenter",
     binaries=(("karpenter-kwok", "sigs.k8s.io/karpenter/kwok"),),
     version_flags=lambda version: (f"-X sigs.k8s.io/karpenter/pkg/operator.Version={version}",),
-    extras=_karpenter_files,
+    extras=_module_files("karpenter", {"crds": KARPENTER_CRDS, "chart": KARPENTER_CHART_RBAC}),
     extras_inputs=(*KARPENTER_CRDS, *KARPENTER_CHART_RBAC),
 )
-COMPONENTS = (ETCD, KUBERNETES, KWOK, KARPENTER)
-"""What a control plane runs: :func:`controlplane.cluster.start` needs every one."""
+
+TRAINING_OPERATOR_FILES = {
+    "crds": ("manifests/base/crds",),
+    "rbac": ("manifests/base/rbac/role.yaml",),
+    "webhook": ("manifests/base/webhook/manifests.yaml",),
+}
+"""What the Kubeflow training operator's own kustomize base installs beside its Deployment:
+its CRDs (PyTorchJob, TFJob, ...), its ClusterRole and its validating webhooks."""
+TRAINING_OPERATOR = Component(
+    name="training-operator",
+    module="github.com/kubeflow/training-operator",
+    binaries=(
+        ("training-operator", "github.com/kubeflow/training-operator/cmd/training-operator.v1"),
+    ),
+    extras=_module_files("training-operator", TRAINING_OPERATOR_FILES),
+    extras_inputs=tuple(p for parts in TRAINING_OPERATOR_FILES.values() for p in parts),
+)
+KUBERAY_FILES = {
+    "crds": ("config/crd/bases",),
+    "rbac": ("config/rbac/role.yaml",),
+}
+"""KubeRay's CRDs (RayCluster, RayJob, RayService) and the operator's ClusterRole (its
+webhooks are off by default, as in its Helm chart)."""
+KUBERAY = Component(
+    name="kuberay",
+    module="github.com/ray-project/kuberay/ray-operator",
+    binaries=(("kuberay-operator", "github.com/ray-project/kuberay/ray-operator"),),
+    extras=_module_files("kuberay", KUBERAY_FILES),
+    extras_inputs=tuple(p for parts in KUBERAY_FILES.values() for p in parts),
+)
+COMPANIONS = (TRAINING_OPERATOR, KUBERAY)
+"""Workload controllers that create PodGroups and pods for Volcano (issue 33): built by
+``make controlplane`` because ``make e2e-real`` runs their scenarios; started only when a
+test asks (:mod:`controlplane.companions`)."""
+COMPONENTS = (ETCD, KUBERNETES, KWOK, KARPENTER, *COMPANIONS)
+
+KUEUE_FILES = {
+    "crds": ("config/components/crd/bases",),
+    "conversion": (
+        "config/components/crd/patches/webhook_in_clusterqueues.yaml",
+        "config/components/crd/patches/webhook_in_cohorts.yaml",
+        "config/components/crd/patches/webhook_in_localqueues.yaml",
+        "config/components/crd/patches/webhook_in_multikueueclusters.yaml",
+        "config/components/crd/patches/webhook_in_workloads.yaml",
+    ),
+    "rbac": (
+        "config/components/rbac/role.yaml",
+        "config/components/rbac/manager_secrets_role.yaml",
+        "config/components/rbac/metrics_auth_role.yaml",
+        "config/components/rbac/metrics_reader_role.yaml",
+    ),
+    "webhook": ("config/components/webhook/manifests.yaml",),
+}
+"""Kueue's CRDs, the conversion webhooks its kustomization patches into five of them, the
+manager's roles and its admission webhooks."""
+KUEUE = Component(
+    name="kueue",
+    module="sigs.k8s.io/kueue",
+    binaries=(("kueue", "sigs.k8s.io/kueue/cmd/kueue"),),
+    version_flags=lambda version: (f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={version}",),
+    extras=_module_files("kueue", KUEUE_FILES),
+    extras_inputs=tuple(p for parts in KUEUE_FILES.values() for p in parts),
+)
+PEERS = (KUEUE,)
+"""Peers compared with queuetree (issue 32): never built by ``make controlplane`` nor
+``make test`` (``make controlplane-peers``)."""
 
 
 def _helm_version_flags(version: str) -> tuple[str, ...]:

@@ -18,6 +18,9 @@ kube-scheduler and kwok, started from the cached binaries (:mod:`controlplane.bu
 8. with ``Options.karpenter``, Karpenter and its kwok cloud provider as the cluster's
    autoscaler (:mod:`controlplane.karpenter`): nodes it buys are kwok's nodes too.
 
+Workload controllers that work with Volcano (the Kubeflow training operator, KubeRay:
+:mod:`controlplane.companions`) start later, when a test asks (:func:`start_companion`).
+
 Each wait names the step; a failure stops what started and quotes the tail of every log.
 :meth:`Cluster.stop` ends the processes newest first (SIGTERM, then SIGKILL); their logs stay
 in ``workdir/logs``. Processes do not outlive a crashed parent (:mod:`controlplane.processes`).
@@ -43,7 +46,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from controlplane import building, karpenter, pki, processes
+from controlplane import building, companions, karpenter, kueue, pki, processes
 from kubesim import simulation
 
 T = TypeVar("T")
@@ -137,6 +140,10 @@ class Cluster:
     processes: Processes = dataclasses.field(default_factory=list)
     autoscaler: karpenter.Karpenter | None = None
     """Karpenter, when ``options.karpenter`` asked for it."""
+    companions: dict[str, companions.Running] = dataclasses.field(default_factory=dict)
+    """The workload controllers started on request (:func:`start_companion`), by name."""
+    kueue: kueue.Kueue | None = None
+    """Kueue, once :func:`start_peer` started it."""
 
     @property
     def kubectl_path(self) -> pathlib.Path:
@@ -518,6 +525,73 @@ class _Starter:
             )
         except karpenter.KarpenterError as exc:
             raise StartupError(f"control plane start-up: {exc}") from None
+
+
+def start_companion(cluster: Cluster, name: str) -> companions.Running:
+    """Install and start the companion ``name`` (:data:`companions.BY_NAME`: the training
+    operator or KubeRay) on the running ``cluster``, once; its process stops with the
+    cluster's. Call it from the thread that lives as long as the cluster."""
+    if name in cluster.companions:
+        return cluster.companions[name]
+    companion = companions.BY_NAME[name]
+    starter = _Starter(cluster)
+    try:
+        running = companions.start(
+            companion,
+            built=cluster.binaries[companion.component.name],
+            workdir=cluster.options.workdir,
+            kubectl=cluster.kubectl,
+            write_kubeconfig=lambda path, token: cluster.write_kubeconfig(
+                path,
+                user=f"system:serviceaccount:{companion.namespace}:{companion.service_account}",
+                credentials={"token": token},
+            ),
+            wait=starter.wait,
+            spawn=starter.spawn,
+        )
+    except companions.CompanionError as exc:
+        raise StartupError(f"control plane: {exc}") from None
+    cluster.companions[name] = running
+    return running
+
+
+PEERS = ("kueue",)
+"""What :func:`start_peer` starts: the systems queuetree is compared with (issue 32)."""
+
+
+def start_peer(cluster: Cluster, name: str) -> kueue.Kueue:
+    """Start the peer ``name`` (Kueue: :mod:`controlplane.kueue`) on the running ``cluster``,
+    once, building it first if the cache has none (``make controlplane-peers``); it stops with
+    the cluster's processes."""
+    if name not in PEERS:
+        raise StartupError(f"control plane: unknown peer {name!r} (one of {', '.join(PEERS)})")
+    if cluster.kueue is not None:
+        return cluster.kueue
+    try:
+        built = building.build(building.KUEUE, log=lambda line: None)
+    except building.BuildError as exc:
+        raise StartupError(f"control plane: the peer {name}: {exc}") from None
+    starter = _Starter(cluster)
+    try:
+        cluster.kueue = kueue.start(
+            built=built,
+            workdir=cluster.options.workdir,
+            ca_file=cluster.files.ca_cert,
+            issue_serving_pair=lambda directory: pki.serving_pair(
+                cluster.files, directory, common_name="kueue-webhook"
+            ),
+            kubectl=cluster.kubectl,
+            write_kubeconfig=lambda path, token: cluster.write_kubeconfig(
+                path,
+                user=f"system:serviceaccount:{kueue.NAMESPACE}:{kueue.SERVICE_ACCOUNT}",
+                credentials={"token": token},
+            ),
+            wait=starter.wait,
+            spawn=starter.spawn,
+        )
+    except kueue.KueueError as exc:
+        raise StartupError(f"control plane: {exc}") from None
+    return cluster.kueue
 
 
 def fake_nodes(

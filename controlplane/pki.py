@@ -197,3 +197,34 @@ def write(directory: pathlib.Path, *, clients: dict[str, tuple[str, ...]]) -> Fi
         ),
     )
     return files
+
+
+def serving_pair(
+    files: Files,
+    directory: pathlib.Path,
+    *,
+    common_name: str,
+    dns_names: tuple[str, ...] = (),
+    ip_addresses: tuple[str, ...] = ("127.0.0.1",),
+) -> tuple[pathlib.Path, pathlib.Path]:
+    """A serving certificate signed by the control plane's CA, as ``directory/tls.crt`` and
+    ``directory/tls.key`` (controller-runtime's names), for a local webhook server that the API
+    server calls by address: the CA is ``files.ca_cert``, its caBundle."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = x509.load_pem_x509_certificate(files.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(files.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _issue(
+        ca_key=ca_key,
+        issuer=ca.subject,
+        subject=_name(common_name),
+        key=key,
+        usages=[oid.ExtendedKeyUsageOID.SERVER_AUTH],
+        dns_names=dns_names,
+        ip_addresses=ip_addresses,
+    )
+    crt, pem = directory / "tls.crt", directory / "tls.key"
+    _write(crt, cert.public_bytes(serialization.Encoding.PEM))
+    _write(pem, _pem_key(key))
+    return crt, pem

@@ -4,6 +4,7 @@
     queuetree sandbox --scenario FILE                   # another scenario, live
     queuetree sandbox --scenario FILE --until-settled   # run it to the end; exit 0 if it held
     queuetree sandbox --backend real                    # the same on the real control plane
+    queuetree sandbox --backend real --peer kueue       # ... with Kueue beside queuetree
     queuetree sandbox --no-demo --headless --env-out F  # an empty stack for other tools
 
 It starts the backend (kubesim with simulated nodes, scheduler and kubelet; or, with
@@ -87,6 +88,15 @@ def add_parser(subparsers: Any) -> None:
         help="with --backend real: run Karpenter with its kwok provider as the cluster's "
         "autoscaler (nodes bought for Unschedulable pods, consolidated when empty; built by "
         "make controlplane; docs/sandbox.md)",
+    )
+    parser.add_argument(
+        "--peer",
+        action="append",
+        choices=("kueue",),
+        default=[],
+        help="with --backend real: start this peer beside queuetree (kueue: Kueue v0.17.0, "
+        "built by make controlplane-peers, or here on first use; its pod integration admits "
+        "pods labelled kueue.x-k8s.io/queue-name; docs/sandbox.md)",
     )
     parser.add_argument(
         "--no-demo",
@@ -194,6 +204,10 @@ def _option_problem(args: argparse.Namespace) -> str | None:
         return "--no-demo applies no scenario, so there is nothing to settle (drop --until-settled)"
     if args.autoscaler and args.backend != "real":
         return "--autoscaler needs --backend real (Karpenter runs against the real control plane)"
+    if args.peer and args.backend != "real":
+        return (
+            f"--peer {args.peer[0]} needs --backend real (it runs against the real control plane)"
+        )
     if not args.config.is_file():
         return f"--config {args.config}: no such file"
     return None
@@ -213,6 +227,7 @@ def _run_in(args: argparse.Namespace, scenario: scenarios.Scenario, workdir: pat
         scheduler_config=args.config.resolve(),
         backend=args.backend,
         autoscaler=karpenter.Options() if args.autoscaler else None,
+        peers=tuple(dict.fromkeys(args.peer)),
     )
     backend = "kubesim" if args.backend == "kubesim" else "the real control plane"
     print(

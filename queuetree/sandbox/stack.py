@@ -51,7 +51,7 @@ from typing import Any
 
 import yaml
 
-from controlplane import cluster, karpenter, processes
+from controlplane import cluster, companions, karpenter, processes
 from queuetree.api import bodies
 from queuetree.sandbox import kubectl
 
@@ -133,6 +133,9 @@ class Options:
     operator_flags: tuple[str, ...] = ()
     backend: str = KUBESIM
     """One of :data:`BACKENDS`."""
+    peers: tuple[str, ...] = ()
+    """On ``real``: start these peers beside queuetree (``kueue``: :mod:`controlplane.kueue`),
+    each admitting only the pods that ask for it."""
     autoscaler: karpenter.Options | None = None
     """On ``real``: run Karpenter with its kwok provider as the cluster's autoscaler, with
     these options (:mod:`controlplane.karpenter`); kubesim has no autoscaler."""
@@ -222,6 +225,20 @@ class Stack:
             f"operator replica {name} leads" if lead else f"operator replica {name} serves",
         )
         return replica
+
+    def start_companion(self, name: str) -> companions.Running:
+        """Start the workload controller ``name`` (``training-operator`` or
+        ``kuberay-operator``: :mod:`controlplane.companions`) with its Volcano gang option,
+        once, on the real backend; it stops with the stack. kubesim runs no controller."""
+        if self.control_plane is None:
+            raise StartupError(
+                f"sandbox: {name} runs on the real backend only (kubesim serves no custom "
+                "controllers); start the sandbox with --backend real"
+            )
+        try:
+            return cluster.start_companion(self.control_plane, name)
+        except cluster.StartupError as exc:
+            raise StartupError(f"sandbox: {exc}") from None
 
     def forget(self, process: cluster.Process) -> None:
         """Stop following ``process`` (a test killed it on purpose), so :meth:`check_alive`
@@ -393,6 +410,11 @@ def start(options: Options) -> Stack:
         )
     if options.autoscaler is not None and options.backend != "real":
         raise StartupError("sandbox start-up: the autoscaler (Karpenter) runs on the real backend")
+    if options.peers and options.backend != "real":
+        raise StartupError(
+            f"sandbox start-up: --peer {options.peers[0]} runs on the real backend only "
+            "(use --backend real)"
+        )
     try:
         if options.backend == "real":
             _start_control_plane(stack)
@@ -402,6 +424,12 @@ def start(options: Options) -> Stack:
             _install(stack)
         _start_webhook(stack)
         _start_operator(stack)
+        for peer in options.peers:
+            assert stack.control_plane is not None
+            cluster.start_peer(stack.control_plane, peer)
+    except cluster.StartupError as exc:
+        stack.stop()
+        raise StartupError(f"sandbox start-up: {exc}") from None
     except BaseException:
         stack.stop()
         raise

@@ -215,11 +215,27 @@ def test_a_scenario_that_cannot_be_understood_exits_2_before_starting_anything(
     )
 
 
-def test_the_autoscaler_on_kubesim_exits_2_before_starting_anything() -> None:
-    done = run_sandbox("--autoscaler", "--no-demo", timeout=30)
-    assert (done.returncode, "--autoscaler needs --backend real" in done.stderr) == (2, True), (
-        done.stderr
-    )
+class RealOnlyCase(NamedTuple):
+    flags: Any
+    says: Any
+
+
+REAL_ONLY = {
+    "the autoscaler": RealOnlyCase(
+        flags=("--autoscaler",), says="--autoscaler needs --backend real"
+    ),
+    "Kueue as a peer": RealOnlyCase(
+        flags=("--peer", "kueue"), says="--peer kueue needs --backend real"
+    ),
+}
+
+
+@pytest.mark.parametrize(("flags", "says"), list(REAL_ONLY.values()), ids=list(REAL_ONLY))
+def test_a_real_only_component_on_kubesim_exits_2_before_starting_anything(
+    flags: tuple[str, ...], says: str
+) -> None:
+    done = run_sandbox(*flags, "--no-demo", timeout=30)
+    assert (done.returncode, says in done.stderr) == (2, True), done.stderr
 
 
 def test_every_example_scenario_is_understood() -> None:
