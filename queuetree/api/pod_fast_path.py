@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
-from queuetree.api import pod_rules, readers
+from queuetree.api import bodies, pod_rules, readers
 from queuetree.core import errors, objects, resources
 
 # -- Pod, the fast path --------------------------------------------------------------------------
@@ -481,3 +481,50 @@ def reparse_progress_fast(pod: objects.Pod, manifest: readers.RawManifest) -> ob
         unschedulable=progress.unschedulable,
         scheduling_gates=progress.scheduling_gates,
     )
+
+
+def identity(body: Mapping[str, Any]) -> bytes | None:
+    """Everything a parsed pod depends on except what the cluster writes after creation (see
+    :func:`progress`), as a :func:`bodies.fingerprint`.
+
+    Parsing a pod costs more than everything else the operator does for it, and nearly every
+    event after a pod's creation changes only what kube-scheduler, the kubelet or a gate removal
+    writes (and bookkeeping such as ``resourceVersion`` and ``managedFields``). Comparing
+    fingerprints is far cheaper than a parse, and the cache keeps one bytes object per pod
+    rather than the dicts of its spec, which the garbage collector would walk (see
+    docs/operator.md, Benchmark).
+    """
+    if type(body.get("metadata")) is not dict or type(body.get("spec")) is not dict:
+        # Read as empty by metadata_of and spec_of, so a fingerprint would equal an empty
+        # section's; the whole parse refuses them.
+        return None
+    meta = bodies.metadata_of(body)
+    spec = bodies.spec_of(body)
+    return bodies.fingerprint(
+        (
+            meta.get("uid"),
+            meta.get("labels"),
+            meta.get("annotations"),
+            meta.get("deletionTimestamp"),
+            meta.get("creationTimestamp"),
+            {name: value for name, value in spec.items() if name not in PROGRESS_SPEC_FIELDS},
+        )
+    )
+
+
+def progress(body: Mapping[str, Any]) -> bytes | None:
+    """What the cluster writes into a pod after its creation: ``status`` and the
+    :data:`PROGRESS_SPEC_FIELDS` of ``spec`` (``pod_manifests.reparse_progress``
+    re-reads them), as a :func:`bodies.fingerprint`."""
+    spec = bodies.spec_of(body)
+    return bodies.fingerprint(
+        (
+            # As written: a status that is not an object must not fingerprint as an absent
+            # one (status_of reads both as empty), or its change would go unread.
+            body.get("status"),
+            *(spec.get(name) for name in _PROGRESS_FIELDS_SORTED),
+        )
+    )
+
+
+_PROGRESS_FIELDS_SORTED: Final = tuple(sorted(PROGRESS_SPEC_FIELDS))

@@ -10,7 +10,6 @@ gives (``core.field_rules``, ``core.tree_rules``) beside its reading problems.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
@@ -255,7 +254,7 @@ def read_conditions(value: object) -> tuple[objects.Condition, ...]:
                 status=_text(item.get("status")),
                 reason=_text(item.get("reason")),
                 message=_text(item.get("message")),
-                last_transition=_time(item.get("lastTransitionTime")),
+                last_transition=readers.rfc3339(item.get("lastTransitionTime")),
                 transition_id=_text(item.get("transitionID")),
             )
         )
@@ -264,20 +263,6 @@ def read_conditions(value: object) -> tuple[objects.Condition, ...]:
 
 def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
-
-
-def _time(value: object) -> datetime.datetime | None:
-    """An RFC 3339 time (YAML may have decoded it already), None when absent or unreadable."""
-    if isinstance(value, datetime.datetime):
-        parsed = value
-    elif isinstance(value, str):
-        try:
-            parsed = datetime.datetime.fromisoformat(value)
-        except ValueError:
-            return None
-    else:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)
 
 
 def pod_group_problems(

@@ -289,19 +289,9 @@ class Reader:
         value = self.value
         if value is None:
             return None
-        if isinstance(value, datetime.datetime):
-            parsed = value
-        elif isinstance(value, str):
-            try:
-                parsed = datetime.datetime.fromisoformat(value)
-            except ValueError:
-                self.fail("must be an RFC 3339 time such as 2024-05-01T12:00:00Z", value=value)
-                return None
-        else:
+        parsed = rfc3339(value)
+        if parsed is None:
             self.fail("must be an RFC 3339 time such as 2024-05-01T12:00:00Z", value=value)
-            return None
-        if parsed.tzinfo is None:  # YAML timestamps without a zone are UTC, as in Kubernetes
-            parsed = parsed.replace(tzinfo=datetime.UTC)
         return parsed
 
 
@@ -383,3 +373,18 @@ def start(
             annotations=metadata.at("annotations").string_map(),
         ),
     )
+
+
+def rfc3339(value: object) -> datetime.datetime | None:
+    """An RFC 3339 time (YAML may have decoded it already), timezone-aware: a time without a
+    zone is UTC, as in Kubernetes. None when ``value`` is no such time."""
+    if isinstance(value, datetime.datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from queuetree.core import features, objects
 
@@ -202,4 +202,26 @@ def add_adopt_scheduler_names_flag(parser: Parser, *, help: str) -> None:
         default=default,
         metavar="NAME[,NAME...]",
         help=f"{help} (empty: none; default {','.join(sorted(default))})",
+    )
+
+
+class Shared(TypedDict):
+    """The settings the webhook, the operator and the plugin take alike from their shared flags
+    (the plugin acts as the operator would: they must agree)."""
+
+    default_queue: str
+    scheduler_names: frozenset[str]
+    placing_scheduler: str
+    adopted_scheduler_names: frozenset[str]
+    feature_gates: Mapping[str, bool]
+
+
+def shared(args: argparse.Namespace) -> Shared:
+    """:class:`Shared` from parsed arguments."""
+    return Shared(
+        default_queue=args.default_queue,
+        scheduler_names=args.scheduler_name,
+        placing_scheduler=getattr(args, PLACING_SCHEDULER_DEST),
+        adopted_scheduler_names=args.adopt_scheduler_names,
+        feature_gates=args.feature_gates,
     )

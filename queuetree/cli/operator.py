@@ -163,7 +163,6 @@ def build_settings(
         options["identity"] = args.identity
     return settings.OperatorSettings(
         scheduler_config=scheduler_config,
-        feature_gates=args.feature_gates,
         gate_workers=workers,
         qps=args.kube_api_qps,
         burst=args.kube_api_burst,
@@ -176,11 +175,8 @@ def build_settings(
         lease_duration=args.leader_elect_lease_duration,
         renew_deadline=args.leader_elect_renew_deadline,
         retry_period=args.leader_elect_retry_period,
-        default_queue=args.default_queue,
-        scheduler_names=args.scheduler_name,
-        placing_scheduler=getattr(args, flags.PLACING_SCHEDULER_DEST),
-        adopted_scheduler_names=args.adopt_scheduler_names,
         inqueue_timeout=args.inqueue_timeout,
+        **flags.shared(args),
         **options,
     )
 

@@ -185,11 +185,7 @@ def _operator_settings(
             print(f"note: scheduler configuration: {source}", file=sys.stderr)
     return settings.OperatorSettings(
         scheduler_config=parsed.configuration,
-        feature_gates=args.feature_gates,
-        default_queue=args.default_queue,
-        scheduler_names=args.scheduler_name,
-        adopted_scheduler_names=args.adopt_scheduler_names,
-        placing_scheduler=getattr(args, flags.PLACING_SCHEDULER_DEST),
+        **flags.shared(args),
     )
 
 

@@ -196,12 +196,8 @@ def settings_from(args: argparse.Namespace) -> settings_.ReviewSettings:
         max_queue_depth=args.max_queue_depth,
         enable_root_queue_protection=args.enable_root_queue_protection,
         enable_queue_allocated_pods_check=args.enable_queue_allocated_pods_check,
-        default_queue=args.default_queue,
         operator_username=args.operator_username,
-        scheduler_names=args.scheduler_name,
-        placing_scheduler=getattr(args, flags.PLACING_SCHEDULER_DEST),
-        adopted_scheduler_names=args.adopt_scheduler_names,
-        feature_gates=args.feature_gates,
+        **flags.shared(args),
     )
 
 

@@ -507,24 +507,13 @@ class CapacityPlugin(frameworks.Plugin):
             for i in req_dims:
                 future = minimum[i] + target.allocated[i] + target.inqueue[i] - target.elastic[i]
                 if future > target.real_capability[i]:
-                    self.blockers[job.key] = Blocker(
-                        kind="enqueue",
-                        queue=target.name,
+                    self._refuse_enqueue(
+                        job,
+                        target,
                         leaf=attr.name,
                         dim=i,
                         requested=minimum[i],
                         allocated=target.allocated[i] + target.inqueue[i] - target.elastic[i],
-                        capability=target.real_capability[i],
-                    )
-                    self.session.events.append(
-                        decisions.Event(
-                            kind="PodGroup",
-                            key=job.key,
-                            type="Normal",
-                            reason="Unschedulable",
-                            message="queue resource quota insufficient: "
-                            f"insufficient {self.dims.names[i]}",
-                        )
                     )
                     return frameworks.REJECT
         if attr.pods_chain and not job.group.synthetic and not self._group_pods_fit(job, attr):
@@ -544,26 +533,48 @@ class CapacityPlugin(frameworks.Plugin):
         for target in attr.pods_chain:
             used = target.allocated_pods + target.inqueue_pods
             if need + used > target.real_capability[pods]:
-                self.blockers[job.key] = Blocker(
-                    kind="enqueue",
-                    queue=target.name,
+                self._refuse_enqueue(
+                    job,
+                    target,
                     leaf=attr.name,
                     dim=pods,
                     requested=float(need),
                     allocated=float(used),
-                    capability=target.real_capability[pods],
-                )
-                self.session.events.append(
-                    decisions.Event(
-                        kind="PodGroup",
-                        key=job.key,
-                        type="Normal",
-                        reason="Unschedulable",
-                        message="queue resource quota insufficient: insufficient pods",
-                    )
                 )
                 return False
         return True
+
+    def _refuse_enqueue(
+        self,
+        job: frameworks.Job,
+        target: capacity_tree.QueueAttr,
+        *,
+        leaf: str,
+        dim: int,
+        requested: float,
+        allocated: float,
+    ) -> None:
+        """Record why ``job`` is not enqueued: ``target`` (``leaf`` or an ancestor) has no room
+        for ``requested`` on dimension ``dim`` beside ``allocated``; and the PodGroup's event,
+        in Volcano's words."""
+        self.blockers[job.key] = Blocker(
+            kind="enqueue",
+            queue=target.name,
+            leaf=leaf,
+            dim=dim,
+            requested=requested,
+            allocated=allocated,
+            capability=target.real_capability[dim],
+        )
+        self.session.events.append(
+            decisions.Event(
+                kind="PodGroup",
+                key=job.key,
+                type="Normal",
+                reason="Unschedulable",
+                message=f"queue resource quota insufficient: insufficient {self.dims.names[dim]}",
+            )
+        )
 
     def job_enqueued(self, job: frameworks.Job) -> None:
         attr = self.attrs.get(job.queue)

@@ -56,28 +56,23 @@ def admission_condition(group: objects.PodGroup) -> objects.Condition | None:
     return None
 
 
-def inqueue_since(group: objects.PodGroup) -> datetime.datetime | None:
-    """When the group last entered Inqueue, as its condition records it; None if it does not."""
+def _since(group: objects.PodGroup, status: str, reason: str) -> datetime.datetime | None:
+    """When the group's admission condition last took this status and reason; None if it has
+    another (or none)."""
     found = admission_condition(group)
-    if (
-        found is not None
-        and found.status == "False"
-        and found.reason == conditions.GroupReason.INQUEUE
-    ):
+    if found is not None and found.status == status and found.reason == reason:
         return found.last_transition
     return None
+
+
+def inqueue_since(group: objects.PodGroup) -> datetime.datetime | None:
+    """When the group last entered Inqueue, as its condition records it; None if it does not."""
+    return _since(group, "False", conditions.GroupReason.INQUEUE)
 
 
 def released_at(group: objects.PodGroup) -> datetime.datetime | None:
     """When the group was last released for lack of pods, as its condition records it."""
-    found = admission_condition(group)
-    if (
-        found is not None
-        and found.status == "True"
-        and found.reason == conditions.GroupReason.INQUEUE_TIMEOUT
-    ):
-        return found.last_transition
-    return None
+    return _since(group, "True", conditions.GroupReason.INQUEUE_TIMEOUT)
 
 
 def holds_room(group: objects.PodGroup) -> bool:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Any, Final
+from typing import Any
 
 import aiohttp
 
@@ -65,57 +65,6 @@ def unreadable_note(body: dict[str, Any]) -> tuple[str, str] | None:
     return None  # pragma: no cover - only called after a failed parse
 
 
-def _identity(body: dict[str, Any]) -> bytes | None:
-    """Everything a parsed pod depends on except what the cluster writes after creation (see
-    :func:`_progress`), as a :func:`bodies.fingerprint`.
-
-    Parsing a pod costs more than everything else the operator does for it, and nearly every
-    event after a pod's creation changes only what kube-scheduler, the kubelet or a gate removal
-    writes (and bookkeeping such as ``resourceVersion`` and ``managedFields``). Comparing
-    fingerprints is far cheaper than a parse, and the cache keeps one bytes object per pod
-    rather than the dicts of its spec, which the garbage collector would walk (see
-    docs/operator.md, Benchmark).
-    """
-    if type(body.get("metadata")) is not dict or type(body.get("spec")) is not dict:
-        # Read as empty by metadata_of and spec_of, so a fingerprint would equal an empty
-        # section's; the whole parse refuses them.
-        return None
-    meta = bodies.metadata_of(body)
-    spec = bodies.spec_of(body)
-    return bodies.fingerprint(
-        (
-            meta.get("uid"),
-            meta.get("labels"),
-            meta.get("annotations"),
-            meta.get("deletionTimestamp"),
-            meta.get("creationTimestamp"),
-            {
-                name: value
-                for name, value in spec.items()
-                if name not in pod_fast_path.PROGRESS_SPEC_FIELDS
-            },
-        )
-    )
-
-
-def _progress(body: dict[str, Any]) -> bytes | None:
-    """What the cluster writes into a pod after its creation: ``status`` and the
-    :data:`pod_fast_path.PROGRESS_SPEC_FIELDS` of ``spec`` (``pod_manifests.reparse_progress``
-    re-reads them), as a :func:`bodies.fingerprint`."""
-    spec = bodies.spec_of(body)
-    return bodies.fingerprint(
-        (
-            # As written: a status that is not an object must not fingerprint as an absent
-            # one (status_of reads both as empty), or its change would go unread.
-            body.get("status"),
-            *(spec.get(name) for name in _PROGRESS_FIELDS),
-        )
-    )
-
-
-_PROGRESS_FIELDS: Final = tuple(sorted(pod_fast_path.PROGRESS_SPEC_FIELDS))
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Known:
     identity: bytes | None
@@ -125,8 +74,8 @@ class _Known:
 
 class PodEvents:
     """Applies pod watch events and listings to the state, parsing only what changed: an event
-    that changes only what the cluster writes after creation (:func:`_progress`) re-reads just
-    that (``pod_manifests.reparse_progress``)."""
+    that changes only what the cluster writes after creation (:func:`pod_fast_path.progress`)
+    re-reads just that (``pod_manifests.reparse_progress``)."""
 
     def __init__(self, cluster: state.ClusterState) -> None:
         self._cluster = cluster
@@ -134,8 +83,8 @@ class PodEvents:
 
     def _pod(self, body: dict[str, Any]) -> objects.Pod | None:
         key = bodies.key_of(body)
-        identity = _identity(body)
-        progress = _progress(body)
+        identity = pod_fast_path.identity(body)
+        progress = pod_fast_path.progress(body)
         known = self._known.get(key)
         parsed: objects.Pod | None
         if known is not None and identity is not None and known.identity == identity:
