@@ -29,8 +29,6 @@ import dataclasses
 import os
 import pathlib
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -275,7 +273,10 @@ def start(
     running = Running(companion=companion, process=process, ports=ports)
     if companion.secret and companion.cert_dir is not None:
         _mount_secret(companion, kubectl, wait)
-    wait(lambda: _http_status(running.readyz_url) == 200, f"{companion.name} answers /readyz")
+    wait(
+        lambda: processes.http_status(running.readyz_url) == 200,
+        f"{companion.name} answers /readyz",
+    )
     return running
 
 
@@ -306,13 +307,3 @@ def _mount_secret(companion: Companion, kubectl: KubectlFn, wait: WaitFn) -> Non
         temporary.write_bytes(value)
         temporary.chmod(0o600)
         temporary.replace(path)  # whole, for its file watcher
-
-
-def _http_status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except (urllib.error.URLError, OSError):
-        return 0

@@ -299,7 +299,7 @@ def start(
     running = Karpenter(
         options=options, process=process, metrics_port=metrics_port, health_port=health_port
     )
-    wait(lambda: _http_status(running.readyz_url) == 200, "Karpenter answers /readyz")
+    wait(lambda: processes.http_status(running.readyz_url) == 200, "Karpenter answers /readyz")
     must("apply", "--server-side", "-f", "-", input=_stream(node_pool(options)))
     missing: list[str] = []
 
@@ -324,7 +324,7 @@ def unready(running: Karpenter, kubectl: KubectlFn) -> list[str]:
     if not running.process.alive():
         return [f"the process exited with {running.process.popen.returncode}"]
     missing = []
-    status = _http_status(running.readyz_url)
+    status = processes.http_status(running.readyz_url)
     if status != 200:
         missing.append(f"/readyz answers {status or 'nothing'}")
     for kind, name in (("kwoknodeclass", NODE_CLASS), ("nodepool", NODE_POOL)):
@@ -379,16 +379,6 @@ def gauge(exposition: str, name: str) -> float | None:
             except ValueError:
                 return None
     return None
-
-
-def _http_status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except (urllib.error.URLError, OSError):
-        return 0
 
 
 def _http_text(url: str) -> str:

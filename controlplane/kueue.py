@@ -41,8 +41,6 @@ import dataclasses
 import os
 import pathlib
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -283,7 +281,7 @@ def start(
         env=env,
     )
     running = Kueue(process=process, ports=ports)
-    wait(lambda: _http_status(running.readyz_url) == 200, "Kueue answers /readyz")
+    wait(lambda: processes.http_status(running.readyz_url) == 200, "Kueue answers /readyz")
     must(
         *apply,
         input=yaml.safe_dump_all(
@@ -291,13 +289,3 @@ def start(
         ),
     )
     return running
-
-
-def _http_status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except (urllib.error.URLError, OSError):
-        return 0

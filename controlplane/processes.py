@@ -22,6 +22,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 
 
@@ -158,3 +160,15 @@ def spawn(
             preexec_fn=_death_signal(death_signal),  # only prctl: safe between fork and exec
         )
     return Process(name=name, popen=popen, log=log)
+
+
+def http_status(url: str) -> int:
+    """The HTTP status a plain GET of ``url`` gets within 2 s; 0 when nothing answers (a
+    component's health endpoint before it listens)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, OSError):
+        return 0
