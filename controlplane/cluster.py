@@ -73,11 +73,13 @@ CONTROLLERS = (
     "statefulset-controller",
     "pod-garbage-collector-controller",
     "resourcequota-controller",
+    "podgroup-protection-controller",
 )
 """What the product and its tests rely on: namespace deletion, ownerReference GC, PDB status
 for the Eviction API, the ``default`` ServiceAccount and its tokens, nodes leaving NotReady,
 Jobs, ReplicaSets and StatefulSets (workloads get PodGroups); ResourceQuota, because tenants'
-namespaces have quotas too."""
+namespaces have quotas too; with :data:`WORKLOAD_GATES`, the finalizer that kube-apiserver puts
+on every ``scheduling.k8s.io`` PodGroup, which nothing else would lift."""
 
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
@@ -86,6 +88,14 @@ AUDIT_POLICY = {
     "rules": [{"level": "Metadata"}],
 }
 """Every request's user, verb, resource and response code, once (at ResponseComplete or Panic)."""
+
+WORKLOAD_GATES = ("GenericWorkload=true",)
+"""Feature gates of kube-apiserver, kube-scheduler and kube-controller-manager alike: the
+Workload API (KEP-4671), whose ``scheduling.k8s.io`` PodGroup lets kube-scheduler place an
+admitted gang all or nothing (docs/gangs.md). A gate must agree across the three, or the
+scheduler waits for groups the API does not serve."""
+WORKLOAD_API = "scheduling.k8s.io/v1beta1=true"
+"""kube-apiserver's ``--runtime-config``: the beta API the gate guards is not served by default."""
 
 ADMIN = "admin"
 CLIENTS: dict[str, tuple[str, ...]] = {
@@ -121,7 +131,11 @@ class Options:
     """Seconds each start-up step may take before the start fails."""
     controllers: tuple[str, ...] = CONTROLLERS
     apiserver_flags: tuple[str, ...] = ()
-    """More kube-apiserver flags (``--feature-gates=...``), appended last."""
+    """More kube-apiserver flags, appended last."""
+    feature_gates: tuple[str, ...] = WORKLOAD_GATES
+    """``--feature-gates`` of kube-apiserver, kube-scheduler and kube-controller-manager alike
+    (``()``: none, as a cluster without the Workload API; the API's ``--runtime-config`` goes
+    with :data:`WORKLOAD_GATES`)."""
     karpenter: karpenter.Options | None = None
     """Start Karpenter with its kwok provider as the autoscaler (None: no autoscaler)."""
 
@@ -352,6 +366,15 @@ class _Starter:
         context.load_cert_chain(str(files.client_cert(ADMIN)), str(files.client_key(ADMIN)))
         return context
 
+    def gate_flags(self, *, runtime_config: bool = False) -> tuple[str, ...]:
+        gates = self.options.feature_gates
+        if not gates:
+            return ()
+        flags: tuple[str, ...] = (f"--feature-gates={','.join(gates)}",)
+        if runtime_config and "GenericWorkload=true" in gates:
+            flags += (f"--runtime-config={WORKLOAD_API}",)
+        return flags
+
     # ------------------------------------------------------------------ the steps
 
     def etcd(self) -> str:
@@ -405,6 +428,7 @@ class _Starter:
             "--audit-log-format=json",
             "--audit-log-mode=blocking",
             "--profiling=false",
+            *self.gate_flags(runtime_config=True),
             *self.options.apiserver_flags,
         )
         self.cluster.url = f"https://127.0.0.1:{port}"
@@ -448,6 +472,7 @@ class _Starter:
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
                 f"--cert-dir={self.options.workdir / name}",
+                *self.gate_flags(),
                 *extra,
             )
             self.wait(functools.partial(_healthy, port), f"{name} answers /healthz")

@@ -225,3 +225,27 @@ def shared(args: argparse.Namespace) -> Shared:
         adopted_scheduler_names=args.adopt_scheduler_names,
         feature_gates=args.feature_gates,
     )
+
+
+NATIVE_POD_GROUPS_MODES = ("auto", "true", "false")
+"""``--native-pod-groups``: ``auto`` (the default) asks the API server at start-up whether it
+serves ``scheduling.k8s.io/v1beta1`` PodGroups (docs/gangs.md)."""
+
+
+def _native_mode(text: str) -> str:
+    if text == "auto":
+        return text
+    return "true" if parse_bool(text) else "false"
+
+
+def add_native_pod_groups_flag(parser: Parser, *, help: str) -> None:
+    """``--native-pod-groups=auto|true|false``: whether gangs are placed whole by kube-scheduler
+    through the Workload API's PodGroup (``queuetree.api.native_groups``)."""
+    parser.add_argument(
+        "--native-pod-groups",
+        type=_native_mode,
+        default="auto",
+        metavar="auto|BOOL",
+        help=f"{help} (auto: when the API server serves scheduling.k8s.io/v1beta1 podgroups, "
+        "checked at start-up; default auto)",
+    )

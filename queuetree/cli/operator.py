@@ -119,6 +119,11 @@ def add_parser(subparsers: Any) -> None:
         help="the webhook's flag of the same name: a gated pod that still names one of these "
         "was not adopted at creation, and is told so",
     )
+    flags.add_native_pod_groups_flag(
+        parser,
+        help="create, for every PodGroup, the scheduling.k8s.io PodGroup its pods name, so "
+        "kube-scheduler places each gang all or nothing (the webhook's flag of the same name)",
+    )
     parser.add_argument("--identity", default="", metavar="ID", help="lease holder identity")
     flags.add_bool_flag(parser, "--standalone", default=True, help="no kopf peering (always)")
     parser.set_defaults(run=run)
@@ -176,6 +181,7 @@ def build_settings(
         renew_deadline=args.leader_elect_renew_deadline,
         retry_period=args.leader_elect_retry_period,
         inqueue_timeout=args.inqueue_timeout,
+        native_pod_groups=args.native_pod_groups,
         **flags.shared(args),
         **options,
     )

@@ -75,6 +75,12 @@ def add_review_flags(parser: argparse.ArgumentParser) -> None:
         "the pod webhook configurations' matchConditions must send them (give the operator "
         "the same value)",
     )
+    flags.add_native_pod_groups_flag(
+        group,
+        help="name, in every opted-in pod of a PodGroup, the scheduling.k8s.io PodGroup of the "
+        "same name, so kube-scheduler places its gang all or nothing (give the operator the "
+        "same value; queuetree review: auto is false)",
+    )
     flags.add_feature_gates_flag(parser)
     add_body_limit_flags(parser)
 
@@ -197,6 +203,7 @@ def settings_from(args: argparse.Namespace) -> settings_.ReviewSettings:
         enable_root_queue_protection=args.enable_root_queue_protection,
         enable_queue_allocated_pods_check=args.enable_queue_allocated_pods_check,
         operator_username=args.operator_username,
+        native_pod_groups=args.native_pod_groups == "true",
         **flags.shared(args),
     )
 
@@ -350,6 +357,7 @@ def run(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig,
         cache_wait=args.cache_wait,
         shutdown_delay=args.shutdown_delay,
+        native_pod_groups=args.native_pod_groups,
         watch_nodes=args.watch_nodes,
         settings=settings_from(args),
     )

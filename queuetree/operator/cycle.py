@@ -138,6 +138,7 @@ class AdmissionCycle:
         pace: float = settings.DEFAULTS.pace,
         min_interval: float = settings.DEFAULTS.min_interval,
         inqueue_timeout: float = settings.DEFAULTS.inqueue_timeout,
+        native_pod_groups: bool = False,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -154,6 +155,7 @@ class AdmissionCycle:
             wake=self.wake,
             clock=clock,
             wall_clock=wall_clock,
+            native_pod_groups=native_pod_groups,
         )
         self._remover = remover
         self._protector = protecting.Protector(api=api)

@@ -102,6 +102,12 @@ class KubeApi(Protocol):
     async def create_pod_group(self, namespace: str, body: Mapping[str, Any]) -> None:
         """A PodGroup the operator generates for a workload (409: it exists)."""
 
+    async def create(self, target: str, path: str, body: Mapping[str, Any]) -> None:
+        """POST ``body`` to the collection ``path`` (a native PodGroup; 409: it exists)."""
+
+    async def delete(self, target: str, path: str) -> None:
+        """DELETE the object at ``path`` (404: it is gone)."""
+
 
 class RateLimiter:
     """A token bucket: ``qps`` tokens a second, at most ``burst`` saved (client-go's flowcontrol).
@@ -148,7 +154,7 @@ _JSON_PATCH: Final = "application/json-patch+json"
 _MERGE_PATCH: Final = "application/merge-patch+json"
 
 
-_METHODS: Final = {"patch": "PATCH", "create": "POST", "get": "GET"}
+_METHODS: Final = {"patch": "PATCH", "create": "POST", "get": "GET", "delete": "DELETE"}
 """The HTTP method of each verb of the operator's writes."""
 
 
@@ -271,6 +277,12 @@ class AsyncKube:
     async def create_pod_group(self, namespace: str, body: Mapping[str, Any]) -> None:
         where = (f"podgroups/{namespace}/{bodies.name_of(body)}", paths.pod_groups(namespace))
         await self._send("create", *where, body, _JSON)
+
+    async def create(self, target: str, path: str, body: Mapping[str, Any]) -> None:
+        await self._send("create", target, path, body, _JSON, accept=METADATA_ONLY)
+
+    async def delete(self, target: str, path: str) -> None:
+        await self._send("delete", target, path, None, _JSON, accept=METADATA_ONLY)
 
 
 def _pod(namespace: str, name: str) -> tuple[str, str]:

@@ -43,6 +43,8 @@ class Writes:
     """Reclaim's victims, evicted one after the other."""
     group_creations: tuple[workload_groups.GroupCreation, ...] = ()
     """The PodGroups of workloads whose pods wait for them (``workload_groups``)."""
+    native_groups: tuple[workload_groups.NativeGroup, ...] = ()
+    """The ``scheduling.k8s.io`` PodGroups to create or replace (``--native-pod-groups``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -55,6 +57,9 @@ class Written:
     """Victims whose eviction is in flight: not chosen again until it is answered."""
     creating: Set[str] = frozenset()
     """Generated PodGroups created (or being created) that the view does not show yet."""
+    native: Mapping[str, tuple[str, int]] | None = None
+    """With ``--native-pod-groups``: each Volcano PodGroup whose native PodGroup exists (or is
+    being written) -> the Volcano group's uid and the minimum the native one says; None: off."""
 
 
 def plan_writes(
@@ -93,6 +98,11 @@ def plan_writes(
     for key, value in changed.items():
         groups[key] = {**groups.get(key, {}), "conditions": value}
     creations = workload_groups.plan_group_creations(view, creating=written.creating)
+    native = (
+        workload_groups.plan_native_groups(view, known=written.native)
+        if written.native is not None
+        else []
+    )
     return Writes(
         queues=tuple(queues),
         pod_groups=dict(sorted(groups.items())),
@@ -101,4 +111,5 @@ def plan_writes(
         notices=tuple(notices),
         evictions=tuple(evictions),
         group_creations=tuple(creations),
+        native_groups=tuple(native),
     )

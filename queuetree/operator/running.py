@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
@@ -21,6 +22,7 @@ from typing import Any
 
 import kopf
 
+from queuetree.api import native_groups
 from queuetree.core import decisions, inqueue_bounds, objects, sessions
 from queuetree.operator import (
     cycle,
@@ -104,8 +106,26 @@ def build_cycle(
         busy_figures_factor=config.busy_figures_factor,
         eviction_retry=config.eviction_retry,
         inqueue_timeout=config.inqueue_timeout,
+        native_pod_groups=config.native_pod_groups == "true",
     )
     return admission, remover
+
+
+async def resolve_native_pod_groups(
+    config: settings.OperatorSettings, api: kube.KubeApi
+) -> settings.OperatorSettings:
+    """``config`` with ``--native-pod-groups=auto`` answered by the API server's discovery
+    (``true`` or ``false``), said in the log either way."""
+    served: bool | None = None
+    if config.native_pod_groups == "auto":
+        try:
+            found = await api.read("discovery", native_groups.DISCOVERY_PATH)
+            served = native_groups.serves_pod_groups(found)
+        except kube.ApiError as error:
+            served = False if error.status == 404 else None
+    native, said = native_groups.resolve(config.native_pod_groups, served)
+    logger.info("%s", said)
+    return dataclasses.replace(config, native_pod_groups="true" if native else "false")
 
 
 async def lead(
@@ -220,6 +240,7 @@ async def _run(
             limiter=kube.RateLimiter(qps=config.qps, burst=config.burst),
             on_error=metrics_.record_api_error,
         )
+        config = await resolve_native_pod_groups(config, api)
 
         async def leading_work() -> None:
             await lead(

@@ -122,6 +122,11 @@ class OperatorSettings:
     room for ever), and is told why."""
     placing_scheduler: str = objects.DEFAULT_SCHEDULER
     """The first ``--scheduler-name`` (what ``kubectl queuetree try`` hands adopted pods to)."""
+    native_pod_groups: str = "auto"
+    """``--native-pod-groups`` (``auto``, ``true``, ``false``; ``auto`` asks the API server at
+    start-up, then holds the answer): create, for every Volcano PodGroup, the
+    ``scheduling.k8s.io`` PodGroup its pods name, so kube-scheduler places each gang all or
+    nothing (``api.native_groups``). The webhook's flag of the same name must agree."""
     adopted_scheduler_names: frozenset[str] = objects.DEFAULT_ADOPTED_SCHEDULERS
     """``--adopt-scheduler-names``, the webhook's flag: the webhook hands pods created for these
     schedulers to the first ``--scheduler-name``; a gated pod that still names one did not pass

@@ -11,7 +11,7 @@ later cycle, since the pods still wait for the group.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Set
+from collections.abc import Mapping, Set
 
 from queuetree.api import workloads
 from queuetree.operator import state
@@ -49,3 +49,44 @@ def plan_group_creations(view: state.StateView, *, creating: Set[str]) -> list[G
         elif pod.names_group and workloads.is_generated(pod.group.partition("/")[2]):
             first[pod.group] = key
     return [GroupCreation(group=group, pod=first[group]) for group in sorted(first)]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NativeGroup:
+    """Make the ``scheduling.k8s.io`` PodGroup of Volcano PodGroup ``group`` (``namespace/name``,
+    uid ``uid``) say ``min_member`` (``api.native_groups``): create it, or, when ``replace``,
+    delete the one that says another minimum first (its policy is immutable)."""
+
+    group: str
+    uid: str
+    min_member: int
+    replace: bool = False
+
+    @property
+    def namespace(self) -> str:
+        return self.group.partition("/")[0]
+
+    @property
+    def name(self) -> str:
+        return self.group.partition("/")[2]
+
+
+def plan_native_groups(
+    view: state.StateView, *, known: Mapping[str, tuple[str, int]]
+) -> list[NativeGroup]:
+    """One write per Volcano PodGroup whose native PodGroup is not known (``known``: group key
+    -> the uid of the Volcano group and the minimum its native group says) to exist as it
+    should, in the order of the groups' keys. Only groups that exist (not a lone pod's, not
+    the stand-in of a missing one): the pods of a missing group wait for it in their queue."""
+    planned = []
+    for key in sorted(view.pod_groups):
+        group = view.pod_groups[key]
+        if group.synthetic or group.missing or not group.uid:
+            continue
+        wanted = (group.uid, max(1, group.min_member))
+        have = known.get(key)
+        if have == wanted:
+            continue
+        replace = have is not None and have[0] == group.uid
+        planned.append(NativeGroup(key, group.uid, wanted[1], replace=replace))
+    return planned

@@ -47,7 +47,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from queuetree.api import bodies, patches, paths, workloads
+from queuetree.api import bodies, native_groups, patches, paths, workloads
 from queuetree.core import conditions, objects
 from queuetree.operator import (
     explaining,
@@ -245,6 +245,7 @@ class Writer:
         wake: Callable[[], None],
         clock: Callable[[], float],
         wall_clock: Callable[[], float],
+        native_pod_groups: bool = False,
     ) -> None:
         self._cluster = cluster
         self._api = api
@@ -273,6 +274,10 @@ class Writer:
         self._creating: set[str] = set()
         """Generated PodGroups created, being created, or found not to be the operator's to
         create, until the view shows them (or no pod waits for them any more)."""
+        self._native: dict[str, tuple[str, int]] | None = {} if native_pod_groups else None
+        """With ``--native-pod-groups``: Volcano PodGroup key -> its uid and the minimum of
+        its native PodGroup, for each native one that exists or is being written (forgotten
+        when a write fails, or the Volcano group leaves the view)."""
 
     @property
     def idle(self) -> bool:
@@ -285,6 +290,7 @@ class Writer:
             noticed=frozenset(self._noticed),
             evicting=frozenset(self._evicting),
             creating=frozenset(self._creating),
+            native=None if self._native is None else dict(self._native),
         )
 
     def protected(self) -> frozenset[str]:
@@ -308,6 +314,11 @@ class Writer:
             del self._told_groups[key]
         self._creating -= view.pod_groups.keys()
         self._creating.update(creation.group for creation in writes.group_creations)
+        if self._native is not None:
+            for key in [key for key in self._native if key not in view.pod_groups]:
+                del self._native[key]
+            for native in writes.native_groups:
+                self._native[native.group] = (native.uid, native.min_member)
         if writes.notices:
             self._noticed.update(explaining.notice_token(n.key, n.uid) for n in writes.notices)
             logger.info(
@@ -352,6 +363,8 @@ class Writer:
                 group.create_task(bounded(self._notice(notice)))
             for creation in writes.group_creations:
                 group.create_task(bounded(self._create_group(creation)))
+            for native in writes.native_groups:
+                group.create_task(bounded(self._native_group(native)))
         for eviction in writes.evictions:
             await self._eviction(eviction)
 
@@ -383,6 +396,46 @@ class Writer:
             self._creating.discard(creation.group)
             return
         logger.info("PodGroup %s created for %s %s", creation.group, owner.kind, owner.name)
+
+    async def _native_group(self, native: workload_groups.NativeGroup) -> None:
+        """Create the native PodGroup of a Volcano one (``api.native_groups``), after deleting
+        the one that says another minimum when ``native.replace``. A 409 means one exists: it
+        is read, and kept when it is this group's with this minimum; one of another minimum is
+        deleted, one of an earlier group of the same name is left to garbage collection; either
+        way the write is planned again by a later cycle."""
+        namespace, name = native.namespace, native.name
+        target = f"{native_groups.RESOURCE}/{native.group}"
+        path = native_groups.path(namespace, name)
+        body = native_groups.pod_group(
+            namespace=namespace, name=name, min_member=native.min_member, owner_uid=native.uid
+        )
+        done = False
+        try:
+            if native.replace:
+                with contextlib.suppress(kube.ApiError):
+                    await self._api.delete(target, path)
+            try:
+                await self._api.create(target, native_groups.collection(namespace), body)
+                done = True
+            except kube.ApiError as error:
+                if error.status != 409:
+                    raise
+                found = await self._api.read(target, path)
+                if native_groups.owner_uid(found) == native.uid:
+                    if native_groups.min_count(found) == native.min_member:
+                        done = True
+                    else:
+                        await self._api.delete(target, path)
+        except kube.ApiError as error:
+            logger.warning("%s not written: %s", target, error)
+        if not done:
+            if self._native is not None and self._native.get(native.group) == (
+                native.uid,
+                native.min_member,
+            ):
+                del self._native[native.group]
+            return
+        logger.info("%s says minCount %d", target, native.min_member)
 
     async def _read_owner(
         self, owner: workloads.Owner, namespace: str

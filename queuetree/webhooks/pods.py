@@ -76,7 +76,15 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from queuetree.api import admission, bodies, patches, pod_manifests, readers, workloads
+from queuetree.api import (
+    admission,
+    bodies,
+    native_groups,
+    patches,
+    pod_manifests,
+    readers,
+    workloads,
+)
 from queuetree.core import objects, problems, resources
 from queuetree.webhooks import settings as settings_
 from queuetree.webhooks import verdicts, views
@@ -238,6 +246,13 @@ def mutate(
         added[objects.QUEUE_NAME_ANNOTATION] = namespace_queue
     if added:
         patch += patches.add_annotations(pod, added)
+    # Placed whole: the pod names the scheduler's PodGroup of its group, which the operator
+    # creates (``native_groups``); a pod that names one already keeps its own.
+    group = added.get(objects.GROUP_NAME_ANNOTATION) or annotations.get(
+        objects.GROUP_NAME_ANNOTATION
+    )
+    if settings.native_pod_groups and group and native_groups.group_of_pod(pod) is None:
+        patch += native_groups.pod_patch(pod, group)
     return verdicts.Verdict(admission.allow(request.uid, patch=patch, warnings=warnings))
 
 

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 import aiohttp
 from aiohttp import hdrs, web
 
+from queuetree.api import native_groups
 from queuetree.webhooks import caching, certificates, listening, metrics, reviewing, views
 from queuetree.webhooks import settings as settings_
 
@@ -123,6 +124,9 @@ class ServerConfig:
     validating_webhook_config_name: str = "queuetree-validating-webhook"
     kubeconfig: str | None = None
     """None: in-cluster configuration, else ``$KUBECONFIG`` or ``~/.kube/config``."""
+    native_pod_groups: str = "false"
+    """``--native-pod-groups``: ``true``, ``false``, or ``auto`` (asked of the API server at
+    start-up); ``settings.native_pod_groups`` takes the answer."""
     watch_nodes: bool = False
     """Cache the names of the resources nodes offer, for the root-capability warning. Off by
     default: it needs nodes list/watch, which the shipped ClusterRole does not grant."""
@@ -517,6 +521,14 @@ async def _serve(
         await keeper.first_load(stop)
         if stop.is_set():
             return
+        native, said = native_groups.resolve(
+            config.native_pod_groups,
+            await _serves_native_groups(api_client) if config.native_pod_groups == "auto" else None,
+        )
+        logger.info("%s", said)
+        config = dataclasses.replace(
+            config, settings=dataclasses.replace(config.settings, native_pod_groups=native)
+        )
         metrics_ = metrics.Metrics()
         metrics_.certificate_loads.inc()
         stopping = asyncio.Event()
@@ -549,6 +561,23 @@ async def _serve(
             stopping.set()
             logger.info("stopping: not ready, serving %.1fs more", config.shutdown_delay)
             await asyncio.sleep(config.shutdown_delay)
+
+
+async def _serves_native_groups(api_client: Any) -> bool | None:
+    """Whether the API server lists ``scheduling.k8s.io/v1beta1`` podgroups (None: it could
+    not be asked)."""
+    from kubernetes_asyncio import client
+
+    try:
+        found = await client.CustomObjectsApi(api_client).get_api_resources(
+            native_groups.GROUP, native_groups.VERSION
+        )
+    except client.ApiException as error:
+        return False if error.status == 404 else None
+    except Exception as error:  # no answer: say so, do not guess
+        logger.warning("discovery of %s failed: %s", native_groups.API_VERSION, error)
+        return None
+    return native_groups.serves_pod_groups(api_client.sanitize_for_serialization(found))
 
 
 @contextlib.asynccontextmanager

@@ -55,6 +55,11 @@ class ReviewSettings:
     queuetree, so without adoption those pods would wait for ever."""
     feature_gates: Mapping[str, bool] = dataclasses.field(default_factory=lambda: features.DEFAULTS)
     """``--feature-gates``; ``SchedulingGatesQueueAdmission`` is on by default in queuetree."""
+    native_pod_groups: bool = False
+    """``--native-pod-groups`` as resolved at start-up (``auto`` asks the API server): an
+    opted-in pod of a PodGroup is created naming the ``scheduling.k8s.io`` PodGroup of the same
+    name, which the operator creates, so kube-scheduler places the gang all or nothing
+    (``api.native_groups``)."""
 
     def adopts(self, scheduler: object) -> bool:
         """Whether a pod created with ``spec.schedulerName`` ``scheduler`` is adopted."""

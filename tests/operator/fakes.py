@@ -86,6 +86,12 @@ class FakeKube:
     async def create_pod_group(self, namespace: str, body: Mapping[str, Any]) -> None:
         await self._record("create", f"podgroups/{namespace}/{body['metadata']['name']}", body)
 
+    async def create(self, target: str, path: str, body: Mapping[str, Any]) -> None:
+        await self._record("create", target, body)
+
+    async def delete(self, target: str, path: str) -> None:
+        await self._record("delete", target, path)
+
     def targets(self, verb: str) -> list[str]:
         return [call.target for call in self.calls if call.verb == verb]
 
