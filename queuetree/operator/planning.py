@@ -45,6 +45,10 @@ class Writes:
     """The PodGroups of workloads whose pods wait for them (``workload_groups``)."""
     native_groups: tuple[workload_groups.NativeGroup, ...] = ()
     """The ``scheduling.k8s.io`` PodGroups to create or replace (``--native-pod-groups``)."""
+    unplaced_events: tuple[queue_status.GroupEvent, ...] = ()
+    """Gangs admitted that the nodes do not fit, told once (``workload_groups``)."""
+    unplaced: frozenset[str] = frozenset()
+    """The uids of every gang unplaced now (the writer forgets having told the others)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -60,6 +64,8 @@ class Written:
     native: Mapping[str, tuple[str, int]] | None = None
     """With ``--native-pod-groups``: each Volcano PodGroup whose native PodGroup exists (or is
     being written) -> the Volcano group's uid and the minimum the native one says; None: off."""
+    unplaced_told: Set[str] = frozenset()
+    """The uids of the unplaced gangs told so already."""
 
 
 def plan_writes(
@@ -103,6 +109,9 @@ def plan_writes(
         if written.native is not None
         else []
     )
+    unplaced_events, unplaced = workload_groups.plan_unplaced_gangs(
+        view, told=written.unplaced_told, native=written.native is not None
+    )
     return Writes(
         queues=tuple(queues),
         pod_groups=dict(sorted(groups.items())),
@@ -112,4 +121,6 @@ def plan_writes(
         evictions=tuple(evictions),
         group_creations=tuple(creations),
         native_groups=tuple(native),
+        unplaced_events=tuple(unplaced_events),
+        unplaced=unplaced,
     )

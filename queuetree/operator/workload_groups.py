@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Set
 
-from queuetree.api import workloads
-from queuetree.operator import state
+from queuetree.api import native_groups, workloads
+from queuetree.core import resources
+from queuetree.operator import queue_status, state
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -90,3 +91,81 @@ def plan_native_groups(
         replace = have is not None and have[0] == group.uid
         planned.append(NativeGroup(key, group.uid, wanted[1], replace=replace))
     return planned
+
+
+UNPLACED_REASON = "GangUnplaced"
+"""The reason of the Warning Event on a PodGroup (and its workload) that its queue admitted
+and that kube-scheduler cannot place whole (:func:`plan_unplaced_gangs`)."""
+
+
+def plan_unplaced_gangs(
+    view: state.StateView, *, told: Set[str], native: bool
+) -> tuple[list[queue_status.GroupEvent], frozenset[str]]:
+    """The Events of gangs that their queue admitted but the nodes do not fit, and the uids of
+    every such group now (the writer tells a group once while it stays unplaced).
+
+    A gang (a PodGroup of ``minMember`` > 1) is unplaced when fewer than ``minMember`` of its
+    pods are on nodes and one of its admitted pods (gate removed) is ``Unschedulable``. Its
+    reservation stays held in its queue, as Volcano holds an admitted gang (no timeout evicts
+    it, unlike Kueue's ``waitForPodsReady``): a gang evicted for lack of nodes would be
+    admitted again at once while the queue has room, and the room is what keeps it first in
+    line once nodes come. So it is said, where a person looks: the PodGroup's events and the
+    workload's. With native PodGroups none of its pods runs meanwhile; without, the pods that
+    fit run and hold their nodes while the rest wait (``docs/gangs.md``)."""
+    gangs = {
+        key: group
+        for key, group in view.pod_groups.items()
+        if group.min_member > 1 and not group.synthetic and group.uid
+    }
+    if not gangs:
+        return [], frozenset()
+    placed: dict[str, int] = {}
+    stuck: dict[str, int] = {}
+    for pod in view.snapshot.pods.values():
+        if pod.group not in gangs or pod.queue_gated or not pod.governed:
+            continue
+        if pod.node_name:
+            placed[pod.group] = placed.get(pod.group, 0) + pod.count
+        elif pod.unschedulable:
+            stuck[pod.group] = stuck.get(pod.group, 0) + pod.count
+    events = []
+    now: set[str] = set()
+    for key in sorted(stuck):
+        group = gangs[key]
+        on_nodes = placed.get(key, 0)
+        if on_nodes >= group.min_member:
+            continue
+        now.add(group.uid)
+        if group.uid in told:
+            continue
+        held = (
+            f"its minResources ({resources.format_human(group.min_resources)})"
+            if group.min_resources is not None
+            else "its pods' requests"
+        )
+        if native:
+            placing = (
+                f"kube-scheduler cannot place {group.min_member} of its pods together on the "
+                f"nodes, so none starts (kubectl get {native_groups.RESOURCE} "
+                f"{group.name} -n {group.namespace} shows the scheduler's reason)"
+            )
+        else:
+            placing = (
+                f"the nodes fit only {on_nodes} of its {group.min_member} pods: those run "
+                f"and hold their nodes while the rest wait (--native-pod-groups places a gang "
+                "all or nothing where the API server serves it)"
+            )
+        events.append(
+            queue_status.GroupEvent(
+                key,
+                group.uid,
+                "Warning",
+                UNPLACED_REASON,
+                f"queue {group.queue} admitted this gang of {group.min_member} pods, but "
+                f"{placing}; {held} stay reserved in queue {group.queue} until the nodes fit "
+                "it, as Volcano holds an admitted gang: add nodes, lower minMember, or delete "
+                "the workload to give them back",
+                owner=group.owner,
+            )
+        )
+    return events, frozenset(now)

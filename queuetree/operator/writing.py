@@ -274,6 +274,9 @@ class Writer:
         self._creating: set[str] = set()
         """Generated PodGroups created, being created, or found not to be the operator's to
         create, until the view shows them (or no pod waits for them any more)."""
+        self._unplaced_told: set[str] = set()
+        """The uids of the gangs told unplaced (``workload_groups.plan_unplaced_gangs``),
+        while they stay so."""
         self._native: dict[str, tuple[str, int]] | None = {} if native_pod_groups else None
         """With ``--native-pod-groups``: Volcano PodGroup key -> its uid and the minimum of
         its native PodGroup, for each native one that exists or is being written (forgotten
@@ -291,6 +294,7 @@ class Writer:
             evicting=frozenset(self._evicting),
             creating=frozenset(self._creating),
             native=None if self._native is None else dict(self._native),
+            unplaced_told=frozenset(self._unplaced_told),
         )
 
     def protected(self) -> frozenset[str]:
@@ -314,6 +318,8 @@ class Writer:
             del self._told_groups[key]
         self._creating -= view.pod_groups.keys()
         self._creating.update(creation.group for creation in writes.group_creations)
+        self._unplaced_told &= writes.unplaced
+        self._unplaced_told.update(event.uid for event in writes.unplaced_events)
         if self._native is not None:
             for key in [key for key in self._native if key not in view.pod_groups]:
                 del self._native[key]
@@ -365,6 +371,8 @@ class Writer:
                 group.create_task(bounded(self._create_group(creation)))
             for native in writes.native_groups:
                 group.create_task(bounded(self._native_group(native)))
+            for event in writes.unplaced_events:
+                group.create_task(bounded(self._tell_group(event)))
         for eviction in writes.evictions:
             await self._eviction(eviction)
 
@@ -523,8 +531,13 @@ class Writer:
         if self._told_groups.get(key) == told:
             return  # planned again while the watch lagged behind the last write
         self._told_groups[key] = told
+        await self._tell_group(event)
+
+    async def _tell_group(self, event: queue_status.GroupEvent) -> None:
+        """An Event on a PodGroup and on its workload (best effort); a Warning is logged."""
+        namespace, _, name = event.key.partition("/")
         if event.type == "Warning":
-            logger.info("PodGroup %s: %s", key, event.message)
+            logger.info("PodGroup %s: %s", event.key, event.message)
         told_about = [
             objects.OwnerReference(bodies.VOLCANO_API_VERSION, "PodGroup", name, event.uid)
         ]
