@@ -586,6 +586,7 @@ OPERATOR_CLUSTER_ROLE = grants(
     ("", "events", "create", "*"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "list watch", "*"),
     ("scheduling.k8s.io", "priorityclasses", "list watch", "*"),
+    ("scheduling.k8s.io", "podgroups", "create get delete", "*"),
 )
 OPERATOR_ROLE = grants(
     ("coordination.k8s.io", "leases", "get update", "queuetree-operator"),

@@ -59,6 +59,7 @@ DEFAULTS = {
     "placing_scheduler": "default-scheduler",
     "adopted_scheduler_names": frozenset({"volcano"}),
     "inqueue_timeout": 300.0,
+    "native_pod_groups": "auto",
 }
 
 
@@ -112,6 +113,14 @@ CASES = {
     "no Inqueue bound (Volcano)": CasesCase(
         flags=("--inqueue-timeout=0",),
         changed={"inqueue_timeout": 0.0},
+    ),
+    "native PodGroups forced on, or off (Go booleans)": CasesCase(
+        flags=("--native-pod-groups=1",),
+        changed={"native_pod_groups": "true"},
+    ),
+    "native PodGroups off": CasesCase(
+        flags=("--native-pod-groups=False",),
+        changed={"native_pod_groups": "false"},
     ),
     "booleans and feature gates in Kubernetes style": CasesCase(
         flags=("--leader-elect=false", "--feature-gates=SchedulingGatesQueueAdmission=false"),

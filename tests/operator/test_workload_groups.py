@@ -195,3 +195,152 @@ def test_a_pod_groups_owner_is_read_from_its_owner_references(
         "metadata": metadata,
     }
     assert queue_manifests.parse_pod_group(manifest).owner == expected
+
+
+# -- native PodGroups (--native-pod-groups) and gangs the nodes do not fit
+
+NATIVE = "podgroups.scheduling.k8s.io/ns/g"
+
+
+def volcano_group(min_member: int = 4, uid: str = "g-uid") -> objects.PodGroup:
+    return objects.PodGroup(namespace="ns", name="g", min_member=min_member, uid=uid, queue="q")
+
+
+class NativeCase(NamedTuple):
+    steps: Any
+    fail: Any
+    expected: Any
+
+
+NATIVE_CASES = {
+    "created once for a group": NativeCase(
+        steps=[volcano_group(), volcano_group()],
+        fail={},
+        expected=[("create", 4)],
+    ),
+    "a new minMember replaces it (its policy is immutable)": NativeCase(
+        steps=[volcano_group(), volcano_group(min_member=2)],
+        fail={},
+        expected=[("create", 4), ("delete", None), ("create", 2)],
+    ),
+    "a group of one is basic": NativeCase(
+        steps=[volcano_group(min_member=1)],
+        fail={},
+        expected=[("create", 1)],
+    ),
+    "a failed creation is tried again by a later cycle": NativeCase(
+        steps=[volcano_group(), volcano_group()],
+        fail={NATIVE: [500]},
+        expected=[("create", 4), ("create", 4)],
+    ),
+    "one that exists (409) is read and kept when it is the group's": NativeCase(
+        steps=[volcano_group(), volcano_group()],
+        fail={NATIVE: [409]},
+        expected=[("create", 4), ("get", None)],
+    ),
+}
+
+
+@pytest.mark.parametrize(("steps", "fail", "expected"), NATIVE_CASES.values(), ids=NATIVE_CASES)
+async def test_the_native_group_of_each_group_says_its_minimum(
+    steps: list[objects.PodGroup], fail: dict[str, list[int]], expected: list[Any]
+) -> None:
+    cluster, api, _, _, admission = make(native_pod_groups=True)
+    api.fail.update(fail)
+    api.objects[NATIVE] = {
+        "metadata": {
+            "ownerReferences": [{"apiVersion": "scheduling.volcano.sh/v1beta1", "uid": "g-uid"}]
+        },
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}},
+    }
+    cluster.mark_synced()
+    for step in steps:
+        cluster.upsert_pod_group(step)
+        await admission.run_once()
+        await admission.wait_writes()
+    calls = [
+        (
+            call.verb,
+            call.body["spec"]["schedulingPolicy"].get("gang", {}).get("minCount", 1)
+            if call.verb == "create"
+            else None,
+        )
+        for call in api.calls
+        if call.target == NATIVE
+    ]
+    assert calls == expected
+
+
+async def test_no_native_group_is_written_when_off() -> None:
+    cluster, api, _, _, admission = make()
+    cluster.upsert_pod_group(volcano_group())
+    cluster.mark_synced()
+    await admission.run_once()
+    await admission.wait_writes()
+    assert [call for call in api.calls if "scheduling.k8s.io" in call.target] == []
+
+
+def member(
+    name: str, *, node: str = "", unschedulable: bool = False, gated: bool = False
+) -> objects.Pod:
+    pod = fakes.pod(name, gates=(fakes.GATE,) if gated else ())
+    return dataclasses.replace(pod, group="ns/g", node_name=node, unschedulable=unschedulable)
+
+
+class UnplacedCase(NamedTuple):
+    pods: Any
+    native: Any
+    expected: Any
+
+
+UNPLACED = {
+    "native: none placed, one unschedulable": UnplacedCase(
+        pods=[member("a", unschedulable=True), member("b"), member("c"), member("d")],
+        native=True,
+        expected="so none starts",
+    ),
+    "without native: three placed, one unschedulable": UnplacedCase(
+        pods=[
+            member("a", node="n"),
+            member("b", node="n"),
+            member("c", node="n"),
+            member("d", unschedulable=True),
+        ],
+        native=False,
+        expected="the nodes fit only 3 of its 4 pods",
+    ),
+    "all four placed": UnplacedCase(
+        pods=[member(name, node="n") for name in "abcd"],
+        native=True,
+        expected=None,
+    ),
+    "still gated (its queue decides, not the nodes)": UnplacedCase(
+        pods=[member(name, gated=True, unschedulable=True) for name in "abcd"],
+        native=True,
+        expected=None,
+    ),
+}
+
+
+@pytest.mark.parametrize(("pods", "native", "expected"), UNPLACED.values(), ids=UNPLACED)
+def test_an_admitted_gang_the_nodes_do_not_fit_is_told_once(
+    pods: list[objects.Pod], native: bool, expected: str | None
+) -> None:
+    cluster = state.ClusterState()
+    cluster.upsert_pod_group(dataclasses.replace(volcano_group(), owner=OWNER))
+    for pod in pods:
+        cluster.upsert_pod(pod)
+    cluster.mark_synced()
+    view = cluster.view()
+    events, now = workload_groups.plan_unplaced_gangs(view, told=frozenset(), native=native)
+    again, _ = workload_groups.plan_unplaced_gangs(view, told=now, native=native)
+    if expected is None:
+        assert (events, now) == ([], frozenset())
+        return
+    assert (
+        [(e.type, e.reason, e.owner) for e in events],
+        expected in events[0].message,
+        "stay reserved in queue q" in events[0].message,
+        now,
+        again,
+    ) == ([("Warning", "GangUnplaced", OWNER)], True, True, frozenset({"g-uid"}), [])

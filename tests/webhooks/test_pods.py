@@ -72,6 +72,78 @@ WORKLOAD_GROUP = {
 }
 
 
+NATIVE = settings.ReviewSettings(native_pod_groups=True)
+
+
+def native_group(name: str) -> dict[str, Any]:
+    """The patch that makes a pod name the scheduling.k8s.io PodGroup ``name``."""
+    return {"op": "add", "path": "/spec/schedulingGroup", "value": {"podGroupName": name}}
+
+
+def named(body: dict[str, Any], group: str) -> dict[str, Any]:
+    """``body`` (a pod) naming ``group`` in ``spec.schedulingGroup`` already."""
+    body["spec"]["schedulingGroup"] = {"podGroupName": group}
+    return body
+
+
+@pytest.mark.parametrize(
+    ("obj", "namespaces", "rules", "expected"),
+    [
+        pytest.param(
+            owned(pod(annotations=OPT_IN), JOB_REFERENCE),
+            {},
+            NATIVE,
+            allowed(patch=[WHOLE_LIST, WORKLOAD_GROUP, native_group("podgroup-0b5c")]),
+            id="native-a-workloads-pod-names-the-native-group-of-its-workloads-group",
+        ),
+        pytest.param(
+            pod(annotations={**OPT_IN, "scheduling.k8s.io/group-name": "mine"}),
+            {},
+            NATIVE,
+            allowed(patch=[WHOLE_LIST, native_group("mine")]),
+            id="native-a-pod-of-a-hand-written-group-names-its-native-group",
+        ),
+        pytest.param(
+            named(pod(annotations={**OPT_IN, "scheduling.k8s.io/group-name": "mine"}), "own"),
+            {},
+            NATIVE,
+            allowed(patch=[WHOLE_LIST]),
+            id="native-a-pod-that-names-a-native-group-keeps-it",
+        ),
+        pytest.param(
+            pod(annotations=OPT_IN),
+            {},
+            NATIVE,
+            allowed(patch=[WHOLE_LIST]),
+            id="native-a-lone-pod-names-none",
+        ),
+        pytest.param(
+            pod(annotations={"scheduling.k8s.io/group-name": "mine"}),
+            {},
+            NATIVE,
+            allowed(),
+            id="native-a-pod-that-did-not-opt-in-is-left-alone",
+        ),
+        pytest.param(
+            pod(annotations={**OPT_IN, "scheduling.k8s.io/group-name": "mine"}),
+            {},
+            None,
+            allowed(patch=[WHOLE_LIST]),
+            id="native-off-names-none",
+        ),
+    ],
+)
+def test_pods_of_a_group_name_its_native_group_with_native_pod_groups(
+    obj: dict[str, Any],
+    namespaces: dict[str, dict[str, str]],
+    rules: settings.ReviewSettings | None,
+    expected: dict[str, Any],
+) -> None:
+    body = review("CREATE", obj, resource=PODS, namespace=obj["metadata"]["namespace"])
+    view = views.ClusterView.of(namespaces=namespaces)
+    assert outcome(answer("/pods/mutate", body, view, rules)) == expected
+
+
 @pytest.mark.parametrize(
     ("obj", "namespaces", "rules", "expected"),
     [
