@@ -66,6 +66,8 @@ EVENT_NAMESPACE = "default"
 """Where events about cluster-scoped queues go (as kube-controller-manager does)."""
 EVENT_COMPONENT = "queuetree-operator"
 """The ``source.component`` and ``reportingComponent`` of the operator's events."""
+GROUP_CREATION_FAILED = "PodGroupCreateFailed"
+"""The reason of the Warning Event on a workload whose PodGroup could not be created."""
 
 
 # -- gate removals ------------------------------------------------------------------------------
@@ -274,6 +276,8 @@ class Writer:
         self._creating: set[str] = set()
         """Generated PodGroups created, being created, or found not to be the operator's to
         create, until the view shows them (or no pod waits for them any more)."""
+        self._creation_failures: dict[str, str] = {}
+        """Generated group key -> the failure its workload was last told of (status, reason)."""
         self._unplaced_told: set[str] = set()
         """The uids of the gangs told unplaced (``workload_groups.plan_unplaced_gangs``),
         while they stay so."""
@@ -387,6 +391,7 @@ class Writer:
         409 means the group exists. Any other failure is logged, and the creation planned
         again by a later cycle."""
         namespace, pod_name = creation.namespace, creation.pod.partition("/")[2]
+        owner: workloads.Owner | None = None
         try:
             pod = await self._api.read(f"pods/{creation.pod}", paths.pod(namespace, pod_name))
             owner = workloads.controller_of(pod)
@@ -402,8 +407,41 @@ class Writer:
                 return
             logger.warning("PodGroup %s of a workload not created: %s", creation.group, error)
             self._creating.discard(creation.group)
+            if owner is not None:
+                await self._tell_creation_failed(creation, owner, error)
             return
+        self._creation_failures.pop(creation.group, None)
         logger.info("PodGroup %s created for %s %s", creation.group, owner.kind, owner.name)
+
+    async def _tell_creation_failed(
+        self, creation: workload_groups.GroupCreation, owner: workloads.Owner, error: kube.ApiError
+    ) -> None:
+        """A Warning Event on the workload whose PodGroup could not be created, once per
+        distinct failure: its pods wait for the group, and ``kubectl describe`` of the
+        workload is where its author looks."""
+        said = f"{error.status} {error.reason}"
+        if self._creation_failures.get(creation.group) == said:
+            return
+        self._creation_failures[creation.group] = said
+        message = (
+            f"queuetree could not create PodGroup {creation.name} for this {owner.kind}: "
+            f"{error}; its pods wait, gated, for the group, which is tried again every cycle "
+            "(check the operator's permissions and log)"
+        )
+        with contextlib.suppress(kube.ApiError):
+            await self._api.create_event(
+                creation.namespace,
+                self._event(
+                    kind=owner.kind,
+                    api_version=owner.api_version,
+                    namespace=creation.namespace,
+                    name=owner.name,
+                    uid=owner.uid,
+                    event_type="Warning",
+                    reason=GROUP_CREATION_FAILED,
+                    message=message,
+                ),
+            )
 
     async def _native_group(self, native: workload_groups.NativeGroup) -> None:
         """Create the native PodGroup of a Volcano one (``api.native_groups``), after deleting

@@ -107,14 +107,22 @@ async def test_a_workloads_group_is_created_once_for_its_waiting_pods(
 async def test_a_group_that_failed_to_be_created_is_created_by_a_later_cycle() -> None:
     cluster, api, _, _, admission = make()
     api.objects.update({"pods/ns/a": pod_body("a", CONTROLLER), "jobs/ns/train": JOB})
-    api.fail[f"podgroups/ns/{GROUP}"] = [500]
+    api.fail[f"podgroups/ns/{GROUP}"] = [500, 500]
     cluster.upsert_pod(waiting("a"))
     cluster.mark_synced()
     for round_ in range(2):
         cluster.upsert_pod(dataclasses.replace(waiting("a"), labels={"round": str(round_)}))
         await admission.run_once()
         await admission.wait_writes()
-    assert api.targets("create").count(f"podgroups/ns/{GROUP}") == 2
+    told = [
+        (call.body["involvedObject"]["kind"], call.body["reason"])
+        for call in api.calls
+        if call.target == "events/ns"
+    ]
+    assert (api.targets("create").count(f"podgroups/ns/{GROUP}"), told) == (
+        2,
+        [("Job", "PodGroupCreateFailed")],
+    )
 
 
 def test_nothing_is_planned_for_groups_that_exist() -> None:
