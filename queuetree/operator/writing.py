@@ -446,9 +446,9 @@ class Writer:
     async def _native_group(self, native: workload_groups.NativeGroup) -> None:
         """Create the native PodGroup of a Volcano one (``api.native_groups``), after deleting
         the one that says another minimum when ``native.replace``. A 409 means one exists: it
-        is read, and kept when it is this group's with this minimum; one of another minimum is
-        deleted, one of an earlier group of the same name is left to garbage collection; either
-        way the write is planned again by a later cycle."""
+        is read, and kept when it is this group's with this minimum, or when no PodGroup owns
+        it (a person made it); one of another minimum, or of an earlier group of the same name,
+        is deleted, and created again by a later cycle."""
         namespace, name = native.namespace, native.name
         target = f"{native_groups.RESOURCE}/{native.group}"
         path = native_groups.path(namespace, name)
@@ -467,11 +467,15 @@ class Writer:
                 if error.status != 409:
                     raise
                 found = await self._api.read(target, path)
-                if native_groups.owner_uid(found) == native.uid:
-                    if native_groups.min_count(found) == native.min_member:
-                        done = True
-                    else:
-                        await self._api.delete(target, path)
+                owner = native_groups.owner_uid(found)
+                if not owner:
+                    # Someone's own: the pods that name it are theirs to place; left alone.
+                    logger.info("%s exists and no PodGroup owns it: left as it is", target)
+                    done = True
+                elif owner == native.uid and native_groups.min_count(found) == native.min_member:
+                    done = True
+                else:  # another minimum, or an earlier group's of the same name
+                    await self._api.delete(target, path)
         except kube.ApiError as error:
             logger.warning("%s not written: %s", target, error)
         if not done:
