@@ -44,6 +44,10 @@ GATE = "scheduling.volcano.sh/queue-allocation-gate"
 QUEUE_NAME = "scheduling.volcano.sh/queue-name"
 GROUP_NAME = "scheduling.k8s.io/group-name"
 REASON_ANNOTATION = "scheduling.queuetree.io/admission-reason"
+PODGROUP = "podgroups.scheduling.volcano.sh"
+"""Volcano's PodGroup as kubectl is told to read it: where the Workload API is served (the
+real backend), the bare ``podgroups`` is kube-scheduler's ``podgroups.scheduling.k8s.io``
+(docs/gangs.md, "Two kinds named podgroups")."""
 SLOT = "queuetree.io/e2e-slot"
 """An extended resource the reclaim tests advertise on one node, so that they can fill that
 node whatever the size of the cluster's real nodes (kubesim's or kind's)."""
@@ -488,7 +492,7 @@ class Kube:
 
     def group_status(self, name: str) -> dict[str, Any]:
         """The ``status`` of PodGroup ``name`` ({} while nobody wrote one)."""
-        return dict((self.get("podgroup", name) or {}).get("status") or {})
+        return dict((self.get(PODGROUP, name) or {}).get("status") or {})
 
     def group_condition(self, name: str, kind: str = "Unschedulable") -> dict[str, Any]:
         """The condition of type ``kind`` of PodGroup ``name`` ({} when absent): queuetree's
@@ -580,7 +584,7 @@ class Kube:
             self.client.run(
                 "delete", *self.workloads, "-n", self.namespace, "--wait=true", "--timeout=60s"
             )
-        for kind in ("pods", "podgroups"):
+        for kind in ("pods", PODGROUP):
             self.client.run(
                 "delete", kind, "--all", "-n", self.namespace, "--wait=true", "--timeout=60s"
             )

@@ -92,7 +92,7 @@ def test_an_admitted_pod_group_cannot_change_queue(kube: support.Kube) -> None:
     tenant = kube.as_tenant()
     moved = tenant.kubectl(
         "patch",
-        "podgroup",
+        support.PODGROUP,
         "gang",
         "-n",
         kube.namespace,
@@ -104,7 +104,7 @@ def test_an_admitted_pod_group_cannot_change_queue(kube: support.Kube) -> None:
         tenant.apply(support.pod("late", namespace=kube.namespace, queue=full, requests=TENTH))
     )
     support.eventually(lambda: kube.judged("late", full), what="late is judged")
-    group = kube.get("podgroup", "gang") or {}
+    group = kube.get(support.PODGROUP, "gang") or {}
     assert (
         moved.ok,
         f"queue {full}" in moved.stderr,
@@ -137,7 +137,7 @@ def test_a_pod_group_cannot_be_created_with_a_negative_min_resources(kube: suppo
         created.ok,
         UNREADABLE in created.stderr,
         "correct the value" in created.stderr,
-        kube.get("podgroup", "neg"),
+        kube.get(support.PODGROUP, "neg"),
     ) == (False, True, True, None), created.describe()
 
 
@@ -155,7 +155,7 @@ def test_an_admitted_pod_group_cannot_be_given_a_negative_min_resources(
     tenant = kube.as_tenant()
     patched = tenant.kubectl(
         "patch",
-        "podgroup",
+        support.PODGROUP,
         "gang",
         "-n",
         kube.namespace,
@@ -167,7 +167,7 @@ def test_an_admitted_pod_group_cannot_be_given_a_negative_min_resources(
         tenant.apply(support.pod("late", namespace=kube.namespace, queue=full, requests=TENTH))
     )
     support.eventually(lambda: kube.judged("late", full), what="late is judged")
-    group = kube.get("podgroup", "gang") or {}
+    group = kube.get(support.PODGROUP, "gang") or {}
     assert (
         patched.ok,
         UNREADABLE in patched.stderr,
@@ -224,7 +224,7 @@ def test_a_pod_group_cannot_be_moved_to_a_queue_that_cannot_admit_it(
     )
     moved = tenant.kubectl(
         "patch",
-        "podgroup",
+        support.PODGROUP,
         "waiting",
         "-n",
         kube.namespace,

@@ -38,7 +38,7 @@ def test_a_pod_group_with_room_is_inqueue_before_any_pod_exists(kube: support.Ku
     support.eventually(
         lambda: phase(kube, "job") == "Inqueue",
         what="the operator writes the group Inqueue, with no pod",
-        diagnose=lambda: str(kube.get("podgroup", "job")),
+        diagnose=lambda: str(kube.get(support.PODGROUP, "job")),
     )
     condition = kube.group_condition("job")
     reasons = support.eventually(
@@ -72,7 +72,7 @@ def test_a_gang_of_more_pods_than_its_queue_allows_is_not_admitted(kube: support
             and kube.group_condition("job")
         ),
         what="the group is told its queue has no room for its pods",
-        diagnose=lambda: str(kube.get("podgroup", "job")),
+        diagnose=lambda: str(kube.get(support.PODGROUP, "job")),
     )
     message = str(condition.get("message"))
     assert (
@@ -95,7 +95,7 @@ def test_a_pod_group_without_room_stays_pending_and_says_why(kube: support.Kube)
             and kube.group_condition("job")
         ),
         what="the group is told its queue has no room",
-        diagnose=lambda: str(kube.get("podgroup", "job")),
+        diagnose=lambda: str(kube.get(support.PODGROUP, "job")),
     )
     events = support.eventually(
         lambda: kube.events_of("PodGroup", "job"), what="the group's event says why it waits"
@@ -141,7 +141,7 @@ def test_an_inqueue_group_holds_its_room_until_its_bound_then_gives_it_back(
         ),
         what="the group goes back to Pending once its bound runs out",
         deadline=kube.cluster.inqueue_timeout + support.DEFAULT_DEADLINE,
-        diagnose=lambda: str(kube.get("podgroup", "job")),
+        diagnose=lambda: str(kube.get(support.PODGROUP, "job")),
     )
     support.eventually(lambda: kube.running("other"), what="the other pod takes the room")
     warned = support.eventually(
@@ -201,7 +201,7 @@ def test_a_pod_group_whose_pod_failed_ends_completed_and_frees_its_queue(
     status: dict[str, Any] = support.eventually(
         lambda: phase(kube, "job") == "Completed" and kube.group_status("job"),
         what="the group whose only pod failed is Completed",
-        diagnose=lambda: str(kube.get("podgroup", "job")),
+        diagnose=lambda: str(kube.get(support.PODGROUP, "job")),
     )
     kube.must(
         tenant.apply(support.pod("next", namespace=kube.namespace, queue=q, requests=ONE_CPU))
@@ -245,7 +245,7 @@ def test_raising_an_admitted_groups_min_resources_never_holds_its_parent_past_ca
     support.eventually(lambda: phase(kube, "job") == "Inqueue", what="the group is Inqueue")
     kube.must(
         tenant.kubectl(
-            "patch", "podgroup", "job", "-n", kube.namespace, "--type=merge",
+            "patch", support.PODGROUP, "job", "-n", kube.namespace, "--type=merge",
             "-p", '{"spec": {"minResources": {"cpu": "4"}}}',
         )
     )  # fmt: skip
@@ -255,7 +255,7 @@ def test_raising_an_admitted_groups_min_resources_never_holds_its_parent_past_ca
             and kube.group_condition("job")
         ),
         what="the inflated group is sent back to Pending, told why",
-        diagnose=lambda: str(kube.get("podgroup", "job")),
+        diagnose=lambda: str(kube.get(support.PODGROUP, "job")),
     )
     kube.must(
         tenant.apply(

@@ -159,7 +159,7 @@ class Monitor:
             found = violations(
                 self._read("queues"),
                 self._read("pods", "-n", namespace),
-                self._read("podgroups", "-n", namespace),
+                self._read(support.PODGROUP, "-n", namespace),
             )
             self.seen.extend(found)
             self.samples += 1
@@ -245,7 +245,7 @@ def test_no_queue_runs_more_than_its_capability_whatever_tenants_and_admins_try(
     for label, target in (("another queue", spare), ("a queue with children", names["dept"])):
         attacks.record(
             f"move the running gang to {label}",
-            patch("podgroup", "gang", {"spec": {"queue": target}}),
+            patch(support.PODGROUP, "gang", {"spec": {"queue": target}}),
             f"was admitted to queue {b}",
         )
     kube.must(tenant.apply(pod("a-more", a), pod("b-more", b)))

@@ -51,7 +51,7 @@ def figures_at(kube: support.Kube, queue: str, milli_cpu: int) -> dict[str, dict
 
 def pending_and_counted(kube: support.Kube, name: str) -> dict[str, Any] | None:
     """The PodGroup once the operator has written it Pending with its counts; None before."""
-    found = kube.get("podgroup", name) or {}
+    found = kube.get(support.PODGROUP, name) or {}
     status = found.get("status") or {}
     return found if status.get("phase") == "Pending" and "running" in status else None
 
@@ -180,7 +180,7 @@ def test_a_pod_group_whose_pods_did_not_opt_in_holds_nothing_in_its_queue(
     group = support.eventually(
         lambda: pending_and_counted(kube, "pg"),
         what="the operator writes pg Pending with no pod running",
-        diagnose=lambda: str(kube.get("podgroup", "pg")),
+        diagnose=lambda: str(kube.get(support.PODGROUP, "pg")),
     )
     # Neither the group's minResources nor its pod take q's room (before: q 400m of 200m).
     kube.must(

@@ -12,7 +12,7 @@ TENTH = {"cpu": "100m", "memory": "64Mi"}
 
 
 def group_status(kube: support.Kube, name: str) -> dict[str, Any]:
-    return dict((kube.get("podgroup", name) or {}).get("status") or {})
+    return dict((kube.get(support.PODGROUP, name) or {}).get("status") or {})
 
 
 def counts(kube: support.Kube, name: str) -> tuple[Any, ...]:
@@ -81,7 +81,7 @@ def test_a_pod_group_counts_its_pods_and_completes_when_they_all_succeed(
         lambda: counts(kube, "job") == ("Running", 2, 0, 0),
         what="the group is Running with running: 2",
     )
-    table = kube.must(kube.kubectl("get", "podgroup", "job", "-n", kube.namespace)).stdout
+    table = kube.must(kube.kubectl("get", support.PODGROUP, "job", "-n", kube.namespace)).stdout
     support.eventually(
         lambda: counts(kube, "job") == ("Completed", 0, 2, 0),
         what="the group is Completed with succeeded: 2",
@@ -131,7 +131,7 @@ def test_a_pod_group_that_names_default_gets_its_namespaces_queue(kube: support.
         group: json.loads(
             kube.must(
                 kube.kubectl(
-                    "get", "podgroup", group, "-n", kube.namespace, "-o", "jsonpath={.spec}"
+                    "get", support.PODGROUP, group, "-n", kube.namespace, "-o", "jsonpath={.spec}"
                 )
             ).stdout
         ).get("queue")

@@ -53,7 +53,7 @@ def test_the_pod_group_of_the_higher_priority_class_is_admitted_first(
         # Creation times have whole seconds, and equal ones fall back to the uid: the urgent
         # group must be younger by the clock for the test to show that priority decides.
         created = datetime.datetime.fromisoformat(
-            (kube.get("podgroup", group) or {})["metadata"]["creationTimestamp"]
+            (kube.get(support.PODGROUP, group) or {})["metadata"]["creationTimestamp"]
         )
         support.eventually(
             lambda c=created: (

@@ -88,9 +88,9 @@ def test_a_pytorch_job_runs_whole_once_its_queue_has_room_and_succeeds(
                 and kube.group_condition(JOB)
             ),
             what="the job's PodGroup is told its queue has no room",
-            diagnose=lambda: str(kube.get("podgroup", JOB)),
+            diagnose=lambda: str(kube.get(support.PODGROUP, JOB)),
         )
-        group = kube.get("podgroup", JOB) or {}
+        group = kube.get(support.PODGROUP, JOB) or {}
         waiting = (
             (group.get("status") or {}).get("phase"),
             group["spec"].get("minMember"),
@@ -122,7 +122,7 @@ def test_a_pytorch_job_runs_whole_once_its_queue_has_room_and_succeeds(
     }
     kube.must(kube.kubectl("delete", "pytorchjob", JOB, "-n", kube.namespace, "--wait=true"))
     support.eventually(
-        lambda: not support.pods_in(kube) and kube.get("podgroup", JOB) is None,
+        lambda: not support.pods_in(kube) and kube.get(support.PODGROUP, JOB) is None,
         what="deleting the job removes its pods and its PodGroup",
     )
     support.eventually(

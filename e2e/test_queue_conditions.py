@@ -118,7 +118,7 @@ def test_a_parent_with_pods_of_its_own_is_not_a_leaf_with_workloads(kube: suppor
             what="the parent with a pod group is NotLeafWithWorkloads",
         )
         assert kube.readiness(leaf) == ("True", "Ready")
-        kube.must(kube.kubectl("delete", "podgroup", "pg", "-n", kube.namespace))
+        kube.must(kube.kubectl("delete", support.PODGROUP, "pg", "-n", kube.namespace))
         support.eventually(
             lambda: kube.readiness(parent) == ("True", "Ready"), what="Ready once it is empty"
         )

@@ -89,7 +89,7 @@ def test_a_ray_cluster_is_admitted_whole_or_not_at_all(kube: support.Kube) -> No
             and kube.group_condition(GROUP)
         ),
         what="the RayCluster's PodGroup is told its queue has no room",
-        diagnose=lambda: str(kube.get("podgroup", GROUP)),
+        diagnose=lambda: str(kube.get(support.PODGROUP, GROUP)),
     )
     told = support.eventually(
         lambda: test_pytorchjob.owner_events(kube, "RayCluster", CLUSTER, "Unschedulable"),
@@ -98,7 +98,7 @@ def test_a_ray_cluster_is_admitted_whole_or_not_at_all(kube: support.Kube) -> No
     held = (
         sorted(support.iter_gated(ray_pods(kube)))
         == sorted(p["metadata"]["name"] for p in waiting),
-        (kube.get("podgroup", GROUP) or {})["spec"].get("minMember"),
+        (kube.get(support.PODGROUP, GROUP) or {})["spec"].get("minMember"),
         condition.get("message"),
         sorted({p["spec"].get("schedulerName") for p in waiting}),
     )
@@ -116,7 +116,7 @@ def test_a_ray_cluster_is_admitted_whole_or_not_at_all(kube: support.Kube) -> No
     )
     kube.must(kube.kubectl("delete", "raycluster", CLUSTER, "-n", kube.namespace, "--wait=true"))
     support.eventually(
-        lambda: not ray_pods(kube) and kube.get("podgroup", GROUP) is None,
+        lambda: not ray_pods(kube) and kube.get(support.PODGROUP, GROUP) is None,
         what="deleting the RayCluster removes its pods and its PodGroup",
     )
     support.eventually(
@@ -162,7 +162,7 @@ def test_a_ray_jobs_cluster_is_admitted_whole_or_not_at_all(kube: support.Kube) 
             and kube.group_condition(JOB_GROUP)
         ),
         what="the RayJob's PodGroup is told its queue has no room",
-        diagnose=lambda: str(kube.get("podgroup", JOB_GROUP)),
+        diagnose=lambda: str(kube.get(support.PODGROUP, JOB_GROUP)),
     )
     running_while_full = [
         p["metadata"]["name"]
@@ -181,7 +181,8 @@ def test_a_ray_jobs_cluster_is_admitted_whole_or_not_at_all(kube: support.Kube) 
     kube.must(kube.kubectl("delete", "rayjob", JOB, "-n", kube.namespace, "--wait=true"))
     support.eventually(
         lambda: (
-            not support.pods_in(kube, "-l", selector) and kube.get("podgroup", JOB_GROUP) is None
+            not support.pods_in(kube, "-l", selector)
+            and kube.get(support.PODGROUP, JOB_GROUP) is None
         ),
         what="deleting the RayJob removes its cluster's pods and its PodGroup",
     )

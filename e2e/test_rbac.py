@@ -128,7 +128,7 @@ def wait_and_be_admitted(kube: support.Kube) -> None:
     )
     support.eventually(lambda: kube.running("first"), what="first runs")
     support.eventually(
-        lambda: ((kube.get("podgroup", "group") or {}).get("status") or {}).get("phase"),
+        lambda: ((kube.get(support.PODGROUP, "group") or {}).get("status") or {}).get("phase"),
         what="the operator writes the PodGroup's phase",
     )
     kube.must(

@@ -409,7 +409,7 @@ class Kept:
     @classmethod
     def read(cls, client: kubectl.Kubectl) -> Kept:
         found = {}
-        for resource, args in (("queues", ()), ("podgroups", ("-n", NAMESPACE))):
+        for resource, args in (("queues", ()), (support.PODGROUP, ("-n", NAMESPACE))):
             for item in client.items(resource, *args):
                 if item["metadata"]["name"].startswith(("upgrade", "step-")):
                     key = f"{resource}/{item['metadata']['name']}"

@@ -70,7 +70,7 @@ def test_a_job_of_four_that_needs_all_four_runs_none_until_all_four_fit(
     group = workload.group()["metadata"]["name"]
     kube.must(kube.kubectl("delete", "job", "train", "-n", kube.namespace, "--wait=false"))
     support.eventually(
-        lambda: kube.get("podgroup", group) is None,
+        lambda: kube.get(support.PODGROUP, group) is None,
         what="the group is garbage-collected with its Job",
     )
     assert (
@@ -167,7 +167,7 @@ def test_a_tenant_editing_its_workloads_group_never_runs_the_queue_past_capabili
     def patch(spec: dict[str, Any]) -> bool:
         result = tenant.kubectl(
             "patch",
-            "podgroup",
+            support.PODGROUP,
             name,
             "-n",
             kube.namespace,

@@ -139,4 +139,4 @@ class Workload:
         names.discard(None)
         if len(names) != 1:
             return {}
-        return self.kube.get("podgroup", str(names.pop())) or {}
+        return self.kube.get(support.PODGROUP, str(names.pop())) or {}
