@@ -12,7 +12,8 @@ A gang of 4 pods that fits its queue but whose nodes fit only 3 of them:
 Either way the queue's reservation is held, as Volcano holds an admitted gang, and never in
 silence: the PodGroup and its workload get a ``GangUnplaced`` Warning saying what is held and
 how to give it back. Once the nodes fit all 4, all 4 run. The native PodGroup is
-garbage-collected with the Volcano one.
+garbage-collected with the Volcano one, once no pod names it (kube-apiserver's
+``scheduling.k8s.io/podgroup-protection`` finalizer keeps it until then).
 
 The node room is an extended resource advertised on one node (as the reclaim tests do), so
 the test needs no node of its own and runs on both backends.
@@ -135,10 +136,13 @@ def test_a_gang_the_nodes_fit_three_of_four_of_runs_whole_or_says_why(
         lambda: all(kube.running(n) for n in names), what="all four run once the nodes fit"
     )
     kube.must(kube.kubectl("delete", VOLCANO, "gang", "-n", kube.namespace, "--wait=false"))
+    # kube-apiserver keeps a native PodGroup (its podgroup-protection finalizer) while pods
+    # name it: it goes once the workload's pods have gone too.
+    kube.must(kube.kubectl("delete", "pods", *names, "-n", kube.namespace, "--wait=false"))
     if native:
         support.eventually(
             lambda: kube.get(NATIVE, "gang") is None,
-            what="the native PodGroup is garbage-collected with the Volcano one",
+            what="the native PodGroup is garbage-collected with the Volcano one and its pods",
         )
     policy = (native_group.get("spec") or {}).get("schedulingPolicy")
     owner = [
