@@ -236,6 +236,9 @@ class Cluster:
         codes = {}
         for process in reversed(self.processes):
             codes[process.name] = process.stop()
+        for running in self.companions.values():
+            if running.dashboard is not None:
+                running.dashboard.close()
         return codes
 
 

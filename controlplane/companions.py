@@ -20,7 +20,10 @@ of that ServiceAccount, ready once its ``/readyz`` answers 200.
   by. Nothing calls them, so two runs on one machine sharing that directory do not interfere.
 - KubeRay v1.5.0 (:data:`KUBERAY`) with ``--batch-scheduler=volcano``: a RayCluster labelled
   ``ray.io/scheduler-name: volcano`` gets PodGroup ``ray-<name>-pg`` (queue from its
-  ``volcano.sh/queue-name`` label, minMember head plus workers) and its pods at once.
+  ``volcano.sh/queue-name`` label, minMember head plus workers) and its pods at once. It
+  decides that a RayJob is done by asking the Ray dashboard, which no kwok pod serves: its
+  plain-HTTP requests go to the harness's stand-in (:mod:`controlplane.raydashboard`,
+  through ``HTTP_PROXY``), which says every job succeeded.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from controlplane import building, processes
+from controlplane import building, processes, raydashboard
 
 KubectlFn = Callable[..., "subprocess.CompletedProcess[str]"]
 """``Cluster.kubectl``: the admin's kubectl, ``(*args, input=...)``."""
@@ -77,6 +80,9 @@ class Companion:
     cert_dir: pathlib.Path | None = None
     gang_flag: str = ""
     """The one flag that turns on its Volcano gang scheduling (said in failures and docs)."""
+    ray_dashboard: bool = False
+    """Send its plain-HTTP requests to the harness's stand-in Ray dashboard
+    (:mod:`controlplane.raydashboard`), so its RayJobs finish on kwok."""
 
 
 TRAINING_OPERATOR_CERT_DIR = pathlib.Path("/tmp/k8s-webhook-server/serving-certs")
@@ -137,6 +143,7 @@ KUBERAY = Companion(
         },
     ),
     gang_flag="--batch-scheduler=volcano",
+    ray_dashboard=True,
 )
 BY_NAME = {companion.name: companion for companion in (TRAINING_OPERATOR, KUBERAY)}
 
@@ -148,6 +155,7 @@ class Running:
     companion: Companion
     process: processes.Process
     ports: Ports
+    dashboard: raydashboard.Dashboard | None = None
 
     @property
     def readyz_url(self) -> str:
@@ -264,13 +272,16 @@ def start(
     ports = Ports(processes.free_port(), processes.free_port(), processes.free_port())
     # controller-runtime reads KUBECONFIG (both have no flag of their own for it).
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), **companion.env}
+    dashboard = raydashboard.Dashboard() if companion.ray_dashboard else None
+    if dashboard is not None:
+        env.update(dashboard.proxy_env())
     process = spawn(
         companion.name,
         built.binary(companion.binary),
         *companion.args(ports),
         env=env,
     )
-    running = Running(companion=companion, process=process, ports=ports)
+    running = Running(companion=companion, process=process, ports=ports, dashboard=dashboard)
     if companion.secret and companion.cert_dir is not None:
         _mount_secret(companion, kubectl, wait)
     wait(

@@ -139,12 +139,32 @@ JOB_GROUP = f"ray-{JOB}-pg"
 """A RayJob's cluster pods join the PodGroup KubeRay names after the RayJob."""
 
 
+SUBMITTER = {
+    "metadata": {"annotations": {"kubesim.io/run-seconds": "2"}},
+    "spec": {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "ray-job-submitter",
+                "image": "rayproject/ray:2.46.0",
+                "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}},
+            }
+        ],
+    },
+}
+"""The submitter pod as the test writes it: ``kubesim.io/run-seconds`` makes kwok finish it
+(``controlplane/stages.yaml``), as ``ray job submit`` returns once the job has ended."""
+
+
 @pytest.mark.usefixtures("kuberay")
 def test_a_ray_jobs_cluster_is_admitted_whole_or_not_at_all(kube: support.Kube) -> None:
     """KubeRay counts the submitter's requests (500m) in the group's minResources but not in
     its minMember (3): with room for 2 CPUs nothing runs; with the documented 4 the head and
-    both workers run together. Whether the job then succeeds is Ray's dashboard's to say,
-    which kwok's pods do not serve: not checked here."""
+    both workers run together, the submitter finishes, and the RayJob reaches Complete
+    (SUCCEEDED): the Ray side is the harness's stand-in dashboard
+    (``controlplane/raydashboard.py``), every Kubernetes object is real. With
+    ``shutdownAfterJobFinishes`` KubeRay then deletes the cluster: its pods and PodGroup go
+    and the queue holds nothing, with the RayJob still there."""
     q = support.unique("ray-jobs")
     queue, job = support.documents(JOB_MANIFEST.read_text())
     queue["metadata"]["name"] = q
@@ -153,6 +173,7 @@ def test_a_ray_jobs_cluster_is_admitted_whole_or_not_at_all(kube: support.Kube) 
     cluster_spec = job["spec"]["rayClusterSpec"]
     for group in (cluster_spec["headGroupSpec"], *cluster_spec["workerGroupSpecs"]):
         group["template"]["spec"]["terminationGracePeriodSeconds"] = 0
+    job["spec"]["submitterPodTemplate"] = SUBMITTER
     kube.must(kube.apply(with_capability(queue, str(WORKERS))))
     kube.must(kube.apply(job))
     selector = "ray.io/node-type in (head,worker)"
@@ -178,14 +199,27 @@ def test_a_ray_jobs_cluster_is_admitted_whole_or_not_at_all(kube: support.Kube) 
         what="the RayJob's head and both workers run together once the capability is raised",
         diagnose=lambda: str([p["metadata"]["name"] for p in support.pods_in(kube)]),
     )
-    kube.must(kube.kubectl("delete", "rayjob", JOB, "-n", kube.namespace, "--wait=true"))
+    finished = support.eventually(
+        lambda: (
+            (status := (kube.get("rayjob", JOB) or {}).get("status") or {}).get(
+                "jobDeploymentStatus"
+            )
+            in ("Complete", "Failed")
+            and status
+        ),
+        what="the RayJob finishes",
+        deadline=120,
+        diagnose=lambda: str((kube.get("rayjob", JOB) or {}).get("status")),
+    )
     support.eventually(
         lambda: (
             not support.pods_in(kube, "-l", selector)
             and kube.get(support.PODGROUP, JOB_GROUP) is None
         ),
-        what="deleting the RayJob removes its cluster's pods and its PodGroup",
+        what="KubeRay deletes the finished job's cluster: its pods and its PodGroup go",
+        deadline=120,
     )
+    kube.must(kube.kubectl("delete", "rayjob", JOB, "-n", kube.namespace, "--wait=true"))
     support.eventually(
         lambda: support.all_zero(support.queue_figures(kube, q)),
         what=f"queue {q} holds nothing once the RayJob is deleted",
@@ -193,4 +227,6 @@ def test_a_ray_jobs_cluster_is_admitted_whole_or_not_at_all(kube: support.Kube) 
     assert (
         running_while_full,
         f"queue '{q}' cannot take the pod group's minResources on cpu" in condition["message"],
-    ) == ([], True)
+        finished.get("jobDeploymentStatus"),
+        finished.get("jobStatus"),
+    ) == ([], True, "Complete", "SUCCEEDED")
