@@ -112,10 +112,15 @@ def plan_unplaced_gangs(
     line once nodes come. So it is said, where a person looks: the PodGroup's events and the
     workload's. With native PodGroups none of its pods runs meanwhile; without, the pods that
     fit run and hold their nodes while the rest wait (``docs/gangs.md``)."""
+    # Only gangs with fewer pods running than their minimum (as their status last said) can
+    # be unplaced: a cluster of running gangs costs no walk over its pods.
     gangs = {
         key: group
         for key, group in view.pod_groups.items()
-        if group.min_member > 1 and not group.synthetic and group.uid
+        if group.min_member > 1
+        and not group.synthetic
+        and group.uid
+        and group.counts.running + group.counts.succeeded < group.min_member
     }
     if not gangs:
         return [], frozenset()
