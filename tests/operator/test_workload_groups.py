@@ -253,7 +253,7 @@ NATIVE_CASES = {
 async def test_the_native_group_of_each_group_says_its_minimum(
     steps: list[objects.PodGroup], fail: dict[str, list[int]], expected: list[Any]
 ) -> None:
-    cluster, api, _, _, admission = make(native_pod_groups=True)
+    cluster, api, _, _, admission = make(native_pod_groups="true")
     api.fail.update(fail)
     api.objects[NATIVE] = {
         "metadata": {
