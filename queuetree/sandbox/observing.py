@@ -42,7 +42,10 @@ def observe(client: kubectl.Kubectl) -> Observation:
     """Read the cluster once; raises :class:`kubectl.KubectlError` if a list fails."""
     queues = {bodies.name_of(q): q for q in client.items("queues")}
     pods = {_key(p): p for p in client.items("pods", "--all-namespaces")}
-    groups = {_key(g): g for g in client.items("podgroups", "--all-namespaces")}
+    # In full: where the Workload API is served, the bare "podgroups" is kube-scheduler's.
+    groups = {
+        _key(g): g for g in client.items("podgroups.scheduling.volcano.sh", "--all-namespaces")
+    }
     evicted = {}
     # Filtered here, not with --field-selector: not every API server indexes events by reason.
     for event in client.items("events", "--all-namespaces"):
