@@ -163,8 +163,8 @@ def test_a_ray_jobs_cluster_is_admitted_whole_or_not_at_all(kube: support.Kube) 
     both workers run together, the submitter finishes, and the RayJob reaches Complete
     (SUCCEEDED): the Ray side is the harness's stand-in dashboard
     (``controlplane/raydashboard.py``), every Kubernetes object is real. With
-    ``shutdownAfterJobFinishes`` KubeRay then deletes the cluster: its pods and PodGroup go
-    and the queue holds nothing, with the RayJob still there."""
+    ``shutdownAfterJobFinishes`` KubeRay then deletes the cluster and its pods; deleting the
+    RayJob removes its PodGroup, and the queue holds nothing."""
     q = support.unique("ray-jobs")
     queue, job = support.documents(JOB_MANIFEST.read_text())
     queue["metadata"]["name"] = q
@@ -212,14 +212,19 @@ def test_a_ray_jobs_cluster_is_admitted_whole_or_not_at_all(kube: support.Kube) 
         diagnose=lambda: str((kube.get("rayjob", JOB) or {}).get("status")),
     )
     support.eventually(
-        lambda: (
-            not support.pods_in(kube, "-l", selector)
-            and kube.get(support.PODGROUP, JOB_GROUP) is None
-        ),
-        what="KubeRay deletes the finished job's cluster: its pods and its PodGroup go",
+        lambda: not support.pods_in(kube, "-l", selector),
+        what="KubeRay deletes the finished job's cluster and its pods",
         deadline=120,
+        diagnose=lambda: str(
+            [p["metadata"]["name"] for p in support.pods_in(kube)]
+            + [kube.kubectl("get", "rayclusters", "-n", kube.namespace).stdout]
+        ),
     )
     kube.must(kube.kubectl("delete", "rayjob", JOB, "-n", kube.namespace, "--wait=true"))
+    support.eventually(
+        lambda: kube.get(support.PODGROUP, JOB_GROUP) is None,
+        what="deleting the RayJob removes its PodGroup",
+    )
     support.eventually(
         lambda: support.all_zero(support.queue_figures(kube, q)),
         what=f"queue {q} holds nothing once the RayJob is deleted",

@@ -86,14 +86,6 @@ def owner_uid(manifest: Mapping[str, Any]) -> str:
     return ""
 
 
-def min_count(manifest: Mapping[str, Any]) -> int:
-    """The ``gang.minCount`` of a native PodGroup; 1 for ``basic`` (or unreadable)."""
-    policy = bodies.spec_of(manifest).get("schedulingPolicy")
-    gang = policy.get("gang") if isinstance(policy, Mapping) else None
-    count = gang.get("minCount") if isinstance(gang, Mapping) else None
-    return count if isinstance(count, int) and count > 1 else 1
-
-
 def group_of_pod(pod: Mapping[str, Any]) -> str | None:
     """The native PodGroup a pod names (``spec.schedulingGroup.podGroupName``), or None."""
     group = bodies.spec_of(pod).get("schedulingGroup")

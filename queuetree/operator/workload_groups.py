@@ -54,14 +54,13 @@ def plan_group_creations(view: state.StateView, *, creating: Set[str]) -> list[G
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class NativeGroup:
-    """Make the ``scheduling.k8s.io`` PodGroup of Volcano PodGroup ``group`` (``namespace/name``,
-    uid ``uid``) say ``min_member`` (``api.native_groups``): create it, or, when ``replace``,
-    delete the one that says another minimum first (its policy is immutable)."""
+    """Create the ``scheduling.k8s.io`` PodGroup of Volcano PodGroup ``group``
+    (``namespace/name``, uid ``uid``) with ``min_member`` as its ``minCount``
+    (``api.native_groups``)."""
 
     group: str
     uid: str
     min_member: int
-    replace: bool = False
 
     @property
     def namespace(self) -> str:
@@ -75,21 +74,22 @@ class NativeGroup:
 def plan_native_groups(
     view: state.StateView, *, known: Mapping[str, tuple[str, int]]
 ) -> list[NativeGroup]:
-    """One write per Volcano PodGroup whose native PodGroup is not known (``known``: group key
-    -> the uid of the Volcano group and the minimum its native group says) to exist as it
-    should, in the order of the groups' keys. Only groups that exist (not a lone pod's, not
+    """One creation per Volcano PodGroup whose native PodGroup is not known (``known``: group
+    key -> the uid of the Volcano group and the minimum its native group says) to exist, in
+    the order of the groups' keys. Only groups that exist (not a lone pod's, not
     the stand-in of a missing one): the pods of a missing group wait for it in their queue."""
     planned = []
     for key in sorted(view.pod_groups):
         group = view.pod_groups[key]
         if group.synthetic or group.missing or not group.uid:
             continue
-        wanted = (group.uid, max(1, group.min_member))
         have = known.get(key)
-        if have == wanted:
+        if have is not None and have[0] == group.uid:
+            # Written once: its policy is immutable, and kube-apiserver keeps it (its
+            # podgroup-protection finalizer) while pods name it, so it cannot be replaced
+            # under a running gang. A later minMember is queuetree's admission alone.
             continue
-        replace = have is not None and have[0] == group.uid
-        planned.append(NativeGroup(key, group.uid, wanted[1], replace=replace))
+        planned.append(NativeGroup(key, group.uid, max(1, group.min_member)))
     return planned
 
 

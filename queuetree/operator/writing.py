@@ -444,11 +444,11 @@ class Writer:
             )
 
     async def _native_group(self, native: workload_groups.NativeGroup) -> None:
-        """Create the native PodGroup of a Volcano one (``api.native_groups``), after deleting
-        the one that says another minimum when ``native.replace``. A 409 means one exists: it
-        is read, and kept when it is this group's with this minimum, or when no PodGroup owns
-        it (a person made it); one of another minimum, or of an earlier group of the same name,
-        is deleted, and created again by a later cycle."""
+        """Create the native PodGroup of a Volcano one (``api.native_groups``). A 409 means one
+        exists: it is read, and kept when it is this group's (whatever minimum it says: its
+        policy is immutable, and it cannot go while pods name it) or when no PodGroup owns it
+        (a person made it); one of an earlier group of the same name is deleted, and created
+        again by a later cycle once it has gone."""
         namespace, name = native.namespace, native.name
         target = f"{native_groups.RESOURCE}/{native.group}"
         path = native_groups.path(namespace, name)
@@ -457,9 +457,6 @@ class Writer:
         )
         done = False
         try:
-            if native.replace:
-                with contextlib.suppress(kube.ApiError):
-                    await self._api.delete(target, path)
             try:
                 await self._api.create(target, native_groups.collection(namespace), body)
                 done = True
@@ -472,9 +469,9 @@ class Writer:
                     # Someone's own: the pods that name it are theirs to place; left alone.
                     logger.info("%s exists and no PodGroup owns it: left as it is", target)
                     done = True
-                elif owner == native.uid and native_groups.min_count(found) == native.min_member:
+                elif owner == native.uid:
                     done = True
-                else:  # another minimum, or an earlier group's of the same name
+                else:  # an earlier group's of the same name
                     await self._api.delete(target, path)
         except kube.ApiError as error:
             logger.warning("%s not written: %s", target, error)

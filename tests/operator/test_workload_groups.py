@@ -226,10 +226,15 @@ NATIVE_CASES = {
         fail={},
         expected=[("create", 4)],
     ),
-    "a new minMember replaces it (its policy is immutable)": NativeCase(
+    "a new minMember writes nothing (its policy is immutable, its pods protect it)": NativeCase(
         steps=[volcano_group(), volcano_group(min_member=2)],
         fail={},
-        expected=[("create", 4), ("delete", None), ("create", 2)],
+        expected=[("create", 4)],
+    ),
+    "an earlier group's of the same name is deleted, then created anew": NativeCase(
+        steps=[volcano_group(uid="g-new"), volcano_group(uid="g-new")],
+        fail={NATIVE: [409]},
+        expected=[("create", 4), ("get", None), ("delete", None), ("create", 4)],
     ),
     "a group of one is basic": NativeCase(
         steps=[volcano_group(min_member=1)],
