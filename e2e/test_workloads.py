@@ -183,8 +183,11 @@ def test_a_tenant_editing_its_workloads_group_never_runs_the_queue_past_capabili
         patch({"minResources": {"cpu": "50"}}),
     )
     workload.scale(5)
+    # Admitted is not yet running: kube-scheduler places the third pod a moment after its gate
+    # goes (later still where it waits for the gang's native PodGroup).
     support.eventually(
-        lambda: len(workload.pods()) == 5 and workload.gated() == 2,
-        what="five pods, two of them held by the queue's capability",
+        lambda: len(workload.pods()) == 5 and workload.gated() == 2 and workload.running() == 3,
+        what="five pods, three running and two held by the queue's capability",
+        diagnose=lambda: f"running {workload.running()}, gated {workload.gated()}",
     )
     assert (edits, workload.running(), workload.gated()) == ((False, True, True), 3, 2)
