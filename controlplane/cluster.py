@@ -87,6 +87,13 @@ AUDIT_POLICY = {
 }
 """Every request's user, verb, resource and response code, once (at ResponseComplete or Panic)."""
 
+SCHEDULER_CLIENT = {"qps": 5000, "burst": 5000}
+"""kube-scheduler's client rate limit, raised as Kubernetes' scheduler_perf raises it (5000/5000
+in its util.go; kwokctl's ``--disable-qps-limits`` gives 5000/10000): at the default 50/100 the
+scheduler binds about 18 pods a second here, a client-side limit and not the machine's. The API
+server's priority and fairness still protects it. kwok's own client has no rate limit (it
+installs an always-allow limiter)."""
+
 ADMIN = "admin"
 CLIENTS: dict[str, tuple[str, ...]] = {
     ADMIN: ("kubernetes-admin", "system:masters"),
@@ -433,7 +440,7 @@ class _Starter:
             (
                 "kube-scheduler",
                 self.cluster.binaries["kubernetes"].binary("kube-scheduler"),
-                (),
+                (f"--config={self.scheduler_configuration()}",),
             ),
         ):
             kubeconfig = self.kubeconfig(name)
@@ -451,6 +458,22 @@ class _Starter:
                 *extra,
             )
             self.wait(functools.partial(_healthy, port), f"{name} answers /healthz")
+
+    def scheduler_configuration(self) -> pathlib.Path:
+        """kube-scheduler's configuration file (:data:`SCHEDULER_CLIENT`); with ``--config``
+        it reads its kubeconfig and leader election from the file, not from the flags."""
+        path = self.options.workdir / "kube-scheduler.yaml"
+        configuration = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {
+                "kubeconfig": str(self.options.workdir / "kube-scheduler.kubeconfig"),
+                **SCHEDULER_CLIENT,
+            },
+            "leaderElection": {"leaderElect": False},
+        }
+        path.write_text(yaml.safe_dump(configuration, sort_keys=False))
+        return path
 
     def kwok(self) -> None:
         built = self.cluster.binaries["kwok"]
