@@ -65,6 +65,11 @@ FRAMEWORKS = ("batch/job", "pod")
 METRICS_CERT_DIR = pathlib.Path("/etc/kueue/metrics/certs")
 """Where Kueue v0.17.0 reads its metrics certificate when internal certificate management is
 off (a constant in its ``cmd/kueue/main.go``)."""
+CLIENT_CONNECTION = {"qps": 1000, "burst": 1000}
+"""Kueue's client rate limit, as its maintainers tune it for throughput: v0.20 made 1000/1000
+the default (#15206) after 10k-pod bursts stayed gated for minutes at the old one (#13683,
+#11170); v0.17.0, built here, still defaults lower. A peer measured throttled proves
+nothing (issue 32)."""
 CRDS = (
     "crd/clusterqueues.kueue.x-k8s.io",
     "crd/localqueues.kueue.x-k8s.io",
@@ -112,7 +117,7 @@ def configuration(ports: Ports, cert_dir: pathlib.Path) -> dict[str, Any]:
         "webhook": {"port": ports.webhook, "host": "127.0.0.1", "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
-        "clientConnection": {"qps": 50, "burst": 100},
+        "clientConnection": dict(CLIENT_CONNECTION),
         "managedJobsNamespaceSelector": {
             "matchExpressions": [
                 {
