@@ -292,6 +292,8 @@ class Api:
         self.url = url
         self.ssl = context
         self.creating = asyncio.Semaphore(CREATE_IN_FLIGHT)
+        self.post_seconds: dict[str, float] = {}
+        """How long each successful creation's POST took (the webhooks' share is in it)."""
 
     async def call(
         self, method: str, path: str, body: Any = None, *, content_type: str = "application/json"
@@ -315,9 +317,12 @@ class Api:
         deadline = time.monotonic() + 60
         while True:
             async with self.creating:
+                posted = time.monotonic()
                 status, answer = await self.call("POST", path, body)
             if status in (200, 201):
-                return time.monotonic()
+                now = time.monotonic()
+                self.post_seconds[body["metadata"]["name"]] = now - posted
+                return now
             if time.monotonic() > deadline:
                 raise SystemExit(f"creating {body['metadata']['name']}: {status} {answer}")
             await asyncio.sleep(0.5)
@@ -376,20 +381,35 @@ class System:
 
     name: str
     control_plane: cluster.Cluster
-    pids: list[int]
+    pids: dict[str, int]
+    """The controllers' processes by name (queuetree: webhook, operator; kueue: kueue)."""
     stop: Callable[[], object]
 
     def kubectl_apply(self, manifests: list[dict[str, Any]]) -> None:
-        """Apply as the admin, retrying while a webhook warms up."""
+        """Apply as the admin, retrying while a webhook warms up; then wait until every queue
+        is ready to admit (queuetree: Open; Kueue: ClusterQueues and LocalQueues Active), so
+        that no pod meets a queue its system has not taken in yet."""
+        self._retry(("apply", "--server-side", "-f", "-"), yaml.safe_dump_all(manifests))
+        if self.name == "queuetree":
+            self._retry(
+                ("wait", "--for=jsonpath={.status.state}=Open", "queues", "--all", "--timeout=8s")
+            )
+        else:
+            self._retry(
+                ("wait", "--for=condition=Active", "clusterqueues", "--all", "--timeout=8s")
+            )
+            self._retry(
+                ("wait", "--for=condition=Active", "localqueues", "--all", "-A", "--timeout=8s")
+            )
+
+    def _retry(self, args: tuple[str, ...], input: str | None = None) -> None:
         limit = time.monotonic() + 120
         while True:
-            done = self.control_plane.kubectl(
-                "apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(manifests)
-            )
+            done = self.control_plane.kubectl(*args, input=input)
             if done.returncode == 0:
                 return
             if time.monotonic() > limit:
-                raise SystemExit(f"kubectl apply failed: {done.stderr}")
+                raise SystemExit(f"kubectl {' '.join(args)} failed: {done.stderr}")
             time.sleep(1)
 
 
@@ -430,7 +450,7 @@ def start_system(
             )
         )
         assert running.control_plane is not None
-        pids = [p.popen.pid for p in running.processes if p.name in ("webhook", "operator")]
+        pids = {p.name: p.popen.pid for p in running.processes if p.name in ("webhook", "operator")}
         return System(name, running.control_plane, pids, running.stop)
     plane = cluster.start(
         cluster.Options(workdir=workdir / "controlplane", nodes_files=(nodes_path,)), log=log
@@ -440,7 +460,7 @@ def start_system(
     except BaseException:
         plane.stop()
         raise
-    return System(name, plane, [peer.process.popen.pid], plane.stop)
+    return System(name, plane, {"kueue": peer.process.popen.pid}, plane.stop)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -460,7 +480,7 @@ class Accounting:
 
     def __init__(self, system: System) -> None:
         self.system = system
-        self.cpu = sum(cpu_seconds(pid) for pid in system.pids)
+        self.cpu = {name: cpu_seconds(pid) for name, pid in system.pids.items()}
         self.audit_offset = self._audit_size()
 
     def _audit_size(self) -> int:
@@ -470,7 +490,7 @@ class Accounting:
             return 0
 
     def figures(self, admitted: int) -> dict[str, Any]:
-        cpu = sum(cpu_seconds(pid) for pid in self.system.pids) - self.cpu
+        cpu = {name: cpu_seconds(pid) - self.cpu[name] for name, pid in self.system.pids.items()}
         users = CONTROLLER_USERS[self.system.name]
         requests = 0
         with self.system.control_plane.audit_file.open("rb") as audit:
@@ -480,8 +500,16 @@ class Accounting:
                     if orjson.loads(line).get("user", {}).get("username") in users:
                         requests += 1
         return {
-            "cpu_ms_per_admitted": round(1000 * cpu / admitted, 3),
-            "peak_rss_mib": round(sum(peak_rss_mib(pid) for pid in self.system.pids), 1),
+            "cpu_ms_per_admitted": round(1000 * sum(cpu.values()) / admitted, 3),
+            "peak_rss_mib": round(sum(peak_rss_mib(pid) for pid in self.system.pids.values()), 1),
+            # Per process, to tell the webhook's share from the controller's.
+            "by_process": {
+                name: {
+                    "cpu_ms_per_admitted": round(1000 * cpu[name] / admitted, 3),
+                    "peak_rss_mib": round(peak_rss_mib(pid), 1),
+                }
+                for name, pid in self.system.pids.items()
+            },
             "api_requests_per_admitted": round(requests / admitted, 3),
         }
 
@@ -536,7 +564,9 @@ async def create_pods(
     return created
 
 
-def admission_figures(names: list[str], created: dict[str, float], seen: Seen) -> dict[str, Any]:
+def admission_figures(
+    names: list[str], created: dict[str, float], seen: Seen, api: Api
+) -> dict[str, Any]:
     first = min(created[n] for n in names)
     last = max(seen.admitted[n] for n in names)
     return {
@@ -544,6 +574,7 @@ def admission_figures(names: list[str], created: dict[str, float], seen: Seen) -
         "created_per_second": round(
             len(names) / (max(created[n] for n in names) - first + 1e-9), 1
         ),
+        "create_call_latency": latencies(names, 0.0, api.post_seconds),
         "admitted_latency": latencies(names, created, seen.admitted),
         "running_latency": latencies(names, created, seen.running),
     }
@@ -617,7 +648,7 @@ async def burst(system: System, api: Api, seen: Seen, sizes: Sizes) -> dict[str,
     return {
         "pods": count,
         "leaf_queues": len(leaves),
-        "before_raise": admission_figures(early, created, seen),
+        "before_raise": admission_figures(early, created, seen, api),
         "raise_to_all_admitted_seconds": round(all_admitted - raised, 3),
         "after_raise_admitted_latency": latencies(late, raised, seen.admitted),
         **accounting.figures(count),
@@ -643,7 +674,7 @@ async def trickle(system: System, api: Api, seen: Seen, sizes: Sizes) -> dict[st
     return {
         "pods": count,
         "rate": TRICKLE_RATE,
-        **admission_figures(names, created, seen),
+        **admission_figures(names, created, seen, api),
         **accounting.figures(count),
     }
 
@@ -676,7 +707,7 @@ async def gangs(system: System, api: Api, seen: Seen, sizes: Sizes) -> dict[str,
     return {
         "pods": count,
         "groups": sizes.groups,
-        **admission_figures(names, created, seen),
+        **admission_figures(names, created, seen, api),
         **accounting.figures(count),
     }
 
