@@ -460,18 +460,9 @@ class _Starter:
             self.wait(functools.partial(_healthy, port), f"{name} answers /healthz")
 
     def scheduler_configuration(self) -> pathlib.Path:
-        """kube-scheduler's configuration file (:data:`SCHEDULER_CLIENT`); with ``--config``
-        it reads its kubeconfig and leader election from the file, not from the flags."""
+        """kube-scheduler's configuration file (:func:`scheduler_configuration`)."""
         path = self.options.workdir / "kube-scheduler.yaml"
-        configuration = {
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {
-                "kubeconfig": str(self.options.workdir / "kube-scheduler.kubeconfig"),
-                **SCHEDULER_CLIENT,
-            },
-            "leaderElection": {"leaderElect": False},
-        }
+        configuration = scheduler_configuration(self.options.workdir / "kube-scheduler.kubeconfig")
         path.write_text(yaml.safe_dump(configuration, sort_keys=False))
         return path
 
@@ -548,6 +539,18 @@ class _Starter:
             )
         except karpenter.KarpenterError as exc:
             raise StartupError(f"control plane start-up: {exc}") from None
+
+
+def scheduler_configuration(kubeconfig: pathlib.Path) -> dict[str, Any]:
+    """kube-scheduler's ``KubeSchedulerConfiguration``: its client at :data:`SCHEDULER_CLIENT`;
+    with ``--config`` it reads its kubeconfig and leader election from the file, not from the
+    flags."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig), **SCHEDULER_CLIENT},
+        "leaderElection": {"leaderElect": False},
+    }
 
 
 def start_companion(cluster: Cluster, name: str) -> companions.Running:
