@@ -580,10 +580,24 @@ class Kube:
             self.client.run(
                 "delete", *self.workloads, "-n", self.namespace, "--wait=true", "--timeout=60s"
             )
-        for kind in ("pods", "podgroups"):
-            self.client.run(
-                "delete", kind, "--all", "-n", self.namespace, "--wait=true", "--timeout=60s"
-            )
+        # Pods go with a grace period of 1 s (kubectl's shortest without --force): a running
+        # pod would otherwise stay Terminating on its node for its own period (30 s unless it
+        # says otherwise), as the kubelet kwok (or kubesim) plays keeps it, and the next test
+        # waited for it. A later delete may only shorten a pod's period, so this also ends
+        # the periods of pods the workloads' deletion left to the garbage collector.
+        self.client.run(
+            "delete",
+            "pods",
+            "--all",
+            "-n",
+            self.namespace,
+            "--grace-period=1",
+            "--wait=true",
+            "--timeout=60s",
+        )
+        self.client.run(
+            "delete", "podgroups", "--all", "-n", self.namespace, "--wait=true", "--timeout=60s"
+        )
         # One listing a round, not a GET per queue: a test may have made a thousand queues,
         # and a kubectl process per queue took a minute. A queue may refuse to go until the
         # operator has seen its pods go: rounds go on until the deadline.
