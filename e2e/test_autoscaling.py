@@ -29,9 +29,9 @@ pytestmark = [
     pytest.mark.backends(
         "real", reason="Karpenter (the autoscaler) runs against the real control plane only"
     ),
-    # The first scenario lasts about 190 s by design (its fillers run for 150 s) and its
-    # setup starts the module's stack with Karpenter: the suite's 300 s left about 100 s of
-    # margin on a loaded two-core machine.
+    # The first scenario waits for a scale-up and a scale-down, each allowed SCALE_DEADLINE,
+    # and its setup starts the module's stack with Karpenter: the suite's 300 s left too
+    # little margin on a loaded two-core machine.
     pytest.mark.timeout(600),
 ]
 
@@ -114,14 +114,28 @@ def scaled(autoscaled: support.Cluster) -> Iterator[support.Kube]:
 
 
 def pods(kube: support.Kube, prefix: str, count: int, **kwargs: Any) -> list[dict[str, Any]]:
-    seconds = kwargs.pop("seconds", None)
+    """``count`` pods of :data:`POD`; with ``finishable=True`` they run (never restarted)
+    until :func:`finish` ends them."""
+    finishable = kwargs.pop("finishable", False)
     made = [
         support.pod(f"{prefix}-{i}", namespace=kube.namespace, requests=POD, **kwargs)
         for i in range(count)
     ]
-    if seconds is not None:
-        made = [support.finishing(m, seconds=seconds) for m in made]
+    if finishable:
+        for m in made:
+            m["spec"]["restartPolicy"] = "Never"
     return made
+
+
+def finish(kube: support.Kube, *selector: str) -> None:
+    """The running pods of ``selector`` succeed now: annotated ``kubesim.io/run-seconds: 0``,
+    which kwok's stage (controlplane/stages.yaml) reads again on the update, as a pod whose
+    work is done. The test says when the work ends, rather than a timer long enough to
+    outlast every phase before it on a loaded machine (which left the pods running, and
+    their nodes bought, for minutes after the last check needed them)."""
+    kube.must(
+        kube.kubectl("annotate", "pods", *selector, f"{support.RUN_SECONDS}=0", "--overwrite")
+    )
 
 
 def bound(kube: support.Kube, *selector: str) -> int:
@@ -229,7 +243,7 @@ def test_pods_waiting_for_quota_buy_no_nodes_and_a_raise_buys_only_what_they_nee
     name = support.unique("quota")
     kube.must(kube.apply(support.queue(name, deserved=cpu(4), capability=cpu(4))))
     # Four pods fill the queue and buy one node, which keeps room for three more.
-    kube.must(kube.apply(*pods(kube, "filler", 4, queue=name, seconds=150)))
+    kube.must(kube.apply(*pods(kube, "filler", 4, queue=name, finishable=True)))
     support.eventually(
         lambda: bound(kube, "-l", "!wave") == 4,
         what="the fillers run",
@@ -242,7 +256,7 @@ def test_pods_waiting_for_quota_buy_no_nodes_and_a_raise_buys_only_what_they_nee
         assert first.nodes == 1, first
         before = settled_provisioning(cluster)
         log_mark = len(support.autoscaler(cluster).log_lines())
-        wave = pods(kube, "wave", 50, queue=name, seconds=60, labels={"wave": "1"})
+        wave = pods(kube, "wave", 50, queue=name, finishable=True, labels={"wave": "1"})
         kube.must(kube.apply(*wave))
         support.eventually(
             lambda: scheduled_reasons(kube, "-l", "wave") == {"SchedulingGated": 50},
@@ -319,6 +333,7 @@ def test_pods_waiting_for_quota_buy_no_nodes_and_a_raise_buys_only_what_they_nee
         )
 
         # (d) Work done: every pod succeeds; the stray's reservation pins no node.
+        finish(kube, "-l", "!stray")
         support.eventually(
             lambda: (
                 scheduled_reasons(kube, "-l", "!stray").get("Scheduled") == 54
