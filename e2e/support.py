@@ -180,6 +180,22 @@ def finishing(manifest: dict[str, Any], *, seconds: int) -> dict[str, Any]:
     return manifest
 
 
+def finish(kube: Kube, *selector: str) -> None:
+    """The running pods of ``selector`` (made without :data:`RUN_SECONDS`) succeed now: they
+    are annotated with ``RUN_SECONDS: 0``, which both kubelets read again on the update
+    (kwok's stage of controlplane/stages.yaml matches a pod's stages again on every update;
+    kubesim arms a pod's completion when the annotation first appears). A test that needs
+    pods running through several phases ends their work when its checks are done, instead
+    of giving them a run time long enough to outlast those phases on a loaded machine,
+    which then kept them, and what they hold, for minutes after the last check needed them."""
+    annotated = kube.must(
+        kube.kubectl(
+            "annotate", "pods", "-n", kube.namespace, *selector, f"{RUN_SECONDS}=0", "-o", "name"
+        )
+    )
+    assert annotated.stdout.strip(), f"no pod of {kube.namespace} matches {selector}"
+
+
 def pod_group(
     name: str, *, namespace: str, queue: str, min_member: int = 1, **spec: Any
 ) -> dict[str, Any]:

@@ -115,7 +115,7 @@ def scaled(autoscaled: support.Cluster) -> Iterator[support.Kube]:
 
 def pods(kube: support.Kube, prefix: str, count: int, **kwargs: Any) -> list[dict[str, Any]]:
     """``count`` pods of :data:`POD`; with ``finishable=True`` they run (never restarted)
-    until :func:`finish` ends them."""
+    until :func:`support.finish` ends them."""
     finishable = kwargs.pop("finishable", False)
     made = [
         support.pod(f"{prefix}-{i}", namespace=kube.namespace, requests=POD, **kwargs)
@@ -125,17 +125,6 @@ def pods(kube: support.Kube, prefix: str, count: int, **kwargs: Any) -> list[dic
         for m in made:
             m["spec"]["restartPolicy"] = "Never"
     return made
-
-
-def finish(kube: support.Kube, *selector: str) -> None:
-    """The running pods of ``selector`` succeed now: annotated ``kubesim.io/run-seconds: 0``,
-    which kwok's stage (controlplane/stages.yaml) reads again on the update, as a pod whose
-    work is done. The test says when the work ends, rather than a timer long enough to
-    outlast every phase before it on a loaded machine (which left the pods running, and
-    their nodes bought, for minutes after the last check needed them)."""
-    kube.must(
-        kube.kubectl("annotate", "pods", *selector, f"{support.RUN_SECONDS}=0", "--overwrite")
-    )
 
 
 def bound(kube: support.Kube, *selector: str) -> int:
@@ -333,7 +322,7 @@ def test_pods_waiting_for_quota_buy_no_nodes_and_a_raise_buys_only_what_they_nee
         )
 
         # (d) Work done: every pod succeeds; the stray's reservation pins no node.
-        finish(kube, "-l", "!stray")
+        support.finish(kube, "-l", "!stray")
         support.eventually(
             lambda: (
                 scheduled_reasons(kube, "-l", "!stray").get("Scheduled") == 54
