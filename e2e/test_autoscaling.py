@@ -86,8 +86,14 @@ def no_capacity(cluster: support.Cluster) -> bool:
 def scaled(autoscaled: support.Cluster) -> Iterator[support.Kube]:
     """A namespace on the autoscaled cluster, handed over once Karpenter is ready to provision
     (:func:`karpenter.unready` names nothing) and holds no node and no NodeClaim; afterwards
-    its objects are deleted and the test waits until Karpenter has taken every node and
-    NodeClaim back, so the next test starts from none."""
+    its objects are deleted, then the NodeClaims, and the test waits until Karpenter has
+    taken every node and NodeClaim back, so the next test starts from none.
+
+    The NodeClaims are deleted rather than left to consolidation, which Karpenter runs on
+    fixed periods no setting shortens (a 10 s disruption poll, then a 15 s validation before
+    it acts, after ``consolidateAfter``): 30-40 s a test. Karpenter terminates a deleted
+    NodeClaim's node at once, through the same finalizer and its kwok provider. A scenario
+    that claims scale-down (the first one's (d)) waits for consolidation in its own body."""
     namespace = support.unique("scale")
     assert autoscaled.client.run("create", "namespace", namespace).ok
     kube = support.Kube(autoscaled, namespace)
@@ -105,6 +111,7 @@ def scaled(autoscaled: support.Cluster) -> Iterator[support.Kube]:
         yield kube
     finally:
         kube.cleanup()
+        autoscaled.client.run("delete", "nodeclaims", "--all", "--wait=false")
         support.eventually(
             lambda: no_capacity(autoscaled),
             what="Karpenter removes every node and NodeClaim after the test",
