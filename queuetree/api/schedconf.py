@@ -201,7 +201,9 @@ class _ConfigReader:
         for index, item in enumerate(raw):
             path = problems.field_path("deviceClassMappings", index)
             if not isinstance(item, Mapping):
-                self.fail(path, "must be an object with resourceName and deviceClassNames", value=item)
+                self.fail(
+                    path, "must be an object with resourceName and deviceClassNames", value=item
+                )
                 continue
             for option in item:
                 if option not in ("resourceName", "deviceClassNames"):
@@ -228,7 +230,9 @@ class _ConfigReader:
             classes = item.get("deviceClassNames")
             classes_path = problems.field_path(path, "deviceClassNames")
             if not isinstance(classes, list) or not classes:
-                self.fail(classes_path, "must be a non-empty list of DeviceClass names", value=classes)
+                self.fail(
+                    classes_path, "must be a non-empty list of DeviceClass names", value=classes
+                )
                 continue
             for position, device_class in enumerate(classes):
                 class_path = problems.field_path(classes_path, position)

@@ -12,7 +12,8 @@ The rules (docs/configuration.md, "Devices through DRA"):
 
 - A request ``exactly`` of a mapped class charges ``count`` devices (1 when unset).
 - ``allocationMode: All`` (or any mode but ``ExactCount``) of a mapped class cannot be charged
-  (the count is whatever the pool holds when the scheduler allocates): the pod waits, told so. Unmapped classes charge nothing.
+  (the count is whatever the pool holds when the scheduler allocates): the pod waits, told so.
+- Unmapped classes charge nothing: map every class whose devices a queue must limit.
 - ``firstAvailable``: the scheduler picks one subrequest; the pod is charged the largest of them
   per resource, which covers whichever it picks.
 - A claim that cannot be read yet (not in the cache) keeps a waiting pod waiting, told so: a

@@ -201,7 +201,9 @@ async def _run(
     from kubernetes_asyncio import client
 
     cluster = state.ClusterState(
-        sources=frozenset({"kopf", "pods"}), default_queue=config.default_queue
+        sources=frozenset({"kopf", "pods"}),
+        default_queue=config.default_queue,
+        device_classes=config.scheduler_config.device_classes,
     )
     if on_state is not None:
         on_state(cluster)
