@@ -16,6 +16,7 @@ from queuetree.core import devices, objects
 
 API_GROUP: Final = "resource.k8s.io"
 API_VERSION: Final = "v1"
+GROUP_VERSION: Final = f"{API_GROUP}/{API_VERSION}"
 RESOURCE_CLAIMS: Final = (API_GROUP, API_VERSION, "resourceclaims")
 RESOURCE_CLAIM_TEMPLATES: Final = (API_GROUP, API_VERSION, "resourceclaimtemplates")
 """The (group, version, plural) of the two kinds the operator watches when classes are mapped."""
@@ -50,7 +51,7 @@ def parse_claim(manifest: readers.RawManifest) -> tuple[str, devices.ClaimSpec]:
         kind=devices.CLAIM,
         origin="",
         namespaced=True,
-        api_version=f"{API_GROUP}/{API_VERSION}",
+        api_version=GROUP_VERSION,
     )
     spec = _claim_spec(root.at("spec"))
     sink.raise_if_any()
@@ -65,7 +66,7 @@ def parse_template(manifest: readers.RawManifest) -> tuple[str, devices.ClaimSpe
         kind=devices.TEMPLATE,
         origin="",
         namespaced=True,
-        api_version=f"{API_GROUP}/{API_VERSION}",
+        api_version=GROUP_VERSION,
     )
     spec = _claim_spec(root.at("spec", "spec"))
     sink.raise_if_any()

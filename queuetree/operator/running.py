@@ -17,10 +17,12 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any
 
 import kopf
 
+from queuetree.api import resource_claims
 from queuetree.core import decisions, inqueue_bounds, objects, sessions
 from queuetree.operator import (
     cycle,
@@ -223,6 +225,15 @@ async def _run(
             on_error=metrics_.record_api_error,
         )
 
+        if cluster.device_classes and not await _serves_dra(api):
+            # Without the DRA API no pod can get devices through claims: nothing to charge, and
+            # watches of kinds the API does not serve would keep the operator from ever syncing.
+            logger.warning(
+                "deviceClassMappings ignored: the API server does not serve %s",
+                resource_claims.GROUP_VERSION,
+            )
+            cluster.device_classes = MappingProxyType({})
+
         async def leading_work() -> None:
             await lead(
                 config=config,
@@ -287,3 +298,14 @@ async def _run(
             for task in (election, informer, watching):
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+
+async def _serves_dra(api: kube.AsyncKube) -> bool:
+    """Whether the API server serves ``resource.k8s.io/v1`` (ResourceClaims and templates)."""
+    try:
+        await api.read("resource.k8s.io/v1", f"/apis/{resource_claims.GROUP_VERSION}")
+    except kube.ApiError as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
