@@ -94,18 +94,7 @@ def build_cycle(
         session=session,
         reclaim="reclaim" in config.scheduler_config.actions,
         metrics_=metrics_,
-        period=config.cycle_period,
-        backlog_wait=config.backlog_wait,
-        debounce=config.debounce,
-        pace=config.pace,
-        min_interval=config.min_interval,
-        explanation_budget=config.explanation_budget,
-        status_writers=config.status_writers,
-        event_writers=config.event_writers,
-        figures_interval=config.figures_interval,
-        busy_figures_factor=config.busy_figures_factor,
-        eviction_retry=config.eviction_retry,
-        inqueue_timeout=config.inqueue_timeout,
+        config=config,
     )
     return admission, remover
 
