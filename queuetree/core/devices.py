@@ -25,6 +25,7 @@ The rules (docs/configuration.md, "Devices through DRA"):
   to each queue (each is limited as if it alone used the devices; a common ancestor counts it
   twice): sharing across queues never lets a queue exceed its capability.
 - A claim from a template (``resourceClaimTemplateName``) is the pod's own: always charged.
+- The cluster sets no limit on mapped resources (:func:`claimed_dimensions`): only queues do.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from queuetree.core import objects, resources
+from queuetree.core import objects, resources, vectors
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -170,3 +171,11 @@ def find_claims(
             key = f"{pod.namespace}/{ref.template}"
             found.append(Found(TEMPLATE, key, templates.get(key)))
     return found
+
+
+def claimed_dimensions(mappings: Mapping[str, str], dims: vectors.Dims) -> list[int]:
+    """The dimensions of ``dims`` that mapped DRA devices are charged as. No node's allocatable
+    lists them (drivers publish devices in ResourceSlices, which queuetree does not count), so
+    the cluster's total and root's capability leave them unlimited: queues' capabilities are
+    what limits them."""
+    return sorted({dims.index[name] for name in mappings.values() if name in dims.index})

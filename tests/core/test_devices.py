@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from queuetree.core import devices, objects, resources
+from queuetree.core import configs, devices, objects, resources, sessions
 from tests import builders as b
 
 GPU = "nvidia.com/gpu"
@@ -163,3 +163,47 @@ def test_a_pod_whose_claim_cannot_be_read_is_not_charged_but_told_why(
     why = devices.charge_pod(pod, found, MAPPINGS)
     assert isinstance(why, str)
     assert (named in why, "cannot be read yet" in why) == (True, True), why
+
+
+def admission_config(*, hierarchy: bool, mapped: bool) -> configs.SchedulerConfiguration:
+    tiers = b.config(
+        [b.plugin("priority"), b.plugin("gang"), b.plugin("conformance")],
+        [b.plugin("predicates"), b.plugin("capacity", hierarchy=hierarchy), b.plugin("nodeorder")],
+    )
+    return dataclasses.replace(tiers, device_classes=MAPPINGS if mapped else {})
+
+
+@pytest.mark.parametrize("hierarchy", [True, False], ids=["hierarchy", "flat"])
+@pytest.mark.parametrize(
+    ("mapped", "ungated"),
+    [
+        pytest.param(True, ("ns/p0", "ns/p1"), id="mapped-the-queue-capability-is-the-limit"),
+        pytest.param(False, (), id="unmapped-the-nodes-without-gpus-are-the-limit"),
+    ],
+)
+def test_no_node_lists_devices_so_only_queues_limit_mapped_resources(
+    hierarchy: bool, mapped: bool, ungated: tuple[str, ...]
+) -> None:
+    # Two GPUs of capability, three pods of one GPU each (as charged for their claims), and
+    # nodes that list no GPU: DRA devices are in ResourceSlices, not in allocatable.
+    pods = [
+        b.pod("ns", f"p{index}")
+        .requests(cpu="100m", **{GPU: "1"})
+        .admission()
+        .annotate(**{objects.QUEUE_NAME_ANNOTATION: "q"})
+        .created(index)
+        for index in range(3)
+    ]
+    snapshot = b.snapshot(
+        b.queue("root"),
+        b.queue("q").capability(cpu="4", **{GPU: "2"}),
+        b.node("n1").allocatable(cpu="8", memory="8Gi", pods="20"),
+        *pods,
+    )
+    result = sessions.run_session(
+        snapshot,
+        config=admission_config(hierarchy=hierarchy, mapped=mapped),
+        feature_gates=b.GATES_ON,
+        admission_only=True,
+    )
+    assert result.ungate == ungated
