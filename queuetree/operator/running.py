@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
 from collections.abc import Callable
-from types import MappingProxyType
 from typing import Any
 
 import kopf
@@ -191,15 +191,6 @@ async def _run(
 ) -> None:
     from kubernetes_asyncio import client
 
-    cluster = state.ClusterState(
-        sources=frozenset({"kopf", "pods"}),
-        default_queue=config.default_queue,
-        device_classes=config.scheduler_config.device_classes,
-    )
-    if on_state is not None:
-        on_state(cluster)
-    if session is None:
-        session = make_session(config, admission_only=True)
     configuration = client.Configuration.get_default_copy()
     # One connection per gate worker, plus the pod watch, the lease and the background writer:
     # the library's default (5 per CPU) would make gate workers wait for each other.
@@ -214,14 +205,24 @@ async def _run(
             on_error=metrics_.record_api_error,
         )
 
-        if cluster.device_classes and not await _serves_dra(api):
+        if config.scheduler_config.device_classes and not await _serves_dra(api):
             # Without the DRA API no pod can get devices through claims: nothing to charge, and
             # watches of kinds the API does not serve would keep the operator from ever syncing.
             logger.warning(
                 "deviceClassMappings ignored: the API server does not serve %s",
                 resource_claims.GROUP_VERSION,
             )
-            cluster.device_classes = MappingProxyType({})
+            unmapped = dataclasses.replace(config.scheduler_config, device_classes={})
+            config = dataclasses.replace(config, scheduler_config=unmapped)
+        cluster = state.ClusterState(
+            sources=frozenset({"kopf", "pods"}),
+            default_queue=config.default_queue,
+            device_classes=config.scheduler_config.device_classes,
+        )
+        if on_state is not None:
+            on_state(cluster)
+        if session is None:
+            session = make_session(config, admission_only=True)
 
         async def leading_work() -> None:
             await lead(
