@@ -148,11 +148,6 @@ def charge_pod(
     return dataclasses.replace(pod, resreq=base + devices, request_before_devices=base)
 
 
-def uses_devices(pod: objects.Pod, mappings: Mapping[str, str]) -> bool:
-    """Whether ``pod``'s charge depends on its claims: it names some and classes are mapped."""
-    return bool(pod.claims) and bool(mappings)
-
-
 def find_claims(
     pod: objects.Pod,
     *,
