@@ -126,18 +126,7 @@ class AdmissionCycle:
         session: SessionFn,
         reclaim: bool = False,
         metrics_: metrics.Metrics | None = None,
-        period: float = settings.DEFAULTS.cycle_period,
-        backlog_wait: float = settings.DEFAULTS.backlog_wait,
-        debounce: float = settings.DEFAULTS.debounce,
-        explanation_budget: int = settings.DEFAULTS.explanation_budget,
-        status_writers: int = settings.DEFAULTS.status_writers,
-        event_writers: int = settings.DEFAULTS.event_writers,
-        figures_interval: float = settings.DEFAULTS.figures_interval,
-        busy_figures_factor: float = settings.DEFAULTS.busy_figures_factor,
-        eviction_retry: float = settings.DEFAULTS.eviction_retry,
-        pace: float = settings.DEFAULTS.pace,
-        min_interval: float = settings.DEFAULTS.min_interval,
-        inqueue_timeout: float = settings.DEFAULTS.inqueue_timeout,
+        config: settings.OperatorSettings = settings.DEFAULTS,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -147,9 +136,9 @@ class AdmissionCycle:
             api=api,
             metrics_=metrics_,
             limits=writing.Limits(
-                status_writers=status_writers,
-                event_writers=event_writers,
-                eviction_retry=eviction_retry,
+                status_writers=config.status_writers,
+                event_writers=config.event_writers,
+                eviction_retry=config.eviction_retry,
             ),
             wake=self.wake,
             clock=clock,
@@ -162,20 +151,20 @@ class AdmissionCycle:
         self._reclaim = reclaim
         """Plan evictions: the configuration has a reclaim action."""
         # Pacing (settings.OperatorSettings says what each is for).
-        self._period = period
-        self._backlog_wait = backlog_wait
-        self._debounce = debounce
-        self._pace = pace
-        self._min_interval = min_interval
-        self._explanation_budget = explanation_budget
-        self._budget = explanation_budget
+        self._period = config.cycle_period
+        self._backlog_wait = config.backlog_wait
+        self._debounce = config.debounce
+        self._pace = config.pace
+        self._min_interval = config.min_interval
+        self._explanation_budget = config.explanation_budget
+        self._budget = config.explanation_budget
         """The explanations the running cycle may plan (see :func:`explanation_budget`)."""
-        self._figures_interval = figures_interval
-        self._busy_figures_factor = busy_figures_factor
+        self._figures_interval = config.figures_interval
+        self._busy_figures_factor = config.busy_figures_factor
         self._figures_written: dict[str, float] = {}
         """Queue name -> monotonic time its status was last planned (:meth:`_throttle`)."""
         self._queue_plans: queue_status.PlanMemo = {}
-        self._inqueue_timeout = inqueue_timeout
+        self._inqueue_timeout = config.inqueue_timeout
         """Seconds an Inqueue PodGroup without pods holds its room (0: for ever)."""
         self._clock = clock
         self._wall_clock = wall_clock

@@ -50,12 +50,12 @@ class FakeSession:
 
 
 def make(
-    *, workers: int = 1, api: fakes.FakeKube | None = None, **settings: Any
+    *, workers: int = 1, api: fakes.FakeKube | None = None, **changes: Any
 ) -> tuple[
     state.ClusterState, fakes.FakeKube, gating.GateRemover, FakeSession, cycle.AdmissionCycle
 ]:
     """A cycle over a fresh state, ``api`` (a plain fake by default) and a fake session;
-    ``settings`` are more keyword arguments of the cycle."""
+    ``changes`` are the operator settings that differ from the defaults."""
     cluster = state.ClusterState()
     api = api if api is not None else fakes.FakeKube()
     remover = gating.GateRemover(cluster=cluster, api=api, workers=workers)
@@ -65,8 +65,8 @@ def make(
         api=api,
         remover=remover,
         session=session,
+        config=dataclasses.replace(settings.DEFAULTS, **changes),
         wall_clock=lambda: 0.0,
-        **settings,
     )
     return cluster, api, remover, session, admission
 
@@ -290,7 +290,7 @@ def test_figure_only_status_writes_wait_longer_while_admissions_queue(
         api=api,
         remover=remover,
         session=FakeSession(),
-        figures_interval=2.0,
+        config=dataclasses.replace(settings.DEFAULTS, figures_interval=2.0),
         clock=lambda: now[0],
     )
     first = queue_status.QueueWrite(name="team", status={"allocated": {"cpu": "2"}})
@@ -381,7 +381,7 @@ async def test_a_victim_whose_eviction_is_refused_is_passed_over_until_its_retry
         remover=gating.GateRemover(cluster=cluster, api=api, workers=1),
         session=session,
         reclaim=True,
-        eviction_retry=3.0,
+        config=dataclasses.replace(settings.DEFAULTS, eviction_retry=3.0),
         clock=lambda: now[0],
         wall_clock=lambda: 0.0,
     )
@@ -540,7 +540,7 @@ async def test_while_the_gate_workers_have_a_backlog_cycles_wait_for_them(
     backlog_wait: float, runs_with_backlog: bool
 ) -> None:
     cluster, _, remover, session, admission = make(
-        workers=1, period=0.01, backlog_wait=backlog_wait
+        workers=1, cycle_period=0.01, backlog_wait=backlog_wait
     )
     cluster.mark_synced()
     for index in range(gating.BACKLOG_PER_WORKER + 1):
@@ -734,7 +734,7 @@ async def test_a_bound_running_out_is_decided_again_though_nothing_else_changed(
         api=api,
         remover=gating.GateRemover(cluster=cluster, api=api, workers=1),
         session=session,
-        inqueue_timeout=300.0,
+        config=dataclasses.replace(settings.DEFAULTS, inqueue_timeout=300.0),
         wall_clock=lambda: wall[0],
     )
     cluster.upsert_pod_group(b.pod_group("ns", "g").min_resources(cpu="1").admitted_at(100).build())
@@ -781,7 +781,7 @@ async def test_a_pod_group_without_pods_is_written_inqueue_then_released_once() 
         api=api,
         remover=gating.GateRemover(cluster=cluster, api=api, workers=1),
         session=running.make_session(config, admission_only=True),
-        inqueue_timeout=config.inqueue_timeout,
+        config=config,
         wall_clock=lambda: wall[0],
     )
     for queue in (b.queue("root"), b.queue("default"), b.queue("q").capability(cpu="1")):
