@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # and test_chart.py check that they agree).
 VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 
-.PHONY: setup lint typecheck layers unit unit-python unit-controlplane e2e e2e-real controlplane controlplane-peers test fuzz run bench image e2e-kind release chart clean
+.PHONY: setup lint typecheck layers unit unit-python unit-controlplane e2e e2e-real controlplane controlplane-peers test fuzz run bench bench-peers image e2e-kind release chart clean
 
 ## setup: create .venv and install queuetree with its pinned dev tools (fast when nothing changed)
 setup: $(STAMP)
@@ -77,11 +77,12 @@ e2e-real: controlplane
 	@if command -v go >/dev/null 2>&1; then $(BIN)/pytest e2e --e2e --backend=real --durations=15; else $(no_go); fi
 
 ## test: everything this machine can run, in two lanes at once (hack/lanes.sh): the real control
-## plane's (its build, the unit tests that start it, e2e on it) and everything else beside it
+## plane's (its build, e2e on it) and everything else beside it, the unit tests that start a
+## control plane last, once the rest of that lane is done (the real lane is the longer)
 test: setup
 	@hack/lanes.sh \
-		"python=$(MAKE) --no-print-directory lint typecheck layers unit-python e2e" \
-		"real=$(MAKE) --no-print-directory controlplane unit-controlplane e2e-real"
+		"python=$(MAKE) --no-print-directory lint typecheck layers unit-python e2e unit-controlplane" \
+		"real=$(MAKE) --no-print-directory controlplane e2e-real"
 
 ## fuzz: every property test with random seeds and FUZZ_SCALE times its examples (make test runs
 ## the same examples each time); failures are kept in .hypothesis/ and tried first on the next run
@@ -102,13 +103,19 @@ run: setup
 
 ## bench: benchmarks, one JSON object per line (the operator's also on the real control plane;
 ## the autoscaler's, with Karpenter, only there)
-REAL_ONLY_BENCHES := benchmarks/bench_autoscaling.py
+REAL_ONLY_BENCHES := benchmarks/bench_autoscaling.py benchmarks/bench_peers.py
 bench: controlplane
 	@for b in $(filter-out $(REAL_ONLY_BENCHES),$(wildcard benchmarks/bench_*.py)); do $(BIN)/python $$b || exit 1; done
 	@if command -v go >/dev/null 2>&1; then \
 		$(BIN)/python benchmarks/bench_operator.py --backend real && \
 		$(BIN)/python benchmarks/bench_autoscaling.py --backend real; \
 	fi
+
+## bench-peers: queuetree beside Kueue, the same scenarios through each on a fresh real control
+## plane per run, 3 runs each, medians and ranges (docs/benchmarks.md); builds what it needs;
+## long (about half an hour), never part of make test or make bench. BENCH_PEERS_FLAGS=--scale 0.1
+bench-peers: controlplane controlplane-peers
+	$(BIN)/python benchmarks/bench_peers.py $(BENCH_PEERS_FLAGS)
 
 ## image: build the container image (needs a Docker engine; none runs on the development machines)
 image:

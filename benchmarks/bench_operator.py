@@ -221,7 +221,8 @@ async def measure(
     marks: pathlib.Path | None = None,
 ) -> list[dict[str, Any]]:
     async with aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=64), timeout=aiohttp.ClientTimeout(total=60)
+        connector=aiohttp.TCPConnector(limit=max(64, CREATE_IN_FLIGHT + 16)),
+        timeout=aiohttp.ClientTimeout(total=60),
     ) as session:
         api = Api(session, target)
         for path in sorted((ROOT / "crds").glob("scheduling.volcano.sh_*.yaml")):
@@ -339,12 +340,14 @@ async def measure(
             )
         bind_rate = None
         if "bind" in phases and target.backend == "real":
-            bind_rate = await scheduler_bind_rate(api, seen, pods)
+            bind_rate, created_rate = await scheduler_bind_rate(api, seen, pods)
             results.append(
                 {
                     "benchmark": "scheduler_bind",
                     "pods": pods,
                     "bound_per_second": round(bind_rate, 1),
+                    "created_per_second": round(created_rate, 1),
+                    "create_in_flight": CREATE_IN_FLIGHT,
                     "backend": target.backend,
                 }
             )
@@ -400,9 +403,10 @@ def meets_target(result: dict[str, Any]) -> bool | None:
     return None
 
 
-async def scheduler_bind_rate(api: Api, seen: Seen, count: int) -> float:
+async def scheduler_bind_rate(api: Api, seen: Seen, count: int) -> tuple[float, float]:
     """kube-scheduler's bindings per second: ``count`` pods without gates created in one burst,
-    from the first creation to the last binding the watch sees."""
+    from the first creation to the last binding the watch sees; and the creations per second
+    of that burst (kube-scheduler binding beside them)."""
     created = await create_pods(api, "bind-", count, [], rate=None, gated=False)
 
     async def all_bound() -> bool:
@@ -410,10 +414,13 @@ async def scheduler_bind_rate(api: Api, seen: Seen, count: int) -> float:
 
     await until(all_bound, deadline=600, what="every pod bound by kube-scheduler")
     first = min(created.values())
-    return count / (max(seen.bound[name] for name in created) - first)
+    bound = count / (max(seen.bound[name] for name in created) - first)
+    return bound, count / (max(created.values()) - first + 1e-9)
 
 
 RELEASE_PARENT = "held"
+CREATE_IN_FLIGHT = 32
+"""Pod creations in flight in a burst (one connection each; ``--create-in-flight``)."""
 
 
 async def create_held_pods(api: Api, seen: Seen, count: int, *, leaves: int) -> dict[str, float]:
@@ -451,11 +458,12 @@ async def create_pods(
     """Create ``count`` pods, gated round-robin over ``queues`` (or, ``gated`` False, plain pods
     that no queue holds); name -> when its POST returned.
 
-    ``rate`` None: 32 requests in flight, as fast as the server takes them; otherwise one pod
-    every ``1/rate`` seconds (started on schedule, whatever the previous answer's latency).
+    ``rate`` None: :data:`CREATE_IN_FLIGHT` requests in flight, as fast as the server takes
+    them; otherwise one pod every ``1/rate`` seconds (started on schedule, whatever the previous
+    answer's latency).
     """
     created: dict[str, float] = {}
-    semaphore = asyncio.Semaphore(32)
+    semaphore = asyncio.Semaphore(CREATE_IN_FLIGHT)
 
     async def create(index: int) -> None:
         name = f"{prefix}{index}"
@@ -747,6 +755,7 @@ def start_real(tmp: pathlib.Path, logs: pathlib.Path) -> tuple[Target, Any]:
 
 
 def main() -> int:
+    global CREATE_IN_FLIGHT
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--backend",
@@ -787,7 +796,14 @@ def main() -> int:
         type=pathlib.Path,
         help="touch DIR/<phase>.start and DIR/<phase>.end around each phase",
     )
+    parser.add_argument(
+        "--create-in-flight",
+        type=int,
+        default=CREATE_IN_FLIGHT,
+        help=f"pod creations in flight in a burst (default {CREATE_IN_FLIGHT})",
+    )
     args = parser.parse_args()
+    CREATE_IN_FLIGHT = args.create_in_flight
     tree = args.operator_tree.resolve() if args.operator_tree else None
     kept = pathlib.Path(args.keep_logs) if args.keep_logs else None
     if kept is not None and kept.is_dir() and any(kept.iterdir()):

@@ -74,12 +74,14 @@ CONTROLLERS = (
     "pod-garbage-collector-controller",
     "resourcequota-controller",
     "podgroup-protection-controller",
+    "resourceclaim-controller",
 )
 """What the product and its tests rely on: namespace deletion, ownerReference GC, PDB status
 for the Eviction API, the ``default`` ServiceAccount and its tokens, nodes leaving NotReady,
 Jobs, ReplicaSets and StatefulSets (workloads get PodGroups); ResourceQuota, because tenants'
-namespaces have quotas too; with :data:`WORKLOAD_GATES`, the finalizer that kube-apiserver puts
-on every ``scheduling.k8s.io`` PodGroup, which nothing else would lift."""
+namespaces have quotas too; ResourceClaims made from pods' ResourceClaimTemplates (DRA);
+with :data:`WORKLOAD_GATES`, the finalizer that kube-apiserver puts on every
+``scheduling.k8s.io`` PodGroup, which nothing else would lift."""
 
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
@@ -96,6 +98,12 @@ admitted gang all or nothing (docs/gangs.md). A gate must agree across the three
 scheduler waits for groups the API does not serve."""
 WORKLOAD_API = "scheduling.k8s.io/v1beta1=true"
 """kube-apiserver's ``--runtime-config``: the beta API the gate guards is not served by default."""
+SCHEDULER_CLIENT = {"qps": 5000, "burst": 5000}
+"""kube-scheduler's client rate limit, raised as Kubernetes' scheduler_perf raises it (5000/5000
+in its util.go; kwokctl's ``--disable-qps-limits`` gives 5000/10000): at the default 50/100 the
+scheduler binds about 18 pods a second here, a client-side limit and not the machine's. The API
+server's priority and fairness still protects it. kwok's own client has no rate limit (it
+installs an always-allow limiter)."""
 
 ADMIN = "admin"
 CLIENTS: dict[str, tuple[str, ...]] = {
@@ -460,7 +468,7 @@ class _Starter:
             (
                 "kube-scheduler",
                 self.cluster.binaries["kubernetes"].binary("kube-scheduler"),
-                (),
+                (f"--config={self.scheduler_configuration()}",),
             ),
         ):
             kubeconfig = self.kubeconfig(name)
@@ -479,6 +487,13 @@ class _Starter:
                 *extra,
             )
             self.wait(functools.partial(_healthy, port), f"{name} answers /healthz")
+
+    def scheduler_configuration(self) -> pathlib.Path:
+        """kube-scheduler's configuration file (:func:`scheduler_configuration`)."""
+        path = self.options.workdir / "kube-scheduler.yaml"
+        configuration = scheduler_configuration(self.options.workdir / "kube-scheduler.kubeconfig")
+        path.write_text(yaml.safe_dump(configuration, sort_keys=False))
+        return path
 
     def kwok(self) -> None:
         built = self.cluster.binaries["kwok"]
@@ -553,6 +568,18 @@ class _Starter:
             )
         except karpenter.KarpenterError as exc:
             raise StartupError(f"control plane start-up: {exc}") from None
+
+
+def scheduler_configuration(kubeconfig: pathlib.Path) -> dict[str, Any]:
+    """kube-scheduler's ``KubeSchedulerConfiguration``: its client at :data:`SCHEDULER_CLIENT`;
+    with ``--config`` it reads its kubeconfig and leader election from the file, not from the
+    flags."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig), **SCHEDULER_CLIENT},
+        "leaderElection": {"leaderElect": False},
+    }
 
 
 def start_companion(cluster: Cluster, name: str) -> companions.Running:

@@ -65,6 +65,24 @@ FRAMEWORKS = ("batch/job", "pod")
 METRICS_CERT_DIR = pathlib.Path("/etc/kueue/metrics/certs")
 """Where Kueue v0.17.0 reads its metrics certificate when internal certificate management is
 off (a constant in its ``cmd/kueue/main.go``)."""
+CLIENT_CONNECTION = {"qps": 1000, "burst": 1000}
+"""Kueue's client rate limit, as its maintainers tune it for throughput: v0.20 made 1000/1000
+the default (#15206) after 10k-pod bursts stayed gated for minutes at the old one (#13683,
+#11170); v0.17.0, built here, still defaults lower. A peer measured throttled proves
+nothing (issue 32)."""
+GROUP_KIND_CONCURRENCY = {
+    "Job.batch": 5,
+    "Pod": 5,
+    "Workload.kueue.x-k8s.io": 5,
+    "LocalQueue.kueue.x-k8s.io": 1,
+    "Cohort.kueue.x-k8s.io": 1,
+    "ClusterQueue.kueue.x-k8s.io": 1,
+    "ResourceFlavor.kueue.x-k8s.io": 1,
+}
+"""Reconcilers per kind, as Kueue ships them (``config/components/manager/
+controller_manager_config.yaml``, the Deployment's configuration): without it each runs one,
+and its pod reconciler creates the Workloads of a 250-pod burst one at a time for half a
+minute before it ungates any."""
 CRDS = (
     "crd/clusterqueues.kueue.x-k8s.io",
     "crd/localqueues.kueue.x-k8s.io",
@@ -112,7 +130,8 @@ def configuration(ports: Ports, cert_dir: pathlib.Path) -> dict[str, Any]:
         "webhook": {"port": ports.webhook, "host": "127.0.0.1", "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
-        "clientConnection": {"qps": 50, "burst": 100},
+        "clientConnection": dict(CLIENT_CONNECTION),
+        "controller": {"groupKindConcurrency": dict(GROUP_KIND_CONCURRENCY)},
         "managedJobsNamespaceSelector": {
             "matchExpressions": [
                 {

@@ -118,6 +118,21 @@ def test_a_node_is_usable_once_ready_and_free_of_the_lifecycle_taints(
     assert cluster.node_usable({"status": status, "spec": {"taints": taints}}) is usable
 
 
+def test_kube_scheduler_runs_with_its_client_limit_raised_as_scheduler_perf_runs_it(
+    tmp_path: pathlib.Path,
+) -> None:
+    configuration = cluster.scheduler_configuration(tmp_path / "kube-scheduler.kubeconfig")
+    assert (
+        configuration["kind"],
+        configuration["clientConnection"],
+        configuration["leaderElection"],
+    ) == (
+        "KubeSchedulerConfiguration",
+        {"kubeconfig": str(tmp_path / "kube-scheduler.kubeconfig"), "qps": 5000, "burst": 5000},
+        {"leaderElect": False},
+    )
+
+
 NODES = pathlib.Path(__file__).resolve().parents[2] / "e2e" / "nodes.yaml"
 
 

@@ -201,6 +201,26 @@ def labelled_pod(name: str) -> dict[str, object]:
     }
 
 
+def test_its_configuration_runs_it_as_tuned_for_throughput_and_as_shipped(
+    tmp_path: pathlib.Path,
+) -> None:
+    config = kueue.configuration(kueue.Ports(1, 2, 3), tmp_path)
+    assert (config["clientConnection"], config["controller"]) == (
+        {"qps": 1000, "burst": 1000},
+        {
+            "groupKindConcurrency": {
+                "Job.batch": 5,
+                "Pod": 5,
+                "Workload.kueue.x-k8s.io": 5,
+                "LocalQueue.kueue.x-k8s.io": 1,
+                "Cohort.kueue.x-k8s.io": 1,
+                "ClusterQueue.kueue.x-k8s.io": 1,
+                "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
+    )
+
+
 def test_kueue_runs_beside_the_control_plane_and_admits_labelled_pods_by_its_quota(
     binaries: object, tmp_path: pathlib.Path
 ) -> None:
