@@ -188,6 +188,15 @@ def test_a_tenant_editing_its_workloads_group_never_runs_the_queue_past_capabili
     support.eventually(
         lambda: len(workload.pods()) == 5 and workload.gated() == 2 and workload.running() == 3,
         what="five pods, three running and two held by the queue's capability",
-        diagnose=lambda: f"running {workload.running()}, gated {workload.gated()}",
+        diagnose=lambda: (
+            f"running {workload.running()}, gated {workload.gated()}: "
+            + str(
+                [
+                    (p["metadata"]["name"], (p.get("status") or {}).get("conditions"))
+                    for p in workload.pods()
+                    if not (p.get("spec") or {}).get("nodeName")
+                ]
+            )
+        ),
     )
     assert (edits, workload.running(), workload.gated()) == ((False, True, True), 3, 2)
