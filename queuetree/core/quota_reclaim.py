@@ -1,0 +1,293 @@
+"""Quota reclaim: gated pods of a queue under its deserved share take back what other queues
+borrowed when an ancestor's capability, not a node, is what keeps them out (admission mode).
+
+A deliberate divergence from Volcano (docs/compatibility.md): Volcano's reclaim skips gated
+tasks, and ``actions.reclaim`` follows it for node pressure (only pods kube-scheduler left
+Unschedulable reclaim). With a shared parent at its capability, a queue under its deserved share
+would then wait for ever behind the queues that borrowed its share. Here such a gated job (a
+lone pod, or a gang for the pods it lacks to reach ``minMember``) evicts, in victim order, the
+running pods the plugins' reclaim vote lets it take (``Session.reclaimable``: the capacity
+plugin's rule, the gang and conformance protections) from the other reclaimable queues under
+its blocking ancestors, only as many as free the shortfall at every one of them. No node is
+involved, and nothing is admitted: the pods stay gated, and a later session admits them once
+the victims are gone, so no queue ever runs more than its capability.
+
+Room coming free: pods being deleted (``releasing``, which gate admission still counts until
+they are gone) are taken as free for the reclaimer, and every reclaimer of the session claims
+the room it was promised (by those pods or by its own victims), so that the next reclaimer,
+and the next session while the victims terminate, evicts nothing more for the same room.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from queuetree.core import capacity, capacity_tree, decisions, frameworks, objects, vectors
+
+Describe = Callable[[frameworks.Task, frameworks.Task, tuple[str, ...]], decisions.Eviction]
+
+
+@dataclasses.dataclass(slots=True)
+class _Claims:
+    """Room promised to this session's reclaimers, per queue (subtree included)."""
+
+    room: dict[str, vectors.Vec] = dataclasses.field(default_factory=dict)
+
+    def of(self, attr: capacity_tree.QueueAttr) -> vectors.Vec | None:
+        return self.room.get(attr.name)
+
+    def add(self, attr: capacity_tree.QueueAttr, req: vectors.Vec, *, sign: int) -> None:
+        for target in attr.chain:
+            held = self.room.get(target.name)
+            if held is None:
+                held = self.room[target.name] = [0.0] * len(req)
+            for i, value in enumerate(req):
+                held[i] += sign * value
+
+
+def needs_exact_pods(session: frameworks.Session, plugin: capacity.CapacityPlugin) -> bool:
+    """Whether some gated job may have to evict to reclaim by quota: then the session must see
+    every pod as itself (no folded pods, no runs: ``sessions.run_session`` runs it again so,
+    which costs a second session only while such a job waits)."""
+    for job, tasks in _candidates(session, plugin):
+        attr = plugin.attrs[job.queue]
+        task = tasks[0]
+        if (
+            task.pod.preemption_policy != "Never"
+            and session.preemptive(attr.name, [task])
+            and _shortfalls(attr, task, _Claims(), pods=plugin.dims.pods)
+        ):
+            return True
+    return False
+
+
+def reclaim_by_quota(
+    session: frameworks.Session, plugin: capacity.CapacityPlugin, *, describe: Describe
+) -> None:
+    """Evict for the gated jobs whose blocking ancestors are at their capability (see the
+    module docstring), in queue order, then job order; each job all or nothing."""
+    claims = _Claims()
+    for job, tasks in _candidates(session, plugin):
+        attr = plugin.attrs[job.queue]
+        stmt = frameworks.Statement(session)
+        claimed: list[frameworks.Task] = []
+        messages: dict[str, str] = {}
+        for task in tasks:
+            message = _reclaim_for(
+                session,
+                plugin,
+                attr,
+                task,
+                tasks=[*claimed, task],
+                claims=claims,
+                stmt=stmt,
+                describe=describe,
+            )
+            if message is None:
+                break
+            claims.add(attr, task.resreq, sign=1)
+            claimed.append(task)
+            messages[task.key] = message
+        if len(claimed) == len(tasks):
+            stmt.commit()
+            session.task_messages.update(messages)
+            continue
+        stmt.discard()
+        for task in claimed:
+            claims.add(attr, task.resreq, sign=-1)
+
+
+def _candidates(
+    session: frameworks.Session, plugin: capacity.CapacityPlugin
+) -> list[tuple[frameworks.Job, list[frameworks.Task]]]:
+    """The starving jobs with gated pods the session did not admit, whose leaf has room and
+    some ancestor does not, each with the pods to reclaim for (as many as its ``minMember``
+    lacks, first in task order)."""
+    if not session.feature_gates.get(objects.FEATURE_SCHEDULING_GATES_QUEUE_ADMISSION, False):
+        return []
+    ungated = set(session.ungated)
+    by_queue: dict[str, list[frameworks.Job]] = {}
+    pending = objects.TaskStatus.PENDING
+    for job in session.jobs.values():
+        if job.is_pending or job.group.missing or job.queue not in session.queues:
+            continue
+        attr = plugin.attrs.get(job.queue)
+        if attr is None or not attr.usable or len(attr.chain) < 2:
+            continue
+        if job.run is not None and job.run.ungated >= job.run.inqueue:
+            continue
+        if any(t.status is pending and t.pod.unschedulable for t in job.tasks):
+            continue  # node reclaim's
+        by_queue.setdefault(job.queue, []).append(job)
+    found = []
+    for queue in session.sorted_queues(set(by_queue)):
+        for job in sorted(by_queue[queue], key=lambda j: (session.job_key(j), j.key)):
+            gated = [
+                t
+                for t in job.tasks
+                if t.status is pending
+                and t.req_dims
+                and t.pod.opted_in
+                and t.pod.scheduling_gates
+                and objects.only_queue_gate(t.pod.scheduling_gates)
+                and t.key not in ungated
+                and t.key not in session.task_messages
+            ]
+            if not gated:
+                continue
+            admitted = sum(1 for t in job.tasks if t.key in ungated)
+            lacking = (
+                job.min_member
+                - job.ready
+                - job.waiting
+                - session.in_flight.get(job.key, 0)
+                - admitted
+            )
+            if lacking <= 0 or lacking > len(gated):
+                continue
+            if job.run is None and session.job_valid(job) is not None:
+                continue
+            gated.sort(key=session.task_key)
+            tasks = gated[:lacking]
+            if _blocked_above_leaf(plugin, plugin.attrs[job.queue], tasks[0]):
+                found.append((job, tasks))
+    return found
+
+
+def _blocked_above_leaf(
+    plugin: capacity.CapacityPlugin, attr: capacity_tree.QueueAttr, task: frameworks.Task
+) -> bool:
+    """The capacity plugin refused ``task`` at an ancestor of its leaf on quota."""
+    blocker = plugin.blockers.get(task.key)
+    return blocker is not None and blocker.kind == "quota" and blocker.queue != attr.name
+
+
+def _shortfalls(
+    attr: capacity_tree.QueueAttr,
+    task: frameworks.Task,
+    claims: _Claims,
+    *,
+    pods: int,
+) -> dict[str, dict[int, float]] | None:
+    """Per member of ``attr``'s chain, how much of each requested dimension must come free for
+    ``task`` (pods being deleted taken as free, room claimed by earlier reclaimers as taken);
+    only the members short of room. None when the leaf itself is short (no other queue's
+    pods can make room there) or a ``pods`` capability is short (not reclaimed by quota)."""
+    short: dict[str, dict[int, float]] = {}
+    for target in attr.chain:
+        claimed = claims.of(target)
+        found: dict[int, float] = {}
+        for i in task.req_dims:
+            used = target.allocated[i] + target.reserved[i] + (claimed[i] if claimed else 0.0)
+            need = used + task.resreq[i] - target.real_capability[i]
+            if need > vectors.EPS:
+                found[i] = need
+        if found:
+            if target is attr:
+                return None
+            short[target.name] = found
+    for target in attr.pods_chain:
+        used = target.allocated_pods + target.reserved_pods
+        if used + task.pod.count > target.real_capability[pods]:
+            return None
+    return short
+
+
+def _reclaim_for(
+    session: frameworks.Session,
+    plugin: capacity.CapacityPlugin,
+    attr: capacity_tree.QueueAttr,
+    task: frameworks.Task,
+    *,
+    tasks: list[frameworks.Task],
+    claims: _Claims,
+    stmt: frameworks.Statement,
+    describe: Describe,
+) -> str | None:
+    """Make room for ``task`` at every blocking ancestor; the reclaimer's explanation, or None
+    when it cannot (the statement then holds what was evicted, for the caller to discard)."""
+    if task.pod.preemption_policy == "Never":
+        return None
+    if not session.preemptive(attr.name, tasks):
+        return None
+    short = _shortfalls(attr, task, claims, pods=plugin.dims.pods)
+    if short is None:
+        return None
+    if not short:
+        blocking = _blocking_names(plugin, attr, task)
+        return (
+            f"queue {blocking} has no room under its capability yet: quota reclaim waits "
+            "for pods being deleted there to be gone (room promised to this pod)"
+        )
+    top = max((plugin.attrs[name] for name in short), key=lambda a: len(a.chain))
+    candidates = _reclaimees(session, plugin, attr, top)
+    if not candidates:
+        return None
+    victims = sorted(session.reclaimable(task, candidates), key=session.victim_key(task))
+    voters = session.victim_voters
+    taken: dict[str, int] = {}
+    for victim in victims:
+        if not short:
+            break
+        vattr = plugin.attrs[victim.job.queue]
+        helps = [
+            t.name
+            for t in vattr.chain
+            if t.name in short and any(victim.resreq[i] > 0 for i in short[t.name])
+        ]
+        if not helps:
+            continue
+        stmt.evict(victim, describe(task, victim, voters))
+        taken[victim.job.queue] = taken.get(victim.job.queue, 0) + 1
+        for name in helps:
+            left = short[name]
+            for i in list(left):
+                left[i] -= victim.resreq[i]
+                if left[i] <= vectors.EPS:
+                    del left[i]
+            if not left:
+                del short[name]
+    if short:
+        return None
+    names = ", ".join(
+        f"{count} pod{'s' if count > 1 else ''} of queue {queue!r}"
+        for queue, count in sorted(taken.items())
+    )
+    return (
+        f"queue {top.name!r} has no room under its capability for it: quota reclaim is "
+        f"reclaiming {names} for it (queue {attr.name!r} is under its deserved share); it is "
+        "admitted once they are gone"
+    )
+
+
+def _blocking_names(
+    plugin: capacity.CapacityPlugin, attr: capacity_tree.QueueAttr, task: frameworks.Task
+) -> str:
+    blocker = plugin.blockers.get(task.key)
+    return repr(blocker.queue) if blocker is not None else repr(attr.name)
+
+
+def _reclaimees(
+    session: frameworks.Session,
+    plugin: capacity.CapacityPlugin,
+    attr: capacity_tree.QueueAttr,
+    top: capacity_tree.QueueAttr,
+) -> list[frameworks.Task]:
+    """The running, preemptable pods of the other reclaimable queues under ``top``, on a node
+    of the session, by key."""
+    running = objects.TaskStatus.RUNNING
+    out = []
+    for job in session.jobs.values():
+        if job.queue == attr.name:
+            continue
+        vattr = plugin.attrs.get(job.queue)
+        if vattr is None or top not in vattr.chain:
+            continue
+        queue = session.queues.get(job.queue)
+        if queue is None or not queue.is_reclaimable:
+            continue
+        for task in job.tasks:
+            if task.status is running and task.pod.preemptable and task.node in session.nodes:
+                out.append(task)
+    return sorted(out, key=lambda t: t.key)
