@@ -47,16 +47,17 @@ class _Claims:
 
 
 def needs_exact_pods(session: frameworks.Session, plugin: capacity.CapacityPlugin) -> bool:
-    """Whether some gated job may have to evict to reclaim by quota: then the session must see
-    every pod as itself (no folded pods, no runs: ``sessions.run_session`` runs it again so,
-    which costs a second session only while such a job waits)."""
+    """Whether some gated job may reclaim by quota (evict, or wait for the room it was promised):
+    then the session must see every pod as itself (no folded pods, no runs:
+    ``sessions.run_session`` runs it again so, which costs a second session only while such a
+    job waits)."""
     for job, tasks in _candidates(session, plugin):
         attr = plugin.attrs[job.queue]
         task = tasks[0]
         if (
             task.pod.preemption_policy != "Never"
             and session.preemptive(attr.name, [task])
-            and _shortfalls(attr, task, _Claims(), pods=plugin.dims.pods)
+            and _shortfalls(attr, task, _Claims(), pods=plugin.dims.pods) is not None
         ):
             return True
     return False
@@ -115,14 +116,21 @@ def _candidates(
         attr = plugin.attrs.get(job.queue)
         if attr is None or not attr.usable or len(attr.chain) < 2:
             continue
-        if job.run is not None and job.run.ungated >= job.run.inqueue:
-            continue
         if any(t.status is pending and t.pod.unschedulable for t in job.tasks):
             continue  # node reclaim's
         by_queue.setdefault(job.queue, []).append(job)
     found = []
     for queue in session.sorted_queues(set(by_queue)):
         for job in sorted(by_queue[queue], key=lambda j: (session.job_key(j), j.key)):
+            run = job.run
+            if run is not None:
+                # A folded session only asks whether to run again: one member that waits
+                # stands for the run (they are alike).
+                if run.ungated < run.inqueue and _blocked_above_leaf(
+                    plugin, plugin.attrs[job.queue], run.pods[run.ungated]
+                ):
+                    found.append((job, job.tasks[:1]))
+                continue
             gated = [
                 t
                 for t in job.tasks
@@ -146,20 +154,20 @@ def _candidates(
             )
             if lacking <= 0 or lacking > len(gated):
                 continue
-            if job.run is None and session.job_valid(job) is not None:
+            if session.job_valid(job) is not None:
                 continue
             gated.sort(key=session.task_key)
             tasks = gated[:lacking]
-            if _blocked_above_leaf(plugin, plugin.attrs[job.queue], tasks[0]):
+            if _blocked_above_leaf(plugin, plugin.attrs[job.queue], tasks[0].key):
                 found.append((job, tasks))
     return found
 
 
 def _blocked_above_leaf(
-    plugin: capacity.CapacityPlugin, attr: capacity_tree.QueueAttr, task: frameworks.Task
+    plugin: capacity.CapacityPlugin, attr: capacity_tree.QueueAttr, key: str
 ) -> bool:
-    """The capacity plugin refused ``task`` at an ancestor of its leaf on quota."""
-    blocker = plugin.blockers.get(task.key)
+    """The capacity plugin refused pod ``key`` at an ancestor of its leaf ``attr`` on quota."""
+    blocker = plugin.blockers.get(key)
     return blocker is not None and blocker.kind == "quota" and blocker.queue != attr.name
 
 
