@@ -111,7 +111,7 @@ def _candidates(
     by_queue: dict[str, list[frameworks.Job]] = {}
     pending = objects.TaskStatus.PENDING
     for job in session.jobs.values():
-        if job.is_pending or job.group.missing or job.queue not in session.queues:
+        if job.group.missing or job.queue not in session.queues:
             continue
         attr = plugin.attrs.get(job.queue)
         if attr is None or not attr.usable or len(attr.chain) < 2:
@@ -123,11 +123,13 @@ def _candidates(
     for queue in session.sorted_queues(set(by_queue)):
         for job in sorted(by_queue[queue], key=lambda j: (session.job_key(j), j.key)):
             run = job.run
+            attr = plugin.attrs[job.queue]
             if run is not None:
                 # A folded session only asks whether to run again: one member that waits
                 # stands for the run (they are alike).
-                if run.ungated < run.inqueue and _blocked_above_leaf(
-                    plugin, plugin.attrs[job.queue], run.pods[run.ungated]
+                if run.ungated < len(run) and (
+                    _blocked_above_leaf(plugin, attr, run.pods[run.ungated])
+                    or _blocked_above_leaf(plugin, attr, run.groups[run.ungated])
                 ):
                     found.append((job, job.tasks[:1]))
                 continue
@@ -158,7 +160,9 @@ def _candidates(
                 continue
             gated.sort(key=session.task_key)
             tasks = gated[:lacking]
-            if _blocked_above_leaf(plugin, plugin.attrs[job.queue], tasks[0].key):
+            # Refused at enqueue (a Pending group: its whole request at once), or at the gate.
+            key = job.key if job.is_pending else tasks[0].key
+            if _blocked_above_leaf(plugin, attr, key):
                 found.append((job, tasks))
     return found
 
@@ -166,9 +170,12 @@ def _candidates(
 def _blocked_above_leaf(
     plugin: capacity.CapacityPlugin, attr: capacity_tree.QueueAttr, key: str
 ) -> bool:
-    """The capacity plugin refused pod ``key`` at an ancestor of its leaf ``attr`` on quota."""
+    """The capacity plugin refused pod (or Pending pod group) ``key`` at an ancestor of its
+    leaf ``attr`` on quota."""
     blocker = plugin.blockers.get(key)
-    return blocker is not None and blocker.kind == "quota" and blocker.queue != attr.name
+    return (
+        blocker is not None and blocker.kind in ("quota", "enqueue") and blocker.queue != attr.name
+    )
 
 
 def _shortfalls(
@@ -181,13 +188,20 @@ def _shortfalls(
     """Per member of ``attr``'s chain, how much of each requested dimension must come free for
     ``task`` (pods being deleted taken as free, room claimed by earlier reclaimers as taken);
     only the members short of room. None when the leaf itself is short (no other queue's
-    pods can make room there) or a ``pods`` capability is short (not reclaimed by quota)."""
+    pods can make room there) or a ``pods`` capability is short (not reclaimed by quota).
+
+    The room taken is what the check that refused the task counts: for a Pending group,
+    enqueue's (what admitted groups hold, ``inqueue - elastic``: the group's own request is
+    not among it yet), otherwise gate admission's (``reserved``; the group's own request is
+    in ``inqueue`` then)."""
+    pending = task.job.is_pending
     short: dict[str, dict[int, float]] = {}
     for target in attr.chain:
         claimed = claims.of(target)
         found: dict[int, float] = {}
         for i in task.req_dims:
-            used = target.allocated[i] + target.reserved[i] + (claimed[i] if claimed else 0.0)
+            held = target.inqueue[i] - target.elastic[i] if pending else target.reserved[i]
+            used = target.allocated[i] + max(held, 0.0) + (claimed[i] if claimed else 0.0)
             need = used + task.resreq[i] - target.real_capability[i]
             if need > vectors.EPS:
                 found[i] = need

@@ -38,11 +38,16 @@ def _config(
     )
 
 
-def _lone(pod: b.PodBuilder | objects.Pod) -> list[objects.Pod | objects.PodGroup]:
-    """A pod with the single-pod group the operator makes for it."""
+def _lone(
+    pod: b.PodBuilder | objects.Pod, *, pending: bool = False
+) -> list[objects.Pod | objects.PodGroup]:
+    """A pod with the single-pod group the operator makes for it: Running with a running pod,
+    else Inqueue, or (``pending``) Pending, as a new pod's is until enqueue admits it."""
     built = pod if isinstance(pod, objects.Pod) else pod.build()
     group = objects.pod_group_for_lone_pod(built, default_queue="")
     phase = objects.PodGroupPhase.RUNNING if built.node_name else objects.PodGroupPhase.INQUEUE
+    if pending:
+        phase = objects.PodGroupPhase.PENDING
     return [built, dataclasses.replace(group, phase=phase)]
 
 
@@ -67,7 +72,7 @@ def gated(name: str, queue: str, seconds: int, *, cpu: str = "1") -> b.PodBuilde
 
 
 def borrower(
-    *, gone: Iterable[int] = (), releasing: Iterable[int] = ()
+    *, gone: Iterable[int] = (), releasing: Iterable[int] = (), pending: bool = False
 ) -> list[objects.Pod | objects.PodGroup]:
     """The borrower's pods b1..b4 running (but those ``gone``, and ``releasing`` ones being
     deleted) and b5 gated."""
@@ -77,7 +82,7 @@ def borrower(
             continue
         status = RELEASING if i in releasing else RUNNING
         out += _lone(running(f"b{i}", "cmp-borrower", i, status=status))
-    out += _lone(gated("b5", "cmp-borrower", 5))
+    out += _lone(gated("b5", "cmp-borrower", 5), pending=pending)
     return out
 
 
@@ -100,11 +105,13 @@ def tree(
     ]
 
 
-def lender(*names: str, cpu: str = "1") -> list[objects.Pod | objects.PodGroup]:
+def lender(
+    *names: str, cpu: str = "1", pending: bool = False
+) -> list[objects.Pod | objects.PodGroup]:
     return [
         item
         for i, name in enumerate(names)
-        for item in _lone(gated(name, "cmp-lender", 10 + i, cpu=cpu))
+        for item in _lone(gated(name, "cmp-lender", 10 + i, cpu=cpu), pending=pending)
     ]
 
 
@@ -133,6 +140,10 @@ WAITING = (
 B5 = "queue 'cmp-borrower' has no room for cpu: requested 1, used 4 of capability 4"
 PARENT = (
     "queue 'cmp-parent' (ancestor of leaf queue '{leaf}') has no room for cpu: requested {cpu}, "
+)
+B5_ENQUEUE = (
+    "pod ns/b5 is not admitted: queue {queue} cannot take the pod's requests on cpu: "
+    "requested 1, used 4 of capability 4 (allocated plus inqueue groups)"
 )
 PARENT_FULL = PARENT.format(leaf="cmp-lender", cpu=1) + "used 4 of capability 4"
 
@@ -186,6 +197,32 @@ CASES = {
         reasons={
             "ns/b5": PARENT.format(leaf="cmp-borrower", cpu=1)
             + "used 4 of capability 4 (2 allocated, 2 reserved by admitted pods not yet placed)",
+        },
+    ),
+    "cycle 1, the lender's groups Pending (refused at enqueue): the same two victims": Case(
+        objects=(*tree(), *borrower(pending=True), *lender("l1", "l2", pending=True)),
+        evicted={"ns/b4": "ns/l1", "ns/b3": "ns/l2"},
+        ungate=(),
+        reasons={
+            "ns/b5": B5_ENQUEUE.format(queue="'cmp-borrower'"),
+            "ns/l1": _for("ns/l1", "1 pod"),
+            "ns/l2": _for("ns/l2", "1 pod"),
+        },
+    ),
+    "cycle 2, the lender's groups Pending: enqueued now, they wait for the victims": Case(
+        objects=(
+            *tree(),
+            *borrower(releasing=(3, 4), pending=True),
+            *lender("l1", "l2", pending=True),
+        ),
+        evicted={},
+        ungate=(),
+        reasons={
+            "ns/b5": B5_ENQUEUE.format(
+                queue="'cmp-parent' (ancestor of leaf queue 'cmp-borrower')"
+            ),
+            "ns/l1": WAITING,
+            "ns/l2": WAITING,
         },
     ),
     "one lender pod takes one victim only (never more than the shortfall)": Case(
@@ -335,22 +372,26 @@ def _apply(
     )
 
 
+@pytest.mark.parametrize("level", [0, 1], ids=["ancestorReclaimLevel 0", "level 1"])
+@pytest.mark.parametrize("pending", [True, False], ids=["groups Pending", "groups Inqueue"])
 @pytest.mark.parametrize("compact", [True, False], ids=["folded", "exact"])
-def test_cycles_evict_once_then_admit_once_the_victims_are_gone(compact: bool) -> None:
+def test_cycles_evict_once_then_admit_once_the_victims_are_gone(
+    compact: bool, pending: bool, level: int
+) -> None:
     """Cycle after cycle: two victims, then none while they terminate, then the lender's pods
     are admitted, and the parent never holds more than its 4 CPU."""
 
     def cycle(snapshot: objects.Snapshot) -> decisions.SessionResult:
         return sessions.run_session(
             snapshot,
-            config=_config(),
+            config=_config(level=level),
             feature_gates=b.GATES_ON,
             admission_only=True,
             compact=compact,
             fold=compact,
         )
 
-    snapshot = b.snapshot(*tree(), *borrower(), *lender("l1", "l2"))  # type: ignore[arg-type]
+    snapshot = b.snapshot(*tree(), *borrower(pending=pending), *lender("l1", "l2", pending=pending))
     first = cycle(snapshot)
     assert (first.evict, first.ungate) == (("ns/b4", "ns/b3"), ())
     terminating = _apply(snapshot, first, gone=False)
