@@ -57,8 +57,14 @@ def run_session(
     scheduler_names: frozenset[str] | None = None,
     adopted_scheduler_names: frozenset[str] = frozenset(),
     bound: inqueue_bounds.InqueueBound | None = None,
+    unfolded: objects.Snapshot | None = None,
 ) -> decisions.SessionResult:
     """Run one session over ``snapshot`` and return its decisions; never raises on bad trees.
+
+    ``unfolded``: the same cluster with no pod folded, when the caller folded ``snapshot``'s
+    settled lone pods itself (the operator's state keeps them folded; it passes
+    ``compact=False``). Quota reclaim (``quota_reclaim``) chooses its victims among single
+    pods: when it has some to choose, the session runs again over ``unfolded``.
 
     ``bound`` (the operator's ``--inqueue-timeout`` as of now) bounds how long a PodGroup with
     no pod holds its queue's room while Inqueue (``inqueue_bounds``): such a group past its
@@ -109,10 +115,12 @@ def run_session(
                 scheduler_names=scheduler_names,
                 adopted_scheduler_names=adopted_scheduler_names,
                 bound=bound,
-                exact_pods=True,
+                exact_pods=unfolded is None,
             )
             if result is not None:
                 return result
+            if unfolded is not None and admission_only:
+                snapshot = governing.admission_snapshot(unfolded)
             return _exact(
                 snapshot,
                 config=config,

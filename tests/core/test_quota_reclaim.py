@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 import pytest
 
-from queuetree.core import configs, decisions, objects, sessions
+from queuetree.core import compaction, configs, decisions, objects, sessions
 from tests import builders as b
 
 RUNNING = objects.TaskStatus.RUNNING
@@ -321,25 +321,48 @@ CASES = {
 }
 
 
-def _run(
-    items: Iterable[object], *, actions: tuple[str, ...], compact: bool
+FOLDING = {
+    "the session folds": "session",
+    "the caller folds (the operator's state) and gives the unfolded cluster": "caller",
+    "nothing folded": "exact",
+}
+
+
+def _session(
+    snapshot: objects.Snapshot, *, folding: str, actions: tuple[str, ...], level: int = 0
 ) -> decisions.SessionResult:
+    """One admission session, its lone pods folded by the session, by its caller (as the
+    operator's state does: ``unfolded`` then holds the cluster as it is), or not at all."""
+    folded = compaction.compact(snapshot).snapshot if folding == "caller" else snapshot
     return sessions.run_session(
-        b.snapshot(*items),  # type: ignore[arg-type]
-        config=_config(actions),
+        folded,
+        config=_config(actions, level=level),
         feature_gates=b.GATES_ON,
         admission_only=True,
-        compact=compact,
-        fold=compact,
+        compact=folding == "session",
+        fold=folding != "exact",
+        unfolded=snapshot if folding == "caller" else None,
     )
 
 
-@pytest.mark.parametrize("compact", [True, False], ids=["folded", "exact"])
+def _run(
+    items: Iterable[object], *, actions: tuple[str, ...], compact: bool
+) -> decisions.SessionResult:
+    return _session(
+        b.snapshot(*items),  # type: ignore[arg-type]
+        folding="session" if compact else "exact",
+        actions=actions,
+    )
+
+
+@pytest.mark.parametrize("folding", FOLDING.values(), ids=FOLDING.keys())
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
-def test_quota_reclaim_evicts_only_the_shortfall_and_admits_later(
-    case: Case, compact: bool
-) -> None:
-    result = _run(case.objects, actions=case.actions, compact=compact)
+def test_quota_reclaim_evicts_only_the_shortfall_and_admits_later(case: Case, folding: str) -> None:
+    result = _session(
+        b.snapshot(*case.objects),  # type: ignore[arg-type]
+        folding=folding,
+        actions=case.actions,
+    )
     assert (
         result.errors,
         {e.victim: e.reclaimer for e in result.evictions},
@@ -374,22 +397,15 @@ def _apply(
 
 @pytest.mark.parametrize("level", [0, 1], ids=["ancestorReclaimLevel 0", "level 1"])
 @pytest.mark.parametrize("pending", [True, False], ids=["groups Pending", "groups Inqueue"])
-@pytest.mark.parametrize("compact", [True, False], ids=["folded", "exact"])
+@pytest.mark.parametrize("folding", FOLDING.values(), ids=FOLDING.keys())
 def test_cycles_evict_once_then_admit_once_the_victims_are_gone(
-    compact: bool, pending: bool, level: int
+    folding: str, pending: bool, level: int
 ) -> None:
     """Cycle after cycle: two victims, then none while they terminate, then the lender's pods
     are admitted, and the parent never holds more than its 4 CPU."""
 
     def cycle(snapshot: objects.Snapshot) -> decisions.SessionResult:
-        return sessions.run_session(
-            snapshot,
-            config=_config(level=level),
-            feature_gates=b.GATES_ON,
-            admission_only=True,
-            compact=compact,
-            fold=compact,
-        )
+        return _session(snapshot, folding=folding, actions=WITH_RECLAIM, level=level)
 
     snapshot = b.snapshot(*tree(), *borrower(pending=pending), *lender("l1", "l2", pending=pending))
     first = cycle(snapshot)
