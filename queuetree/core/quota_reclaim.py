@@ -47,20 +47,47 @@ class _Claims:
 
 
 def needs_exact_pods(session: frameworks.Session, plugin: capacity.CapacityPlugin) -> bool:
-    """Whether some gated job may reclaim by quota (evict, or wait for the room it was promised):
-    then the session must see every pod as itself (no folded pods, no runs:
-    ``sessions.run_session`` runs it again so, which costs a second session only while such a
-    job waits)."""
+    """Whether some gated job may reclaim by quota: then the session must see every pod as
+    itself (no folded pods, no runs: ``sessions.run_session`` runs it again so). Only while
+    there is something to do, so that a queue that waits with nothing to take costs no second
+    session every cycle: its blocking ancestors hold another queue that may give victims
+    (:func:`_may_give`, the queue-level part of the capacity plugin's rule; the vote itself is
+    the exact session's), or pods being deleted whose room it waits for (to say so)."""
     for job, tasks in _candidates(session, plugin):
         attr = plugin.attrs[job.queue]
         task = tasks[0]
-        if (
-            task.pod.preemption_policy != "Never"
-            and session.preemptive(attr.name, [task])
-            and _shortfalls(attr, task, _Claims(), pods=plugin.dims.pods) is not None
-        ):
+        if task.pod.preemption_policy == "Never" or not session.preemptive(attr.name, [task]):
+            continue
+        short = _shortfalls(attr, task, _Claims(), pods=plugin.dims.pods)
+        if short is None:
+            continue
+        if not short:
+            return True
+        top = max((plugin.attrs[name] for name in short), key=lambda a: len(a.chain))
+        if any(_may_give(session, other, attr, top, task) for other in plugin.attrs.values()):
             return True
     return False
+
+
+def _may_give(
+    session: frameworks.Session,
+    other: capacity_tree.QueueAttr,
+    attr: capacity_tree.QueueAttr,
+    top: capacity_tree.QueueAttr,
+    task: frameworks.Task,
+) -> bool:
+    """``other``, under ``top`` and not ``attr``, is reclaimable, runs pods, and holds more
+    than it deserves of (or deserves none of) a resource ``task`` requests."""
+    if other is attr or top not in other.chain or not other.allocated_pods:
+        return False
+    queue = session.queues.get(other.name)
+    if queue is None or not queue.is_reclaimable:
+        return False
+    return any(
+        other.allocated[i] > 0
+        and (other.deserved[i] < vectors.EPS or other.allocated[i] > other.deserved[i])
+        for i in task.req_dims
+    )
 
 
 def reclaim_by_quota(
@@ -69,6 +96,7 @@ def reclaim_by_quota(
     """Evict for the gated jobs whose blocking ancestors are at their capability (see the
     module docstring), in queue order, then job order; each job all or nothing."""
     claims = _Claims()
+    running = _running_by_queue(session)
     for job, tasks in _candidates(session, plugin):
         attr = plugin.attrs[job.queue]
         stmt = frameworks.Statement(session)
@@ -82,6 +110,7 @@ def reclaim_by_quota(
                 task,
                 tasks=[*claimed, task],
                 claims=claims,
+                running=running,
                 stmt=stmt,
                 describe=describe,
             )
@@ -224,6 +253,7 @@ def _reclaim_for(
     *,
     tasks: list[frameworks.Task],
     claims: _Claims,
+    running: dict[str, list[frameworks.Task]],
     stmt: frameworks.Statement,
     describe: Describe,
 ) -> str | None:
@@ -243,7 +273,7 @@ def _reclaim_for(
             "for pods being deleted there to be gone (room promised to this pod)"
         )
     top = max((plugin.attrs[name] for name in short), key=lambda a: len(a.chain))
-    candidates = _reclaimees(session, plugin, attr, top)
+    candidates = _reclaimees(session, plugin, attr, top, running)
     if not candidates:
         return None
     victims = sorted(session.reclaimable(task, candidates), key=session.victim_key(task))
@@ -290,26 +320,36 @@ def _blocking_names(
     return repr(blocker.queue) if blocker is not None else repr(attr.name)
 
 
+def _running_by_queue(session: frameworks.Session) -> dict[str, list[frameworks.Task]]:
+    """The running, preemptable pods on a node of the session, by queue (read once)."""
+    running = objects.TaskStatus.RUNNING
+    out: dict[str, list[frameworks.Task]] = {}
+    for job in session.jobs.values():
+        for task in job.tasks:
+            if task.status is running and task.pod.preemptable and task.node in session.nodes:
+                out.setdefault(job.queue, []).append(task)
+    return out
+
+
 def _reclaimees(
     session: frameworks.Session,
     plugin: capacity.CapacityPlugin,
     attr: capacity_tree.QueueAttr,
     top: capacity_tree.QueueAttr,
+    running: dict[str, list[frameworks.Task]],
 ) -> list[frameworks.Task]:
-    """The running, preemptable pods of the other reclaimable queues under ``top``, on a node
-    of the session, by key."""
-    running = objects.TaskStatus.RUNNING
-    out = []
-    for job in session.jobs.values():
-        if job.queue == attr.name:
+    """The running pods (``running``, still so) of the other reclaimable queues under
+    ``top``, by key."""
+    out: list[frameworks.Task] = []
+    status = objects.TaskStatus.RUNNING
+    for name, tasks in running.items():
+        if name == attr.name:
             continue
-        vattr = plugin.attrs.get(job.queue)
+        vattr = plugin.attrs.get(name)
         if vattr is None or top not in vattr.chain:
             continue
-        queue = session.queues.get(job.queue)
+        queue = session.queues.get(name)
         if queue is None or not queue.is_reclaimable:
             continue
-        for task in job.tasks:
-            if task.status is running and task.pod.preemptable and task.node in session.nodes:
-                out.append(task)
+        out.extend(task for task in tasks if task.status is status)
     return sorted(out, key=lambda t: t.key)

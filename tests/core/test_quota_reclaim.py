@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 
@@ -422,3 +423,32 @@ def test_cycles_evict_once_then_admit_once_the_victims_are_gone(
         (),
         b.res(cpu="4"),
     )
+
+
+SECOND_SESSION = {
+    "victims to choose: run again with every pod as itself": (tree(), True),
+    "nothing to take (the borrower is not reclaimable): one session": (
+        tree(borrower_reclaimable=False),
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize(("queues", "again"), SECOND_SESSION.values(), ids=SECOND_SESSION.keys())
+def test_a_folded_session_runs_again_only_when_quota_reclaim_has_victims_to_choose(
+    queues: list[b.NodeBuilder | b.QueueBuilder], again: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exact = sessions._exact
+    runs: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> decisions.SessionResult:
+        runs.append(1)
+        return exact(*args, **kwargs)
+
+    monkeypatch.setattr(sessions, "_exact", counted)
+    _session(
+        b.snapshot(*queues, *borrower(), *lender("l1")),
+        folding="session",
+        actions=WITH_RECLAIM,
+    )
+    assert bool(runs) == again
