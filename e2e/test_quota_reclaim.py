@@ -122,12 +122,14 @@ def test_a_lender_under_its_deserved_share_reclaims_what_its_sibling_borrowed(
                 and found
             ),
             what="Reclaim events on the victims and the lender's pods",
-            diagnose=lambda: f"evicted {evicted}; events "
-            + str(
-                [
-                    (e["involvedObject"]["name"], e.get("reason"), e.get("message"))
-                    for e in kube.client.items("events", "-n", kube.namespace)
-                ]
+            diagnose=lambda: (
+                f"evicted {evicted}; events "
+                + str(
+                    [
+                        (e["involvedObject"]["name"], e.get("reason"), e.get("message"))
+                        for e in kube.client.items("events", "-n", kube.namespace)
+                    ]
+                )
             ),
         )
     finally:

@@ -30,20 +30,26 @@ Describe = Callable[[frameworks.Task, frameworks.Task, tuple[str, ...]], decisio
 
 @dataclasses.dataclass(slots=True)
 class _Claims:
-    """Room promised to this session's reclaimers, per queue (subtree included)."""
+    """Room promised to this session's reclaimers, per queue (subtree included): by every
+    reclaimer (``room``), and by those whose group is Pending (``pending``: the requests that
+    ``inqueue`` does not hold yet, which enqueue's figure must add)."""
 
     room: dict[str, vectors.Vec] = dataclasses.field(default_factory=dict)
+    pending: dict[str, vectors.Vec] = dataclasses.field(default_factory=dict)
 
-    def of(self, attr: capacity_tree.QueueAttr) -> vectors.Vec | None:
-        return self.room.get(attr.name)
+    def of(self, attr: capacity_tree.QueueAttr, *, enqueue: bool) -> vectors.Vec | None:
+        """What gate admission's figure (``enqueue`` False) or enqueue's must add."""
+        return (self.pending if enqueue else self.room).get(attr.name)
 
-    def add(self, attr: capacity_tree.QueueAttr, req: vectors.Vec, *, sign: int) -> None:
-        for target in attr.chain:
-            held = self.room.get(target.name)
-            if held is None:
-                held = self.room[target.name] = [0.0] * len(req)
-            for i, value in enumerate(req):
-                held[i] += sign * value
+    def add(self, task: frameworks.Task, attr: capacity_tree.QueueAttr, *, sign: int) -> None:
+        req = task.resreq
+        for claims in (self.room, self.pending) if task.job.is_pending else (self.room,):
+            for target in attr.chain:
+                held = claims.get(target.name)
+                if held is None:
+                    held = claims[target.name] = [0.0] * len(req)
+                for i, value in enumerate(req):
+                    held[i] += sign * value
 
 
 def needs_exact_pods(session: frameworks.Session, plugin: capacity.CapacityPlugin) -> bool:
@@ -116,7 +122,7 @@ def reclaim_by_quota(
             )
             if message is None:
                 break
-            claims.add(attr, task.resreq, sign=1)
+            claims.add(task, attr, sign=1)
             claimed.append(task)
             messages[task.key] = message
         if len(claimed) == len(tasks):
@@ -125,7 +131,7 @@ def reclaim_by_quota(
             continue
         stmt.discard()
         for task in claimed:
-            claims.add(attr, task.resreq, sign=-1)
+            claims.add(task, attr, sign=-1)
 
 
 def _candidates(
@@ -226,7 +232,7 @@ def _shortfalls(
     pending = task.job.is_pending
     short: dict[str, dict[int, float]] = {}
     for target in attr.chain:
-        claimed = claims.of(target)
+        claimed = claims.of(target, enqueue=pending)
         found: dict[int, float] = {}
         for i in task.req_dims:
             held = target.inqueue[i] - target.elastic[i] if pending else target.reserved[i]

@@ -226,6 +226,22 @@ CASES = {
             "ns/l2": WAITING,
         },
     ),
+    "a victim being deleted, two lender pods: one more victim, for the one enqueue refused": Case(
+        objects=(
+            *tree(),
+            *borrower(releasing=(4,), pending=True),
+            *lender("l1", "l2", pending=True),
+        ),
+        evicted={"ns/b3": "ns/l2"},
+        ungate=(),
+        reasons={
+            "ns/b5": B5_ENQUEUE.format(
+                queue="'cmp-parent' (ancestor of leaf queue 'cmp-borrower')"
+            ),
+            "ns/l1": WAITING,
+            "ns/l2": _for("ns/l2", "1 pod"),
+        },
+    ),
     "one lender pod takes one victim only (never more than the shortfall)": Case(
         objects=(*tree(), *borrower(), *lender("l1")),
         evicted={"ns/b4": "ns/l1"},
