@@ -118,10 +118,11 @@ def test_a_lender_under_its_deserved_share_reclaims_what_its_sibling_borrowed(
                         if e.get("reason") == "Reclaim"
                     }
                 ).keys()
-                >= {*evicted, *lenders}
+                >= set(evicted)
+                and any(n in found for n in lenders)
                 and found
             ),
-            what="Reclaim events on the victims and the lender's pods",
+            what="Reclaim events on the victims and a lender pod",
             diagnose=lambda: (
                 f"evicted {evicted}; events "
                 + str(
@@ -139,6 +140,8 @@ def test_a_lender_under_its_deserved_share_reclaims_what_its_sibling_borrowed(
         all(kube.running(n) for n in borrowers if n not in evicted and n != "borrower-5"),
         kube.gated("borrower-5"),
         all(any(n in reclaim[v] for n in lenders) for v in evicted),
-        all(borrower in reclaim[n] for n in lenders),
+        # Both victims may be for one lender pod (the other then admitted in the room the first
+        # victim left, when a cycle took them in the other order): each victim names one.
+        all(borrower in reclaim[n] for n in lenders if n in reclaim),
         most_admitted(events) <= decimal.Decimal("0.4"),
     ) == (2, True, True, True, True, True), (evicted, reclaim)
