@@ -143,43 +143,50 @@ def _candidates(
     if not session.feature_gates.get(objects.FEATURE_SCHEDULING_GATES_QUEUE_ADMISSION, False):
         return []
     ungated = set(session.ungated)
-    by_queue: dict[str, list[frameworks.Job]] = {}
     pending = objects.TaskStatus.PENDING
+
+    def waiting(task: frameworks.Task) -> bool:
+        """Gated by the queue only, opted in, not admitted here, not told otherwise."""
+        gates = task.pod.scheduling_gates
+        return bool(
+            task.status is pending
+            and gates
+            and task.req_dims
+            and task.pod.opted_in
+            and objects.only_queue_gate(gates)
+            and task.key not in ungated
+            and task.key not in session.task_messages
+        )
+
+    # Cheap filters first: most jobs of a cluster run, or have no pod left to admit.
+    by_queue: dict[str, list[tuple[frameworks.Job, list[frameworks.Task]]]] = {}
     for job in session.jobs.values():
-        if job.group.missing or job.queue not in session.queues:
+        run = job.run
+        if run is not None:
+            gated = job.tasks[:1] if run.ungated < len(run) else []
+        else:
+            gated = [t for t in job.tasks if waiting(t)]
+        if not gated or job.group.missing or job.queue not in session.queues:
             continue
         attr = plugin.attrs.get(job.queue)
         if attr is None or not attr.usable or len(attr.chain) < 2:
             continue
         if any(t.status is pending and t.pod.unschedulable for t in job.tasks):
             continue  # node reclaim's
-        by_queue.setdefault(job.queue, []).append(job)
+        by_queue.setdefault(job.queue, []).append((job, gated))
     found = []
     for queue in session.sorted_queues(set(by_queue)):
-        for job in sorted(by_queue[queue], key=lambda j: (session.job_key(j), j.key)):
+        attr = plugin.attrs[queue]
+        entries = sorted(by_queue[queue], key=lambda e: (session.job_key(e[0]), e[0].key))
+        for job, gated in entries:
             run = job.run
-            attr = plugin.attrs[job.queue]
             if run is not None:
                 # A folded session only asks whether to run again: one member that waits
                 # stands for the run (they are alike).
-                if run.ungated < len(run) and (
-                    _blocked_above_leaf(plugin, attr, run.pods[run.ungated])
-                    or _blocked_above_leaf(plugin, attr, run.groups[run.ungated])
+                if _blocked_above_leaf(plugin, attr, run.pods[run.ungated]) or _blocked_above_leaf(
+                    plugin, attr, run.groups[run.ungated]
                 ):
-                    found.append((job, job.tasks[:1]))
-                continue
-            gated = [
-                t
-                for t in job.tasks
-                if t.status is pending
-                and t.req_dims
-                and t.pod.opted_in
-                and t.pod.scheduling_gates
-                and objects.only_queue_gate(t.pod.scheduling_gates)
-                and t.key not in ungated
-                and t.key not in session.task_messages
-            ]
-            if not gated:
+                    found.append((job, gated))
                 continue
             admitted = sum(1 for t in job.tasks if t.key in ungated)
             lacking = (
@@ -195,9 +202,10 @@ def _candidates(
                 continue
             gated.sort(key=session.task_key)
             tasks = gated[:lacking]
-            # Refused at enqueue (a Pending group: its whole request at once), or at the gate.
-            key = job.key if job.is_pending else tasks[0].key
-            if _blocked_above_leaf(plugin, attr, key):
+            # Refused at enqueue (a Pending group: its whole request at once), or at the gate
+            # (a gang: some of its pods may have fitted, and were rolled back with the others).
+            keys = [job.key] if job.is_pending else [t.key for t in tasks]
+            if any(_blocked_above_leaf(plugin, attr, key) for key in keys):
                 found.append((job, tasks))
     return found
 
@@ -273,9 +281,15 @@ def _reclaim_for(
     if short is None:
         return None
     if not short:
-        blocking = _blocking_names(plugin, attr, task)
+        if not any(t.releasing[i] > vectors.EPS for t in attr.chain[1:] for i in task.req_dims):
+            # A gang's pod that fits once its other pods' victims are gone.
+            return (
+                "quota reclaim keeps room for it while it takes back room for the other pods "
+                f"of its pod group {task.job.key}"
+            )
         return (
-            f"queue {blocking} has no room under its capability yet: quota reclaim waits "
+            f"queue {_blocking_names(plugin, attr, task)} has no room under its capability "
+            "yet: quota reclaim waits "
             "for pods being deleted there to be gone (room promised to this pod)"
         )
     top = max((plugin.attrs[name] for name in short), key=lambda a: len(a.chain))

@@ -73,7 +73,11 @@ def gated(name: str, queue: str, seconds: int, *, cpu: str = "1") -> b.PodBuilde
 
 
 def borrower(
-    *, gone: Iterable[int] = (), releasing: Iterable[int] = (), pending: bool = False
+    *,
+    gone: Iterable[int] = (),
+    releasing: Iterable[int] = (),
+    pending: bool = False,
+    fifth: bool = True,
 ) -> list[objects.Pod | objects.PodGroup]:
     """The borrower's pods b1..b4 running (but those ``gone``, and ``releasing`` ones being
     deleted) and b5 gated."""
@@ -83,7 +87,8 @@ def borrower(
             continue
         status = RELEASING if i in releasing else RUNNING
         out += _lone(running(f"b{i}", "cmp-borrower", i, status=status))
-    out += _lone(gated("b5", "cmp-borrower", 5), pending=pending)
+    if fifth:
+        out += _lone(gated("b5", "cmp-borrower", 5), pending=pending)
     return out
 
 
@@ -311,6 +316,16 @@ CASES = {
         evicted={"ns/b4": "ns/g-0", "ns/b3": "ns/g-1"},
         ungate=(),
         reasons={"ns/b5": B5, "ns/g-0": _for("ns/g-0", "1 pod"), "ns/g-1": _for("ns/g-1", "1 pod")},
+    ),
+    "a gang of two, one of whose pods fits: one victim, for the other": Case(
+        objects=(*tree(), *borrower(gone=(4,), fifth=False), *gang("g", 2, 2)),
+        evicted={"ns/b3": "ns/g-1"},
+        ungate=(),
+        reasons={
+            "ns/g-0": "quota reclaim keeps room for it while it takes back room for the other "
+            "pods of its pod group ns/g",
+            "ns/g-1": _for("ns/g-1", "1 pod"),
+        },
     ),
     "a gang of three, of which only two fit its deserved share, takes nothing": Case(
         objects=(*tree(), *borrower(), *gang("g", 3, 3)),
