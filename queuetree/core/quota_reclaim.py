@@ -59,6 +59,8 @@ def needs_exact_pods(session: frameworks.Session, plugin: capacity.CapacityPlugi
     session every cycle: its blocking ancestors hold another queue that may give victims
     (:func:`_may_give`, the queue-level part of the capacity plugin's rule; the vote itself is
     the exact session's), or pods being deleted whose room it waits for (to say so)."""
+    asked: set[tuple[str, str, tuple[int, ...]]] = set()
+    """(leaf, top blocking ancestor, requested dimensions) already found with nothing to give."""
     for job, tasks in _candidates(session, plugin):
         attr = plugin.attrs[job.queue]
         task = tasks[0]
@@ -70,8 +72,12 @@ def needs_exact_pods(session: frameworks.Session, plugin: capacity.CapacityPlugi
         if not short:
             return True
         top = max((plugin.attrs[name] for name in short), key=lambda a: len(a.chain))
+        question = (attr.name, top.name, task.req_dims)
+        if question in asked:
+            continue
         if any(_may_give(session, other, attr, top, task) for other in plugin.attrs.values()):
             return True
+        asked.add(question)
     return False
 
 
