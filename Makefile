@@ -77,11 +77,12 @@ e2e-real: controlplane
 	@if command -v go >/dev/null 2>&1; then $(BIN)/pytest e2e --e2e --backend=real --durations=15; else $(no_go); fi
 
 ## test: everything this machine can run, in two lanes at once (hack/lanes.sh): the real control
-## plane's (its build, the unit tests that start it, e2e on it) and everything else beside it
+## plane's (its build, e2e on it) and everything else beside it, the unit tests that start a
+## control plane last, once the rest of that lane is done (the real lane is the longer)
 test: setup
 	@hack/lanes.sh \
-		"python=$(MAKE) --no-print-directory lint typecheck layers unit-python e2e" \
-		"real=$(MAKE) --no-print-directory controlplane unit-controlplane e2e-real"
+		"python=$(MAKE) --no-print-directory lint typecheck layers unit-python e2e unit-controlplane" \
+		"real=$(MAKE) --no-print-directory controlplane e2e-real"
 
 ## fuzz: every property test with random seeds and FUZZ_SCALE times its examples (make test runs
 ## the same examples each time); failures are kept in .hypothesis/ and tried first on the next run

@@ -73,11 +73,12 @@ CONTROLLERS = (
     "statefulset-controller",
     "pod-garbage-collector-controller",
     "resourcequota-controller",
+    "resourceclaim-controller",
 )
 """What the product and its tests rely on: namespace deletion, ownerReference GC, PDB status
 for the Eviction API, the ``default`` ServiceAccount and its tokens, nodes leaving NotReady,
 Jobs, ReplicaSets and StatefulSets (workloads get PodGroups); ResourceQuota, because tenants'
-namespaces have quotas too."""
+namespaces have quotas too; ResourceClaims made from pods' ResourceClaimTemplates (DRA)."""
 
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",

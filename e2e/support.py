@@ -180,6 +180,22 @@ def finishing(manifest: dict[str, Any], *, seconds: int) -> dict[str, Any]:
     return manifest
 
 
+def finish(kube: Kube, *selector: str) -> None:
+    """The running pods of ``selector`` (made without :data:`RUN_SECONDS`) succeed now: they
+    are annotated with ``RUN_SECONDS: 0``, which both kubelets read again on the update
+    (kwok's stage of controlplane/stages.yaml matches a pod's stages again on every update;
+    kubesim arms a pod's completion when the annotation first appears). A test that needs
+    pods running through several phases ends their work when its checks are done, instead
+    of giving them a run time long enough to outlast those phases on a loaded machine,
+    which then kept them, and what they hold, for minutes after the last check needed them."""
+    annotated = kube.must(
+        kube.kubectl(
+            "annotate", "pods", "-n", kube.namespace, *selector, f"{RUN_SECONDS}=0", "-o", "name"
+        )
+    )
+    assert annotated.stdout.strip(), f"no pod of {kube.namespace} matches {selector}"
+
+
 def pod_group(
     name: str, *, namespace: str, queue: str, min_member: int = 1, **spec: Any
 ) -> dict[str, Any]:
@@ -580,10 +596,24 @@ class Kube:
             self.client.run(
                 "delete", *self.workloads, "-n", self.namespace, "--wait=true", "--timeout=60s"
             )
-        for kind in ("pods", "podgroups"):
-            self.client.run(
-                "delete", kind, "--all", "-n", self.namespace, "--wait=true", "--timeout=60s"
-            )
+        # Pods go with a grace period of 1 s (kubectl's shortest without --force): a running
+        # pod would otherwise stay Terminating on its node for its own period (30 s unless it
+        # says otherwise), as the kubelet kwok (or kubesim) plays keeps it, and the next test
+        # waited for it. A later delete may only shorten a pod's period, so this also ends
+        # the periods of pods the workloads' deletion left to the garbage collector.
+        self.client.run(
+            "delete",
+            "pods",
+            "--all",
+            "-n",
+            self.namespace,
+            "--grace-period=1",
+            "--wait=true",
+            "--timeout=60s",
+        )
+        self.client.run(
+            "delete", "podgroups", "--all", "-n", self.namespace, "--wait=true", "--timeout=60s"
+        )
         # One listing a round, not a GET per queue: a test may have made a thousand queues,
         # and a kubectl process per queue took a minute. A queue may refuse to go until the
         # operator has seen its pods go: rounds go on until the deadline.

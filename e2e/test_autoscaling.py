@@ -29,9 +29,9 @@ pytestmark = [
     pytest.mark.backends(
         "real", reason="Karpenter (the autoscaler) runs against the real control plane only"
     ),
-    # The first scenario lasts about 190 s by design (its fillers run for 150 s) and its
-    # setup starts the module's stack with Karpenter: the suite's 300 s left about 100 s of
-    # margin on a loaded two-core machine.
+    # The first scenario waits for a scale-up and a scale-down, each allowed SCALE_DEADLINE,
+    # and its setup starts the module's stack with Karpenter: the suite's 300 s left too
+    # little margin on a loaded two-core machine.
     pytest.mark.timeout(600),
 ]
 
@@ -86,8 +86,14 @@ def no_capacity(cluster: support.Cluster) -> bool:
 def scaled(autoscaled: support.Cluster) -> Iterator[support.Kube]:
     """A namespace on the autoscaled cluster, handed over once Karpenter is ready to provision
     (:func:`karpenter.unready` names nothing) and holds no node and no NodeClaim; afterwards
-    its objects are deleted and the test waits until Karpenter has taken every node and
-    NodeClaim back, so the next test starts from none."""
+    its objects are deleted, then the NodeClaims, and the test waits until Karpenter has
+    taken every node and NodeClaim back, so the next test starts from none.
+
+    The NodeClaims are deleted rather than left to consolidation, which Karpenter runs on
+    fixed periods no setting shortens (a 10 s disruption poll, then a 15 s validation before
+    it acts, after ``consolidateAfter``): 30-40 s a test. Karpenter terminates a deleted
+    NodeClaim's node at once, through the same finalizer and its kwok provider. A scenario
+    that claims scale-down (the first one's (d)) waits for consolidation in its own body."""
     namespace = support.unique("scale")
     assert autoscaled.client.run("create", "namespace", namespace).ok
     kube = support.Kube(autoscaled, namespace)
@@ -105,6 +111,7 @@ def scaled(autoscaled: support.Cluster) -> Iterator[support.Kube]:
         yield kube
     finally:
         kube.cleanup()
+        autoscaled.client.run("delete", "nodeclaims", "--all", "--wait=false")
         support.eventually(
             lambda: no_capacity(autoscaled),
             what="Karpenter removes every node and NodeClaim after the test",
@@ -114,13 +121,16 @@ def scaled(autoscaled: support.Cluster) -> Iterator[support.Kube]:
 
 
 def pods(kube: support.Kube, prefix: str, count: int, **kwargs: Any) -> list[dict[str, Any]]:
-    seconds = kwargs.pop("seconds", None)
+    """``count`` pods of :data:`POD`; with ``finishable=True`` they run (never restarted)
+    until :func:`support.finish` ends them."""
+    finishable = kwargs.pop("finishable", False)
     made = [
         support.pod(f"{prefix}-{i}", namespace=kube.namespace, requests=POD, **kwargs)
         for i in range(count)
     ]
-    if seconds is not None:
-        made = [support.finishing(m, seconds=seconds) for m in made]
+    if finishable:
+        for m in made:
+            m["spec"]["restartPolicy"] = "Never"
     return made
 
 
@@ -229,7 +239,7 @@ def test_pods_waiting_for_quota_buy_no_nodes_and_a_raise_buys_only_what_they_nee
     name = support.unique("quota")
     kube.must(kube.apply(support.queue(name, deserved=cpu(4), capability=cpu(4))))
     # Four pods fill the queue and buy one node, which keeps room for three more.
-    kube.must(kube.apply(*pods(kube, "filler", 4, queue=name, seconds=150)))
+    kube.must(kube.apply(*pods(kube, "filler", 4, queue=name, finishable=True)))
     support.eventually(
         lambda: bound(kube, "-l", "!wave") == 4,
         what="the fillers run",
@@ -242,7 +252,7 @@ def test_pods_waiting_for_quota_buy_no_nodes_and_a_raise_buys_only_what_they_nee
         assert first.nodes == 1, first
         before = settled_provisioning(cluster)
         log_mark = len(support.autoscaler(cluster).log_lines())
-        wave = pods(kube, "wave", 50, queue=name, seconds=60, labels={"wave": "1"})
+        wave = pods(kube, "wave", 50, queue=name, finishable=True, labels={"wave": "1"})
         kube.must(kube.apply(*wave))
         support.eventually(
             lambda: scheduled_reasons(kube, "-l", "wave") == {"SchedulingGated": 50},
@@ -319,6 +329,7 @@ def test_pods_waiting_for_quota_buy_no_nodes_and_a_raise_buys_only_what_they_nee
         )
 
         # (d) Work done: every pod succeeds; the stray's reservation pins no node.
+        support.finish(kube, "-l", "!stray")
         support.eventually(
             lambda: (
                 scheduled_reasons(kube, "-l", "!stray").get("Scheduled") == 54

@@ -8,8 +8,8 @@ written for queuetree: the operator creates PodGroup ``<job>`` (minMember 4, min
 four pods' requests, queue from ``runPolicy.schedulingPolicy.queue``) and waits for it to be
 ``Inqueue`` before it creates any pod; its pods name ``schedulerName: volcano``, which
 queuetree's webhook adopts. In a queue with room for 3 of the 4 pods nothing runs and the
-PodGroup says why; once the capability is raised the four run together, kwok completes them
-(their ``kubesim.io/run-seconds``), the job Succeeds, and deleting it leaves the queue empty.
+PodGroup says why; once the capability is raised the four run together, the test has kwok
+complete them (``support.finish``), the job Succeeds, and deleting it leaves the queue empty.
 The PyTorchJob is told too: the PodGroup's Event goes to its owner (issue 33 item 5).
 
 Real backend only: kubesim serves no custom resources' controllers, and the training operator
@@ -32,26 +32,21 @@ pytestmark = pytest.mark.backends(
 
 MANIFEST = support.REPO / "docs" / "integrations" / "pytorchjob.yaml"
 """The Queue and the PyTorchJob of docs/integrations/pytorchjob.md, applied as they are but for
-the queue's name (unique to the test) and a run time for kwok."""
+the queue's name (unique to the test)."""
 JOB = "mnist"
 WORKERS = 3
-RUN_SECONDS = 20
-"""How long kwok keeps each pod Running before it succeeds: long enough to see all four run at
-once on a loaded machine."""
 JOB_LABEL = "training.kubeflow.org/job-name"
 PODS = [f"{JOB}-master-0", *(f"{JOB}-worker-{i}" for i in range(WORKERS))]
 
 
 def documented(namespace: str, queue: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The documented Queue (renamed ``queue``) and PyTorchJob (in ``namespace``, in that
-    queue, its pods completed by kwok after :data:`RUN_SECONDS`)."""
+    queue; its pods run until the test ends their work with :func:`support.finish`)."""
     queue_manifest, job = support.documents(MANIFEST.read_text())
     queue_manifest["metadata"]["name"] = queue
     job["metadata"]["namespace"] = namespace
     job["spec"]["runPolicy"]["schedulingPolicy"]["queue"] = queue
     for spec in job["spec"]["pytorchReplicaSpecs"].values():
-        metadata = spec["template"].setdefault("metadata", {})
-        metadata.setdefault("annotations", {})[support.RUN_SECONDS] = str(RUN_SECONDS)
         spec["template"]["spec"]["terminationGracePeriodSeconds"] = 0
     return queue_manifest, job
 
@@ -108,10 +103,10 @@ def test_a_pytorch_job_runs_whole_once_its_queue_has_room_and_succeeds(
             what="all four pods run together once the capability is raised",
             diagnose=lambda: str([p["metadata"]["name"] for p in support.pods_in(kube)]),
         )
+        support.finish(kube, "-l", f"{JOB_LABEL}={JOB}")
         support.eventually(
             lambda: job_condition(kube, "Succeeded"),
             what="the PyTorchJob succeeds once kwok completes its pods",
-            deadline=RUN_SECONDS + support.DEFAULT_DEADLINE,
             diagnose=lambda: str((kube.get("pytorchjob", JOB) or {}).get("status")),
         )
     finally:

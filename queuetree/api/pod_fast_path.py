@@ -380,7 +380,8 @@ def parse_pod_fast(
     annotations = _fast_string_map(metadata.get("annotations"))
 
     spec = manifest.get("spec")
-    if type(spec) is not dict:
+    if type(spec) is not dict or spec.get("resourceClaims"):
+        # Devices through DRA: rare enough that the checked path reads them.
         raise Unusual
     progress = _fast_progress(manifest, spec, deleting=deleting)
     resreq = _fast_pod_request(spec)

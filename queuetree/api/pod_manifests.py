@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final, TypedDict, Unpack
 
-from queuetree.api import pod_fast_path, pod_rules, readers
+from queuetree.api import pod_fast_path, pod_rules, readers, resource_claims
 from queuetree.core import objects, problems, resources
 
 
@@ -288,6 +288,7 @@ def parse_pod_checked(
         scheduler_name=spec.at("schedulerName").string() or pod_rules.DEFAULT_SCHEDULER,
         created=meta.created,
         uid=meta.uid,
+        claims=resource_claims.pod_claims(spec),
     )
     sink.raise_if_any()
     return pod

@@ -335,9 +335,10 @@ class Metadata:
 
 
 def start(
-    manifest: object, *, kind: str, origin: str, namespaced: bool
+    manifest: object, *, kind: str, origin: str, namespaced: bool, api_version: str = ""
 ) -> tuple[Reader, _Sink, Metadata]:
-    """Check kind and apiVersion, read metadata, and name the document in later problems."""
+    """Check kind and apiVersion (``api_version``, by default the one of :data:`API_VERSIONS`),
+    read metadata, and name the document in later problems."""
     sink = _Sink(origin=origin, document=kind)
     root = Reader(manifest, sink=sink)
     if not isinstance(manifest, Mapping):
@@ -352,11 +353,10 @@ def start(
     written_kind = root.at("kind").string()
     if written_kind and written_kind != kind:
         root.at("kind").fail(f"expected {kind}", value=written_kind)
-    api_version = root.at("apiVersion").string()
-    if api_version and api_version != API_VERSIONS[kind]:
-        root.at("apiVersion").fail(
-            f"{kind} must have apiVersion {API_VERSIONS[kind]}", value=api_version
-        )
+    wanted = api_version or API_VERSIONS[kind]
+    written_version = root.at("apiVersion").string()
+    if written_version and written_version != wanted:
+        root.at("apiVersion").fail(f"{kind} must have apiVersion {wanted}", value=written_version)
     if not name:
         metadata.at("name").fail("is required")
     uid = metadata.at("uid").string() or (f"{namespace}-{name}" if namespaced else name)

@@ -35,7 +35,7 @@ from typing import Final
 
 import yaml
 
-from queuetree.core import configs, problems, sessions
+from queuetree.core import configs, problems, resources, sessions
 
 CONFIGMAP_KEY: Final = "volcano-scheduler.conf"
 """The data key of Volcano's scheduler ConfigMap."""
@@ -46,6 +46,8 @@ VOLCANO_ONLY_FLAGS: Final = frozenset(
 """Plugin options Volcano has and queuetree does not use (accepted with a warning)."""
 
 IGNORED_SECTIONS: Final = ("configurations", "metrics")
+SECTIONS: Final = ("actions", "tiers", "deviceClassMappings")
+"""The top-level sections queuetree reads."""
 """Top-level sections of Volcano's file that queuetree reads past (with a warning)."""
 
 DEFAULT_CONFIGURATION: Final = """\
@@ -152,10 +154,8 @@ class _ConfigReader:
         for name in document:
             if name in IGNORED_SECTIONS:
                 self.warn(str(name), "not used by queuetree, ignored")
-            elif name not in ("actions", "tiers"):
-                self.warn(
-                    str(name), f"unknown section, ignored{_suggest(name, ('actions', 'tiers'))}"
-                )
+            elif name not in SECTIONS:
+                self.warn(str(name), f"unknown section, ignored{_suggest(name, SECTIONS)}")
         actions = self.read_actions(document.get("actions"))
         raw_tiers = document.get("tiers")
         if raw_tiers is None:
@@ -173,6 +173,9 @@ class _ConfigReader:
                 "shares; remove proportion (queuetree implements capacity)",
             )
         return configs.SchedulerConfiguration(
+            device_classes=MappingProxyType(
+                self.read_device_classes(document.get("deviceClassMappings"))
+            ),
             actions=actions,
             tiers=tuple(
                 configs.Tier(
@@ -181,6 +184,70 @@ class _ConfigReader:
                 for tier in tiers
             ),
         )
+
+    def read_device_classes(self, raw: object) -> dict[str, str]:
+        """``deviceClassMappings``: a list of ``{resourceName, deviceClassNames}``; the devices
+        of those DRA classes are charged to queues as ``resourceName`` (``core.devices``)."""
+        found: dict[str, str] = {}
+        if raw is None:
+            return found
+        if not isinstance(raw, list):
+            self.fail(
+                "deviceClassMappings",
+                "must be a list of {resourceName, deviceClassNames}",
+                value=raw,
+            )
+            return found
+        for index, item in enumerate(raw):
+            path = problems.field_path("deviceClassMappings", index)
+            if not isinstance(item, Mapping):
+                self.fail(
+                    path, "must be an object with resourceName and deviceClassNames", value=item
+                )
+                continue
+            for option in item:
+                if option not in ("resourceName", "deviceClassNames"):
+                    self.warn(
+                        problems.field_path(path, str(option)),
+                        "unknown option, ignored"
+                        f"{_suggest(option, ('resourceName', 'deviceClassNames'))}",
+                    )
+            name = item.get("resourceName")
+            name_path = problems.field_path(path, "resourceName")
+            if not isinstance(name, str) or not name:
+                self.fail(name_path, "is required: the resource queues limit", value=name)
+                continue
+            if name in (resources.CPU, resources.MEMORY, resources.PODS) or not (
+                resources.Resource.from_resource_list({name: "1"}).scalars
+            ):
+                self.fail(
+                    name_path,
+                    "must be an extended resource name with a domain, such as nvidia.com/gpu "
+                    "(queues count other names as nothing)",
+                    value=name,
+                )
+                continue
+            classes = item.get("deviceClassNames")
+            classes_path = problems.field_path(path, "deviceClassNames")
+            if not isinstance(classes, list) or not classes:
+                self.fail(
+                    classes_path, "must be a non-empty list of DeviceClass names", value=classes
+                )
+                continue
+            for position, device_class in enumerate(classes):
+                class_path = problems.field_path(classes_path, position)
+                if not isinstance(device_class, str) or not device_class:
+                    self.fail(class_path, "must be a DeviceClass name", value=device_class)
+                elif found.get(device_class, name) != name:
+                    self.fail(
+                        class_path,
+                        f"is already mapped to {found[device_class]}: a class is charged as "
+                        "one resource",
+                        value=device_class,
+                    )
+                else:
+                    found[device_class] = name
+        return dict(sorted(found.items()))
 
     def read_actions(self, raw: object) -> tuple[str, ...]:
         if not isinstance(raw, str):

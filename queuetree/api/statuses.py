@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from queuetree.core import conditions, objects, resources
+
+SHOWN_RESOURCES = (resources.CPU, resources.MEMORY, resources.GPU)
+"""The resources whose figures ``kubectl get queues`` shows in columns (hack/gen_crds.py's
+``FIGURE_RESOURCES``, kept equal by tests/deploy)."""
 
 READY_CONDITION = "Ready"
 """The type of the readiness condition (``kubectl get queues`` shows its reason)."""
@@ -202,3 +207,20 @@ def _resource(value: Any) -> resources.Resource | None:
         return resources.Resource.from_resource_list({str(k): v for k, v in value.items()})
     except (ValueError, TypeError):
         return None
+
+
+def amount_value(amount: resources.Resource) -> dict[str, str]:
+    """An amount figure of a queue's status (``allocated``, ``reserved``, ``deserved``): its
+    quantity map, with ``"0"`` for each of :data:`SHOWN_RESOURCES` it lacks. A printer column
+    cannot default a missing key, and an amount that is absent is zero: written, the columns
+    of ``kubectl get queues`` show ``0`` instead of nothing (issue 35). ``realCapability`` is
+    not an amount (absent means no limit) and is written as it is."""
+    value = resources.to_resource_list(amount)
+    missing = [
+        name for name in SHOWN_RESOURCES if name not in value and not math.isinf(amount.get(name))
+    ]
+    if not missing:
+        return value
+    value.update(dict.fromkeys(missing, "0"))
+    head = [name for name in (resources.CPU, resources.MEMORY) if name in value]
+    return {name: value[name] for name in (*head, *sorted(value.keys() - set(head)))}

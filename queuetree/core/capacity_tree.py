@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from queuetree.core import conditions, frameworks, objects, vectors
+from queuetree.core import conditions, devices, frameworks, objects, vectors
 
 Faults = dict[str, list[conditions.Fault]]
 """Queue name -> what is wrong with it, in the order found (its readiness condition)."""
@@ -204,6 +204,8 @@ class _Builder:
                 scalars = node.node.allocatable.scalars
                 if scalars:
                     keys.update(dims.index[name] for name in scalars)
+            # DRA devices too, though no node lists them (core.devices).
+            keys.update(devices.claimed_dimensions(session.config.device_classes, dims))
             for i in keys:
                 infinite[i] = vectors.MAXI
             root.capability = infinite

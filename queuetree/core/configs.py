@@ -73,6 +73,9 @@ class Tier:
 class SchedulerConfiguration:
     actions: tuple[str, ...] = ("enqueue", "allocate", "backfill")
     tiers: tuple[Tier, ...] = ()
+    device_classes: Mapping[str, str] = dataclasses.field(default_factory=_empty_mapping)
+    """DRA device class -> the resource name its devices are charged to queues as
+    (``deviceClassMappings``; ``core.devices``). Empty: devices through claims charge nothing."""
 
     def plugin(self, name: str) -> PluginOption | None:
         """The first option for plugin ``name`` across the tiers, if configured."""

@@ -33,7 +33,7 @@ import functools
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar
 
-from queuetree.core import configs, decisions, objects, vectors
+from queuetree.core import configs, decisions, devices, objects, vectors
 
 READY_STATUSES = frozenset(
     {
@@ -430,6 +430,10 @@ class Session:
         self.total_resource = dims.zero()
         for node in self.node_list:
             vectors.iadd(self.total_resource, node.allocatable)
+        for i in devices.claimed_dimensions(config.device_classes, dims):
+            # DRA devices are on no node's allocatable (drivers publish them in ResourceSlices,
+            # which queuetree does not count): the cluster sets no limit on them, queues do.
+            self.total_resource[i] = vectors.MAXI
         self.tiers: list[list[Plugin]] = []
         self.plugins: list[Plugin] = []
         self.errors: list[str] = []

@@ -338,6 +338,17 @@ class NodeSelectorTerm:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ClaimRef:
+    """One entry of a pod's ``spec.resourceClaims``: a shared ResourceClaim (``claim``) or a
+    ResourceClaimTemplate that makes the pod a claim of its own (``template``); exactly one is
+    set. Both name objects of the pod's namespace. How they are charged: ``core.devices``."""
+
+    name: str
+    claim: str = ""
+    template: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Pod:
     """A pod as a scheduling task.
 
@@ -376,6 +387,11 @@ class Pod:
     count: int = 1
     """How many pods this record stands for: 1, or the number of pods that compaction folded
     into it (its requests are their sum); what queue figures count as ``pods``."""
+    claims: tuple[ClaimRef, ...] = ()
+    """``spec.resourceClaims``: devices through Dynamic Resource Allocation."""
+    request_before_devices: resources.Resource | None = None
+    """None: ``resreq`` holds no device charge. Otherwise ``resreq`` is this plus the devices
+    of ``claims`` (``core.devices.with_devices``), so that charging again starts from here."""
 
     @property
     def key(self) -> str:

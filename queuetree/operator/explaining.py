@@ -62,7 +62,8 @@ def plan_explanations(
 
     Pods held by our gate (and not just admitted) get the core's reason; a pod with no reason
     from the core gets none written. Gated pods the operator cannot read
-    (``StateView.unreadable``) come first, told why (:data:`UNREADABLE`). Pods that were
+    (``StateView.unreadable``) come first, told why (:data:`UNREADABLE`), then gated pods whose
+    DRA devices cannot be charged yet (``StateView.device_waits``). Pods that were
     explained and are no longer held get their annotation removed, except pods just admitted
     (assumed): their gate removal takes the annotation with it
     (``writing.build_gate_removal_patch``), or, when the cache did not show the annotation
@@ -74,6 +75,10 @@ def plan_explanations(
         reason = UNREADABLE.format(problem=problem)
         if len(planned) < budget and reason != explained.get(key, ""):
             planned.append(Explanation(key=key, reason=reason, uid=uid))
+    for key in sorted(view.device_waits):
+        uid, why = view.device_waits[key]
+        if len(planned) < budget and why != explained.get(key, ""):
+            planned.append(Explanation(key=key, reason=why, uid=uid))
     pods = view.snapshot.pods
     # Only pods with our gate or with an explanation can need a write: not every pod.
     found = [

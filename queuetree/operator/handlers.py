@@ -1,7 +1,8 @@
 """Kopf handlers: watch events into the cluster state, nothing else.
 
 Queues, pod groups, nodes, PriorityClasses and namespaces (their break-glass label: whether
-the pod webhooks review them), and pods when ``informing.PodInformer`` is not used. Each
+the pod webhooks review them), ResourceClaims and ResourceClaimTemplates when device classes
+are mapped (``core.devices``), and pods when ``informing.PodInformer`` is not used. Each
 handler parses the object with the ``queuetree.api`` reader of its kind and updates
 ``queuetree.operator.state`` (which wakes the cycle). No handler writes to the API, and only
 index and event handlers are registered, so kopf never adds a finalizer or a
@@ -15,14 +16,15 @@ the whole cluster: it marks the state synced, and only then does the cycle decid
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
 
 import kopf
 
-from queuetree.api import bodies, pod_manifests, queue_manifests, readers
-from queuetree.core import objects
+from queuetree.api import bodies, pod_manifests, queue_manifests, readers, resource_claims
+from queuetree.core import devices, objects
 from queuetree.operator import state
 
 logger = logging.getLogger(__name__)
@@ -105,7 +107,11 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
         cluster.set_namespace_reviewed(name, True)
 
     # (resource, name in warnings, reader and store, forget, key) of each kind.
-    kinds = [
+    kinds: list[
+        tuple[
+            tuple[str, ...], str, Callable[[Any], None], Callable[[str], None], Callable[[Any], str]
+        ]
+    ] = [
         (QUEUES, "Queue", store_queue, cluster.delete_queue, bodies.name_of),
         (POD_GROUPS, "PodGroup", store_pod_group, cluster.delete_pod_group, bodies.key_of),
         (("nodes",), "Node", store_node, cluster.delete_node, bodies.name_of),
@@ -120,7 +126,37 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
     ]
     if pods:
         kinds.append((("pods",), "Pod", store_pod, cluster.delete_pod, bodies.key_of))
+    if cluster.device_classes:
+        # Devices through DRA are charged only when classes are mapped: only then must the API
+        # serve resource.k8s.io/v1 (the operator waits for every watch's first listing).
+        for claim_resource, kind, parse in (
+            (resource_claims.RESOURCE_CLAIMS, devices.CLAIM, resource_claims.parse_claim),
+            (
+                resource_claims.RESOURCE_CLAIM_TEMPLATES,
+                devices.TEMPLATE,
+                resource_claims.parse_template,
+            ),
+        ):
+            kinds.append(
+                (
+                    claim_resource,
+                    kind,
+                    functools.partial(_store_claim, cluster, kind, parse),
+                    functools.partial(cluster.delete_claim, kind),
+                    bodies.key_of,
+                )
+            )
     for resource, name, store, forget, key in kinds:
         keep(resource, name, store=store, forget=forget, key=key)
 
     return registry
+
+
+def _store_claim(
+    cluster: state.ClusterState,
+    kind: str,
+    parse: Callable[[Any], tuple[str, devices.ClaimSpec]],
+    body: Any,
+) -> None:
+    key, spec = parse(body)
+    cluster.upsert_claim(kind, key, spec)

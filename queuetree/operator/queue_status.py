@@ -153,14 +153,14 @@ def desired_status(
         # ``pods`` counts pods, as Volcano's scheduler writes it: the webhook reads it to keep
         # a busy queue from being deleted or getting a first child.
         status["allocated"] = {
-            **resources.to_resource_list(figures.allocated),
+            **statuses.amount_value(figures.allocated),
             resources.PODS: str(figures.allocated_pods),
         }
         status["reserved"] = {
-            **resources.to_resource_list(figures.reserved),
+            **statuses.amount_value(figures.reserved),
             resources.PODS: str(figures.reserved_pods),
         }
-        status["deserved"] = resources.to_resource_list(figures.deserved)
+        status["deserved"] = statuses.amount_value(figures.deserved)
         status["realCapability"] = resources.to_resource_list(figures.real_capability)
     return status
 

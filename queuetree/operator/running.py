@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
@@ -21,6 +22,7 @@ from typing import Any
 
 import kopf
 
+from queuetree.api import resource_claims
 from queuetree.core import decisions, inqueue_bounds, objects, sessions
 from queuetree.operator import (
     cycle,
@@ -192,13 +194,6 @@ async def _run(
 ) -> None:
     from kubernetes_asyncio import client
 
-    cluster = state.ClusterState(
-        sources=frozenset({"kopf", "pods"}), default_queue=config.default_queue
-    )
-    if on_state is not None:
-        on_state(cluster)
-    if session is None:
-        session = make_session(config, admission_only=True)
     configuration = client.Configuration.get_default_copy()
     # One connection per gate worker, plus the pod watch, the lease and the background writer:
     # the library's default (5 per CPU) would make gate workers wait for each other.
@@ -212,6 +207,25 @@ async def _run(
             limiter=kube.RateLimiter(qps=config.qps, burst=config.burst),
             on_error=metrics_.record_api_error,
         )
+
+        if config.scheduler_config.device_classes and not await _serves_dra(api):
+            # Without the DRA API no pod can get devices through claims: nothing to charge, and
+            # watches of kinds the API does not serve would keep the operator from ever syncing.
+            logger.warning(
+                "deviceClassMappings ignored: the API server does not serve %s",
+                resource_claims.GROUP_VERSION,
+            )
+            unmapped = dataclasses.replace(config.scheduler_config, device_classes={})
+            config = dataclasses.replace(config, scheduler_config=unmapped)
+        cluster = state.ClusterState(
+            sources=frozenset({"kopf", "pods"}),
+            default_queue=config.default_queue,
+            device_classes=config.scheduler_config.device_classes,
+        )
+        if on_state is not None:
+            on_state(cluster)
+        if session is None:
+            session = make_session(config, admission_only=True)
 
         async def leading_work() -> None:
             await lead(
@@ -277,3 +291,14 @@ async def _run(
             for task in (election, informer, watching):
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+
+async def _serves_dra(api: kube.AsyncKube) -> bool:
+    """Whether the API server serves ``resource.k8s.io/v1`` (ResourceClaims and templates)."""
+    try:
+        await api.read("resource.k8s.io/v1", f"/apis/{resource_claims.GROUP_VERSION}")
+    except kube.ApiError as error:
+        if error.status == 404:
+            return False
+        raise
+    return True

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from queuetree.core import governing, inqueue_bounds, objects, resources
+from queuetree.core import devices, governing, inqueue_bounds, objects, resources
 from queuetree.operator import compacting
 
 WakeFn = Callable[[], None]
@@ -85,6 +85,11 @@ class StateView:
     )
     """Pods with our gate that the operator cannot read, by key: (uid, the problems). They are
     in no snapshot, so no queue admits them; they are told why (``explaining``)."""
+    device_waits: Mapping[str, tuple[str, str]] = dataclasses.field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """Gated pods whose DRA devices cannot be charged yet, by key: (uid, why). They are in no
+    snapshot, so no queue admits them uncharged; they are told why (``explaining``)."""
 
     @property
     def for_session(self) -> objects.Snapshot:
@@ -105,8 +110,22 @@ class ClusterState:
         wake: WakeFn | None = None,
         sources: frozenset[str] = frozenset({"kopf"}),
         default_queue: str = objects.DEFAULT_QUEUE,
+        device_classes: Mapping[str, str] = MappingProxyType({}),
     ) -> None:
         self._lock = threading.Lock()
+        self.device_classes = device_classes
+        """DRA device class -> resource name (``deviceClassMappings``): pods that name claims
+        are charged their devices (``core.devices``); empty, claims charge nothing."""
+        self._claim_specs: dict[str, devices.ClaimSpec] = {}
+        self._template_specs: dict[str, devices.ClaimSpec] = {}
+        """ResourceClaims and ResourceClaimTemplates by ``namespace/name``."""
+        self._named_by: dict[tuple[str, str], set[str]] = {}
+        """(kind, claim or template key) -> the governed pods that name it."""
+        self._names_of: dict[str, frozenset[tuple[str, str]]] = {}
+        """Pod key -> what it names (the inverse of ``_named_by``)."""
+        self._device_waits: dict[str, tuple[objects.Pod, str]] = {}
+        """Gated pods whose devices cannot be charged yet: key -> (the pod, why)."""
+        self._recharging = False
         self.default_queue = default_queue
         """The queue of lone pods and PodGroups that name none (``--default-queue``)."""
         self._sources = sources
@@ -284,6 +303,13 @@ class ClusterState:
         key = pod.key
         if not pod.governed:
             return self._store_outside(pod)
+        if pod.claims and self.device_classes:
+            charged = self._charged(pod)
+            if charged is None:
+                return True
+            pod = charged
+        elif key in self._names_of:
+            self._forget_names(key)
         if key in self._outside:
             # It was outside queue admission (a pod can opt in only where the webhook lets it,
             # but the state takes any history): it leaves the outside books first.
@@ -297,6 +323,130 @@ class ClusterState:
             return self._store_pod_unclassified(pod)
         finally:
             self._classify(key)
+
+    # Devices through DRA (``core.devices``): a pod that names claims is stored charged them.
+
+    def _charged(self, pod: objects.Pod) -> objects.Pod | None:
+        """``pod`` charged its devices; None when a gated pod cannot be charged yet (it is
+        dropped from the snapshots and waits, told why). An admitted pod whose claim is gone
+        keeps the charge it was admitted with (it still holds the devices)."""
+        key = pod.key
+        self._note_names(key, pod)
+        queue = self._queue_of(pod)
+        found = devices.find_claims(
+            pod,
+            claims=self._claim_specs,
+            templates=self._template_specs,
+            carried=lambda claim: devices.carries(key, self._holders(claim, queue)),
+        )
+        charged = devices.charge_pod(pod, found, self.device_classes)
+        if not isinstance(charged, str):
+            self._device_waits.pop(key, None)
+            return charged
+        if pod.queue_gated and key not in self._assumed:
+            if key not in self._device_waits:
+                self._drop_pod(key, keep_names=True)
+            if self._device_waits.get(key) != (pod, charged):
+                self._device_waits[key] = (pod, charged)
+                self._changed()
+            return None
+        self._device_waits.pop(key, None)
+        previous = self._pods.get(key)
+        if previous is None or previous.request_before_devices is None:
+            return pod
+        return dataclasses.replace(
+            pod, resreq=previous.resreq, request_before_devices=previous.request_before_devices
+        )
+
+    def _queue_of(self, pod: objects.Pod) -> str:
+        """The queue ``pod`` is charged to: its admission record, else its group's queue."""
+        if pod.admitted_queue:
+            return pod.admitted_queue
+        group = self._shown_group(pod.group)
+        if group is None:
+            group = objects.admission_lone_pod_group(pod, default_queue=self.default_queue)
+        return group.queue
+
+    def _holders(self, claim: str, queue: str) -> list[str]:
+        """The pods of ``queue`` that name the shared ResourceClaim ``claim`` and hold room."""
+        found = []
+        for key in self._named_by.get((devices.CLAIM, claim), ()):
+            shown = self._assumed_view.get(key) or self._pods.get(key)
+            if (
+                shown is not None
+                and not shown.queue_gated
+                and holds_room(shown)
+                and self._queue_of(shown) == queue
+            ):
+                found.append(key)
+        return found
+
+    def _note_names(self, key: str, pod: objects.Pod) -> None:
+        names = frozenset(
+            (devices.CLAIM, f"{pod.namespace}/{ref.claim}")
+            if ref.claim
+            else (devices.TEMPLATE, f"{pod.namespace}/{ref.template}")
+            for ref in pod.claims
+            if ref.claim or ref.template
+        )
+        if self._names_of.get(key) == names:
+            return
+        self._forget_names(key)
+        self._names_of[key] = names
+        for name in names:
+            self._named_by.setdefault(name, set()).add(key)
+
+    def _forget_names(self, key: str) -> frozenset[tuple[str, str]]:
+        names = self._names_of.pop(key, frozenset())
+        for name in names:
+            users = self._named_by.get(name)
+            if users is not None:
+                users.discard(key)
+                if not users:
+                    del self._named_by[name]
+        return names
+
+    def _recharge(self, names: frozenset[tuple[str, str]] | set[tuple[str, str]]) -> None:
+        """Charge again the pods that name any of ``names`` (a claim or template changed, or
+        which pod carries a shared claim may have)."""
+        if self._recharging:
+            return
+        self._recharging = True
+        try:
+            keys = sorted({key for name in names for key in self._named_by.get(name, ())})
+            for key in keys:
+                waiting = self._device_waits.get(key)
+                stored = waiting[0] if waiting is not None else self._pods.get(key)
+                if stored is not None:
+                    self._store_pod(stored)
+        finally:
+            self._recharging = False
+
+    def _recharge_shared(self, key: str) -> None:
+        """After pod ``key`` changed: the pods sharing its claims may carry them differently."""
+        names = self._names_of.get(key)
+        if names and not self._recharging:
+            self._recharge({name for name in names if name[0] == devices.CLAIM})
+
+    def upsert_claim(self, kind: str, key: str, spec: devices.ClaimSpec) -> None:
+        """Store a ResourceClaim or ResourceClaimTemplate (``kind``) and charge its pods."""
+        table = self._claim_specs if kind == devices.CLAIM else self._template_specs
+        with self._lock:
+            if table.get(key) == spec:
+                return
+            table[key] = spec
+            self._recharge({(kind, key)})
+            self._changed()
+        self._wake()
+
+    def delete_claim(self, kind: str, key: str) -> None:
+        table = self._claim_specs if kind == devices.CLAIM else self._template_specs
+        with self._lock:
+            if table.pop(key, None) is None:
+                return
+            self._recharge({(kind, key)})
+            self._changed()
+        self._wake()
 
     def _store_pod_unclassified(self, pod: objects.Pod) -> bool:
         key = pod.key
@@ -338,11 +488,17 @@ class ClusterState:
         self._assumed_groups.pop(key, None)
         return self._assumed.pop(key, None) is not None
 
-    def _drop_pod(self, key: str) -> bool:
+    def _drop_pod(self, key: str, *, keep_names: bool = False) -> bool:
         """Forget pod ``key``; True when that is worth a cycle soon (a pod outside queue
-        admission is worth one only when a PodGroup's mark changed)."""
+        admission is worth one only when a PodGroup's mark changed). ``keep_names``: it
+        still names its claims (it waits for them)."""
         if key in self._outside:
             return self._drop_outside(key)
+        if not keep_names:
+            self._device_waits.pop(key, None)
+            names = self._forget_names(key)
+            if names:
+                self._recharge({name for name in names if name[0] == devices.CLAIM})
         self._unassume(key)
         self._explained.pop(key, None)
         self._lone_groups.pop(key, None)
@@ -465,6 +621,7 @@ class ClusterState:
             self._gated.discard(key)
         self._compaction.update(key, pod, self._group_of(pod) if pod is not None else None)
         self._tally(key)
+        self._recharge_shared(key)
 
     def _tally(self, key: str) -> None:
         """Count the group snapshots show under ``key`` (:meth:`_shown_group`) in
@@ -505,7 +662,8 @@ class ClusterState:
         while nobody watched. Marks the ``pods`` source listed."""
         with self._lock:
             fresh = {pod.key for pod in pods}
-            for key in [key for key in (*self._pods, *self._outside) if key not in fresh]:
+            known = (*self._pods, *self._outside, *self._device_waits)
+            for key in [key for key in known if key not in fresh]:
                 self._drop_pod(key)
             self._distrusted.clear()
             for pod in pods:
@@ -626,6 +784,9 @@ class ClusterState:
                 version=self._version,
                 synced=self._synced,
                 unreadable=MappingProxyType(dict(self._unreadable)),
+                device_waits=MappingProxyType(
+                    {key: (pod.uid, why) for key, (pod, why) in self._device_waits.items()}
+                ),
             )
 
     def _node_occupancy(self) -> dict[str, objects.Occupancy]:
@@ -696,7 +857,7 @@ class ClusterState:
         caller sees no change and writes nothing).
         """
         with self._lock:
-            if key not in self._pods:
+            if key not in self._pods and key not in self._device_waits:
                 return reason
             previous = self._explained.get(key)
             if reason:

@@ -322,6 +322,32 @@ ERRORS = {
             "as a string (got null)"
         ],
     ),
+    "device class mappings that cannot be used": ErrorsCase(
+        text="""\
+        actions: allocate
+        deviceClassMappings:
+        - resourceName: gpu
+          deviceClassNames: [a.example.com]
+        - resourceName: nvidia.com/gpu
+          deviceClassNames: []
+        - resourceName: example.com/nic
+          deviceClassNames: [b.example.com]
+        - resourceName: nvidia.com/gpu
+          deviceClassNames: [b.example.com, c.example.com]
+        - just-a-string
+        """,
+        expected=[
+            "s.conf: deviceClassMappings[0].resourceName: must be an extended resource name "
+            "with a domain, such as nvidia.com/gpu (queues count other names as nothing) "
+            '(got "gpu")',
+            "s.conf: deviceClassMappings[1].deviceClassNames: must be a non-empty list of "
+            "DeviceClass names (got [])",
+            "s.conf: deviceClassMappings[3].deviceClassNames[0]: is already mapped to "
+            'example.com/nic: a class is charged as one resource (got "b.example.com")',
+            "s.conf: deviceClassMappings[4]: must be an object with resourceName and "
+            'deviceClassNames (got "just-a-string")',
+        ],
+    ),
     "YAML that does not parse": ErrorsCase(
         text="actions: [allocate\n",
         expected=[
@@ -338,3 +364,24 @@ def test_a_configuration_queuetree_cannot_use_is_refused_with_every_problem(
     with pytest.raises(schedconf.ConfigurationError) as caught:
         parse(text)
     assert [str(problem) for problem in caught.value.problems] == expected
+
+
+def test_device_class_mappings_map_each_class_to_its_resource() -> None:
+    parsed = parse(
+        """\
+        actions: allocate
+        deviceClassMappings:
+        - resourceName: nvidia.com/gpu
+          deviceClassNames: [gpu.example.com, big-gpu.example.com]
+        - resourceName: example.com/nic
+          deviceClassNames: [nic.example.com]
+        """
+    )
+    assert (dict(parsed.configuration.device_classes), parsed.warnings) == (
+        {
+            "big-gpu.example.com": "nvidia.com/gpu",
+            "gpu.example.com": "nvidia.com/gpu",
+            "nic.example.com": "example.com/nic",
+        },
+        (),
+    )

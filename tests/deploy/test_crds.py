@@ -14,6 +14,8 @@ import jsonschema
 import pytest
 import yaml
 
+from queuetree.api import statuses
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRDS = ROOT / "crds"
 
@@ -38,15 +40,27 @@ def error_paths(plural: str, manifest: str) -> list[str]:
     return sorted(".".join(str(part) for part in error.absolute_path) for error in errors)
 
 
-def test_the_committed_crds_are_what_the_generator_writes() -> None:
+def generator() -> Any:
     spec = importlib.util.spec_from_file_location("gen_crds", ROOT / "hack" / "gen_crds.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_crds_are_what_the_generator_writes() -> None:
+    module = generator()
     expected = {path.name: text for path, text in module.get_outputs(ROOT)}
     actual = {name: (CRDS / name).read_text(encoding="utf-8") for name in expected}
     assert actual == expected
+
+
+def test_the_operator_writes_a_zero_for_every_resource_a_queue_column_shows() -> None:
+    # kubectl get queues shows "0", not nothing, for a figure a queue lacks (issue 35): the
+    # operator fills the amounts of exactly the columns' resources (statuses.amount_value).
+    shown = tuple(resource for _, resource in generator().FIGURE_RESOURCES)
+    assert shown == statuses.SHOWN_RESOURCES
 
 
 @pytest.mark.parametrize(

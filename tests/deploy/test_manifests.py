@@ -586,6 +586,8 @@ OPERATOR_CLUSTER_ROLE = grants(
     ("", "events", "create", "*"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "list watch", "*"),
     ("scheduling.k8s.io", "priorityclasses", "list watch", "*"),
+    ("resource.k8s.io", "resourceclaims", "list watch", "*"),
+    ("resource.k8s.io", "resourceclaimtemplates", "list watch", "*"),
 )
 OPERATOR_ROLE = grants(
     ("coordination.k8s.io", "leases", "get update", "queuetree-operator"),

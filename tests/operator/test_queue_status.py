@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from queuetree.api import statuses
 from queuetree.core import conditions, decisions, objects, resources
 from queuetree.operator import queue_status, state
 from tests import builders as b
@@ -155,9 +156,10 @@ def test_figures_of_the_last_session_are_written_as_quantities_with_pod_counts()
         queue_status.QueueWrite(
             name="root",
             status={
-                "allocated": {"cpu": "2", "memory": "0", "pods": "3"},
-                "reserved": {"cpu": "0", "memory": "0", "pods": "1"},
-                "deserved": {"cpu": "0", "memory": "0"},
+                # The GPU columns of kubectl get queues show 0, not nothing (issue 35).
+                "allocated": {"cpu": "2", "memory": "0", "nvidia.com/gpu": "0", "pods": "3"},
+                "reserved": {"cpu": "0", "memory": "0", "nvidia.com/gpu": "0", "pods": "1"},
+                "deserved": {"cpu": "0", "memory": "0", "nvidia.com/gpu": "0"},
                 "realCapability": {},
             },
         )
@@ -167,17 +169,41 @@ def test_figures_of_the_last_session_are_written_as_quantities_with_pod_counts()
 def test_a_resource_that_left_a_figure_is_removed_with_null() -> None:
     written = {
         **OPEN_STATUS,
-        "allocated": {"cpu": "2", "memory": "0", "nvidia.com/gpu": "2", "pods": "0"},
-        "reserved": {"cpu": "0", "memory": "0", "pods": "0"},
-        "deserved": {"cpu": "0", "memory": "0"},
+        "allocated": {"cpu": "2", "memory": "0", "example.com/nic": "2", "pods": "0"},
+        "reserved": {"cpu": "0", "memory": "0", "nvidia.com/gpu": "0", "pods": "0"},
+        "deserved": {"cpu": "0", "memory": "0", "nvidia.com/gpu": "0"},
         "realCapability": {},
         "conditions": [ready("root")],
     }
     view = view_of([record("root", status=written)])
     result = decisions.SessionResult(ready=True, queues=MappingProxyType({"root": figures(CPU2)}))
     assert queue_status.plan_queue_writes(view, result) == [
-        queue_status.QueueWrite(name="root", status={"allocated": {"nvidia.com/gpu": None}})
+        queue_status.QueueWrite(
+            name="root",
+            status={"allocated": {"example.com/nic": None, "nvidia.com/gpu": "0"}},
+        )
     ]
+
+
+@pytest.mark.parametrize(
+    ("amount", "value"),
+    [
+        pytest.param(
+            b.res(),
+            {"cpu": "0", "memory": "0", "nvidia.com/gpu": "0"},
+            id="every-shown-resource-is-written-zero",
+        ),
+        pytest.param(
+            b.res(cpu="1", **{"example.com/nic": "1", "nvidia.com/gpu": "2"}),
+            {"cpu": "1", "memory": "0", "example.com/nic": "1", "nvidia.com/gpu": "2"},
+            id="figures-are-kept",
+        ),
+    ],
+)
+def test_amounts_show_zero_for_the_resources_of_the_columns(
+    amount: resources.Resource, value: dict[str, str]
+) -> None:
+    assert statuses.amount_value(amount) == value
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,85 @@
+"""ResourceClaims and ResourceClaimTemplates (``resource.k8s.io/v1``) into ``core.devices``
+records, and a pod's ``spec.resourceClaims``.
+
+Only what queues are charged is read: each of ``spec.devices.requests`` (a template keeps the
+claim's spec under ``spec.spec``) with its ``exactly`` ask or ``firstAvailable`` subrequests:
+``deviceClassName``, ``allocationMode`` (``ExactCount`` when unset) and ``count`` (1 when
+unset). Selectors, constraints and configuration do not change a count and are not read.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from queuetree.api import readers
+from queuetree.core import devices, objects
+
+API_GROUP: Final = "resource.k8s.io"
+API_VERSION: Final = "v1"
+GROUP_VERSION: Final = f"{API_GROUP}/{API_VERSION}"
+RESOURCE_CLAIMS: Final = (API_GROUP, API_VERSION, "resourceclaims")
+RESOURCE_CLAIM_TEMPLATES: Final = (API_GROUP, API_VERSION, "resourceclaimtemplates")
+"""The (group, version, plural) of the two kinds the operator watches when classes are mapped."""
+
+
+def _ask(reader: readers.Reader) -> devices.DeviceAsk:
+    return devices.DeviceAsk(
+        device_class=reader.at("deviceClassName").string(),
+        count=reader.at("count").integer(1),
+        mode=reader.at("allocationMode").string() or devices.EXACT_COUNT,
+    )
+
+
+def _claim_spec(spec: readers.Reader) -> devices.ClaimSpec:
+    requests = []
+    for item in spec.at("devices", "requests").items():
+        name = item.at("name").string()
+        alternatives = item.at("firstAvailable").items()
+        if alternatives:
+            asks = tuple(_ask(sub) for sub in alternatives)
+            requests.append(devices.DeviceRequest(name=name, asks=asks, first_available=True))
+        else:
+            requests.append(devices.DeviceRequest(name=name, asks=(_ask(item.at("exactly")),)))
+    return devices.ClaimSpec(requests=tuple(requests))
+
+
+def parse_claim(manifest: readers.RawManifest) -> tuple[str, devices.ClaimSpec]:
+    """A ResourceClaim: its key ``namespace/name`` and what it asks for. Raises
+    :class:`readers.ManifestError`."""
+    root, sink, meta = readers.start(
+        manifest,
+        kind=devices.CLAIM,
+        origin="",
+        namespaced=True,
+        api_version=GROUP_VERSION,
+    )
+    spec = _claim_spec(root.at("spec"))
+    sink.raise_if_any()
+    return f"{meta.namespace}/{meta.name}", spec
+
+
+def parse_template(manifest: readers.RawManifest) -> tuple[str, devices.ClaimSpec]:
+    """A ResourceClaimTemplate: its key and what each claim made from it asks for. Raises
+    :class:`readers.ManifestError`."""
+    root, sink, meta = readers.start(
+        manifest,
+        kind=devices.TEMPLATE,
+        origin="",
+        namespaced=True,
+        api_version=GROUP_VERSION,
+    )
+    spec = _claim_spec(root.at("spec", "spec"))
+    sink.raise_if_any()
+    return f"{meta.namespace}/{meta.name}", spec
+
+
+def pod_claims(spec: readers.Reader) -> tuple[objects.ClaimRef, ...]:
+    """A pod's ``spec.resourceClaims``."""
+    return tuple(
+        objects.ClaimRef(
+            name=item.at("name").string(),
+            claim=item.at("resourceClaimName").string(),
+            template=item.at("resourceClaimTemplateName").string(),
+        )
+        for item in spec.at("resourceClaims").items()
+    )
