@@ -26,9 +26,7 @@ from queuetree.core import capacity, decisions, frameworks, objects, quota_recla
 
 Statement = frameworks.Statement
 
-Describe = Callable[[frameworks.Task, frameworks.Task, tuple[str, ...]], decisions.Eviction]
-"""``(evictor, victim, voters) -> record``: whom a victim is evicted for and why, called just
-before the victim is evicted (so the figures are the ones the vote saw)."""
+Describe = quota_reclaim.Describe
 
 
 class _QueueItem:

@@ -26,6 +26,9 @@ from collections.abc import Callable
 from queuetree.core import capacity, capacity_tree, decisions, frameworks, objects, vectors
 
 Describe = Callable[[frameworks.Task, frameworks.Task, tuple[str, ...]], decisions.Eviction]
+"""``(evictor, victim, voters) -> record``: whom a victim is evicted for and why, called just
+before the victim is evicted (so the figures are the ones the vote saw). ``actions`` names it
+too (it imports this module, so the type lives here)."""
 
 
 @dataclasses.dataclass(slots=True)
