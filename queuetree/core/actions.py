@@ -22,13 +22,11 @@ import heapq
 import itertools
 from collections.abc import Callable
 
-from queuetree.core import capacity, decisions, frameworks, objects, vectors
+from queuetree.core import capacity, decisions, frameworks, objects, quota_reclaim, vectors
 
 Statement = frameworks.Statement
 
-Describe = Callable[[frameworks.Task, frameworks.Task, tuple[str, ...]], decisions.Eviction]
-"""``(evictor, victim, voters) -> record``: whom a victim is evicted for and why, called just
-before the victim is evicted (so the figures are the ones the vote saw)."""
+Describe = quota_reclaim.Describe
 
 
 class _QueueItem:
@@ -622,7 +620,8 @@ def _nodes_by_score(
 
 def reclaim(session: frameworks.Session) -> None:
     """Take back resources other queues borrowed, for starving jobs of queues under their
-    deserved share (spec §3.8, §3.9, §3.11)."""
+    deserved share (spec §3.8, §3.9, §3.11); in admission mode, then for gated jobs that an
+    ancestor's capability keeps out (quota reclaim, :func:`_reclaim_by_quota`)."""
     preemptors: dict[str, list[tuple[frameworks.OrderKey, int, frameworks.Job]]] = {}
     counter = itertools.count()
     # In admission mode only pods kube-scheduler gave up on may reclaim: look at their jobs only.
@@ -686,6 +685,22 @@ def reclaim(session: frameworks.Session) -> None:
             stmt.discard()
         if jobs:
             heapq.heappush(heap, item)
+    plugin = _capacity_plugin(session)
+    if session.admission_only and plugin is not None:
+        _reclaim_by_quota(session, plugin, describe=describe)
+
+
+def _reclaim_by_quota(
+    session: frameworks.Session, plugin: capacity.CapacityPlugin, *, describe: Describe
+) -> None:
+    """Admission mode: gated jobs blocked by an ancestor's capability reclaim what other queues
+    borrowed under it (``quota_reclaim``, a deliberate divergence). Victims must be single
+    pods: a session that folded pods (``compaction``, ``folding``) only finds out whether it
+    has to, and asks to be run again without folding (``Session.redo_exact``)."""
+    if session.exact_pods and not any(job.run is not None for job in session.jobs.values()):
+        quota_reclaim.reclaim_by_quota(session, plugin, describe=describe)
+    elif quota_reclaim.needs_exact_pods(session, plugin):
+        session.redo_exact = True
 
 
 def _reclaimees(

@@ -471,6 +471,12 @@ class Session:
         self.yielding: set[str] = set()
         """Keys of the PodGroups released less than a bound ago, still without pods
         (``inqueue_bounds.yielding``): enqueue takes them after every other pending group."""
+        self.exact_pods = True
+        """Every pod is a task of its own (no pod of ``compaction`` stands for several):
+        victims of quota reclaim may be chosen (``actions.reclaim``)."""
+        self.redo_exact = False
+        """Quota reclaim would have to choose victims among pods this session folded: the
+        caller runs it again without folding (``sessions.run_session``)."""
         self._fns: dict[Hook, list[list[Callable[..., Any]]]] = {}
 
     # -- set-up -----------------------------------------------------------------------------

@@ -57,8 +57,14 @@ def run_session(
     scheduler_names: frozenset[str] | None = None,
     adopted_scheduler_names: frozenset[str] = frozenset(),
     bound: inqueue_bounds.InqueueBound | None = None,
+    unfolded: objects.Snapshot | None = None,
 ) -> decisions.SessionResult:
     """Run one session over ``snapshot`` and return its decisions; never raises on bad trees.
+
+    ``unfolded``: the same cluster with no pod folded, when the caller folded ``snapshot``'s
+    settled lone pods itself (the operator's state keeps them folded; it passes
+    ``compact=False``). Quota reclaim (``quota_reclaim``) chooses its victims among single
+    pods: when it has some to choose, the session runs again over ``unfolded``.
 
     ``bound`` (the operator's ``--inqueue-timeout`` as of now) bounds how long a PodGroup with
     no pod holds its queue's room while Inqueue (``inqueue_bounds``): such a group past its
@@ -100,12 +106,26 @@ def run_session(
         if admission_only:
             snapshot = governing.admission_snapshot(snapshot)
         if not (admission_only and compact):
-            return _run(
+            result = _run(
                 snapshot,
                 config=config,
                 feature_gates=feature_gates,
                 admission_only=admission_only,
                 fold=fold,
+                scheduler_names=scheduler_names,
+                adopted_scheduler_names=adopted_scheduler_names,
+                bound=bound,
+                exact_pods=unfolded is None,
+            )
+            if result is not None:
+                return result
+            if unfolded is not None and admission_only:
+                snapshot = governing.admission_snapshot(unfolded)
+            return _exact(
+                snapshot,
+                config=config,
+                feature_gates=feature_gates,
+                admission_only=admission_only,
                 scheduler_names=scheduler_names,
                 adopted_scheduler_names=adopted_scheduler_names,
                 bound=bound,
@@ -120,11 +140,50 @@ def run_session(
             scheduler_names=scheduler_names,
             adopted_scheduler_names=adopted_scheduler_names,
             bound=bound,
+            exact_pods=not compacted.folded,
         )
+        if result is None:
+            # Quota reclaim has victims to choose among pods the session folded: again, with
+            # every pod as itself.
+            return _exact(
+                snapshot,
+                config=config,
+                feature_gates=feature_gates,
+                admission_only=admission_only,
+                scheduler_names=scheduler_names,
+                adopted_scheduler_names=adopted_scheduler_names,
+                bound=bound,
+            )
         return dataclasses.replace(result, pod_groups=compacted.restore_phases(result.pod_groups))
     finally:
         if enabled:
             gc.enable()
+
+
+def _exact(
+    snapshot: objects.Snapshot,
+    *,
+    config: configs.SchedulerConfiguration,
+    feature_gates: Mapping[str, bool],
+    admission_only: bool,
+    scheduler_names: frozenset[str] | None,
+    adopted_scheduler_names: frozenset[str],
+    bound: inqueue_bounds.InqueueBound | None,
+) -> decisions.SessionResult:
+    """:func:`_run` with every pod as itself (nothing compacted, nothing folded)."""
+    result = _run(
+        snapshot,
+        config=config,
+        feature_gates=feature_gates,
+        admission_only=admission_only,
+        fold=False,
+        scheduler_names=scheduler_names,
+        adopted_scheduler_names=adopted_scheduler_names,
+        bound=bound,
+        exact_pods=True,
+    )
+    assert result is not None  # an exact session never asks to be run again
+    return result
 
 
 def _run(
@@ -137,7 +196,10 @@ def _run(
     scheduler_names: frozenset[str] | None,
     adopted_scheduler_names: frozenset[str],
     bound: inqueue_bounds.InqueueBound | None,
-) -> decisions.SessionResult:
+    exact_pods: bool,
+) -> decisions.SessionResult | None:
+    """One session over ``snapshot``; None when quota reclaim needs it run again with every pod
+    as itself (``exact_pods`` False: ``snapshot`` is compacted, or ``fold`` may fold)."""
     # 0. feature gates: a gate the caller leaves out takes queuetree's default
     feature_gates = features.resolve(feature_gates)
     # 1. dimensions
@@ -154,6 +216,7 @@ def _run(
     )
     session.scheduler_names = scheduler_names
     session.adopted_scheduler_names = adopted_scheduler_names
+    session.exact_pods = exact_pods
     # 3. plugins
     tiers = plugins.build_tiers(config, session.warnings)
     session.register(tiers)
@@ -179,6 +242,9 @@ def _run(
         # The operator's whole purpose is gate admission: run it even if the file omits allocate.
         actions.allocate(session, admission_only=True)
     # 5. decisions
+    if session.redo_exact:
+        _release(session, capacity_plugin)
+        return None
     try:
         return _result(session, capacity_plugin, bound=bound)
     finally:

@@ -58,10 +58,13 @@ from queuetree.operator import (
 logger = logging.getLogger(__name__)
 
 SessionFn = Callable[
-    [objects.Snapshot, inqueue_bounds.InqueueBound | None], decisions.SessionResult
+    [objects.Snapshot, inqueue_bounds.InqueueBound | None, objects.Snapshot | None],
+    decisions.SessionResult,
 ]
-"""The pure core bound to its configuration: one snapshot and the Inqueue bound as of now
-(None: no bound) in, decisions out."""
+"""The pure core bound to its configuration: one snapshot, the Inqueue bound as of now (None:
+no bound) and, when the snapshot's settled pods are folded (``StateView.session_snapshot``),
+the same cluster unfolded (quota reclaim chooses its victims there:
+``core.sessions.run_session``'s ``unfolded``; None otherwise) in, decisions out."""
 
 
 def inqueue_bound(timeout: float, *, now: float) -> inqueue_bounds.InqueueBound | None:
@@ -284,7 +287,12 @@ class AdmissionCycle:
         if self._last is not None and self._last[0] == key:
             return self._last[1]
         snapshot = reclaiming.protect(view.for_session, protected)
-        result = await asyncio.to_thread(self._session, snapshot, bound)
+        unfolded = (
+            reclaiming.protect(view.snapshot, protected)
+            if self._reclaim and view.session_snapshot is not None
+            else None
+        )
+        result = await asyncio.to_thread(self._session, snapshot, bound, unfolded)
         self._last = (key, result)
         return result
 

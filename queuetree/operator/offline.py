@@ -47,7 +47,9 @@ def decide(
     view = load_state(listing, default_queue=config.default_queue).view()
     session = running.make_session(config, admission_only=True)
     bound = cycle.inqueue_bound(config.inqueue_timeout, now=time.time() if now is None else now)
-    return Decision(view=view, result=session(view.for_session, bound))
+    # As the cycle does: the unfolded cluster too, where quota reclaim chooses its victims.
+    unfolded = view.snapshot if view.session_snapshot is not None else None
+    return Decision(view=view, result=session(view.for_session, bound, unfolded))
 
 
 def decide_full(
@@ -61,4 +63,4 @@ def decide_full(
     for key in ungated:
         cluster.assume_ungated(key, decided_at=0.0)
     bound = cycle.inqueue_bound(config.inqueue_timeout, now=time.time())
-    return running.make_session(config, admission_only=False)(cluster.view().snapshot, bound)
+    return running.make_session(config, admission_only=False)(cluster.view().snapshot, bound, None)

@@ -55,7 +55,9 @@ def make_session(config: settings.OperatorSettings, *, admission_only: bool) -> 
     """
 
     def run_session(
-        snapshot: objects.Snapshot, bound: inqueue_bounds.InqueueBound | None
+        snapshot: objects.Snapshot,
+        bound: inqueue_bounds.InqueueBound | None,
+        unfolded: objects.Snapshot | None = None,
     ) -> decisions.SessionResult:
         return sessions.run_session(
             snapshot,
@@ -66,6 +68,7 @@ def make_session(config: settings.OperatorSettings, *, admission_only: bool) -> 
             scheduler_names=config.scheduler_names if admission_only else None,
             adopted_scheduler_names=config.adopted_scheduler_names,
             bound=bound,
+            unfolded=unfolded,
         )
 
     return run_session

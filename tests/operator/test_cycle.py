@@ -37,7 +37,10 @@ class FakeSession:
         self.bounds: list[inqueue_bounds.InqueueBound | None] = []
 
     def __call__(
-        self, snapshot: objects.Snapshot, bound: inqueue_bounds.InqueueBound | None = None
+        self,
+        snapshot: objects.Snapshot,
+        bound: inqueue_bounds.InqueueBound | None = None,
+        unfolded: objects.Snapshot | None = None,
     ) -> decisions.SessionResult:
         self.seen.append(snapshot)
         self.bounds.append(bound)
@@ -313,7 +316,10 @@ class ReclaimSession:
         self.seen: list[objects.Snapshot] = []
 
     def __call__(
-        self, snapshot: objects.Snapshot, bound: inqueue_bounds.InqueueBound | None = None
+        self,
+        snapshot: objects.Snapshot,
+        bound: inqueue_bounds.InqueueBound | None = None,
+        unfolded: objects.Snapshot | None = None,
     ) -> decisions.SessionResult:
         self.seen.append(snapshot)
         victims = [k for k in self.VICTIMS if k in snapshot.pods and snapshot.pods[k].preemptable]
