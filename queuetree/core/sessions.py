@@ -100,6 +100,15 @@ def run_session(
     Before returning, the session breaks its own reference cycles, so that its state is freed
     by reference counting at once instead of being left for a later collection.
     """
+    exact = functools.partial(
+        _exact,
+        config=config,
+        feature_gates=feature_gates,
+        admission_only=admission_only,
+        scheduler_names=scheduler_names,
+        adopted_scheduler_names=adopted_scheduler_names,
+        bound=bound,
+    )
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -121,15 +130,7 @@ def run_session(
                 return result
             if unfolded is not None and admission_only:
                 snapshot = governing.admission_snapshot(unfolded)
-            return _exact(
-                snapshot,
-                config=config,
-                feature_gates=feature_gates,
-                admission_only=admission_only,
-                scheduler_names=scheduler_names,
-                adopted_scheduler_names=adopted_scheduler_names,
-                bound=bound,
-            )
+            return exact(snapshot)
         compacted = compaction.compact(snapshot)
         result = _run(
             compacted.snapshot,
@@ -145,15 +146,7 @@ def run_session(
         if result is None:
             # Quota reclaim has victims to choose among pods the session folded: again, with
             # every pod as itself.
-            return _exact(
-                snapshot,
-                config=config,
-                feature_gates=feature_gates,
-                admission_only=admission_only,
-                scheduler_names=scheduler_names,
-                adopted_scheduler_names=adopted_scheduler_names,
-                bound=bound,
-            )
+            return exact(snapshot)
         return dataclasses.replace(result, pod_groups=compacted.restore_phases(result.pod_groups))
     finally:
         if enabled:

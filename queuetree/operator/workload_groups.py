@@ -18,12 +18,11 @@ from queuetree.core import resources
 from queuetree.operator import queue_status, state
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class GroupCreation:
-    """Create the group ``group`` (``namespace/name``) from its pod ``pod`` (a key)."""
+class _OfGroup:
+    """A write about the PodGroup ``group``, a key (``namespace/name``)."""
 
+    __slots__ = ()
     group: str
-    pod: str
 
     @property
     def namespace(self) -> str:
@@ -32,6 +31,14 @@ class GroupCreation:
     @property
     def name(self) -> str:
         return self.group.partition("/")[2]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupCreation(_OfGroup):
+    """Create the group ``group`` (``namespace/name``) from its pod ``pod`` (a key)."""
+
+    group: str
+    pod: str
 
 
 def plan_group_creations(view: state.StateView, *, creating: Set[str]) -> list[GroupCreation]:
@@ -53,7 +60,7 @@ def plan_group_creations(view: state.StateView, *, creating: Set[str]) -> list[G
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class NativeGroup:
+class NativeGroup(_OfGroup):
     """Create the ``scheduling.k8s.io`` PodGroup of Volcano PodGroup ``group``
     (``namespace/name``, uid ``uid``) with ``min_member`` as its ``minCount``
     (``api.native_groups``)."""
@@ -61,14 +68,6 @@ class NativeGroup:
     group: str
     uid: str
     min_member: int
-
-    @property
-    def namespace(self) -> str:
-        return self.group.partition("/")[0]
-
-    @property
-    def name(self) -> str:
-        return self.group.partition("/")[2]
 
 
 def plan_native_groups(
