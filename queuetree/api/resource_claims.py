@@ -43,34 +43,27 @@ def _claim_spec(spec: readers.Reader) -> devices.ClaimSpec:
     return devices.ClaimSpec(requests=tuple(requests))
 
 
+def _parse(
+    manifest: readers.RawManifest, *, kind: str, path: tuple[str, ...]
+) -> tuple[str, devices.ClaimSpec]:
+    root, sink, meta = readers.start(
+        manifest, kind=kind, origin="", namespaced=True, api_version=GROUP_VERSION
+    )
+    spec = _claim_spec(root.at(*path))
+    sink.raise_if_any()
+    return f"{meta.namespace}/{meta.name}", spec
+
+
 def parse_claim(manifest: readers.RawManifest) -> tuple[str, devices.ClaimSpec]:
     """A ResourceClaim: its key ``namespace/name`` and what it asks for. Raises
     :class:`readers.ManifestError`."""
-    root, sink, meta = readers.start(
-        manifest,
-        kind=devices.CLAIM,
-        origin="",
-        namespaced=True,
-        api_version=GROUP_VERSION,
-    )
-    spec = _claim_spec(root.at("spec"))
-    sink.raise_if_any()
-    return f"{meta.namespace}/{meta.name}", spec
+    return _parse(manifest, kind=devices.CLAIM, path=("spec",))
 
 
 def parse_template(manifest: readers.RawManifest) -> tuple[str, devices.ClaimSpec]:
     """A ResourceClaimTemplate: its key and what each claim made from it asks for. Raises
     :class:`readers.ManifestError`."""
-    root, sink, meta = readers.start(
-        manifest,
-        kind=devices.TEMPLATE,
-        origin="",
-        namespaced=True,
-        api_version=GROUP_VERSION,
-    )
-    spec = _claim_spec(root.at("spec", "spec"))
-    sink.raise_if_any()
-    return f"{meta.namespace}/{meta.name}", spec
+    return _parse(manifest, kind=devices.TEMPLATE, path=("spec", "spec"))
 
 
 def pod_claims(spec: readers.Reader) -> tuple[objects.ClaimRef, ...]:
