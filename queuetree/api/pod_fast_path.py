@@ -458,7 +458,9 @@ def reparse_progress_fast(pod: objects.Pod, manifest: readers.RawManifest) -> ob
     manifest of the same pod that differs from ``manifest`` at most in ``status`` and the
     :data:`PROGRESS_SPEC_FIELDS` of ``spec``. Raises :class:`Unusual` where those fields are not
     plainly well formed (the caller then parses ``manifest`` whole)."""
-    if type(manifest) is not dict:
+    if type(manifest) is not dict or pod.claims:
+        # A pod with DRA claims reads status.resourceClaimStatuses too (the claims generated
+        # for it, which it is charged from): the whole parse reads it, as at creation.
         raise Unusual
     metadata = manifest.get("metadata")
     spec = manifest.get("spec")

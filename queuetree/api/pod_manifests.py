@@ -288,7 +288,7 @@ def parse_pod_checked(
         scheduler_name=spec.at("schedulerName").string() or pod_rules.DEFAULT_SCHEDULER,
         created=meta.created,
         uid=meta.uid,
-        claims=resource_claims.pod_claims(spec),
+        claims=resource_claims.pod_claims(spec, root.at("status")),
     )
     sink.raise_if_any()
     return pod

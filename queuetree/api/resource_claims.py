@@ -4,11 +4,14 @@ records, and a pod's ``spec.resourceClaims``.
 Only what queues are charged is read: each of ``spec.devices.requests`` (a template keeps the
 claim's spec under ``spec.spec``) with its ``exactly`` ask or ``firstAvailable`` subrequests:
 ``deviceClassName``, ``allocationMode`` (``ExactCount`` when unset) and ``count`` (1 when
-unset). Selectors, constraints and configuration do not change a count and are not read.
+unset). Selectors, constraints and configuration do not change a count and are not read. A
+claim's controlling Pod (``metadata.ownerReferences``) is read too: a generated claim charges
+only the pod it was made for.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Final
 
 from queuetree.api import readers
@@ -43,6 +46,20 @@ def _claim_spec(spec: readers.Reader) -> devices.ClaimSpec:
     return devices.ClaimSpec(requests=tuple(requests))
 
 
+def _controlling_pod(root: readers.Reader) -> str:
+    """The uid of the Pod that ``metadata.ownerReferences`` names as controller (as the
+    resourceclaim controller writes on a claim it generates, and kube-scheduler checks before it
+    allocates a generated claim for a pod); empty when no Pod controls the object."""
+    for owner in root.at("metadata", "ownerReferences").items():
+        if (
+            owner.at("controller").boolean() is True
+            and owner.at("kind").string() == "Pod"
+            and owner.at("apiVersion").string() == "v1"
+        ):
+            return owner.at("uid").string()
+    return ""
+
+
 def _parse(
     manifest: readers.RawManifest, *, kind: str, path: tuple[str, ...]
 ) -> tuple[str, devices.ClaimSpec]:
@@ -50,6 +67,8 @@ def _parse(
         manifest, kind=kind, origin="", namespaced=True, api_version=GROUP_VERSION
     )
     spec = _claim_spec(root.at(*path))
+    if kind == devices.CLAIM:
+        spec = dataclasses.replace(spec, owner=_controlling_pod(root))
     sink.raise_if_any()
     return f"{meta.namespace}/{meta.name}", spec
 
@@ -66,13 +85,23 @@ def parse_template(manifest: readers.RawManifest) -> tuple[str, devices.ClaimSpe
     return _parse(manifest, kind=devices.TEMPLATE, path=("spec", "spec"))
 
 
-def pod_claims(spec: readers.Reader) -> tuple[objects.ClaimRef, ...]:
-    """A pod's ``spec.resourceClaims``."""
-    return tuple(
-        objects.ClaimRef(
-            name=item.at("name").string(),
-            claim=item.at("resourceClaimName").string(),
-            template=item.at("resourceClaimTemplateName").string(),
+def pod_claims(spec: readers.Reader, status: readers.Reader) -> tuple[objects.ClaimRef, ...]:
+    """A pod's ``spec.resourceClaims``, each from a template with the name of the claim
+    generated for it as ``status.resourceClaimStatuses`` records it (by the pod claim's name)."""
+    generated = {
+        item.at("name").string(): item.at("resourceClaimName").string()
+        for item in status.at("resourceClaimStatuses").items()
+    }
+    found = []
+    for item in spec.at("resourceClaims").items():
+        name = item.at("name").string()
+        template = item.at("resourceClaimTemplateName").string()
+        found.append(
+            objects.ClaimRef(
+                name=name,
+                claim=item.at("resourceClaimName").string(),
+                template=template,
+                generated=generated.get(name, "") if template else "",
+            )
         )
-        for item in spec.at("resourceClaims").items()
-    )
+    return tuple(found)

@@ -24,7 +24,18 @@ The rules (docs/configuration.md, "Devices through DRA"):
   room for it, since any may be the first to run). Pods of two queues sharing one claim charge it
   to each queue (each is limited as if it alone used the devices; a common ancestor counts it
   twice): sharing across queues never lets a queue exceed its capability.
-- A claim from a template (``resourceClaimTemplateName``) is the pod's own: always charged.
+- A claim from a template (``resourceClaimTemplateName``) is the pod's own: always charged, and
+  charged from the ResourceClaim the resourceclaim controller generated for the pod (named in
+  the pod's ``status.resourceClaimStatuses``), never from the template. That claim is what
+  kube-scheduler allocates; the template is only what the controller copied it from, and a
+  tenant can delete and re-create a template (its spec is immutable, its name is not) at any
+  time. The controller generates claims for gated pods too, so until the generated claim exists,
+  can be read, and is controlled by the pod (its ``ownerReferences``; kube-scheduler allocates
+  no other for the pod either), the pod waits, told why: it is never admitted on a template's
+  figure.
+- An admitted pod never charges its own claims less than it was admitted with (``floor``): a
+  generated claim deleted or re-created smaller after admission does not free room the pod may
+  still hold.
 - The cluster sets no limit on mapped resources (:func:`claimed_dimensions`): only queues do.
 """
 
@@ -61,18 +72,25 @@ class ClaimSpec:
     """What a ResourceClaim, or every claim made from a ResourceClaimTemplate, asks for."""
 
     requests: tuple[DeviceRequest, ...] = ()
+    owner: str = ""
+    """The uid of the Pod that controls the claim (its controller owner reference), as on a claim
+    generated from a template; empty for any other claim and for templates."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Found:
     """A claim a pod names, as the caller found it: ``kind`` ResourceClaim or
     ResourceClaimTemplate, ``key`` ``namespace/name``, ``spec`` None when it cannot be read
-    yet, ``carried`` whether this pod carries it (:func:`carries`; templates always)."""
+    yet, ``carried`` whether this pod carries it (:func:`carries`; its own claims always),
+    ``own`` whether it is the pod's own claim (generated from a template), ``problem`` why it
+    cannot be charged although it may be readable (empty when it can)."""
 
     kind: str
     key: str
     spec: ClaimSpec | None
     carried: bool = True
+    own: bool = False
+    problem: str = ""
 
 
 EXACT_COUNT = "ExactCount"
@@ -122,16 +140,26 @@ def carries(key: str, holders: Iterable[str]) -> bool:
 
 
 def charge_pod(
-    pod: objects.Pod, found: Sequence[Found], mappings: Mapping[str, str]
+    pod: objects.Pod,
+    found: Sequence[Found],
+    mappings: Mapping[str, str],
+    *,
+    floor: resources.Resource = resources.EMPTY,
 ) -> objects.Pod | str:
     """``pod`` charged the devices of its claims (``found``, one per ``pod.claims`` entry, in
-    order), or why it cannot be (a claim not read yet, or ``allocationMode: All``): the
-    sentence a waiting pod is told. Charging a pod charged before starts from its request
-    without devices, so the result does not depend on earlier charges."""
+    order), or why it cannot be (a claim not read yet, not generated yet, not the pod's, or
+    ``allocationMode: All``): the sentence a waiting pod is told. Its own claims charge at least
+    ``floor`` per resource (an admitted pod's earlier charge of them, ``Pod.own_devices``; a pod
+    without own claims has no floor).
+    Charging a pod charged before starts from its request without devices, so the result does
+    not depend on earlier charges."""
     base = pod.resreq if pod.request_before_devices is None else pod.request_before_devices
     devices = resources.EMPTY
+    own = resources.EMPTY
     for item in found:
         subject = f"{item.kind} {item.key}"
+        if item.problem:
+            return item.problem
         if item.spec is None:
             return (
                 f"{subject}, which the pod names in spec.resourceClaims, cannot be read yet, so "
@@ -141,11 +169,17 @@ def charge_pod(
         charge = claim_charge(item.spec, mappings, subject=subject)
         if isinstance(charge, str):
             return charge
-        if item.carried:
+        if item.own:
+            own = own + charge
+        elif item.carried:
             devices = devices + charge
-    if devices.is_empty() and pod.request_before_devices is None:
+    if any(item.own for item in found):
+        own = own.set_max_resource(floor)
+    if devices.is_empty() and own.is_empty() and pod.request_before_devices is None:
         return pod
-    return dataclasses.replace(pod, resreq=base + devices, request_before_devices=base)
+    return dataclasses.replace(
+        pod, resreq=base + devices + own, request_before_devices=base, own_devices=own
+    )
 
 
 def find_claims(
@@ -156,16 +190,66 @@ def find_claims(
     carried: Callable[[str], bool],
 ) -> list[Found]:
     """What ``pod`` names, looked up in ``claims`` and ``templates`` (by ``namespace/name``);
-    ``carried(key)`` tells whether the pod carries the shared claim ``key``."""
+    ``carried(key)`` tells whether the pod carries the shared claim ``key``. A template's entry
+    is the claim generated from it (``ClaimRef.generated``); the template itself is read only to
+    say why a pod without one waits."""
     found = []
     for ref in pod.claims:
         if ref.claim:
             key = f"{pod.namespace}/{ref.claim}"
             found.append(Found(CLAIM, key, claims.get(key), carried(key)))
         elif ref.template:
-            key = f"{pod.namespace}/{ref.template}"
-            found.append(Found(TEMPLATE, key, templates.get(key)))
+            found.append(_generated(pod, ref, claims=claims, templates=templates))
     return found
+
+
+def _generated(
+    pod: objects.Pod,
+    ref: objects.ClaimRef,
+    *,
+    claims: Mapping[str, ClaimSpec],
+    templates: Mapping[str, ClaimSpec],
+) -> Found:
+    """The claim generated for ``pod`` from the template of ``ref``, or why it waits for it."""
+    template = f"{TEMPLATE} {pod.namespace}/{ref.template}"
+    why = (
+        "the pod is charged from that claim, which is what the scheduler allocates, not from "
+        "the template, which may change; the pod waits until"
+    )
+    if not ref.generated:
+        key = f"{pod.namespace}/{ref.template}"
+        if key not in templates:
+            problem = (
+                f"{template}, which the pod names in spec.resourceClaims ({ref.name!r}), cannot "
+                "be read yet, so the resourceclaim controller cannot make the pod its "
+                f"ResourceClaim from it; {why} the template exists and the claim is made"
+            )
+        else:
+            problem = (
+                f"the resourceclaim controller has not yet made the pod its ResourceClaim for "
+                f"{ref.name!r} from {template} (status.resourceClaimStatuses names none); "
+                f"{why} the claim is made"
+            )
+        return Found(TEMPLATE, key, None, own=True, problem=problem)
+    key = f"{pod.namespace}/{ref.generated}"
+    spec = claims.get(key)
+    subject = f"{CLAIM} {key}, which status.resourceClaimStatuses names for {ref.name!r}"
+    if spec is None:
+        problem = (
+            f"{subject} (generated from {template}), cannot be read yet (not made yet, or "
+            "deleted: the resourceclaim controller then makes the pod a new one); "
+            f"{why} the pod's claim can be read"
+        )
+    elif not spec.owner or spec.owner != pod.uid:
+        problem = (
+            f"{subject}, is not controlled by the pod (its ownerReferences name "
+            f"{spec.owner or 'no pod'} as controller, not the pod's uid {pod.uid}): the scheduler "
+            "does not allocate it for the pod, and the resourceclaim controller makes the pod "
+            "a claim of its own; the pod waits for that claim"
+        )
+    else:
+        problem = ""
+    return Found(CLAIM, key, spec, own=True, problem=problem)
 
 
 def claimed_dimensions(mappings: Mapping[str, str], dims: vectors.Dims) -> list[int]:

@@ -346,6 +346,10 @@ class ClaimRef:
     name: str
     claim: str = ""
     template: str = ""
+    generated: str = ""
+    """With ``template``: the name of the ResourceClaim generated for the pod from it, as the
+    pod's ``status.resourceClaimStatuses`` records; empty until the resourceclaim controller
+    made it. The pod is charged from that claim, not from the template (``core.devices``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -391,7 +395,10 @@ class Pod:
     """``spec.resourceClaims``: devices through Dynamic Resource Allocation."""
     request_before_devices: resources.Resource | None = None
     """None: ``resreq`` holds no device charge. Otherwise ``resreq`` is this plus the devices
-    of ``claims`` (``core.devices.with_devices``), so that charging again starts from here."""
+    of ``claims`` (``core.devices.charge_pod``), so that charging again starts from here."""
+    own_devices: resources.Resource = resources.EMPTY
+    """The part of ``resreq`` that the pod's own claims (generated from templates) charge: an
+    admitted pod is never charged less for them (``core.devices.charge_pod``'s ``floor``)."""
 
     @property
     def key(self) -> str:

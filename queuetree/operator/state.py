@@ -329,7 +329,8 @@ class ClusterState:
     def _charged(self, pod: objects.Pod) -> objects.Pod | None:
         """``pod`` charged its devices; None when a gated pod cannot be charged yet (it is
         dropped from the snapshots and waits, told why). An admitted pod whose claim is gone
-        keeps the charge it was admitted with (it still holds the devices)."""
+        keeps the charge it was admitted with (it still holds the devices), and never charges
+        its own claims less than before (a generated claim deleted and re-created smaller)."""
         key = pod.key
         self._note_names(key, pod)
         queue = self._queue_of(pod)
@@ -339,7 +340,10 @@ class ClusterState:
             templates=self._template_specs,
             carried=lambda claim: devices.carries(key, self._holders(claim, queue)),
         )
-        charged = devices.charge_pod(pod, found, self.device_classes)
+        previous = self._pods.get(key)
+        admitted = not pod.queue_gated or key in self._assumed
+        floor = previous.own_devices if admitted and previous is not None else resources.EMPTY
+        charged = devices.charge_pod(pod, found, self.device_classes, floor=floor)
         if not isinstance(charged, str):
             self._device_waits.pop(key, None)
             return charged
@@ -351,11 +355,13 @@ class ClusterState:
                 self._changed()
             return None
         self._device_waits.pop(key, None)
-        previous = self._pods.get(key)
         if previous is None or previous.request_before_devices is None:
             return pod
         return dataclasses.replace(
-            pod, resreq=previous.resreq, request_before_devices=previous.request_before_devices
+            pod,
+            resreq=previous.resreq,
+            request_before_devices=previous.request_before_devices,
+            own_devices=previous.own_devices,
         )
 
     def _queue_of(self, pod: objects.Pod) -> str:
@@ -382,17 +388,19 @@ class ClusterState:
         return found
 
     def _note_names(self, key: str, pod: objects.Pod) -> None:
-        names = frozenset(
-            (devices.CLAIM, f"{pod.namespace}/{ref.claim}")
-            if ref.claim
-            else (devices.TEMPLATE, f"{pod.namespace}/{ref.template}")
-            for ref in pod.claims
-            if ref.claim or ref.template
-        )
-        if self._names_of.get(key) == names:
+        names: set[tuple[str, str]] = set()
+        for ref in pod.claims:
+            if ref.claim:
+                names.add((devices.CLAIM, f"{pod.namespace}/{ref.claim}"))
+            elif ref.template:
+                # The template only explains a wait; the claim generated from it is charged.
+                names.add((devices.TEMPLATE, f"{pod.namespace}/{ref.template}"))
+                if ref.generated:
+                    names.add((devices.CLAIM, f"{pod.namespace}/{ref.generated}"))
+        if self._names_of.get(key) == frozenset(names):
             return
         self._forget_names(key)
-        self._names_of[key] = names
+        self._names_of[key] = frozenset(names)
         for name in names:
             self._named_by.setdefault(name, set()).add(key)
 

@@ -81,20 +81,103 @@ def test_a_claim_of_another_api_version_is_refused() -> None:
     assert "must have apiVersion resource.k8s.io/v1" in str(caught.value)
 
 
-def test_a_pod_names_its_claims_and_templates() -> None:
-    pod = pod_manifests.parse_pod(
-        {
-            "metadata": {"name": "p", "namespace": "ns"},
-            "spec": {
-                "containers": [{"name": "c", "resources": {"claims": [{"name": "a"}]}}],
-                "resourceClaims": [
-                    {"name": "a", "resourceClaimName": "shared"},
-                    {"name": "b", "resourceClaimTemplateName": "one"},
-                ],
-            },
-        }
-    )
-    assert pod.claims == (
-        objects.ClaimRef(name="a", claim="shared"),
-        objects.ClaimRef(name="b", template="one"),
-    )
+POD_CLAIMS = [
+    {"name": "a", "resourceClaimName": "shared"},
+    {"name": "b", "resourceClaimTemplateName": "one"},
+]
+POD_STATUS = {"name": "b", "resourceClaimName": "p-b-x7k2q"}
+
+
+@pytest.mark.parametrize(
+    ("statuses", "expected"),
+    [
+        pytest.param(
+            None,
+            (
+                objects.ClaimRef(name="a", claim="shared"),
+                objects.ClaimRef(name="b", template="one"),
+            ),
+            id="before-the-controller-generated-a-claim",
+        ),
+        pytest.param(
+            [{"name": "b", "resourceClaimName": "p-b-x7k2q"}],
+            (
+                objects.ClaimRef(name="a", claim="shared"),
+                objects.ClaimRef(name="b", template="one", generated="p-b-x7k2q"),
+            ),
+            id="the-claim-generated-from-the-template",
+        ),
+        pytest.param(
+            [{"name": "a", "resourceClaimName": "other"}, {"name": "c", "resourceClaimName": "z"}],
+            (
+                objects.ClaimRef(name="a", claim="shared"),
+                objects.ClaimRef(name="b", template="one"),
+            ),
+            id="a-status-only-counts-for-a-template-of-the-same-name",
+        ),
+        pytest.param(
+            [{"name": "b"}],
+            (
+                objects.ClaimRef(name="a", claim="shared"),
+                objects.ClaimRef(name="b", template="one"),
+            ),
+            id="a-status-without-a-claim-name-is-none-generated",
+        ),
+    ],
+)
+def test_a_pod_names_its_claims_and_templates_and_the_claims_generated_for_it(
+    statuses: list[dict[str, Any]] | None, expected: tuple[objects.ClaimRef, ...]
+) -> None:
+    manifest: dict[str, Any] = {
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"claims": [{"name": "a"}]}}],
+            "resourceClaims": POD_CLAIMS,
+        },
+    }
+    if statuses is not None:
+        manifest["status"] = {"resourceClaimStatuses": statuses}
+    assert pod_manifests.parse_pod(manifest).claims == expected
+
+
+def test_a_status_write_naming_the_generated_claim_is_read_again() -> None:
+    # The informer re-reads only what the cluster writes after creation; the claim generated
+    # for a pod is such a write (status.resourceClaimStatuses), and must not be missed.
+    manifest: dict[str, Any] = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+        "spec": {"containers": [{"name": "c"}], "resourceClaims": POD_CLAIMS},
+    }
+    before = pod_manifests.parse_pod(manifest)
+    written = {**manifest, "status": {"resourceClaimStatuses": [POD_STATUS]}}
+    after = pod_manifests.reparse_progress(before, written)
+    assert after.claims[1].generated == "p-b-x7k2q"
+
+
+def owned(*references: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "ns", "ownerReferences": list(references)},
+        "spec": claim_spec(),
+    }
+
+
+POD_OWNER = {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u1", "controller": True}
+
+
+@pytest.mark.parametrize(
+    ("manifest", "owner"),
+    [
+        pytest.param(owned(POD_OWNER), "u1", id="generated-for-a-pod"),
+        pytest.param(owned(), "", id="no-owner"),
+        pytest.param(owned({**POD_OWNER, "controller": False}), "", id="a-pod-not-controller"),
+        pytest.param(owned({**POD_OWNER, "kind": "Job"}), "", id="a-controller-not-a-pod"),
+        pytest.param(
+            owned({**POD_OWNER, "controller": False}, {**POD_OWNER, "uid": "u2"}),
+            "u2",
+            id="the-controller-among-owners",
+        ),
+    ],
+)
+def test_a_claim_reads_the_pod_that_controls_it(manifest: dict[str, Any], owner: str) -> None:
+    assert resource_claims.parse_claim(manifest)[1].owner == owner

@@ -96,29 +96,57 @@ def test_a_shared_claim_is_carried_by_one_pod_of_a_queue(
 
 
 def claimed(*refs: objects.ClaimRef, cpu: str = "1") -> objects.Pod:
-    return dataclasses.replace(b.pod("ns", "p").requests(cpu=cpu).build(), claims=refs)
+    return dataclasses.replace(b.pod("ns", "p").requests(cpu=cpu).build(), claims=refs, uid="uid-p")
 
 
 TEMPLATE = objects.ClaimRef(name="gpu", template="t")
+GENERATED = objects.ClaimRef(name="gpu", template="t", generated="p-gpu-x")
 SHARED = objects.ClaimRef(name="gpu", claim="c")
 TWO = spec(one(exact(count=2)))
+FOUR = spec(one(exact(count=4)))
+
+
+def generated(claim: devices.ClaimSpec, owner: str = "uid-p") -> dict[str, devices.ClaimSpec]:
+    """The claims table with ``claim`` as the one generated for pod p (controlled by ``owner``)."""
+    return {"ns/p-gpu-x": dataclasses.replace(claim, owner=owner)}
 
 
 @pytest.mark.parametrize(
     ("pod", "claims", "templates", "carried", "request_"),
     [
-        pytest.param(claimed(TEMPLATE), {}, {"ns/t": TWO}, True, "2", id="from-a-template"),
+        pytest.param(
+            claimed(GENERATED), generated(TWO), {"ns/t": TWO}, True, "2", id="from-its-claim"
+        ),
+        pytest.param(
+            claimed(GENERATED),
+            generated(FOUR),
+            {"ns/t": spec(one(exact(count=1)))},
+            True,
+            "4",
+            id="its-claim-not-the-template-made-smaller-since",
+        ),
+        pytest.param(
+            claimed(GENERATED),
+            generated(spec(one(exact(count=1)))),
+            {"ns/t": FOUR},
+            True,
+            "1",
+            id="its-claim-not-the-template-made-larger-since",
+        ),
+        pytest.param(
+            claimed(GENERATED), generated(TWO), {}, True, "2", id="its-claim-the-template-deleted"
+        ),
         pytest.param(claimed(SHARED), {"ns/c": TWO}, {}, True, "2", id="a-shared-claim-carried"),
         pytest.param(
             claimed(SHARED), {"ns/c": TWO}, {}, False, "", id="a-shared-claim-not-carried"
         ),
         pytest.param(
-            claimed(SHARED, TEMPLATE),
-            {"ns/c": TWO},
-            {"ns/t": TWO},
+            claimed(SHARED, GENERATED),
+            {"ns/c": TWO, **generated(TWO)},
+            {},
             False,
             "2",
-            id="a-template-is-charged-whoever-carries-the-shared-claim",
+            id="its-own-claim-is-charged-whoever-carries-the-shared-claim",
         ),
     ],
 )
@@ -136,6 +164,23 @@ def test_a_pod_is_charged_its_devices_on_top_of_its_containers(
     assert charged.resreq == wanted
 
 
+@pytest.mark.parametrize(
+    ("pod", "claims", "floor", "request_"),
+    [
+        pytest.param(claimed(GENERATED), generated(TWO), "4", "4", id="never-below-its-floor"),
+        pytest.param(claimed(GENERATED), generated(FOUR), "2", "4", id="a-larger-claim-counts"),
+        pytest.param(claimed(SHARED), {"ns/c": TWO}, "4", "2", id="a-shared-claim-has-no-floor"),
+    ],
+)
+def test_an_admitted_pods_own_claims_never_charge_less_than_its_floor(
+    pod: objects.Pod, claims: dict[str, devices.ClaimSpec], floor: str, request_: str
+) -> None:
+    found = devices.find_claims(pod, claims=claims, templates={}, carried=lambda _: True)
+    charged = devices.charge_pod(pod, found, MAPPINGS, floor=b.res(**{GPU: floor}))
+    assert isinstance(charged, objects.Pod)
+    assert charged.resreq == b.res(cpu="1", **{GPU: request_})
+
+
 def test_charging_again_starts_from_the_request_without_devices() -> None:
     pod = claimed(SHARED)
     found = devices.find_claims(pod, claims={"ns/c": TWO}, templates={}, carried=lambda _: True)
@@ -150,19 +195,58 @@ def test_charging_again_starts_from_the_request_without_devices() -> None:
 
 
 @pytest.mark.parametrize(
-    ("pod", "named"),
+    ("pod", "claims", "templates", "said"),
     [
-        pytest.param(claimed(TEMPLATE), "ResourceClaimTemplate ns/t", id="template-not-read-yet"),
-        pytest.param(claimed(SHARED), "ResourceClaim ns/c", id="claim-not-read-yet"),
+        pytest.param(
+            claimed(TEMPLATE),
+            {},
+            {},
+            ("ResourceClaimTemplate ns/t", "cannot be read yet"),
+            id="template-not-read-yet",
+        ),
+        pytest.param(
+            claimed(TEMPLATE),
+            {},
+            {"ns/t": TWO},
+            ("ResourceClaimTemplate ns/t", "has not yet made", "status.resourceClaimStatuses"),
+            id="its-claim-not-generated-yet-the-template-is-not-charged",
+        ),
+        pytest.param(
+            claimed(GENERATED),
+            {},
+            {"ns/t": TWO},
+            ("ResourceClaim ns/p-gpu-x", "cannot be read yet", "deleted"),
+            id="its-generated-claim-not-read-yet-or-deleted",
+        ),
+        pytest.param(
+            claimed(GENERATED),
+            generated(TWO, owner="uid-other"),
+            {"ns/t": TWO},
+            ("ResourceClaim ns/p-gpu-x", "not controlled by the pod", "uid-other"),
+            id="its-recorded-claim-is-another-pods",
+        ),
+        pytest.param(
+            claimed(GENERATED),
+            generated(TWO, owner=""),
+            {"ns/t": TWO},
+            ("ResourceClaim ns/p-gpu-x", "not controlled by the pod", "no pod"),
+            id="its-recorded-claim-is-controlled-by-no-pod",
+        ),
+        pytest.param(
+            claimed(SHARED), {}, {}, ("ResourceClaim ns/c", "cannot be read yet"), id="claim"
+        ),
     ],
 )
-def test_a_pod_whose_claim_cannot_be_read_is_not_charged_but_told_why(
-    pod: objects.Pod, named: str
+def test_a_pod_whose_claim_cannot_be_charged_is_not_charged_but_told_why(
+    pod: objects.Pod,
+    claims: dict[str, devices.ClaimSpec],
+    templates: dict[str, devices.ClaimSpec],
+    said: tuple[str, ...],
 ) -> None:
-    found = devices.find_claims(pod, claims={}, templates={}, carried=lambda _: True)
+    found = devices.find_claims(pod, claims=claims, templates=templates, carried=lambda _: True)
     why = devices.charge_pod(pod, found, MAPPINGS)
     assert isinstance(why, str)
-    assert (named in why, "cannot be read yet" in why) == (True, True), why
+    assert [part for part in said if part not in why] == [], why
 
 
 def admission_config(*, hierarchy: bool, mapped: bool) -> configs.SchedulerConfiguration:

@@ -4,6 +4,7 @@ queue, a template's devices per pod, and a gated pod whose claim cannot be read 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,20 @@ ONE_GPU = devices.ClaimSpec(
 )
 SHARED = objects.ClaimRef(name="gpu", claim="shared")
 OWN = objects.ClaimRef(name="gpu", template="one")
+"""A claim from a template before the resourceclaim controller generated it."""
+
+
+def own(generated: str) -> objects.ClaimRef:
+    """A claim from the template ``one``, generated as ``generated`` (as the pod's
+    status.resourceClaimStatuses records it)."""
+    return dataclasses.replace(OWN, generated=generated)
+
+
+def gpus_spec(count: int, owner: str = "") -> devices.ClaimSpec:
+    ask = devices.DeviceAsk("gpu.example.com", count=count)
+    return devices.ClaimSpec(
+        requests=(devices.DeviceRequest(name="gpu", asks=(ask,)),), owner=owner
+    )
 
 
 def claiming(
@@ -46,6 +61,8 @@ def cluster_with_claims() -> state.ClusterState:
     cluster = state.ClusterState(device_classes=MAPPINGS)
     cluster.upsert_claim(devices.CLAIM, "ns/shared", ONE_GPU)
     cluster.upsert_claim(devices.TEMPLATE, "ns/one", ONE_GPU)
+    for pod in ("a", "b"):
+        cluster.upsert_claim(devices.CLAIM, f"ns/{pod}-gpu", gpus_spec(1, owner=f"uid-{pod}"))
     return cluster
 
 
@@ -73,9 +90,19 @@ def cluster_with_claims() -> state.ClusterState:
             id="a-pod-of-another-queue-charges-it-to-its-own",
         ),
         pytest.param(
-            [claiming("a", OWN, gated=False), claiming("b", OWN)],
+            [claiming("a", own("a-gpu"), gated=False), claiming("b", own("b-gpu"))],
             {"ns/a": "1", "ns/b": "1"},
             id="claims-from-a-template-are-each-pods-own",
+        ),
+        pytest.param(
+            [claiming("a", own("a-gpu"), gated=False), claiming("b", own("a-gpu"))],
+            {"ns/a": "1"},
+            id="a-claim-generated-for-another-pod-is-not-this-pods",
+        ),
+        pytest.param(
+            [claiming("a", own("a-gpu")), claiming("b", SHARED, queue="other")],
+            {"ns/a": "1", "ns/b": "1"},
+            id="a-generated-claim-and-a-shared-one",
         ),
     ],
 )
@@ -103,18 +130,170 @@ def test_an_admitted_pod_carries_the_claim_and_the_waiting_one_is_released() -> 
     assert gpus(cluster) == {"ns/a": "0", "ns/b": "1"}
 
 
-def test_a_gated_pod_waits_told_why_until_its_template_exists() -> None:
+def test_a_gated_pod_waits_told_why_until_its_template_exists_and_its_claim_is_made() -> None:
     cluster = state.ClusterState(device_classes=MAPPINGS)
     cluster.upsert_pod(claiming("a", OWN))
     waiting = cluster.view()
     cluster.upsert_claim(devices.TEMPLATE, "ns/one", ONE_GPU)
+    still = cluster.view()
+    cluster.upsert_claim(devices.CLAIM, "ns/a-gpu-1", gpus_spec(1, owner="uid-a"))
+    cluster.upsert_pod(claiming("a", own("a-gpu-1")))
     after = cluster.view()
     assert (
         dict(waiting.snapshot.pods),
         "ResourceClaimTemplate ns/one" in waiting.device_waits["ns/a"][1],
+        dict(still.snapshot.pods),
+        "has not yet made" in still.device_waits["ns/a"][1],
         dict(after.device_waits),
         gpus(cluster),
-    ) == ({}, True, {}, {"ns/a": "1"})
+    ) == ({}, True, {}, True, {}, {"ns/a": "1"})
+
+
+# What a tenant does to a template and to the claims generated from it, step by step: each step
+# is a call on the state as the watches would make it; after each, the pod's GPUs in the
+# snapshot ("-": not in it, waiting) and what its wait says ("" when it does not wait).
+Step = tuple[str, Any]
+
+
+def template(count: int) -> Step:
+    return ("upsert", (devices.TEMPLATE, "ns/one", gpus_spec(count)))
+
+
+def made(name: str, count: int, owner: str = "uid-a") -> Step:
+    """The resourceclaim controller makes claim ``name`` and records it in the pod's status."""
+    return ("made", (name, gpus_spec(count, owner=owner)))
+
+
+DELETE_TEMPLATE: Step = ("delete", (devices.TEMPLATE, "ns/one"))
+
+
+def delete_claim(name: str) -> Step:
+    return ("delete", (devices.CLAIM, f"ns/{name}"))
+
+
+ADMIT: Step = ("admit", None)
+BIND: Step = ("bind", None)
+
+
+@pytest.mark.parametrize(
+    ("steps", "shown", "said"),
+    [
+        pytest.param(
+            [template(4), made("a-gpu-1", 4), DELETE_TEMPLATE, template(1)],
+            "4",
+            "",
+            id="gated-template-re-created-smaller-charges-its-claim",
+        ),
+        pytest.param(
+            [template(4), DELETE_TEMPLATE, template(1), made("a-gpu-1", 4)],
+            "4",
+            "",
+            id="gated-template-swapped-before-the-claim-was-made",
+        ),
+        pytest.param(
+            [template(1)],
+            "-",
+            "has not yet made",
+            id="gated-the-template-alone-admits-nothing",
+        ),
+        pytest.param(
+            [template(4), made("a-gpu-1", 4), delete_claim("a-gpu-1")],
+            "-",
+            "cannot be read yet",
+            id="gated-its-claim-deleted-waits",
+        ),
+        pytest.param(
+            [
+                template(4),
+                made("a-gpu-1", 4),
+                delete_claim("a-gpu-1"),
+                template(1),
+                made("a-gpu-2", 1),
+            ],
+            "1",
+            "",
+            id="gated-its-claim-re-made-smaller-charges-what-is-allocated",
+        ),
+        pytest.param(
+            [template(1), made("a-gpu-1", 1, owner="uid-other")],
+            "-",
+            "not controlled by the pod",
+            id="gated-a-claim-of-another-pod-recorded",
+        ),
+        pytest.param(
+            [template(4), made("a-gpu-1", 4), ADMIT, DELETE_TEMPLATE, template(1)],
+            "4",
+            "",
+            id="admitted-template-re-created-smaller",
+        ),
+        pytest.param(
+            [template(4), made("a-gpu-1", 4), ADMIT, delete_claim("a-gpu-1")],
+            "4",
+            "",
+            id="admitted-its-claim-deleted-keeps-its-charge",
+        ),
+        pytest.param(
+            [
+                template(4),
+                made("a-gpu-1", 4),
+                ADMIT,
+                delete_claim("a-gpu-1"),
+                template(1),
+                made("a-gpu-2", 1),
+            ],
+            "4",
+            "",
+            id="admitted-its-claim-re-made-smaller-keeps-its-charge",
+        ),
+        pytest.param(
+            [
+                template(1),
+                made("a-gpu-1", 1),
+                ADMIT,
+                delete_claim("a-gpu-1"),
+                template(4),
+                made("a-gpu-2", 4),
+            ],
+            "4",
+            "",
+            id="admitted-its-claim-re-made-larger-charges-the-larger",
+        ),
+        pytest.param(
+            [template(4), made("a-gpu-1", 4), ADMIT, BIND, DELETE_TEMPLATE, template(1)],
+            "4",
+            "",
+            id="running-template-re-created-smaller",
+        ),
+    ],
+)
+def test_what_a_tenant_does_to_templates_and_claims_never_lowers_the_charge(
+    steps: list[Step], shown: str, said: str
+) -> None:
+    cluster = state.ClusterState(device_classes=MAPPINGS)
+    pod = claiming("a", OWN)
+    cluster.upsert_pod(pod)
+    for action, argument in steps:
+        if action == "upsert":
+            cluster.upsert_claim(*argument)
+        elif action == "delete":
+            cluster.delete_claim(*argument)
+        elif action == "made":
+            name, claim = argument
+            cluster.upsert_claim(devices.CLAIM, f"ns/{name}", claim)
+            pod = dataclasses.replace(pod, claims=(own(name),))
+            cluster.upsert_pod(pod)
+        elif action == "admit":
+            assert cluster.assume_ungated("ns/a", decided_at=1.0)
+            pod = dataclasses.replace(pod, scheduling_gates=())
+            cluster.upsert_pod(pod)
+        else:
+            pod = dataclasses.replace(pod, node_name="n1", status=objects.TaskStatus.RUNNING)
+            cluster.upsert_pod(pod)
+    view = cluster.view()
+    why = view.device_waits["ns/a"][1] if "ns/a" in view.device_waits else ""
+    assert (gpus(cluster).get("ns/a", "-"), said in why, bool(why)) == (shown, True, bool(said)), (
+        why
+    )
 
 
 def test_without_mappings_claims_charge_nothing() -> None:
@@ -132,6 +311,6 @@ def test_a_running_pod_keeps_its_charge_when_its_claim_is_deleted() -> None:
 
 def test_the_lone_group_asks_for_the_charged_request() -> None:
     cluster = cluster_with_claims()
-    cluster.upsert_pod(claiming("a", OWN))
+    cluster.upsert_pod(claiming("a", own("a-gpu")))
     group = cluster.view().snapshot.pod_groups["ns/a"]
     assert group.min_resources == b.res(**{GPU: "1"})
