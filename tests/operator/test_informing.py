@@ -185,6 +185,22 @@ def test_progress_written_by_the_cluster_equals_a_whole_parse(progress: dict[str
     check_progress(body("a"), progress)
 
 
+def test_the_claim_generated_for_a_pod_is_read_from_its_status() -> None:
+    # Only the resourceclaim controller's status write names the claim a pod with a template is
+    # charged from (core.devices): a progress-only re-read must not miss it.
+    cluster, events = make()
+    created = body("a")
+    created["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one"}]
+    events.apply({"type": "ADDED", "object": created}, "0")
+    written = copy.deepcopy(created)
+    written["metadata"]["resourceVersion"] = "2"
+    written["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "a-gpu-x"}]
+    events.apply({"type": "MODIFIED", "object": written}, "1")
+    pod = cluster.get_pod("ns/a")
+    assert pod is not None
+    assert (pod == pod_manifests.parse_pod(written), pod.claims[0].generated) == (True, "a-gpu-x")
+
+
 def test_deletions_and_listings_remove_pods() -> None:
     cluster, events = make()
     events.apply({"type": "ADDED", "object": body("a")}, "0")
