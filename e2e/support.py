@@ -810,6 +810,22 @@ def queue_figures(kube: Kube, name: str) -> dict[str, dict[str, str]]:
     return {key: dict(status.get(key) or {}) for key in ("allocated", "reserved")}
 
 
+def queue_cells(kube: Kube, name: str) -> dict[str, str]:
+    """The cells of ``kubectl get queue NAME`` by header, cut at the headers' positions (so
+    that an empty cell is seen as one)."""
+    header, row = kube.must(kube.kubectl("get", "queue", name)).stdout.splitlines()[:2]
+    starts = [
+        index
+        for index, char in enumerate(header)
+        if char != " " and (index == 0 or header[index - 1] == " ")
+    ]
+    bounds = [*starts[1:], max(len(row), len(header)) + 1]
+    return {
+        header[start:end].strip(): row[start:end].strip()
+        for start, end in zip(starts, bounds, strict=True)
+    }
+
+
 def all_zero(figures: Mapping[str, Mapping[str, str]]) -> bool:
     """Every quantity of ``queue_figures`` is zero (``0``, ``0m``, ``0Gi``...)."""
     return all(

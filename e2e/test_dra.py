@@ -8,6 +8,10 @@ allocates claims against those slices and binds the pods; kwok runs them (no kub
 needed to reach Running on a kwok node). The resourceclaim controller of
 kube-controller-manager makes each pod its claim from a ResourceClaimTemplate.
 
+A pod with a template is charged from the claim the controller generated for it, never from the
+template: the tests at the end swap, as a tenant may, a template while its pod waits or runs
+(Kubernetes' ``edit`` role lets a tenant write ResourceClaims and ResourceClaimTemplates).
+
 Only on the real backend: kubesim does not serve ``resource.k8s.io`` (no ResourceClaims, no
 DRA allocation in its scheduler), and the operator ignores the mapping there.
 """
@@ -103,6 +107,84 @@ def allocated_gpus(kube: support.Kube, queue: str) -> str:
     return support.queue_figures(kube, queue)["allocated"].get(GPU, "0")
 
 
+def tenant_with_claims(kube: support.Kube) -> support.Kube:
+    """The namespace's tenant, also allowed to write its ResourceClaims and
+    ResourceClaimTemplates, as Kubernetes' ``edit`` role allows (aggregate-to-edit)."""
+    tenant = kube.as_tenant()
+    name = f"{support.TENANT}-claims"
+    kube.must(
+        kube.apply(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": name, "namespace": kube.namespace},
+                "rules": [
+                    {
+                        "apiGroups": ["resource.k8s.io"],
+                        "resources": ["resourceclaims", "resourceclaimtemplates"],
+                        "verbs": list(support.TENANT_VERBS),
+                    }
+                ],
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": name, "namespace": kube.namespace},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": [
+                    {"kind": "ServiceAccount", "name": support.TENANT, "namespace": kube.namespace}
+                ],
+            },
+        )
+    )
+    return tenant
+
+
+def swap_template(tenant: support.Kube, name: str, *, count: int) -> None:
+    """Delete template ``name`` and create one of the same name for ``count`` GPUs (a
+    template's spec is immutable; its name is not)."""
+    tenant.must(
+        tenant.kubectl(
+            "delete", "resourceclaimtemplate", name, "-n", tenant.namespace, "--wait=true"
+        )
+    )
+    tenant.must(tenant.apply(template(name, tenant.namespace, count=count)))
+
+
+def generated_claim(kube: support.Kube, pod: str) -> str:
+    """The claim the resourceclaim controller made for ``pod`` (status.resourceClaimStatuses);
+    empty until it did."""
+    found = kube.pod(pod) or {}
+    for entry in (found.get("status") or {}).get("resourceClaimStatuses") or []:
+        if entry.get("name") == "gpu":
+            return str(entry.get("resourceClaimName") or "")
+    return ""
+
+
+def devices_allocated(kube: support.Kube) -> dict[str, int]:
+    """The devices kube-scheduler allocated to each ResourceClaim of the namespace."""
+    claims = kube.client.items("resourceclaims", "-n", kube.namespace)
+    return {
+        item["metadata"]["name"]: len(
+            ((item.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results")
+            or []
+        )
+        for item in claims
+    }
+
+
+def short_of_gpus(kube: support.Kube, pod: str) -> str:
+    """Why ``pod`` waits when that names the GPUs its queue has no room for; empty otherwise
+    (a pod still waiting for its claim is told that instead)."""
+    said = kube.explanation(pod)
+    return said if GPU in said else ""
+
+
+def gpu_cell(kube: support.Kube, queue: str) -> str:
+    """The GPU-ALLOCATED cell of ``kubectl get queue``."""
+    return support.queue_cells(kube, queue)["GPU-ALLOCATED"]
+
+
 def test_a_queue_capped_at_two_gpus_runs_two_pods_with_one_gpu_claims_never_three(
     kube: support.Kube, gpus: None
 ) -> None:
@@ -177,3 +259,105 @@ def test_a_pod_whose_template_does_not_exist_waits_told_why(kube: support.Kube, 
         what="the pod runs once its template exists",
         diagnose=lambda: kube.describe_pod("orphan"),
     )
+
+
+def test_a_template_made_smaller_while_its_pod_waits_does_not_admit_it(
+    kube: support.Kube, gpus: None
+) -> None:
+    name = support.unique("dra-swap")
+    kube.must(kube.apply(support.queue(name, capability={"cpu": "4", GPU: "2"})))
+    tenant = tenant_with_claims(kube)
+    tenant.must(tenant.apply(template("swap", kube.namespace, count=4)))
+    tenant.must(tenant.apply(gpu_pod("big", kube, name, template="swap")))
+    made = support.eventually(
+        lambda: generated_claim(kube, "big"),
+        what="the resourceclaim controller makes the gated pod its 4-GPU claim",
+        diagnose=lambda: kube.describe_pod("big"),
+    )
+    support.eventually(
+        lambda: short_of_gpus(kube, "big"),
+        what="big waits, told its queue has no room for its GPUs",
+        diagnose=lambda: kube.describe_pod("big"),
+    )
+    # The tenant makes the template small while big waits: big's claim stays 4 GPUs.
+    swap_template(tenant, "swap", count=1)
+    tenant.must(tenant.apply(gpu_pod("small", kube, name, template="swap")))
+    support.eventually(
+        lambda: kube.running("small"),
+        what="a pod made from the smaller template runs (the operator saw the new template)",
+        diagnose=lambda: kube.describe_pod("small") + kube.describe_pod("big"),
+    )
+    support.eventually(
+        lambda: gpu_cell(kube, name) == "1",
+        what=f"kubectl get queue {name} shows 1 GPU allocated",
+        diagnose=lambda: kube.kubectl("get", "queue", name).stdout,
+    )
+    allocated = devices_allocated(kube)
+    assert (kube.gated("big"), allocated[made], sum(allocated.values())) == (True, 0, 1), (
+        kube.explanation("big"),
+        allocated,
+    )
+
+
+def test_a_running_pod_keeps_its_charge_when_its_template_is_made_smaller(
+    kube: support.Kube, gpus: None
+) -> None:
+    name = support.unique("dra-keep")
+    kube.must(kube.apply(support.queue(name, capability={"cpu": "4", GPU: "2"})))
+    tenant = tenant_with_claims(kube)
+    tenant.must(tenant.apply(template("pair", kube.namespace, count=2)))
+    tenant.must(tenant.apply(gpu_pod("first", kube, name, template="pair")))
+    support.eventually(lambda: kube.running("first"), what="the 2-GPU pod runs")
+    swap_template(tenant, "pair", count=1)
+    tenant.must(tenant.apply(gpu_pod("second", kube, name, template="pair")))
+    reason = support.eventually(
+        lambda: short_of_gpus(kube, "second"),
+        what="the second pod waits, told the queue has no room for its GPU",
+        diagnose=lambda: kube.describe_pod("second"),
+    )
+    cell = gpu_cell(kube, name)
+    allocated = devices_allocated(kube)
+    assert (kube.gated("second"), name in reason, cell, sum(allocated.values())) == (
+        True,
+        True,
+        "2",
+        2,
+    ), (reason, allocated)
+
+
+def test_a_waiting_pods_claim_deleted_by_its_tenant_is_charged_as_made_again(
+    kube: support.Kube, gpus: None
+) -> None:
+    name = support.unique("dra-remade")
+    kube.must(kube.apply(support.queue(name, capability={"cpu": "4", GPU: "2"})))
+    tenant = tenant_with_claims(kube)
+    tenant.must(tenant.apply(template("four", kube.namespace, count=4)))
+    tenant.must(tenant.apply(gpu_pod("big", kube, name, template="four")))
+    first = support.eventually(
+        lambda: generated_claim(kube, "big"),
+        what="the gated pod gets its 4-GPU claim",
+        diagnose=lambda: kube.describe_pod("big"),
+    )
+    support.eventually(
+        lambda: short_of_gpus(kube, "big"),
+        what="big waits, told its queue has no room for its GPUs",
+        diagnose=lambda: kube.describe_pod("big"),
+    )
+    # The tenant deletes the pod's claim after making the template small: the controller makes
+    # the pod a new claim from the template as it is now, and that claim is what is allocated.
+    swap_template(tenant, "four", count=1)
+    tenant.must(
+        tenant.kubectl("delete", "resourceclaim", first, "-n", kube.namespace, "--wait=true")
+    )
+    support.eventually(
+        lambda: kube.running("big"),
+        what="big runs on its new 1-GPU claim",
+        diagnose=lambda: kube.describe_pod("big"),
+    )
+    second = generated_claim(kube, "big")
+    support.eventually(
+        lambda: gpu_cell(kube, name) == "1",
+        what=f"kubectl get queue {name} shows 1 GPU allocated",
+        diagnose=lambda: kube.kubectl("get", "queue", name).stdout,
+    )
+    assert (second != first, devices_allocated(kube)) == (True, {second: 1})

@@ -14,21 +14,6 @@ SHOWN = ("CPU-DESERVED", "CPU-ALLOCATED", "MEM-DESERVED", "MEM-ALLOCATED")
 GPU_CELLS = ("GPU-DESERVED", "GPU-ALLOCATED")
 
 
-def cells(kube: support.Kube, name: str) -> dict[str, str]:
-    """The cells of ``kubectl get queue NAME`` by header, cut at the headers' positions."""
-    header, row = kube.must(kube.kubectl("get", "queue", name)).stdout.splitlines()[:2]
-    starts = [
-        index
-        for index, char in enumerate(header)
-        if char != " " and (index == 0 or header[index - 1] == " ")
-    ]
-    bounds = [*starts[1:], max(len(row), len(header)) + 1]
-    return {
-        header[start:end].strip(): row[start:end].strip()
-        for start, end in zip(starts, bounds, strict=True)
-    }
-
-
 def test_a_queue_without_gpus_shows_zero_gpus(kube: support.Kube) -> None:
     name = support.unique("columns")
     kube.must(kube.apply(support.queue(name, capability={"cpu": "2", "memory": "2Gi"})))
@@ -36,7 +21,7 @@ def test_a_queue_without_gpus_shows_zero_gpus(kube: support.Kube) -> None:
     support.eventually(lambda: kube.running("p"), what="the pod runs")
 
     def allocated() -> dict[str, str] | None:
-        found = cells(kube, name)
+        found = support.queue_cells(kube, name)
         return found if found["CPU-ALLOCATED"] == "10m" else None
 
     shown = support.eventually(
