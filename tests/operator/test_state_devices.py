@@ -100,6 +100,22 @@ def cluster_with_claims() -> state.ClusterState:
             id="a-claim-generated-for-another-pod-is-not-this-pods",
         ),
         pytest.param(
+            [
+                claiming("a", own("a-gpu"), gated=False),
+                claiming("b", objects.ClaimRef(name="gpu", claim="a-gpu")),
+            ],
+            {"ns/a": "1", "ns/b": "0"},
+            id="sharing-another-pods-generated-claim-in-its-queue-charges-it-once",
+        ),
+        pytest.param(
+            [
+                claiming("a", own("a-gpu"), gated=False),
+                claiming("b", objects.ClaimRef(name="gpu", claim="a-gpu"), queue="other"),
+            ],
+            {"ns/a": "1", "ns/b": "1"},
+            id="sharing-another-pods-generated-claim-from-another-queue-charges-both",
+        ),
+        pytest.param(
             [claiming("a", own("a-gpu")), claiming("b", SHARED, queue="other")],
             {"ns/a": "1", "ns/b": "1"},
             id="a-generated-claim-and-a-shared-one",
