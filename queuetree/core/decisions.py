@@ -81,6 +81,9 @@ class EvictionRule(enum.StrEnum):
     """Preempt: a lower-priority pod of the preemptor's own pod group (priority plugin)."""
     PREEMPT = "preempt"
     """Preempt, the victims chosen without the priority plugin's vote."""
+    CLAIM_OUTGROWN = "claim-outgrown"
+    """Not a session's choice: an admitted pod whose own DRA claims now ask for more devices
+    than it was admitted with (``devices.outgrown``); evicted whatever the configuration."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -35,7 +35,9 @@ The rules (docs/configuration.md, "Devices through DRA"):
   figure.
 - An admitted pod never charges its own claims less than it was admitted with (``floor``): a
   generated claim deleted or re-created smaller after admission does not free room the pod may
-  still hold.
+  still hold. One whose own claims now charge more (its claim deleted after admission and made
+  again from a larger template, before the pod was bound) has outgrown its admission
+  (:func:`outgrown`): a gate cannot be put back, so the operator evicts it.
 - The cluster sets no limit on mapped resources (:func:`claimed_dimensions`): only queues do.
 """
 
@@ -173,12 +175,41 @@ def charge_pod(
             own = own + charge
         elif item.carried:
             devices = devices + charge
-    if any(item.own for item in found):
+    has_own = any(item.own for item in found)
+    if has_own:
         own = own.set_max_resource(floor)
-    if devices.is_empty() and own.is_empty() and pod.request_before_devices is None:
+    if devices.is_empty() and not has_own and pod.request_before_devices is None:
         return pod
     return dataclasses.replace(
-        pod, resreq=base + devices + own, request_before_devices=base, own_devices=own
+        pod,
+        resreq=base + devices + own,
+        request_before_devices=base,
+        own_devices=own if has_own else None,
+    )
+
+
+def outgrown(admitted: resources.Resource | None, charged: objects.Pod) -> bool:
+    """Whether an admitted pod, whose own claims charged ``admitted`` (``Pod.own_devices``;
+    None: never charged, so nothing is known to have grown), is now ``charged`` more for them
+    in some resource: more devices will be allocated than its queue admitted."""
+    if admitted is None or charged.own_devices is None:
+        return False
+    return not charged.own_devices.less_equal(admitted, resources.ZERO)
+
+
+def outgrown_reason(admitted: resources.Resource, charged: objects.Pod, queue: str) -> str:
+    """What a pod that :func:`outgrown` its admission to ``queue`` is told as it is evicted."""
+
+    def shown(resource: resources.Resource | None) -> str:
+        listed = resources.to_resource_list(resource or resources.EMPTY)
+        return ", ".join(f"{name} {value}" for name, value in sorted(listed.items())) or "nothing"
+
+    return (
+        f"the pod was admitted to queue {queue} with {shown(admitted)} for its own "
+        f"ResourceClaims, which now ask for {shown(charged.own_devices)} (a claim was made "
+        "again after admission, from a template made larger); a scheduling gate cannot be "
+        "put back, so queuetree evicts the pod: made again (by its controller), it waits "
+        "for room in its queue"
     )
 
 

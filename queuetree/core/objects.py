@@ -396,9 +396,11 @@ class Pod:
     request_before_devices: resources.Resource | None = None
     """None: ``resreq`` holds no device charge. Otherwise ``resreq`` is this plus the devices
     of ``claims`` (``core.devices.charge_pod``), so that charging again starts from here."""
-    own_devices: resources.Resource = resources.EMPTY
-    """The part of ``resreq`` that the pod's own claims (generated from templates) charge: an
-    admitted pod is never charged less for them (``core.devices.charge_pod``'s ``floor``)."""
+    own_devices: resources.Resource | None = None
+    """The part of ``resreq`` that the pod's own claims (generated from templates) charge; None
+    while they were never charged. An admitted pod is never charged less for them
+    (``core.devices.charge_pod``'s ``floor``), and one charged more has outgrown its admission
+    (``core.devices.outgrown``)."""
 
     @property
     def key(self) -> str:

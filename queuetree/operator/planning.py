@@ -59,6 +59,8 @@ class Written:
     """``explaining.notice_token`` of each pod outside queue admission told so already."""
     evicting: Set[str] = frozenset()
     """Victims whose eviction is in flight: not chosen again until it is answered."""
+    refused: Set[str] = frozenset()
+    """Victims whose eviction was refused and whose retry time has not come."""
     creating: Set[str] = frozenset()
     """Generated PodGroups created (or being created) that the view does not show yet."""
     native: Mapping[str, tuple[str, int]] | None = None
@@ -96,6 +98,10 @@ def plan_writes(
         view, written.noticed, budget=budget - len(explanations)
     )
     victims = reclaiming.plan_reclaim(view.snapshot, result) if reclaim else []
+    # A pod whose claims outgrew its admission is evicted whether or not reclaim is configured:
+    # it may hold more than its queue admitted (core.devices.outgrown).
+    chosen = {e.victim for e in victims} | written.refused
+    victims += reclaiming.plan_outgrown(view.snapshot, view.outgrown, skip=chosen)
     evictions = [e for e in victims if e.victim not in written.evicting]
     groups = queue_status.plan_pod_group_status(view.pod_groups, result)
     changed, group_events = queue_status.plan_group_conditions(

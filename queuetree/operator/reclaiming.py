@@ -1,4 +1,6 @@
 """Reclaim: evict pods of queues above their deserved share for pods kube-scheduler cannot place.
+And the one eviction that is not reclaim's: an admitted pod whose own DRA claims outgrew its
+admission (:func:`plan_outgrown`).
 
 The core session's reclaim action (run in the admission session when the configuration lists
 ``reclaim``, with the capacity plugin's ``ancestorReclaimLevel``) chooses the victims, for pods
@@ -11,7 +13,7 @@ those records into the evictions to make and the events on both pods.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Set
+from collections.abc import Mapping, Set
 from types import MappingProxyType
 
 from queuetree.core import decisions, objects
@@ -78,6 +80,30 @@ def plan_reclaim(snapshot: objects.Snapshot, result: decisions.SessionResult) ->
             )
         )
     return evictions
+
+
+def plan_outgrown(
+    snapshot: objects.Snapshot, outgrown: Mapping[str, tuple[str, str]], *, skip: Set[str]
+) -> list[Eviction]:
+    """The evictions of admitted pods whose own DRA claims outgrew their admission
+    (``state.StateView.outgrown``: key -> (uid, why)), in key order, but for those in ``skip``
+    (chosen already, or refused a moment ago) and those being deleted; no pod is told of a
+    reclaimer, as none is one."""
+    leaving = {
+        key for key, pod in snapshot.pods.items() if pod.status is objects.TaskStatus.RELEASING
+    }
+    return [
+        Eviction(
+            victim=key,
+            reclaimer="",
+            victim_uid=uid,
+            rule=str(decisions.EvictionRule.CLAIM_OUTGROWN),
+            victim_message=f"Evicted by queuetree: {why}",
+            reclaimer_message="",
+        )
+        for key, (uid, why) in sorted(outgrown.items())
+        if key not in skip and key not in leaving
+    ]
 
 
 def _verb(action: str) -> str:

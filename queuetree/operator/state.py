@@ -90,6 +90,11 @@ class StateView:
     )
     """Gated pods whose DRA devices cannot be charged yet, by key: (uid, why). They are in no
     snapshot, so no queue admits them uncharged; they are told why (``explaining``)."""
+    outgrown: Mapping[str, tuple[str, str]] = dataclasses.field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """Admitted pods whose own DRA claims now charge more than they were admitted with, by key:
+    (uid, why): evicted (``planning``), as a gate cannot be put back (``core.devices``)."""
 
     @property
     def for_session(self) -> objects.Snapshot:
@@ -125,6 +130,9 @@ class ClusterState:
         """Pod key -> what it names (the inverse of ``_named_by``)."""
         self._device_waits: dict[str, tuple[objects.Pod, str]] = {}
         """Gated pods whose devices cannot be charged yet: key -> (the pod, why)."""
+        self._outgrown: dict[str, tuple[str, str]] = {}
+        """Admitted pods whose own claims now charge more than they were admitted with, to be
+        evicted: key -> (uid, why) (``core.devices.outgrown``)."""
         self._recharging = False
         self.default_queue = default_queue
         """The queue of lone pods and PodGroups that name none (``--default-queue``)."""
@@ -342,10 +350,21 @@ class ClusterState:
         )
         previous = self._pods.get(key)
         admitted = not pod.queue_gated or key in self._assumed
-        floor = previous.own_devices if admitted and previous is not None else resources.EMPTY
-        charged = devices.charge_pod(pod, found, self.device_classes, floor=floor)
+        admitted_with = previous.own_devices if admitted and previous is not None else None
+        charged = devices.charge_pod(
+            pod, found, self.device_classes, floor=admitted_with or resources.EMPTY
+        )
         if not isinstance(charged, str):
             self._device_waits.pop(key, None)
+            if (
+                key not in self._outgrown
+                and admitted_with is not None
+                and devices.outgrown(admitted_with, charged)
+            ):
+                # Kept until the pod is gone: its charge keeps the larger figure from now on.
+                why = devices.outgrown_reason(admitted_with, charged, queue)
+                self._outgrown[key] = (pod.uid, why)
+                self._changed()
             return charged
         if pod.queue_gated and key not in self._assumed:
             if key not in self._device_waits:
@@ -504,6 +523,7 @@ class ClusterState:
             return self._drop_outside(key)
         if not keep_names:
             self._device_waits.pop(key, None)
+            self._outgrown.pop(key, None)
             names = self._forget_names(key)
             if names:
                 self._recharge({name for name in names if name[0] == devices.CLAIM})
@@ -795,6 +815,7 @@ class ClusterState:
                 device_waits=MappingProxyType(
                     {key: (pod.uid, why) for key, (pod, why) in self._device_waits.items()}
                 ),
+                outgrown=MappingProxyType(dict(self._outgrown)),
             )
 
     def _node_occupancy(self) -> dict[str, objects.Occupancy]:

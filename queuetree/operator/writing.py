@@ -296,6 +296,7 @@ class Writer:
         return planning.Written(
             noticed=frozenset(self._noticed),
             evicting=frozenset(self._evicting),
+            refused=frozenset(key for key, until in self._refused.items() if until > self._clock()),
             creating=frozenset(self._creating),
             native=None if self._native is None else dict(self._native),
             unplaced_told=frozenset(self._unplaced_told),

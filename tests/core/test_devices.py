@@ -291,3 +291,34 @@ def test_no_node_lists_devices_so_only_queues_limit_mapped_resources(
         admission_only=True,
     )
     assert result.ungate == ungated
+
+
+@pytest.mark.parametrize(
+    ("admitted", "now", "grown"),
+    [
+        pytest.param(None, "4", False, id="never-charged-before-nothing-known"),
+        pytest.param("2", "2", False, id="the-same"),
+        pytest.param("2", "4", True, id="more-devices"),
+        pytest.param("0", "1", True, id="devices-where-none-were"),
+    ],
+)
+def test_an_admitted_pod_outgrows_its_admission_when_its_own_claims_ask_for_more(
+    admitted: str | None, now: str, grown: bool
+) -> None:
+    pod = claimed(GENERATED)
+    found = devices.find_claims(
+        pod, claims=generated(spec(one(exact(count=int(now))))), templates={}, carried=bool
+    )
+    floor = None if admitted is None else b.res(**{GPU: admitted})
+    charged = devices.charge_pod(pod, found, MAPPINGS, floor=floor or resources.EMPTY)
+    assert isinstance(charged, objects.Pod)
+    assert devices.outgrown(floor, charged) is grown
+
+
+def test_a_pod_without_claims_of_its_own_has_no_own_charge() -> None:
+    # own_devices None: nothing of its own was charged, so nothing can outgrow an admission.
+    pod = claimed(SHARED)
+    found = devices.find_claims(pod, claims={"ns/c": TWO}, templates={}, carried=lambda _: True)
+    charged = devices.charge_pod(pod, found, MAPPINGS)
+    assert isinstance(charged, objects.Pod)
+    assert (charged.own_devices, devices.outgrown(resources.EMPTY, charged)) == (None, False)

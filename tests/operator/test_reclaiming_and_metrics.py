@@ -299,3 +299,42 @@ def test_every_unit_has_its_own_gauge_and_the_oldest_gated_age_is_exported() -> 
         ),
         sample("queuetree_queue_oldest_gated_pod_age_seconds", {"queue": "team"}),
     ) == (1.5, 2.0**30, 3.0, 2.0, 42.0)
+
+
+OUTGROWN = {
+    "ns/a": ("uid-a", "its claims outgrew its admission"),
+    "ns/b": ("uid-b", "so did these"),
+}
+
+
+@pytest.mark.parametrize(
+    ("pods", "skip", "evicted"),
+    [
+        pytest.param(
+            [fakes.pod("a"), fakes.pod("b")], set(), ["ns/a", "ns/b"], id="each-in-key-order"
+        ),
+        pytest.param(
+            [fakes.pod("a"), fakes.pod("b")],
+            {"ns/a"},
+            ["ns/b"],
+            id="not-one-chosen-already-or-refused-a-moment-ago",
+        ),
+        pytest.param(
+            [
+                dataclasses.replace(fakes.pod("a"), status=objects.TaskStatus.RELEASING),
+                fakes.pod("b"),
+            ],
+            set(),
+            ["ns/b"],
+            id="not-one-being-deleted",
+        ),
+    ],
+)
+def test_pods_whose_claims_outgrew_their_admission_are_evicted(
+    pods: list[objects.Pod], skip: set[str], evicted: list[str]
+) -> None:
+    plan = reclaiming.plan_outgrown(snapshot(*pods), OUTGROWN, skip=skip)
+    assert [(e.victim, e.victim_uid, e.reclaimer, e.rule) for e in plan] == [
+        (key, OUTGROWN[key][0], "", "claim-outgrown") for key in evicted
+    ]
+    assert all(OUTGROWN[e.victim][1] in e.victim_message for e in plan)

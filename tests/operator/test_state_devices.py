@@ -192,30 +192,34 @@ BIND: Step = ("bind", None)
 
 
 @pytest.mark.parametrize(
-    ("steps", "shown", "said"),
+    ("steps", "shown", "said", "outgrown"),
     [
         pytest.param(
             [template(4), made("a-gpu-1", 4), DELETE_TEMPLATE, template(1)],
             "4",
             "",
+            False,
             id="gated-template-re-created-smaller-charges-its-claim",
         ),
         pytest.param(
             [template(4), DELETE_TEMPLATE, template(1), made("a-gpu-1", 4)],
             "4",
             "",
+            False,
             id="gated-template-swapped-before-the-claim-was-made",
         ),
         pytest.param(
             [template(1)],
             "-",
             "has not yet made",
+            False,
             id="gated-the-template-alone-admits-nothing",
         ),
         pytest.param(
             [template(4), made("a-gpu-1", 4), delete_claim("a-gpu-1")],
             "-",
             "cannot be read yet",
+            False,
             id="gated-its-claim-deleted-waits",
         ),
         pytest.param(
@@ -228,24 +232,28 @@ BIND: Step = ("bind", None)
             ],
             "1",
             "",
+            False,
             id="gated-its-claim-re-made-smaller-charges-what-is-allocated",
         ),
         pytest.param(
             [template(1), made("a-gpu-1", 1, owner="uid-other")],
             "-",
             "not controlled by the pod",
+            False,
             id="gated-a-claim-of-another-pod-recorded",
         ),
         pytest.param(
             [template(4), made("a-gpu-1", 4), ADMIT, DELETE_TEMPLATE, template(1)],
             "4",
             "",
+            False,
             id="admitted-template-re-created-smaller",
         ),
         pytest.param(
             [template(4), made("a-gpu-1", 4), ADMIT, delete_claim("a-gpu-1")],
             "4",
             "",
+            False,
             id="admitted-its-claim-deleted-keeps-its-charge",
         ),
         pytest.param(
@@ -259,6 +267,7 @@ BIND: Step = ("bind", None)
             ],
             "4",
             "",
+            False,
             id="admitted-its-claim-re-made-smaller-keeps-its-charge",
         ),
         pytest.param(
@@ -272,18 +281,20 @@ BIND: Step = ("bind", None)
             ],
             "4",
             "",
-            id="admitted-its-claim-re-made-larger-charges-the-larger",
+            True,
+            id="admitted-its-claim-re-made-larger-charges-the-larger-and-outgrows",
         ),
         pytest.param(
             [template(4), made("a-gpu-1", 4), ADMIT, BIND, DELETE_TEMPLATE, template(1)],
             "4",
             "",
+            False,
             id="running-template-re-created-smaller",
         ),
     ],
 )
 def test_what_a_tenant_does_to_templates_and_claims_never_lowers_the_charge(
-    steps: list[Step], shown: str, said: str
+    steps: list[Step], shown: str, said: str, outgrown: bool
 ) -> None:
     cluster = state.ClusterState(device_classes=MAPPINGS)
     pod = claiming("a", OWN)
@@ -307,9 +318,40 @@ def test_what_a_tenant_does_to_templates_and_claims_never_lowers_the_charge(
             cluster.upsert_pod(pod)
     view = cluster.view()
     why = view.device_waits["ns/a"][1] if "ns/a" in view.device_waits else ""
-    assert (gpus(cluster).get("ns/a", "-"), said in why, bool(why)) == (shown, True, bool(said)), (
-        why
-    )
+    assert (
+        gpus(cluster).get("ns/a", "-"),
+        said in why,
+        bool(why),
+        "ns/a" in view.outgrown,
+    ) == (shown, True, bool(said), outgrown), (why, dict(view.outgrown))
+
+
+def test_an_outgrown_pod_is_told_what_it_was_admitted_with_and_what_it_asks_now() -> None:
+    cluster = state.ClusterState(device_classes=MAPPINGS)
+    cluster.upsert_claim(devices.CLAIM, "ns/a-gpu-1", gpus_spec(1, owner="uid-a"))
+    cluster.upsert_pod(claiming("a", own("a-gpu-1")))
+    assert cluster.assume_ungated("ns/a", decided_at=1.0)
+    cluster.upsert_pod(claiming("a", own("a-gpu-1"), gated=False))
+    cluster.delete_claim(devices.CLAIM, "ns/a-gpu-1")
+    cluster.upsert_claim(devices.CLAIM, "ns/a-gpu-2", gpus_spec(3, owner="uid-a"))
+    cluster.upsert_pod(claiming("a", own("a-gpu-2"), gated=False))
+    uid, why = cluster.view().outgrown["ns/a"]
+    cluster.delete_pod("ns/a")
+    assert (uid, f"{GPU} 1 " in why, f"{GPU} 3 " in why, dict(cluster.view().outgrown)) == (
+        "uid-a",
+        True,
+        True,
+        {},
+    ), why
+
+
+def test_a_pod_first_seen_admitted_has_not_outgrown_anything() -> None:
+    # After a restart, the operator may read an admitted pod before its claims: it then
+    # charges what it reads, and nothing is known to have grown.
+    cluster = state.ClusterState(device_classes=MAPPINGS)
+    cluster.upsert_pod(claiming("a", own("a-gpu-1"), gated=False))
+    cluster.upsert_claim(devices.CLAIM, "ns/a-gpu-1", gpus_spec(3, owner="uid-a"))
+    assert (gpus(cluster), dict(cluster.view().outgrown)) == ({"ns/a": "3"}, {})
 
 
 def test_without_mappings_claims_charge_nothing() -> None:
