@@ -361,3 +361,51 @@ def test_a_waiting_pods_claim_deleted_by_its_tenant_is_charged_as_made_again(
         diagnose=lambda: kube.kubectl("get", "queue", name).stdout,
     )
     assert (second != first, devices_allocated(kube)) == (True, {second: 1})
+
+
+def test_an_admitted_pod_whose_claim_is_made_again_larger_is_evicted(
+    kube: support.Kube, gpus: None
+) -> None:
+    # The tenant keeps an admitted pod unscheduled (its claim selects a device no driver
+    # publishes: queuetree charges counts, not selectors), then deletes its claim and makes the
+    # template larger: the controller makes the pod a 2-GPU claim, which would put 3 GPUs in a
+    # 2-GPU queue. A gate cannot be put back: the operator evicts the pod, told why.
+    name = support.unique("dra-outgrown")
+    kube.must(kube.apply(support.queue(name, capability={"cpu": "4", GPU: "2"})))
+    tenant = tenant_with_claims(kube)
+    trap = template("trap", kube.namespace)
+    nowhere = {"cel": {"expression": 'device.driver == "nobody.example.com"'}}
+    trap["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [nowhere]
+    tenant.must(tenant.apply(template("one-gpu", kube.namespace), trap))
+    tenant.must(tenant.apply(gpu_pod("honest", kube, name, template="one-gpu")))
+    support.eventually(lambda: kube.running("honest"), what="the 1-GPU pod runs")
+    tenant.must(tenant.apply(gpu_pod("sneaky", kube, name, template="trap")))
+    support.eventually(
+        lambda: kube.pod("sneaky") is not None and not kube.gated("sneaky"),
+        what="sneaky is admitted on its 1-GPU claim (that no device matches)",
+        diagnose=lambda: kube.describe_pod("sneaky"),
+    )
+    first = generated_claim(kube, "sneaky")
+    swap_template(tenant, "trap", count=2)
+    tenant.must(
+        tenant.kubectl("delete", "resourceclaim", first, "-n", kube.namespace, "--wait=true")
+    )
+    support.eventually(
+        lambda: kube.pod("sneaky") is None,
+        what="the operator evicts sneaky, whose new claim asks for 2 GPUs",
+        diagnose=lambda: kube.kubectl("describe", "pod", "sneaky", "-n", kube.namespace).stdout,
+    )
+    told = support.eventually(
+        lambda: [
+            str(event.get("message", ""))
+            for event in kube.events_of("Pod", "sneaky")
+            if event.get("reason") == "ClaimOutgrown"
+        ],
+        what="sneaky's eviction is told in a ClaimOutgrown Event",
+    )
+    support.eventually(
+        lambda: gpu_cell(kube, name) == "1",
+        what=f"kubectl get queue {name} shows 1 GPU allocated again",
+        diagnose=lambda: kube.kubectl("get", "queue", name).stdout,
+    )
+    assert (len(told), all(f"{GPU} 2" in message for message in told)) == (1, True), told

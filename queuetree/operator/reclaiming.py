@@ -32,6 +32,9 @@ class Eviction:
     victim_uid: str = ""
     reclaimer_uid: str = ""
     """Pod uids, so the events match ``kubectl describe pod``'s ``involvedObject.uid`` selector."""
+    event_type: str = "Normal"
+    event_reason: str = "Reclaim"
+    """The type and reason of the Events that tell both pods."""
 
 
 def plan_reclaim(snapshot: objects.Snapshot, result: decisions.SessionResult) -> list[Eviction]:
@@ -82,6 +85,10 @@ def plan_reclaim(snapshot: objects.Snapshot, result: decisions.SessionResult) ->
     return evictions
 
 
+OUTGROWN_REASON = "ClaimOutgrown"
+"""The reason of the Warning Event on a pod evicted because its claims outgrew its admission."""
+
+
 def plan_outgrown(
     snapshot: objects.Snapshot, outgrown: Mapping[str, tuple[str, str]], *, skip: Set[str]
 ) -> list[Eviction]:
@@ -100,6 +107,8 @@ def plan_outgrown(
             rule=str(decisions.EvictionRule.CLAIM_OUTGROWN),
             victim_message=f"Evicted by queuetree: {why}",
             reclaimer_message="",
+            event_type="Warning",
+            event_reason=OUTGROWN_REASON,
         )
         for key, (uid, why) in sorted(outgrown.items())
         if key not in skip and key not in leaving

@@ -700,7 +700,7 @@ class Writer:
         ):
             if told.key:
                 with contextlib.suppress(kube.ApiError):
-                    await self._pod_event(told, "Normal", "Reclaim")
+                    await self._pod_event(told, eviction.event_type, eviction.event_reason)
 
     async def _eviction_refused(self, eviction: reclaiming.Eviction, error: kube.ApiError) -> None:
         retry = error.retry_after or self._eviction_retry

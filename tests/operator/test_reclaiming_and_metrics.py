@@ -334,7 +334,7 @@ def test_pods_whose_claims_outgrew_their_admission_are_evicted(
     pods: list[objects.Pod], skip: set[str], evicted: list[str]
 ) -> None:
     plan = reclaiming.plan_outgrown(snapshot(*pods), OUTGROWN, skip=skip)
-    assert [(e.victim, e.victim_uid, e.reclaimer, e.rule) for e in plan] == [
-        (key, OUTGROWN[key][0], "", "claim-outgrown") for key in evicted
+    assert [(e.victim, e.victim_uid, e.reclaimer, e.rule, e.event_type) for e in plan] == [
+        (key, OUTGROWN[key][0], "", "claim-outgrown", "Warning") for key in evicted
     ]
     assert all(OUTGROWN[e.victim][1] in e.victim_message for e in plan)
