@@ -414,6 +414,7 @@ def parse_pod_fast(
         scheduler_name=_fast_string(spec.get("schedulerName")) or pod_rules.DEFAULT_SCHEDULER,
         created=created,
         uid=uid,
+        native_group=_fast_string(_fast_dict(spec.get("schedulingGroup")).get("podGroupName")),
     )
 
 

@@ -392,6 +392,13 @@ class Pod:
     request_before_devices: resources.Resource | None = None
     """None: ``resreq`` holds no device charge. Otherwise ``resreq`` is this plus the devices
     of ``claims`` (``core.devices.with_devices``), so that charging again starts from here."""
+    native_group: str = ""
+    """The Workload API PodGroup the pod names (``spec.schedulingGroup.podGroupName``, set at
+    creation, immutable), ``""`` for none. kube-scheduler queues the pending pods of such a
+    group as one entity and keeps the whole entity back while any of them has a scheduling
+    gate (docs/gangs.md), so admission ungates the gated ones together
+    (``actions._admit_job``)."""
+
 
     @property
     def key(self) -> str:
