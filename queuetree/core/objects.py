@@ -399,7 +399,6 @@ class Pod:
     gate (docs/gangs.md), so admission ungates the gated ones together
     (``actions._admit_job``)."""
 
-
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"

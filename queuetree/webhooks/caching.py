@@ -159,6 +159,7 @@ class ClusterCache:
         self._queues: dict[str, objects.Queue] = {}
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self._pod_groups: dict[str, str] = {}
+        self._gang_starts: dict[str, views.GangStart] = {}
         self._nodes: dict[str, frozenset[str]] = {}
         self._view: views.ClusterView | None = None
         self._changed = asyncio.Event()
@@ -177,6 +178,7 @@ class ClusterCache:
                 namespaces=self._namespaces,
                 pod_groups=self._pod_groups,
                 node_resources=frozenset().union(*self._nodes.values()),
+                gang_starts=self._gang_starts,
             )
         return self._view
 
@@ -246,10 +248,21 @@ class ClusterCache:
 
     def reset_pod_groups(self, items: list[Mapping[str, Any]]) -> None:
         self._pod_groups = {}
+        self._gang_starts = {}
         self._replay(items, self.pod_group_event)
 
     def pod_group_event(self, kind: str, obj: Mapping[str, Any]) -> None:
-        self._apply(self._pod_groups, kind, views.pod_group_queue(obj))
+        queue, start = views.pod_group_queue(obj), views.gang_start(obj)
+        if (
+            kind != "DELETED"
+            and queue is not None
+            and start is not None
+            and self._pod_groups.get(queue[0]) == queue[1]
+            and self._gang_starts.get(start[0]) == start[1]
+        ):
+            return  # status churns (counts, conditions); the view keeps queue and start only
+        self._apply(self._pod_groups, kind, queue)
+        self._apply(self._gang_starts, kind, start)
 
     def reset_nodes(self, items: list[Mapping[str, Any]]) -> None:
         self._nodes = {}

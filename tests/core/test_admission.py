@@ -620,7 +620,12 @@ NATIVE_WAIT = (
 
 NATIVE_CASES = {
     "without native members, pods beyond minMember are admitted one by one (Volcano)": Case(
-        objects=(NODE, *ROOM_FOR_3, _gang(2), *(_member(f"p{i}", i, native=False) for i in range(5))),
+        objects=(
+            NODE,
+            *ROOM_FOR_3,
+            _gang(2),
+            *(_member(f"p{i}", i, native=False) for i in range(5)),
+        ),
         ungate=("ns/p0", "ns/p1", "ns/p2"),
         reasons={
             "ns/p3": "queue 'team-a' has no room for cpu: requested 1, used 3 of capability 3 "
@@ -630,7 +635,12 @@ NATIVE_CASES = {
         },
     ),
     "gated members of one native group are admitted all together or not at all": Case(
-        objects=(NODE, *ROOM_FOR_3, _gang(2), *(_member(f"p{i}", i, native=True) for i in range(5))),
+        objects=(
+            NODE,
+            *ROOM_FOR_3,
+            _gang(2),
+            *(_member(f"p{i}", i, native=True) for i in range(5)),
+        ),
         reasons={f"ns/p{i}": NATIVE_WAIT for i in range(5)},
     ),
     "a running gang's later pods name no native group and go in one by one": Case(
@@ -651,7 +661,12 @@ NATIVE_CASES = {
         },
     ),
     "native members that all fit are ungated together with the gang": Case(
-        objects=(NODE, *ROOM_FOR_3, _gang(2), *(_member(f"p{i}", i, native=True) for i in range(3))),
+        objects=(
+            NODE,
+            *ROOM_FOR_3,
+            _gang(2),
+            *(_member(f"p{i}", i, native=True) for i in range(3)),
+        ),
         ungate=("ns/p0", "ns/p1", "ns/p2"),
     ),
 }
