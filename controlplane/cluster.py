@@ -140,14 +140,12 @@ class Options:
     controllers: tuple[str, ...] = CONTROLLERS
     apiserver_flags: tuple[str, ...] = ()
     """More kube-apiserver flags, appended last."""
-    feature_gates: tuple[str, ...] = ()
+    feature_gates: tuple[str, ...] = WORKLOAD_GATES
     """``--feature-gates`` of kube-apiserver, kube-scheduler and kube-controller-manager alike
-    (:data:`WORKLOAD_GATES`: the Workload API, whose ``--runtime-config`` goes with it).
-    None by default, as Kubernetes v1.37 ships: with the Workload API on, kube-scheduler holds
-    an admitted pod of a running gang while its later siblings are still gated (the open limit
-    of docs/gangs.md; e2e/test_workloads.py's scaled Deployment fails on it), so the suite runs
-    without it until that is solved (a stack started with ``feature_gates=WORKLOAD_GATES``
-    serves it)."""
+    (:data:`WORKLOAD_GATES` by default: the Workload API, whose ``--runtime-config`` goes with
+    it, so the suite runs gangs placed whole by kube-scheduler, docs/gangs.md). ``()`` starts
+    the control plane as Kubernetes v1.37 ships, without the API (runtime flags only: the
+    binaries are the same)."""
     karpenter: karpenter.Options | None = None
     """Start Karpenter with its kwok provider as the autoscaler (None: no autoscaler)."""
 

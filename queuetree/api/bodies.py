@@ -93,6 +93,12 @@ def name_of(body: RawBody) -> str:
     return str(metadata.get("name") or "") if isinstance(metadata, Mapping) else ""
 
 
+def uid_of(body: RawBody) -> str:
+    """``metadata.uid`` ("" when absent)."""
+    metadata = body.get("metadata")
+    return str(metadata.get("uid") or "") if isinstance(metadata, Mapping) else ""
+
+
 def key_of(body: RawBody) -> str:
     """``namespace/name`` of a namespaced object (``/name`` for a cluster-scoped one)."""
     metadata = body.get("metadata")

@@ -43,8 +43,11 @@ class Writes:
     """Reclaim's victims, evicted one after the other."""
     group_creations: tuple[workload_groups.GroupCreation, ...] = ()
     """The PodGroups of workloads whose pods wait for them (``workload_groups``)."""
+    group_resizes: tuple[workload_groups.GroupResize, ...] = ()
+    """Generated PodGroups whose workload declares another ``group-min-member`` now."""
     native_groups: tuple[workload_groups.NativeGroup, ...] = ()
-    """The ``scheduling.k8s.io`` PodGroups to create or replace (``--native-pod-groups``)."""
+    """The ``scheduling.k8s.io`` PodGroups to create, or whose ``minCount`` to write
+    (``--native-pod-groups``)."""
     unplaced_events: tuple[queue_status.GroupEvent, ...] = ()
     """Gangs admitted that the nodes do not fit, told once (``workload_groups``)."""
     unplaced: frozenset[str] = frozenset()
@@ -61,6 +64,8 @@ class Written:
     """Victims whose eviction is in flight: not chosen again until it is answered."""
     creating: Set[str] = frozenset()
     """Generated PodGroups created (or being created) that the view does not show yet."""
+    resizing: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Generated PodGroups being given a new ``minMember`` -> that minimum."""
     native: Mapping[str, tuple[str, int]] | None = None
     """With ``--native-pod-groups``: each Volcano PodGroup whose native PodGroup exists (or is
     being written) -> the Volcano group's uid and the minimum the native one says; None: off."""
@@ -104,6 +109,7 @@ def plan_writes(
     for key, value in changed.items():
         groups[key] = {**groups.get(key, {}), "conditions": value}
     creations = workload_groups.plan_group_creations(view, creating=written.creating)
+    resizes = workload_groups.plan_group_resizes(view, resizing=written.resizing)
     native = (
         workload_groups.plan_native_groups(view, known=written.native)
         if written.native is not None
@@ -120,6 +126,7 @@ def plan_writes(
         notices=tuple(notices),
         evictions=tuple(evictions),
         group_creations=tuple(creations),
+        group_resizes=tuple(resizes),
         native_groups=tuple(native),
         unplaced_events=tuple(unplaced_events),
         unplaced=unplaced,
