@@ -419,8 +419,9 @@ RESIZE_CASES = {
                 "metadata": {
                     "annotations": {
                         workloads.PROBLEM_ANNOTATION: (
-                            "scheduling.volcano.sh/group-min-member: 'many' is not a whole number of at least "
-                            "1: minMember is 1 (write the number of pods that must start together)"
+                            "scheduling.volcano.sh/group-min-member: 'many' is not a whole "
+                            "number of at least 1: minMember is 1 (write the number of pods "
+                            "that must start together)"
                         )
                     }
                 },
