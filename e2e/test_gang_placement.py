@@ -35,7 +35,7 @@ SLOT = "queuetree.io/e2e-gang-slot"
 SMALL = {"cpu": "100m", "memory": "64Mi", SLOT: "1"}
 VOLCANO = "podgroups.scheduling.volcano.sh"
 """Named in full: with the Workload API served, ``podgroups`` names two kinds."""
-NATIVE = "podgroups.scheduling.k8s.io"
+NATIVE = support.NATIVE_PODGROUP
 
 
 def advertise(kube: support.Kube, node: str, count: int | None) -> None:
@@ -65,11 +65,6 @@ def gang_node(kube: support.Kube) -> Iterator[str]:
     advertise(kube, name, None)
 
 
-def native_served(kube: support.Kube) -> bool:
-    found = kube.kubectl("api-resources", "--api-group=scheduling.k8s.io", "-o", "name")
-    return found.ok and NATIVE in found.stdout.split()
-
-
 def placed(kube: support.Kube, names: list[str]) -> int:
     return sum(bool(((kube.pod(n) or {}).get("spec") or {}).get("nodeName")) for n in names)
 
@@ -96,7 +91,7 @@ def unplaced_events(kube: support.Kube, kind: str, name: str) -> list[str]:
 def test_a_gang_the_nodes_fit_three_of_four_of_runs_whole_or_says_why(
     kube: support.Kube, gang_node: str
 ) -> None:
-    native = native_served(kube)
+    native = support.native_served(kube)
     queue = support.unique("gang-place")
     kube.must(kube.apply(support.queue(queue, capability={"cpu": "1", "memory": "1Gi"})))
     group = support.pod_group(
