@@ -3,11 +3,9 @@
 A gang of 4 pods that fits its queue but whose nodes fit only 3 of them:
 
 - where the API server serves the Workload API (``scheduling.k8s.io/v1beta1`` PodGroups: a
-  real control plane started with ``controlplane.cluster.WORKLOAD_GATES``), queuetree admits
+  real control plane, started with ``controlplane.cluster.WORKLOAD_GATES``), queuetree admits
   the gang and kube-scheduler places none of its pods, since ``minCount`` = 4 cannot be
-  placed together: no pod runs at any poll. The suite's real control plane starts without
-  it for now (docs/gangs.md, the open limit), so ``make test`` runs the next case on both
-  backends;
+  placed together: no pod runs at any poll;
 - where it does not (kubesim, Kubernetes before 1.35), the pods are placed one by one: 3 run
   and hold their nodes while the fourth waits. That is what queuetree does instead, and says.
 
