@@ -145,8 +145,9 @@ def test_a_tenant_editing_its_workloads_group_never_runs_the_queue_past_capabili
 ) -> None:
     """The tenant's attempts on hand-written groups (``test_inqueue_groups.py``,
     ``test_invariant.py``), made on a generated one: moving the admitted group to a roomier
-    queue is refused, and shrinking its minMember and minResources lets its pods beyond the
-    minimum in one by one, within the queue's capability, as before."""
+    queue is refused; shrinking its minMember and minResources is accepted, and its minMember
+    is put back to what the workload declares (its one place, issue 33 item 2); either way
+    its pods beyond the minimum go in one by one, within the queue's capability."""
     queue, elsewhere = support.unique("edit"), support.unique("edit-other")
     kube.must(
         kube.apply(
@@ -199,7 +200,16 @@ def test_a_tenant_editing_its_workloads_group_never_runs_the_queue_past_capabili
             )
         ),
     )
-    assert (edits, workload.running(), workload.gated()) == ((False, True, True), 3, 2)
+    restored = support.eventually(
+        lambda: group_summary(workload.group())[2] == 2,
+        what="the group's minMember is put back to what the workload declares",
+    )
+    assert (edits, workload.running(), workload.gated(), restored) == (
+        (False, True, True),
+        3,
+        2,
+        True,
+    )
 
 
 def native_min_count(kube: support.Kube, name: str) -> int | None:
