@@ -140,12 +140,12 @@ class Options:
     controllers: tuple[str, ...] = CONTROLLERS
     apiserver_flags: tuple[str, ...] = ()
     """More kube-apiserver flags, appended last."""
-    feature_gates: tuple[str, ...] = WORKLOAD_GATES
+    feature_gates: tuple[str, ...] = ()
     """``--feature-gates`` of kube-apiserver, kube-scheduler and kube-controller-manager alike
-    (:data:`WORKLOAD_GATES` by default: the Workload API, whose ``--runtime-config`` goes with
-    it, so the suite runs gangs placed whole by kube-scheduler, docs/gangs.md). ``()`` starts
-    the control plane as Kubernetes v1.37 ships, without the API (runtime flags only: the
-    binaries are the same)."""
+    (:data:`WORKLOAD_GATES`: the Workload API, whose ``--runtime-config`` goes with it, so gangs
+    are placed whole by kube-scheduler, docs/gangs.md). ``()``, the default until the whole
+    real suite has passed with the API on, starts the control plane as Kubernetes v1.37
+    ships, without it (runtime flags only: the binaries are the same either way)."""
     karpenter: karpenter.Options | None = None
     """Start Karpenter with its kwok provider as the autoscaler (None: no autoscaler)."""
 
