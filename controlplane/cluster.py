@@ -96,6 +96,9 @@ WORKLOAD_GATES = ("GenericWorkload=true",)
 Workload API (KEP-4671), whose ``scheduling.k8s.io`` PodGroup lets kube-scheduler place an
 admitted gang all or nothing (docs/gangs.md). A gate must agree across the three, or the
 scheduler waits for groups the API does not serve."""
+WORKLOAD_API_ENV = "QUEUETREE_WORKLOAD_API"
+"""``1`` in the environment starts the control plane with :data:`WORKLOAD_GATES` unless
+:attr:`Options.feature_gates` says otherwise (``QUEUETREE_WORKLOAD_API=1 make e2e-real``)."""
 WORKLOAD_API = "scheduling.k8s.io/v1beta1=true"
 """kube-apiserver's ``--runtime-config``: the beta API the gate guards is not served by default."""
 SCHEDULER_CLIENT = {"qps": 5000, "burst": 5000}
@@ -140,12 +143,14 @@ class Options:
     controllers: tuple[str, ...] = CONTROLLERS
     apiserver_flags: tuple[str, ...] = ()
     """More kube-apiserver flags, appended last."""
-    feature_gates: tuple[str, ...] = ()
+    feature_gates: tuple[str, ...] = dataclasses.field(
+        default_factory=lambda: WORKLOAD_GATES if os.environ.get(WORKLOAD_API_ENV) == "1" else ()
+    )
     """``--feature-gates`` of kube-apiserver, kube-scheduler and kube-controller-manager alike
     (:data:`WORKLOAD_GATES`: the Workload API, whose ``--runtime-config`` goes with it, so gangs
-    are placed whole by kube-scheduler, docs/gangs.md). ``()``, the default until the whole
-    real suite has passed with the API on, starts the control plane as Kubernetes v1.37
-    ships, without it (runtime flags only: the binaries are the same either way)."""
+    are placed whole by kube-scheduler, docs/gangs.md). By default none, as Kubernetes v1.37
+    ships, until the whole real suite has passed with the API on; :data:`WORKLOAD_API_ENV`
+    turns it on for a run (runtime flags only: the binaries are the same either way)."""
     karpenter: karpenter.Options | None = None
     """Start Karpenter with its kwok provider as the autoscaler (None: no autoscaler)."""
 
