@@ -305,6 +305,7 @@ class AdmissionCycle:
             written=self._writer.written(),
             explained=self._cluster.explanations(),
             stamp=self._writer.stamp(),
+            now=self._writer.now(),
             budget=self._budget,
             reclaim=self._reclaim,
             memo=self._queue_plans,
