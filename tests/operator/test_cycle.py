@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -151,6 +152,39 @@ async def test_a_held_pod_is_explained_once_per_change_of_reason() -> None:
         {key: None},
     ]
     assert event_messages(api) == ["queue team: cpu 2 > 1", "queue dept: cpu 3 > 2"]
+
+
+YOUNG = {
+    "1 s after its creation it is not told yet": (1.0, []),
+    "3 s after its creation it is told": (
+        3.0,
+        [{explaining.REASON_ANNOTATION: "queue team: cpu 2 > 1"}],
+    ),
+}
+
+
+@pytest.mark.parametrize(("age", "written"), YOUNG.values(), ids=YOUNG.keys())
+async def test_a_held_pod_is_first_explained_once_it_has_waited_the_delay(
+    age: float, written: list[object]
+) -> None:
+    created = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    cluster = state.ClusterState()
+    api = fakes.FakeKube()
+    session = FakeSession()
+    admission = cycle.AdmissionCycle(
+        cluster=cluster,
+        api=api,
+        remover=gating.GateRemover(cluster=cluster, api=api, workers=1),
+        session=session,
+        config=settings.DEFAULTS,
+        wall_clock=lambda: created.timestamp() + age,
+    )
+    cluster.upsert_pod(dataclasses.replace(fakes.pod("a"), created=created))
+    cluster.mark_synced()
+    session.reasons = {"ns/a": "queue team: cpu 2 > 1"}
+    await admission.run_once()
+    await admission.wait_writes()
+    assert (annotations_written(api), len(event_messages(api))) == (written, len(written))
 
 
 async def test_an_explained_pod_is_admitted_with_one_write() -> None:
