@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -69,7 +71,9 @@ class Sampler(threading.Thread):
 @pytest.mark.backends(
     "kubesim", "real", reason="it kills an operator: only the suite's own stack is its to kill"
 )
-def test_killing_the_leader_mid_burst_over_admits_nothing(kube: support.Kube) -> None:
+def test_killing_the_leader_mid_burst_over_admits_nothing(
+    kube: support.Kube, record_property: Callable[[str, object], None]
+) -> None:
     sandbox = kube.cluster.sandbox
     assert sandbox is not None
     queue = support.unique("lease")
@@ -96,8 +100,13 @@ def test_killing_the_leader_mid_burst_over_admits_nothing(kube: support.Kube) ->
             what="the leader has begun admitting",
         )
         leader.kill()
+        killed = time.monotonic()
         sandbox.forget(leader)
         support.eventually(standby.leads, what="the standby takes the Lease over", deadline=90)
+        # The failover time docs/operations.md quotes ("High availability").
+        failover = time.monotonic() - killed
+        record_property("failover_seconds", round(failover, 1))
+        print(f"failover: the standby led {failover:.1f} s after the leader was killed")
 
         def finished() -> bool:
             listed = kube.client.items("pods", "-n", kube.namespace)
