@@ -20,7 +20,8 @@ cannot be built here: the Go module proxy serves no version of
 3. the process: leader election off (one replica), metrics and health probes on free ports,
    the batch window of :class:`Options`; ready once ``/readyz`` answers;
 4. a KWOKNodeClass and a NodePool (:func:`node_pool`): one instance type, on-demand, CPU
-   limits, and consolidation after a few seconds, so tests see scale-down within a minute;
+   limits, and consolidation after 30 s (:attr:`Options.consolidate_after` says why), so
+   tests see scale-down within about a minute;
 5. ready to provision once :func:`unready` names nothing: ``/readyz`` answers (it only says
    the manager's caches synced and its CRDs are served, not that a controller runs), the
    KWOKNodeClass and the NodePool are Ready, and Karpenter's own cluster state is synced
@@ -80,8 +81,17 @@ class Options:
     capacity_type: str = "on-demand"
     cpu_limit: str = "200"
     """The NodePool's ``limits.cpu``: at most 50 nodes of 4 CPUs."""
-    consolidate_after: str = "5s"
-    """``disruption.consolidateAfter``: how long a node must be empty or underused first."""
+    consolidate_after: str = "30s"
+    """``disruption.consolidateAfter``: how long a node must be empty or underused, with no pod
+    bound to it or leaving it, before Karpenter may consolidate it.
+
+    Not shorter: while a scale-up is still being bound (kube-scheduler retries its pods with a
+    backoff of up to 10 s, longer on a loaded machine), a node that has its pods looks
+    movable onto a new node that has none yet, and consolidation deletes it and evicts its
+    pods, which, as plain pods with no controller, are gone (seen once with 5 s: 7 of 50 pods
+    vanished in ``test_the_same_pods_without_the_gate_buy_nodes``). 30 s is three of those
+    backoffs; a scale-down then takes about a minute (this, Karpenter's 10 s disruption poll
+    and its 15 s validation)."""
     consolidation_policy: str = "WhenEmptyOrUnderutilized"
     batch_idle_duration: str = "1s"
     """``BATCH_IDLE_DURATION``: a batch of pending pods closes after this long without new

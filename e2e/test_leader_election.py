@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -49,6 +48,16 @@ def admitted_milli(items: list[dict[str, Any]]) -> int:
     return total
 
 
+def ungated(kube: support.Kube) -> int:
+    """How many of the namespace's pods no longer carry our gate."""
+    return sum(
+        1
+        for pod in kube.client.items("pods", "-n", kube.namespace)
+        if support.GATE
+        not in [g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
+    )
+
+
 class Sampler(threading.Thread):
     """Samples the namespace's pods until stopped; keeps the worst admitted figure seen."""
 
@@ -71,9 +80,7 @@ class Sampler(threading.Thread):
 @pytest.mark.backends(
     "kubesim", "real", reason="it kills an operator: only the suite's own stack is its to kill"
 )
-def test_killing_the_leader_mid_burst_over_admits_nothing(
-    kube: support.Kube, record_property: Callable[[str, object], None]
-) -> None:
+def test_killing_the_leader_mid_burst_over_admits_nothing(kube: support.Kube) -> None:
     sandbox = kube.cluster.sandbox
     assert sandbox is not None
     queue = support.unique("lease")
@@ -99,14 +106,32 @@ def test_killing_the_leader_mid_burst_over_admits_nothing(
             lambda: sum(1 for n in range(PODS) if kube.gates(f"burst-{n}") == []) >= 3,
             what="the leader has begun admitting",
         )
-        leader.kill()
         killed = time.monotonic()
+        leader.kill()
         sandbox.forget(leader)
+        # Counted after the kill, so that a removal the dead leader had in flight is not taken
+        # for the new leader's; the standby cannot act before the Lease expires.
+        before = ungated(kube)
         support.eventually(standby.leads, what="the standby takes the Lease over", deadline=90)
-        # The failover time docs/operations.md quotes ("High availability").
-        failover = time.monotonic() - killed
-        record_property("failover_seconds", round(failover, 1))
-        print(f"failover: the standby led {failover:.1f} s after the leader was killed")
+        took_over = time.monotonic() - killed
+        support.eventually(
+            lambda: ungated(kube) > before,
+            what="the new leader removes a gate",
+            deadline=90,
+        )
+        resumed = time.monotonic() - killed
+        # docs/operations.md (High availability) quotes these figures; they are printed, not
+        # asserted, as they depend on the machine's load (the Lease's 15 s bounds the first).
+        print(
+            "\nFAILOVER "
+            + json.dumps(
+                {
+                    "backend": kube.cluster.backend,
+                    "kill_to_lease_taken_seconds": round(took_over, 1),
+                    "kill_to_next_gate_removed_seconds": round(resumed, 1),
+                }
+            )
+        )
 
         def finished() -> bool:
             listed = kube.client.items("pods", "-n", kube.namespace)

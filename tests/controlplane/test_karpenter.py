@@ -120,7 +120,7 @@ def test_the_node_pool_restricts_instance_types_limits_cpu_and_consolidates_soon
             "values": ["c-2x-amd64-linux"],
         },
         {"cpu": "8"},
-        "5s",
+        "30s",
         "KWOKNodeClass",
     )
 
