@@ -83,16 +83,16 @@ def plan_writes(
 ) -> Writes:
     """The batch of writes that follows from ``result`` over ``view``.
 
-        ``explained`` is the explanation each pod shows (``state.ClusterState.explanations``);
-        ``stamp`` (RFC 3339) is the transition time of a readiness or admission condition that
-        flips; ``budget`` bounds the explanations and notices together, explanations first, and
-        apart from them the PodGroup conditions whose message alone changed; ``reclaim``
-        says whether the configuration reclaims at all; ``memo`` is
-        ``queue_status.plan_queue_writes``'s, kept by the caller from one plan to the next; ``now``
+    ``explained`` is the explanation each pod shows (``state.ClusterState.explanations``);
+    ``stamp`` (RFC 3339) is the transition time of a readiness or admission condition that
+    flips; ``budget`` bounds the explanations and notices together, explanations first, and
+    apart from them the PodGroup conditions whose message alone changed; ``reclaim``
+    says whether the configuration reclaims at all; ``memo`` is
+    ``queue_status.plan_queue_writes``'s, kept by the caller from one plan to the next; ``now``
     (the time ``stamp`` says) leaves pods too young to be explained for later cycles
-    (``explaining.EXPLAIN_AFTER``; None: none is too young). Every
-        queue write that changes something is planned: how often a write that only refreshes
-        figures goes out is the cycle's pacing (``cycle.AdmissionCycle``).
+    (``explaining.EXPLAIN_AFTER``; None: none is too young). Every queue write that changes
+    something is planned: how often a write that only refreshes figures goes out is the
+    cycle's pacing (``cycle.AdmissionCycle``).
     """
     queues = queue_status.plan_queue_writes(view, result, now=stamp, memo=memo)
     explanations = explaining.plan_explanations(view, result, explained, budget=budget, now=now)
