@@ -17,6 +17,7 @@ by a later cycle, never lost.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Mapping, Set
 from typing import Any
 
@@ -83,6 +84,7 @@ def plan_writes(
     budget: int,
     reclaim: bool,
     memo: queue_status.PlanMemo,
+    now: datetime.datetime | None = None,
 ) -> Writes:
     """The batch of writes that follows from ``result`` over ``view``.
 
@@ -91,12 +93,14 @@ def plan_writes(
     flips; ``budget`` bounds the explanations and notices together, explanations first, and
     apart from them the PodGroup conditions whose message alone changed; ``reclaim``
     says whether the configuration reclaims at all; ``memo`` is
-    ``queue_status.plan_queue_writes``'s, kept by the caller from one plan to the next. Every
-    queue write that changes something is planned: how often a write that only refreshes
-    figures goes out is the cycle's pacing (``cycle.AdmissionCycle``).
+    ``queue_status.plan_queue_writes``'s, kept by the caller from one plan to the next; ``now``
+    (the time ``stamp`` says) leaves pods too young to be explained for later cycles
+    (``explaining.EXPLAIN_AFTER``; None: none is too young). Every queue write that changes
+    something is planned: how often a write that only refreshes figures goes out is the
+    cycle's pacing (``cycle.AdmissionCycle``).
     """
     queues = queue_status.plan_queue_writes(view, result, now=stamp, memo=memo)
-    explanations = explaining.plan_explanations(view, result, explained, budget=budget)
+    explanations = explaining.plan_explanations(view, result, explained, budget=budget, now=now)
     notices = explaining.plan_outside_notices(
         view, written.noticed, budget=budget - len(explanations)
     )

@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -315,6 +316,10 @@ class Writer:
     def stamp(self) -> str:
         """Now, as the timestamps of the operator's writes show it (RFC 3339)."""
         return bodies.timestamp(self._wall_clock())
+
+    def now(self) -> datetime.datetime:
+        """Now, by the same clock as :meth:`stamp`."""
+        return datetime.datetime.fromtimestamp(self._wall_clock(), tz=datetime.UTC)
 
     def submit(self, writes: planning.Writes, *, view: state.StateView) -> None:
         """Write ``writes`` in the background (only when :attr:`idle`); ``view`` is the one
