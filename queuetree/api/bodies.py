@@ -53,8 +53,9 @@ def fingerprint(value: Any) -> int | None:
     cyclic garbage collector never looks at, instead of the dicts and lists of that part, which
     it would walk in every full collection. The values are written as one flat JSON text
     (orjson; other mappings as the dicts they hold) and the int is Python's hash of it: a
-    64-bit SipHash whose key is drawn anew in each process, so two different values give the
-    same int with a chance of one in 2**64, and nobody outside the process can make them. A
+    64-bit SipHash keyed at random when the process starts (unless ``PYTHONHASHSEED`` sets
+    the key), so two different values give the same int with a chance of one in 2**64, and
+    nobody outside the process can choose values that do. A
     pod's two parts were kept as their text, about 4 KB each: 8 MiB per thousand pods in the
     operator, for a comparison that needs none of it (docs/benchmarks.md).
 
