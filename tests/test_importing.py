@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -141,3 +142,54 @@ def test_a_process_that_imported_the_client_first_keeps_it_whole() -> None:
     )
     assert isinstance(loaded, list)
     assert set(UNUSED_GROUPS) <= set(loaded)
+
+
+CREDENTIAL = {
+    "apiVersion": "client.authentication.k8s.io/v1",
+    "kind": "ExecCredential",
+    "status": {"token": "from-the-plugin"},
+}
+
+
+def _exec_kubeconfig() -> dict[str, object]:
+    """A kubeconfig whose user's token comes from an exec plugin (this interpreter)."""
+    plugin = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": sys.executable,
+        "args": ["-c", f"print({json.dumps(CREDENTIAL)!r})"],
+        "interactiveMode": "Never",
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+        "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:6443"}}],
+        "users": [{"name": "u", "user": {"exec": plugin}}],
+    }
+
+
+def test_an_exec_plugin_kubeconfig_loads_through_the_deferred_packages(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The credentials the processes read (queuetree.operator.running, webhooks.server) come
+    from the library's kubeconfig loader, which now runs on the deferred packages."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps(_exec_kubeconfig()))  # JSON is YAML
+    found = _run(
+        f"""
+        import asyncio, json
+        import queuetree
+        from kubernetes_asyncio import client, config
+
+        async def main():
+            configuration = client.Configuration()
+            await config.load_kube_config(
+                config_file={str(kubeconfig)!r}, client_configuration=configuration
+            )
+            return (await configuration.auth_settings())["BearerToken"]["value"]
+
+        print(json.dumps(asyncio.run(main())))
+        """
+    )
+    assert found == "Bearer from-the-plugin"
