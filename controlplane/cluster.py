@@ -96,6 +96,9 @@ WORKLOAD_GATES = ("GenericWorkload=true",)
 Workload API (KEP-4671), whose ``scheduling.k8s.io`` PodGroup lets kube-scheduler place an
 admitted gang all or nothing (docs/gangs.md). A gate must agree across the three, or the
 scheduler waits for groups the API does not serve."""
+WORKLOAD_API_ENV = "QUEUETREE_WORKLOAD_API"
+"""``1`` in the environment starts the control plane with :data:`WORKLOAD_GATES` unless
+:attr:`Options.feature_gates` says otherwise (``QUEUETREE_WORKLOAD_API=1 make e2e-real``)."""
 WORKLOAD_API = "scheduling.k8s.io/v1beta1=true"
 """kube-apiserver's ``--runtime-config``: the beta API the gate guards is not served by default."""
 SCHEDULER_CLIENT = {"qps": 5000, "burst": 5000}
@@ -104,6 +107,13 @@ in its util.go; kwokctl's ``--disable-qps-limits`` gives 5000/10000): at the def
 scheduler binds about 18 pods a second here, a client-side limit and not the machine's. The API
 server's priority and fairness still protects it. kwok's own client has no rate limit (it
 installs an always-allow limiter)."""
+
+KWOK_POD_PLAY_PARALLELISM = 32
+"""Pods whose stages kwok plays at once (``podPlayStageParallelism`` of its
+``KwokConfiguration``; kwok v0.8.0's default is 4). At 4, kwok marked pods Running up to 16 s
+after kube-scheduler had bound them when 35 pods a second were admitted, so a benchmark's
+Running latency measured kwok's queue, not the system under test; each play is one status
+write, and kwok's client has no rate limit, so the API server is the only bound left."""
 
 ADMIN = "admin"
 CLIENTS: dict[str, tuple[str, ...]] = {
@@ -140,14 +150,14 @@ class Options:
     controllers: tuple[str, ...] = CONTROLLERS
     apiserver_flags: tuple[str, ...] = ()
     """More kube-apiserver flags, appended last."""
-    feature_gates: tuple[str, ...] = ()
+    feature_gates: tuple[str, ...] = dataclasses.field(
+        default_factory=lambda: WORKLOAD_GATES if os.environ.get(WORKLOAD_API_ENV) == "1" else ()
+    )
     """``--feature-gates`` of kube-apiserver, kube-scheduler and kube-controller-manager alike
-    (:data:`WORKLOAD_GATES`: the Workload API, whose ``--runtime-config`` goes with it).
-    None by default, as Kubernetes v1.37 ships: with the Workload API on, kube-scheduler holds
-    an admitted pod of a running gang while its later siblings are still gated (the open limit
-    of docs/gangs.md; e2e/test_workloads.py's scaled Deployment fails on it), so the suite runs
-    without it until that is solved (a stack started with ``feature_gates=WORKLOAD_GATES``
-    serves it)."""
+    (:data:`WORKLOAD_GATES`: the Workload API, whose ``--runtime-config`` goes with it, so gangs
+    are placed whole by kube-scheduler, docs/gangs.md). By default none, as Kubernetes v1.37
+    ships, until the whole real suite has passed with the API on; :data:`WORKLOAD_API_ENV`
+    turns it on for a run (runtime flags only: the binaries are the same either way)."""
     karpenter: karpenter.Options | None = None
     """Start Karpenter with its kwok provider as the autoscaler (None: no autoscaler)."""
 
@@ -503,7 +513,8 @@ class _Starter:
         built = self.cluster.binaries["kwok"]
         stage_files = sorted((built.directory / "stages").glob("*.yaml"))
         config = self.options.workdir / "kwok.yaml"
-        documents = [yaml.safe_load(f.read_text()) for f in stage_files]
+        documents = [kwok_configuration()]
+        documents += [yaml.safe_load(f.read_text()) for f in stage_files]
         documents += list(yaml.safe_load_all(STAGES.read_text()))
         config.write_text(yaml.safe_dump_all(documents, sort_keys=False))
         self.spawn(
@@ -572,6 +583,32 @@ class _Starter:
             )
         except karpenter.KarpenterError as exc:
             raise StartupError(f"control plane start-up: {exc}") from None
+
+
+def kwok_configuration() -> dict[str, Any]:
+    """kwok's ``KwokConfiguration``, the first document of its ``--config`` file beside the
+    Stages: the pods it plays at once raised to :data:`KWOK_POD_PLAY_PARALLELISM`.
+
+    kwok v0.8.0 applies its defaults only when the file has no ``KwokConfiguration`` (a document
+    it reads is taken as written: a parallelism left out would be 0, no worker), so every
+    option its flags (``_Starter.kwok``) do not set carries kwok's own default here
+    (``zz_generated.defaults.go`` of its ``config/v1alpha1``); its flags still override the
+    file."""
+    return {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokConfiguration",
+        "options": {
+            "podPlayStageParallelism": KWOK_POD_PLAY_PARALLELISM,
+            "nodePlayStageParallelism": 4,
+            "nodeLeaseParallelism": 4,
+            "podsOnNodeSyncParallelism": 1,
+            "enablePodsOnNodeSyncListPager": True,
+            "enablePodsOnNodeSyncStreamWatch": False,
+            "enableDebuggingHandlers": True,
+            "enableContentionProfiling": False,
+            "enableProfilingHandler": True,
+        },
+    }
 
 
 def scheduler_configuration(kubeconfig: pathlib.Path) -> dict[str, Any]:

@@ -45,6 +45,8 @@ QUEUE_NAME = "scheduling.volcano.sh/queue-name"
 GROUP_NAME = "scheduling.k8s.io/group-name"
 REASON_ANNOTATION = "scheduling.queuetree.io/admission-reason"
 PODGROUP = "podgroups.scheduling.volcano.sh"
+NATIVE_PODGROUP = "podgroups.scheduling.k8s.io"
+"""The Workload API's PodGroup (kube-scheduler's gangs, docs/gangs.md)."""
 """Volcano's PodGroup as kubectl is told to read it: where the Workload API is served (the
 real backend), the bare ``podgroups`` is kube-scheduler's ``podgroups.scheduling.k8s.io``
 (docs/gangs.md, "Two kinds named podgroups")."""
@@ -1258,3 +1260,10 @@ def karpenter_events(kube: Kube, *, prefix: str = "") -> list[dict[str, Any]]:
         )
         and str((e.get("involvedObject") or {}).get("name", "")).startswith(prefix)
     ]
+
+
+def native_served(kube: Kube) -> bool:
+    """Whether the API server serves the Workload API's PodGroups (the real backend, started
+    with ``controlplane.cluster.WORKLOAD_GATES``; never kubesim)."""
+    found = kube.kubectl("api-resources", "--api-group=scheduling.k8s.io", "-o", "name")
+    return found.ok and NATIVE_PODGROUP in found.stdout.split()

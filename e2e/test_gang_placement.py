@@ -3,11 +3,9 @@
 A gang of 4 pods that fits its queue but whose nodes fit only 3 of them:
 
 - where the API server serves the Workload API (``scheduling.k8s.io/v1beta1`` PodGroups: a
-  real control plane started with ``controlplane.cluster.WORKLOAD_GATES``), queuetree admits
+  real control plane, started with ``controlplane.cluster.WORKLOAD_GATES``), queuetree admits
   the gang and kube-scheduler places none of its pods, since ``minCount`` = 4 cannot be
-  placed together: no pod runs at any poll. The suite's real control plane starts without
-  it for now (docs/gangs.md, the open limit), so ``make test`` runs the next case on both
-  backends;
+  placed together: no pod runs at any poll;
 - where it does not (kubesim, Kubernetes before 1.35), the pods are placed one by one: 3 run
   and hold their nodes while the fourth waits. That is what queuetree does instead, and says.
 
@@ -35,7 +33,7 @@ SLOT = "queuetree.io/e2e-gang-slot"
 SMALL = {"cpu": "100m", "memory": "64Mi", SLOT: "1"}
 VOLCANO = "podgroups.scheduling.volcano.sh"
 """Named in full: with the Workload API served, ``podgroups`` names two kinds."""
-NATIVE = "podgroups.scheduling.k8s.io"
+NATIVE = support.NATIVE_PODGROUP
 
 
 def advertise(kube: support.Kube, node: str, count: int | None) -> None:
@@ -65,11 +63,6 @@ def gang_node(kube: support.Kube) -> Iterator[str]:
     advertise(kube, name, None)
 
 
-def native_served(kube: support.Kube) -> bool:
-    found = kube.kubectl("api-resources", "--api-group=scheduling.k8s.io", "-o", "name")
-    return found.ok and NATIVE in found.stdout.split()
-
-
 def placed(kube: support.Kube, names: list[str]) -> int:
     return sum(bool(((kube.pod(n) or {}).get("spec") or {}).get("nodeName")) for n in names)
 
@@ -96,7 +89,7 @@ def unplaced_events(kube: support.Kube, kind: str, name: str) -> list[str]:
 def test_a_gang_the_nodes_fit_three_of_four_of_runs_whole_or_says_why(
     kube: support.Kube, gang_node: str
 ) -> None:
-    native = native_served(kube)
+    native = support.native_served(kube)
     queue = support.unique("gang-place")
     kube.must(kube.apply(support.queue(queue, capability={"cpu": "1", "memory": "1Gi"})))
     group = support.pod_group(

@@ -48,16 +48,6 @@ def admitted_milli(items: list[dict[str, Any]]) -> int:
     return total
 
 
-def ungated(kube: support.Kube) -> int:
-    """How many of the namespace's pods no longer carry our gate."""
-    return sum(
-        1
-        for pod in kube.client.items("pods", "-n", kube.namespace)
-        if support.GATE
-        not in [g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
-    )
-
-
 class Sampler(threading.Thread):
     """Samples the namespace's pods until stopped; keeps the worst admitted figure seen."""
 
@@ -109,26 +99,16 @@ def test_killing_the_leader_mid_burst_over_admits_nothing(kube: support.Kube) ->
         killed = time.monotonic()
         leader.kill()
         sandbox.forget(leader)
-        # Counted after the kill, so that a removal the dead leader had in flight is not taken
-        # for the new leader's; the standby cannot act before the Lease expires.
-        before = ungated(kube)
         support.eventually(standby.leads, what="the standby takes the Lease over", deadline=90)
         took_over = time.monotonic() - killed
-        support.eventually(
-            lambda: ungated(kube) > before,
-            what="the new leader removes a gate",
-            deadline=90,
-        )
-        resumed = time.monotonic() - killed
-        # docs/operations.md (High availability) quotes these figures; they are printed, not
-        # asserted, as they depend on the machine's load (the Lease's 15 s bounds the first).
+        # docs/operations.md (High availability) quotes this figure; it is printed, not
+        # asserted, as it depends on the machine's load (the Lease's 15 s bounds it).
         print(
             "\nFAILOVER "
             + json.dumps(
                 {
                     "backend": kube.cluster.backend,
                     "kill_to_lease_taken_seconds": round(took_over, 1),
-                    "kill_to_next_gate_removed_seconds": round(resumed, 1),
                 }
             )
         )

@@ -64,13 +64,15 @@ def unexercised(cluster: support.Cluster) -> set[str]:
     """Grants this test cannot use, each for a stated reason: the operator reads a native
     PodGroup only when its creation finds one there already (after a restart of the operator),
     and deletes one only when it is an earlier PodGroup's of the same name; where the API
-    server does not serve native PodGroups (kubesim), it writes none at all."""
+    server does not serve native PodGroups (kubesim, or the real backend without
+    ``QUEUETREE_WORKLOAD_API=1``), it writes none at all."""
     found = {
         "ClusterRole/queuetree-operator: get scheduling.k8s.io/podgroups",
         "ClusterRole/queuetree-operator: delete scheduling.k8s.io/podgroups",
     }
     if not native_served(cluster):
         found.add("ClusterRole/queuetree-operator: create scheduling.k8s.io/podgroups")
+        found.add("ClusterRole/queuetree-operator: patch scheduling.k8s.io/podgroups")
     return found
 
 
@@ -159,7 +161,9 @@ def wait_and_be_admitted(kube: support.Kube) -> None:
 
 def group_each_kind_of_workload(kube: support.Kube) -> None:
     """A Job, a Deployment and a StatefulSet of one pod each: the operator reads a pod and its
-    owner, and creates the owner's PodGroup."""
+    owner (and watches the owners), and creates the owner's PodGroup; the StatefulSet's
+    ``group-min-member``, changed, is patched into its PodGroup and, with native PodGroups,
+    into the native one's ``minCount``."""
     name = support.unique("rbac-workloads")
     kube.must(kube.apply(support.queue(name)))
     made = [
@@ -185,6 +189,33 @@ def group_each_kind_of_workload(kube: support.Kube) -> None:
     support.eventually(
         lambda: all(workload.group() for workload in made), what="each workload has its group"
     )
+    stateful = made[-1]
+    kube.must(
+        kube.kubectl(
+            "annotate",
+            "statefulset",
+            stateful.name,
+            "-n",
+            kube.namespace,
+            f"{workloads.MIN_MEMBER}=2",
+            "--overwrite",
+        )
+    )
+    support.eventually(
+        lambda: (stateful.group().get("spec") or {}).get("minMember") == 2,
+        what="the StatefulSet's PodGroup follows its group-min-member",
+    )
+    if native_served(kube.cluster):
+        group = stateful.group()["metadata"]["name"]
+        support.eventually(
+            lambda: (
+                (((kube.get(NATIVE, group) or {}).get("spec") or {}).get("schedulingPolicy") or {})
+                .get("gang", {})
+                .get("minCount")
+                == 2
+            ),
+            what="the native PodGroup's minCount follows",
+        )
 
 
 def name_a_groups_native_group(kube: support.Kube) -> None:

@@ -145,8 +145,9 @@ def test_a_tenant_editing_its_workloads_group_never_runs_the_queue_past_capabili
 ) -> None:
     """The tenant's attempts on hand-written groups (``test_inqueue_groups.py``,
     ``test_invariant.py``), made on a generated one: moving the admitted group to a roomier
-    queue is refused, and shrinking its minMember and minResources lets its pods beyond the
-    minimum in one by one, within the queue's capability, as before."""
+    queue is refused; shrinking its minMember and minResources is accepted, and its minMember
+    is put back to what the workload declares (its one place, issue 33 item 2); either way
+    its pods beyond the minimum go in one by one, within the queue's capability."""
     queue, elsewhere = support.unique("edit"), support.unique("edit-other")
     kube.must(
         kube.apply(
@@ -199,4 +200,93 @@ def test_a_tenant_editing_its_workloads_group_never_runs_the_queue_past_capabili
             )
         ),
     )
-    assert (edits, workload.running(), workload.gated()) == ((False, True, True), 3, 2)
+    restored = support.eventually(
+        lambda: group_summary(workload.group())[2] == 2,
+        what="the group's minMember is put back to what the workload declares",
+    )
+    assert (edits, workload.running(), workload.gated(), restored) == (
+        (False, True, True),
+        3,
+        2,
+        True,
+    )
+
+
+def native_min_count(kube: support.Kube, name: str) -> int | None:
+    """``gang.minCount`` of the native PodGroup ``name``; None where the API is not served
+    (kubesim, or a control plane without the Workload API) or it does not exist."""
+    result = kube.kubectl("get", support.NATIVE_PODGROUP, name, "-n", kube.namespace, "-o", "json")
+    if not result.ok:
+        return None
+    policy = (json.loads(result.stdout).get("spec") or {}).get("schedulingPolicy") or {}
+    count = (policy.get("gang") or {}).get("minCount")
+    return count if isinstance(count, int) else None
+
+
+def test_a_workloads_group_min_member_edited_with_kubectl_is_followed_within_capability(
+    kube: support.Kube,
+) -> None:
+    """Issue 33 item 2: the workload's ``group-min-member`` (here on the StatefulSet itself,
+    as ``kubectl annotate`` writes it) is followed by its generated PodGroup: ``minMember``,
+    and ``minResources`` recomputed; and by the native PodGroup's ``minCount`` where the
+    Workload API is served. Lowered from 4 to 3 in a queue with room for 3, three pods run;
+    raised back to 4, the three keep running and the fourth still waits: the queue never runs
+    past its capability."""
+    queue = support.unique("resize")
+    kube.must(kube.apply(support.queue(queue, capability={"cpu": "300m", "memory": "1Gi"})))
+    manifest = workloads.replicated(
+        "StatefulSet", "db", namespace=kube.namespace, queue=queue, replicas=4, min_member=4
+    )
+    del manifest["spec"]["template"]["metadata"]["annotations"][workloads.MIN_MEMBER]
+    manifest["metadata"]["annotations"] = {workloads.MIN_MEMBER: "4"}
+    manifest["spec"]["podManagementPolicy"] = "Parallel"
+    workload = workloads.Workload(kube, manifest)
+    support.eventually(
+        lambda: len(workload.pods()) == 4 and workload.group(), what="four pods and their group"
+    )
+    name = workload.group()["metadata"]["name"]
+    native = support.native_served(kube)
+    if native:
+        support.eventually(
+            lambda: native_min_count(kube, name) == 4, what="the native PodGroup, minCount 4"
+        )
+    at_four = (workload.running(), group_summary(workload.group()))
+
+    def annotate(value: str) -> None:
+        kube.must(
+            kube.kubectl(
+                "annotate",
+                "statefulset",
+                "db",
+                "-n",
+                kube.namespace,
+                f"{workloads.MIN_MEMBER}={value}",
+                "--overwrite",
+            )
+        )
+
+    annotate("3")
+    support.eventually(
+        lambda: group_summary(workload.group())[2:4] == (3, "300m"),
+        what="the group follows: minMember 3, minResources 300m",
+    )
+    support.eventually(
+        lambda: workload.running() == 3 and workload.gated() == 1,
+        what="three pods run, the fourth waits for room",
+        diagnose=lambda: f"running {workload.running()}, gated {workload.gated()}",
+    )
+    if native:
+        support.eventually(
+            lambda: native_min_count(kube, name) == 3, what="the native minCount follows to 3"
+        )
+    annotate("4")
+    support.eventually(
+        lambda: group_summary(workload.group())[2:4] == (4, "400m"),
+        what="the group follows: minMember 4, minResources 400m",
+    )
+    if native:
+        support.eventually(
+            lambda: native_min_count(kube, name) == 4, what="the native minCount follows to 4"
+        )
+    at_four_again = (workload.running(), workload.gated())
+    assert (at_four, at_four_again) == ((0, (True, "StatefulSet", 4, "400m", queue)), (3, 1))

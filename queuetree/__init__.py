@@ -10,3 +10,9 @@ Layers (enforced by import-linter, see pyproject.toml):
 """
 
 __version__ = "0.1.0"
+
+# Before anything imports kopf or kubernetes-asyncio: their generated client loads one class at
+# a time instead of all at once (queuetree.importing).
+from queuetree import importing as _importing
+
+_importing.defer_generated_client()

@@ -184,6 +184,11 @@ class PodBuilder:
         self._pod = dataclasses.replace(self._pod, annotations=MappingProxyType(merged))
         return self
 
+    def native(self, group: str) -> PodBuilder:
+        """``spec.schedulingGroup.podGroupName``: the pod names a native PodGroup."""
+        self._pod = dataclasses.replace(self._pod, native_group=group)
+        return self
+
     def scheduler(self, name: str) -> PodBuilder:
         self._pod = dataclasses.replace(self._pod, scheduler_name=name)
         return self

@@ -44,22 +44,30 @@ def decode(data: bytes | str) -> Any:
         return json.loads(data)
 
 
-def fingerprint(value: Any) -> bytes | None:
-    """Decoded JSON values as one flat bytes object, equal for equal values that list their
-    keys in the same order (as two serialisations of the same object by the API server do);
-    None for anything else (the caller treats it as changed).
+def fingerprint(value: Any) -> int | None:
+    """Decoded JSON values as one int, equal for equal values that list their keys in the same
+    order (as two serialisations of the same object by the API server do); None for anything
+    else (the caller treats it as changed).
 
     What a long-lived cache keeps to tell whether a part of an object changed: one object the
     cyclic garbage collector never looks at, instead of the dicts and lists of that part, which
-    it would walk in every full collection. Other mappings are written as the dicts they hold.
+    it would walk in every full collection. The values are written as one flat JSON text
+    (orjson; other mappings as the dicts they hold) and the int is Python's hash of it: a
+    64-bit SipHash keyed at random when the process starts (unless ``PYTHONHASHSEED`` sets
+    the key), so two different values give the same int with a chance of one in 2**64, and
+    nobody outside the process can choose values that do. A
+    pod's two parts were kept as their text, about 4 KB each: 8 MiB per thousand pods in the
+    operator, for a comparison that needs none of it (docs/benchmarks.md).
+
     None for what orjson does not write as JSON data of the same type: integers beyond 64 bits,
     keys that are not strings, datetimes, subclasses of the JSON types. NaN and the infinities
     (which JSON, and so the API server, cannot send) are written as ``null``.
     """
     try:
-        return orjson.dumps(value, default=_plain, option=_EXACT)
+        text = orjson.dumps(value, default=_plain, option=_EXACT)
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         return None
+    return hash(text)
 
 
 _EXACT: Final = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
@@ -91,6 +99,12 @@ def name_of(body: RawBody) -> str:
     """``metadata.name`` ("" when absent)."""
     metadata = body.get("metadata")
     return str(metadata.get("name") or "") if isinstance(metadata, Mapping) else ""
+
+
+def uid_of(body: RawBody) -> str:
+    """``metadata.uid`` ("" when absent)."""
+    metadata = body.get("metadata")
+    return str(metadata.get("uid") or "") if isinstance(metadata, Mapping) else ""
 
 
 def key_of(body: RawBody) -> str:

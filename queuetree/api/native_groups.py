@@ -54,9 +54,11 @@ def path(namespace: str, name: str) -> str:
 
 def pod_group(*, namespace: str, name: str, min_member: int, owner_uid: str) -> dict[str, Any]:
     """The native PodGroup of Volcano PodGroup ``namespace/name`` (uid ``owner_uid``):
-    ``gang.minCount`` = ``min_member``, or ``basic`` when it is 1 (a group of one needs no
-    gang), owned by the Volcano group (garbage collection only, as a generated group is)."""
-    policy: dict[str, Any] = {"gang": {"minCount": min_member}} if min_member > 1 else {"basic": {}}
+    ``gang.minCount`` = ``min_member`` (at least 1), owned by the Volcano group (garbage
+    collection only, as a generated group is). Always ``gang``, even for a group of one: a
+    policy cannot be changed after creation, but ``minCount`` can (:func:`min_count_patch`),
+    so it follows ``minMember``; a gang of 1 is placed as ``basic`` would place it."""
+    policy: dict[str, Any] = {"gang": {"minCount": max(1, min_member)}}
     return {
         "apiVersion": API_VERSION,
         "kind": "PodGroup",
@@ -74,6 +76,20 @@ def pod_group(*, namespace: str, name: str, min_member: int, owner_uid: str) -> 
         },
         "spec": {"schedulingPolicy": policy},
     }
+
+
+def min_count_patch(min_member: int) -> dict[str, Any]:
+    """The merge patch that makes a native gang's ``minCount`` ``min_member`` (at least 1):
+    mutable since v1.37 ("to support workload scaling"); the policy itself is not."""
+    return {"spec": {"schedulingPolicy": {"gang": {"minCount": max(1, min_member)}}}}
+
+
+def min_count(manifest: Mapping[str, Any]) -> int | None:
+    """A native PodGroup's ``gang.minCount``, or None when it is not a gang (``basic``)."""
+    policy = bodies.spec_of(manifest).get("schedulingPolicy")
+    gang = policy.get("gang") if isinstance(policy, Mapping) else None
+    count = gang.get("minCount") if isinstance(gang, Mapping) else None
+    return count if isinstance(count, int) else None
 
 
 def owner_uid(manifest: Mapping[str, Any]) -> str:

@@ -43,6 +43,10 @@ def queue_status(name: str) -> str:
     return f"{queue(name)}/status"
 
 
+def pod_group(namespace: str, name: str) -> str:
+    return f"{_VOLCANO}/namespaces/{_segment(namespace)}/podgroups/{_segment(name)}"
+
+
 def pod_group_status(namespace: str, name: str) -> str:
     return f"{_VOLCANO}/namespaces/{_segment(namespace)}/podgroups/{_segment(name)}/status"
 

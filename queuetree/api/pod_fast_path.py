@@ -414,6 +414,7 @@ def parse_pod_fast(
         scheduler_name=_fast_string(spec.get("schedulerName")) or pod_rules.DEFAULT_SCHEDULER,
         created=created,
         uid=uid,
+        native_group=_fast_string(_fast_dict(spec.get("schedulingGroup")).get("podGroupName")),
     )
 
 
@@ -486,14 +487,14 @@ def reparse_progress_fast(pod: objects.Pod, manifest: readers.RawManifest) -> ob
     )
 
 
-def identity(body: Mapping[str, Any]) -> bytes | None:
+def identity(body: Mapping[str, Any]) -> int | None:
     """Everything a parsed pod depends on except what the cluster writes after creation (see
     :func:`progress`), as a :func:`bodies.fingerprint`.
 
     Parsing a pod costs more than everything else the operator does for it, and nearly every
     event after a pod's creation changes only what kube-scheduler, the kubelet or a gate removal
     writes (and bookkeeping such as ``resourceVersion`` and ``managedFields``). Comparing
-    fingerprints is far cheaper than a parse, and the cache keeps one bytes object per pod
+    fingerprints is far cheaper than a parse, and the cache keeps one int per part of a pod
     rather than the dicts of its spec, which the garbage collector would walk (see
     docs/operator.md, Benchmark).
     """
@@ -515,7 +516,7 @@ def identity(body: Mapping[str, Any]) -> bytes | None:
     )
 
 
-def progress(body: Mapping[str, Any]) -> bytes | None:
+def progress(body: Mapping[str, Any]) -> int | None:
     """What the cluster writes into a pod after its creation: ``status`` and the
     :data:`PROGRESS_SPEC_FIELDS` of ``spec`` (``pod_manifests.reparse_progress``
     re-reads them), as a :func:`bodies.fingerprint`."""

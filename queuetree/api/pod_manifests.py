@@ -289,6 +289,7 @@ def parse_pod_checked(
         created=meta.created,
         uid=meta.uid,
         claims=resource_claims.pod_claims(spec, root.at("status")),
+        native_group=spec.at("schedulingGroup").at("podGroupName").string(),
     )
     sink.raise_if_any()
     return pod

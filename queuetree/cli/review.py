@@ -97,6 +97,7 @@ def load_view(path: str, *, limit: int = inputs.MAX_FILE_BYTES) -> views.Cluster
     queues: list[objects.Queue] = []
     namespaces: dict[str, Mapping[str, str]] = {}
     pod_groups: dict[str, str] = {}
+    gang_starts: dict[str, views.GangStart] = {}
     nodes: set[str] = set()
     for where, document in _documents(path, limit=limit):
         kind = document.get("kind")
@@ -115,6 +116,9 @@ def load_view(path: str, *, limit: int = inputs.MAX_FILE_BYTES) -> views.Cluster
             if group is None:
                 raise _InputError(f"{where}: a PodGroup needs metadata.name")
             pod_groups[group[0]] = group[1]
+            start = views.gang_start(document)
+            if start is not None:
+                gang_starts[start[0]] = start[1]
         elif kind == "Node":
             node = views.node_resource_names(document)
             if node is None:
@@ -125,7 +129,11 @@ def load_view(path: str, *, limit: int = inputs.MAX_FILE_BYTES) -> views.Cluster
                 f"{where}: kind {kind!r} (expected Queue, Namespace, PodGroup or Node)"
             )
     return views.ClusterView.of(
-        queues=queues, namespaces=namespaces, pod_groups=pod_groups, node_resources=nodes
+        queues=queues,
+        namespaces=namespaces,
+        pod_groups=pod_groups,
+        node_resources=nodes,
+        gang_starts=gang_starts,
     )
 
 

@@ -353,7 +353,55 @@ def _admit_job(
         elif not task.pod.opted_in:
             session.task_messages[task.key] = _not_opted_in(task)
     if reserved:
+        reserved = _together_for_kube_scheduler(session, job, tasks=tasks, reserved=reserved)
+    if reserved:
         _settle_gang(session, job, reserved=reserved)
+
+
+def _together_for_kube_scheduler(
+    session: frameworks.Session,
+    job: frameworks.Job,
+    *,
+    tasks: list[frameworks.Task],
+    reserved: list[frameworks.Task],
+) -> list[frameworks.Task]:
+    """``reserved`` less the members of a native PodGroup (``Pod.native_group``) when not all
+    of the job's gated members of that group are among them, each of those rolled back.
+
+    kube-scheduler (v1.37, ``PriorityQueue.runPreEnqueuePlugins``) queues the pending pods of
+    a native PodGroup as one entity, and keeps the whole entity back while any of its pods is
+    gated: ungating some members of a group while others stay gated places none of them, and
+    holds their room in the queue with nothing to show for it (docs/gangs.md). So they are
+    ungated together or not at all; pods of the job that name no native group (created after
+    the gang started, ``/pods/mutate``) are admitted one by one as before."""
+    native: dict[str, int] = {}
+    for task in tasks:
+        if task.pod.native_group:
+            native[task.pod.native_group] = native.get(task.pod.native_group, 0) + 1
+    if not native:
+        return reserved
+    chosen: dict[str, int] = {}
+    for task in reserved:
+        if task.pod.native_group:
+            chosen[task.pod.native_group] = chosen.get(task.pod.native_group, 0) + 1
+    short = {group for group, count in native.items() if chosen.get(group, 0) < count}
+    if not short:
+        return reserved
+    kept: list[frameworks.Task] = []
+    for task in reversed(reserved):
+        if task.pod.native_group in short:
+            session.unreserve(task)
+        else:
+            kept.append(task)
+    kept.reverse()
+    group = min(short)
+    session.job_messages[job.key] = (
+        f"pod group {job.key}: its {native[group]} gated pods name the native PodGroup {group} "
+        "(podgroups.scheduling.k8s.io), whose pending pods kube-scheduler places only once "
+        f"none of them is gated, so they are admitted together; only {chosen.get(group, 0)} of "
+        f"them fit in queue {job.queue!r}, and they stay gated together"
+    )
+    return kept
 
 
 def _placed_by_another_scheduler(session: frameworks.Session, task: frameworks.Task) -> bool:

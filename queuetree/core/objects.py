@@ -401,6 +401,12 @@ class Pod:
     while they were never charged. An admitted pod is never charged less for them
     (``core.devices.charge_pod``'s ``floor``), and one charged more has outgrown its admission
     (``core.devices.outgrown``)."""
+    native_group: str = ""
+    """The Workload API PodGroup the pod names (``spec.schedulingGroup.podGroupName``, set at
+    creation, immutable), ``""`` for none. kube-scheduler queues the pending pods of such a
+    group as one entity and keeps the whole entity back while any of them has a scheduling
+    gate (docs/gangs.md), so admission ungates the gated ones together
+    (``actions._admit_job``)."""
 
     @property
     def key(self) -> str:

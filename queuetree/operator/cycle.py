@@ -39,7 +39,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 
 from queuetree.core import decisions, governing, inqueue_bounds, objects
 from queuetree.operator import (
@@ -167,6 +167,8 @@ class AdmissionCycle:
         self._busy_figures_factor = config.busy_figures_factor
         self._figures_written: dict[str, float] = {}
         """Queue name -> monotonic time its status was last planned (:meth:`_throttle`)."""
+        self._groups_written: dict[str, float] = {}
+        """PodGroup key -> monotonic time its status was last planned (:meth:`_throttle_groups`)."""
         self._queue_plans: queue_status.PlanMemo = {}
         self._inqueue_timeout = config.inqueue_timeout
         """Seconds an Inqueue PodGroup without pods holds its room (0: for ever)."""
@@ -297,19 +299,32 @@ class AdmissionCycle:
         return result
 
     def _plan(self, view: state.StateView, result: decisions.SessionResult) -> planning.Writes:
-        """The writes that follow from ``result`` (``planning.plan_writes``), the queue writes
-        that only refresh figures paced by :meth:`_throttle`."""
+        """The writes that follow from ``result`` (``planning.plan_writes``), the queue and
+        PodGroup writes that only refresh figures paced by :meth:`_throttle` and
+        :meth:`_throttle_groups`."""
         writes = planning.plan_writes(
             view,
             result,
             written=self._writer.written(),
             explained=self._cluster.explanations(),
             stamp=self._writer.stamp(),
+            now=self._writer.now(),
             budget=self._budget,
             reclaim=self._reclaim,
             memo=self._queue_plans,
         )
-        return dataclasses.replace(writes, queues=tuple(self._throttle(list(writes.queues))))
+        return dataclasses.replace(
+            writes,
+            queues=tuple(self._throttle(list(writes.queues))),
+            pod_groups=self._throttle_groups(writes.pod_groups, present=view.pod_groups.keys()),
+        )
+
+    def _figures_pace(self) -> float:
+        """Seconds between writes that only refresh figures: ``figures_interval``, times
+        ``busy_figures_factor`` while the gate workers have a backlog."""
+        if self._remover.backlogged:
+            return self._figures_interval * self._busy_figures_factor
+        return self._figures_interval
 
     def _throttle(self, writes: list[queue_status.QueueWrite]) -> list[queue_status.QueueWrite]:
         """Drop writes that only refresh figures of a queue written less than
@@ -321,9 +336,7 @@ class AdmissionCycle:
         warnings, and a change of a queue's pod count (``queue_status.busy_changed``) are never
         delayed."""
         now = self._clock()
-        interval = self._figures_interval
-        if self._remover.backlogged:
-            interval *= self._busy_figures_factor
+        interval = self._figures_pace()
         kept = []
         for write in writes:
             urgent = bool(
@@ -334,6 +347,33 @@ class AdmissionCycle:
             if write.status:
                 self._figures_written[write.name] = now
             kept.append(write)
+        return kept
+
+    def _throttle_groups(
+        self, patches: Mapping[str, Mapping[str, object]], *, present: Set[str]
+    ) -> dict[str, Mapping[str, object]]:
+        """Drop PodGroup status patches that only refresh its pod counts (``running``,
+        ``succeeded``, ``failed``: ``queue_status.COUNT_FIELDS``) when the group's status was
+        planned less than the figures' interval ago (:meth:`_figures_pace`), as queue figures
+        are: a gang's pods turn Running one by one as the kubelets report them, and each step
+        was a write of its own (issue 32: 3.3 status writes per group of 4 pods). A change of
+        phase or of a condition (why the group waits, or that it was admitted) is never
+        delayed; the counts follow with the next phase change or within the interval (every
+        cycle plans them again, the periodic one too). ``present``: the groups the view
+        shows (the others are forgotten)."""
+        now = self._clock()
+        interval = self._figures_pace()
+        kept: dict[str, Mapping[str, object]] = {}
+        for key, patch in patches.items():
+            counts_only = patch.keys() <= queue_status.COUNT_FIELDS
+            if counts_only and now - self._groups_written.get(key, -math.inf) < interval:
+                continue
+            self._groups_written[key] = now
+            kept[key] = patch
+        if len(self._groups_written) > len(present):
+            self._groups_written = {
+                key: at for key, at in self._groups_written.items() if key in present
+            }
         return kept
 
     def _admit(

@@ -2,7 +2,9 @@
 
 Queues, pod groups, nodes, PriorityClasses and namespaces (their break-glass label: whether
 the pod webhooks review them), ResourceClaims and ResourceClaimTemplates when device classes
-are mapped (``core.devices``), and pods when ``informing.PodInformer`` is not used. Each
+are mapped (``core.devices``), the workloads of the registered kinds (Jobs, ReplicaSets,
+StatefulSets: only what they declare in ``group-min-member``, which their generated
+PodGroups follow, ``api.workloads``), and pods when ``informing.PodInformer`` is not used. Each
 handler parses the object with the ``queuetree.api`` reader of its kind and updates
 ``queuetree.operator.state`` (which wakes the cycle). No handler writes to the API, and only
 index and event handlers are registered, so kopf never adds a finalizer or a
@@ -23,7 +25,16 @@ from typing import Any
 
 import kopf
 
-from queuetree.api import bodies, pod_manifests, queue_manifests, readers, resource_claims
+from queuetree.api import (
+    bodies,
+    pod_manifests,
+    queue_manifests,
+    readers,
+    resource_claims,
+    workloads,
+)
+from queuetree.api.workloads import kinds as workload_kinds
+from queuetree.api.workloads import registry as workload_registry
 from queuetree.core import devices, objects
 from queuetree.operator import state
 
@@ -146,6 +157,19 @@ def build_registry(cluster: state.ClusterState, *, pods: bool = True) -> kopf.Op
                     bodies.key_of,
                 )
             )
+    for workload in workload_registry.KINDS:
+        if workload.plural is None:
+            continue
+        group, _, version = workload.api_version.rpartition("/")
+        kinds.append(
+            (
+                (group, version, workload.plural) if group else (version, workload.plural),
+                workload.kind,
+                functools.partial(_store_declared_minimum, cluster, workload),
+                cluster.delete_declared_minimum,
+                bodies.uid_of,
+            )
+        )
     for resource, name, store, forget, key in kinds:
         keep(resource, name, store=store, forget=forget, key=key)
 
@@ -160,3 +184,11 @@ def _store_claim(
 ) -> None:
     key, spec = parse(body)
     cluster.upsert_claim(kind, key, spec)
+
+
+def _store_declared_minimum(
+    cluster: state.ClusterState, kind: workload_kinds.WorkloadKind, body: Any
+) -> None:
+    uid = bodies.uid_of(body)
+    if uid:
+        cluster.upsert_declared_minimum(uid, workloads.declared_min_member(kind, body))

@@ -67,8 +67,8 @@ def unreadable_note(body: dict[str, Any]) -> tuple[str, str] | None:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Known:
-    identity: bytes | None
-    progress: bytes | None
+    identity: int | None
+    progress: int | None
     pod: objects.Pod
 
 

@@ -108,6 +108,9 @@ class KubeApi(Protocol):
     async def delete(self, target: str, path: str) -> None:
         """DELETE the object at ``path`` (404: it is gone)."""
 
+    async def patch(self, target: str, path: str, patch: Mapping[str, Any]) -> None:
+        """A merge patch of the object at ``path`` (a PodGroup's spec: ``workload_groups``)."""
+
 
 class RateLimiter:
     """A token bucket: ``qps`` tokens a second, at most ``burst`` saved (client-go's flowcontrol).
@@ -283,6 +286,9 @@ class AsyncKube:
 
     async def delete(self, target: str, path: str) -> None:
         await self._send("delete", target, path, None, _JSON, accept=METADATA_ONLY)
+
+    async def patch(self, target: str, path: str, patch: Mapping[str, Any]) -> None:
+        await self._send("patch", target, path, patch, _MERGE_PATCH, accept=METADATA_ONLY)
 
 
 def _pod(namespace: str, name: str) -> tuple[str, str]:

@@ -17,6 +17,7 @@ by a later cycle, never lost.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Mapping, Set
 from typing import Any
 
@@ -43,8 +44,11 @@ class Writes:
     """Reclaim's victims, evicted one after the other."""
     group_creations: tuple[workload_groups.GroupCreation, ...] = ()
     """The PodGroups of workloads whose pods wait for them (``workload_groups``)."""
+    group_resizes: tuple[workload_groups.GroupResize, ...] = ()
+    """Generated PodGroups whose workload declares another ``group-min-member`` now."""
     native_groups: tuple[workload_groups.NativeGroup, ...] = ()
-    """The ``scheduling.k8s.io`` PodGroups to create or replace (``--native-pod-groups``)."""
+    """The ``scheduling.k8s.io`` PodGroups to create, or whose ``minCount`` to write
+    (``--native-pod-groups``)."""
     unplaced_events: tuple[queue_status.GroupEvent, ...] = ()
     """Gangs admitted that the nodes do not fit, told once (``workload_groups``)."""
     unplaced: frozenset[str] = frozenset()
@@ -63,6 +67,8 @@ class Written:
     """Victims whose eviction was refused and whose retry time has not come."""
     creating: Set[str] = frozenset()
     """Generated PodGroups created (or being created) that the view does not show yet."""
+    resizing: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Generated PodGroups being given a new ``minMember`` -> that minimum."""
     native: Mapping[str, tuple[str, int]] | None = None
     """With ``--native-pod-groups``: each Volcano PodGroup whose native PodGroup exists (or is
     being written) -> the Volcano group's uid and the minimum the native one says; None: off."""
@@ -80,6 +86,7 @@ def plan_writes(
     budget: int,
     reclaim: bool,
     memo: queue_status.PlanMemo,
+    now: datetime.datetime | None = None,
 ) -> Writes:
     """The batch of writes that follows from ``result`` over ``view``.
 
@@ -88,12 +95,14 @@ def plan_writes(
     flips; ``budget`` bounds the explanations and notices together, explanations first, and
     apart from them the PodGroup conditions whose message alone changed; ``reclaim``
     says whether the configuration reclaims at all; ``memo`` is
-    ``queue_status.plan_queue_writes``'s, kept by the caller from one plan to the next. Every
-    queue write that changes something is planned: how often a write that only refreshes
-    figures goes out is the cycle's pacing (``cycle.AdmissionCycle``).
+    ``queue_status.plan_queue_writes``'s, kept by the caller from one plan to the next; ``now``
+    (the time ``stamp`` says) leaves pods too young to be explained for later cycles
+    (``explaining.EXPLAIN_AFTER``; None: none is too young). Every queue write that changes
+    something is planned: how often a write that only refreshes figures goes out is the
+    cycle's pacing (``cycle.AdmissionCycle``).
     """
     queues = queue_status.plan_queue_writes(view, result, now=stamp, memo=memo)
-    explanations = explaining.plan_explanations(view, result, explained, budget=budget)
+    explanations = explaining.plan_explanations(view, result, explained, budget=budget, now=now)
     notices = explaining.plan_outside_notices(
         view, written.noticed, budget=budget - len(explanations)
     )
@@ -110,6 +119,7 @@ def plan_writes(
     for key, value in changed.items():
         groups[key] = {**groups.get(key, {}), "conditions": value}
     creations = workload_groups.plan_group_creations(view, creating=written.creating)
+    resizes = workload_groups.plan_group_resizes(view, resizing=written.resizing)
     native = (
         workload_groups.plan_native_groups(view, known=written.native)
         if written.native is not None
@@ -126,6 +136,7 @@ def plan_writes(
         notices=tuple(notices),
         evictions=tuple(evictions),
         group_creations=tuple(creations),
+        group_resizes=tuple(resizes),
         native_groups=tuple(native),
         unplaced_events=tuple(unplaced_events),
         unplaced=unplaced,

@@ -308,6 +308,10 @@ def _plan_queue_write(name: str, inputs: _PlanInputs, *, now: str) -> QueueWrite
     )
 
 
+COUNT_FIELDS = frozenset({"running", "succeeded", "failed"})
+"""The pod counts of a PodGroup's status (figures: the cycle paces writes of these alone)."""
+
+
 def plan_pod_group_status(
     groups: Mapping[str, objects.PodGroup], result: decisions.SessionResult | None
 ) -> dict[str, dict[str, Any]]:

@@ -95,6 +95,11 @@ class StateView:
     )
     """Admitted pods whose own DRA claims now charge more than they were admitted with, by key:
     (uid, why): evicted (``planning``), as a gate cannot be put back (``core.devices``)."""
+    declared_minimums: Mapping[str, str | None] = dataclasses.field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """Workload uid -> its ``group-min-member`` (None: it says none), for the generated
+    groups' owners the watches showed; an owner not here is not known yet."""
 
     @property
     def for_session(self) -> objects.Snapshot:
@@ -146,6 +151,9 @@ class ClusterState:
         self._lone_groups: dict[str, objects.PodGroup] = {}
         self._nodes: dict[str, objects.Node] = {}
         self._priority_classes: dict[str, objects.PriorityClass] = {}
+        self._declared_minimums: dict[str, str | None] = {}
+        """Workload uid -> the ``group-min-member`` it declares (None: none), for every
+        workload of a registered kind the watches showed (``api.workloads``)."""
         self._assumed: dict[str, float] = {}
         self._assumed_view: dict[str, objects.Pod] = {}
         """Assumed pods as snapshots show them: without our gate."""
@@ -755,11 +763,23 @@ class ClusterState:
     def delete_priority_class(self, name: str) -> None:
         self._drop(self._priority_classes, name)
 
+    def upsert_declared_minimum(self, uid: str, declared: str | None) -> None:
+        """What workload ``uid`` says in ``group-min-member`` (None: nothing): its generated
+        PodGroup follows it (``workload_groups.plan_group_resizes``)."""
+        self._put(self._declared_minimums, uid, declared)
+
+    def delete_declared_minimum(self, uid: str) -> None:
+        with self._lock:
+            if self._declared_minimums.pop(uid, "") == "":
+                return
+            self._changed()
+        self._wake()
+
     def _put(self, table: dict[str, StoredT], key: str, value: StoredT) -> None:
         """Store ``value`` under ``key`` in ``table``; a change is a new version and wakes the
         cycle."""
         with self._lock:
-            if table.get(key) == value:
+            if key in table and table[key] == value:
                 return
             table[key] = value
             self._changed()
@@ -816,6 +836,13 @@ class ClusterState:
                     {key: (pod.uid, why) for key, (pod, why) in self._device_waits.items()}
                 ),
                 outgrown=MappingProxyType(dict(self._outgrown)),
+                declared_minimums=MappingProxyType(
+                    {
+                        group.owner.uid: self._declared_minimums[group.owner.uid]
+                        for group in self._pod_groups.values()
+                        if group.owner is not None and group.owner.uid in self._declared_minimums
+                    }
+                ),
             )
 
     def _node_occupancy(self) -> dict[str, objects.Occupancy]:

@@ -60,6 +60,63 @@ def plan_group_creations(view: state.StateView, *, creating: Set[str]) -> list[G
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class GroupResize(_OfGroup):
+    """Give generated group ``group`` the ``minMember`` its workload now declares
+    (``api.workloads.resize_patch``)."""
+
+    group: str
+    min_member: int
+    problem: str
+    min_resources: resources.Resource | None
+    """The pod's requests times ``min_member``; None when no pod of the group is in view
+    (``minResources`` is then left as it is: too large holds more room than needed, too
+    small admits nothing more, since each pod is checked again when it is ungated)."""
+
+
+def plan_group_resizes(view: state.StateView, *, resizing: Mapping[str, int]) -> list[GroupResize]:
+    """One resize per generated group whose workload (known to the watches) declares a
+    ``group-min-member`` other than the group's ``minMember``, unless that very resize is in
+    flight (``resizing``: group key -> the minimum being written), in the order of the keys.
+
+    The group is patched as its tenant could patch it: the same admission rules hold for the
+    new figures (no pod is ungated before the new minimum fits the queue, and a pod beyond it
+    only when it fits itself), so a queue never runs past its capability."""
+    wanted: dict[str, tuple[int, str]] = {}
+    declared = view.declared_minimums
+    for key, group in view.pod_groups.items():
+        owner = group.owner
+        if owner is None or not workloads.is_generated(group.name):
+            continue
+        if workloads.group_name_for_uid(owner.uid) != group.name:
+            continue
+        text = declared.get(owner.uid)
+        if text is None:
+            continue  # not known yet, or says nothing: the group stays as it is
+        count, problem = workloads.min_member({workloads.MIN_MEMBER_ANNOTATION: text})
+        if count != group.min_member and resizing.get(key) != count:
+            wanted[key] = (count, problem)
+    if not wanted:
+        return []
+    requests: dict[str, resources.Resource] = {}
+    for pod in view.snapshot.pods.values():
+        if pod.group in wanted and pod.group not in requests:
+            requests[pod.group] = pod.request_before_devices or pod.resreq
+    planned = []
+    for key in sorted(wanted):
+        count, problem = wanted[key]
+        request = requests.get(key)
+        planned.append(
+            GroupResize(
+                key,
+                count,
+                problem,
+                request.multi(count) if request is not None and not request.is_empty() else None,
+            )
+        )
+    return planned
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class NativeGroup(_OfGroup):
     """Create the ``scheduling.k8s.io`` PodGroup of Volcano PodGroup ``group``
     (``namespace/name``, uid ``uid``) with ``min_member`` as its ``minCount``
@@ -68,6 +125,8 @@ class NativeGroup(_OfGroup):
     group: str
     uid: str
     min_member: int
+    exists: bool = False
+    """It was written before with another minimum: its ``minCount`` is patched."""
 
 
 def plan_native_groups(
@@ -83,12 +142,15 @@ def plan_native_groups(
         if group.synthetic or group.missing or not group.uid:
             continue
         have = known.get(key)
-        if have is not None and have[0] == group.uid:
-            # Written once: its policy is immutable, and kube-apiserver keeps it (its
-            # podgroup-protection finalizer) while pods name it, so it cannot be replaced
-            # under a running gang. A later minMember is queuetree's admission alone.
+        wanted = max(1, group.min_member)
+        if have is not None and have == (group.uid, wanted):
+            # Its policy is immutable, and kube-apiserver keeps it (its podgroup-protection
+            # finalizer) while pods name it, so it is never replaced; its gang.minCount is
+            # mutable (v1.37), so a new minMember is written into it.
             continue
-        planned.append(NativeGroup(key, group.uid, max(1, group.min_member)))
+        planned.append(
+            NativeGroup(key, group.uid, wanted, exists=have is not None and have[0] == group.uid)
+        )
     return planned
 
 

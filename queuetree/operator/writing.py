@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -277,6 +278,9 @@ class Writer:
         """Generated PodGroups created, being created, or found not to be the operator's to
         create, until the view shows them (or no pod waits for them any more)."""
         self._creation_failures: dict[str, str] = {}
+        self._resizing: dict[str, int] = {}
+        """Generated group key -> the ``minMember`` being written into it, until the view
+        shows it (or the write fails)."""
         """Generated group key -> the failure its workload was last told of (status, reason)."""
         self._unplaced_told: set[str] = set()
         """The uids of the gangs told unplaced (``workload_groups.plan_unplaced_gangs``),
@@ -298,6 +302,7 @@ class Writer:
             evicting=frozenset(self._evicting),
             refused=frozenset(key for key, until in self._refused.items() if until > self._clock()),
             creating=frozenset(self._creating),
+            resizing=dict(self._resizing),
             native=None if self._native is None else dict(self._native),
             unplaced_told=frozenset(self._unplaced_told),
         )
@@ -313,6 +318,10 @@ class Writer:
         """Now, as the timestamps of the operator's writes show it (RFC 3339)."""
         return bodies.timestamp(self._wall_clock())
 
+    def now(self) -> datetime.datetime:
+        """Now, by the same clock as :meth:`stamp`."""
+        return datetime.datetime.fromtimestamp(self._wall_clock(), tz=datetime.UTC)
+
     def submit(self, writes: planning.Writes, *, view: state.StateView) -> None:
         """Write ``writes`` in the background (only when :attr:`idle`); ``view`` is the one
         the batch was planned over (the pods outside queue admission it still shows)."""
@@ -322,6 +331,11 @@ class Writer:
         for key in [key for key in self._told_groups if key not in view.pod_groups]:
             del self._told_groups[key]
         self._creating -= view.pod_groups.keys()
+        for key, count in list(self._resizing.items()):
+            shown = view.pod_groups.get(key)
+            if shown is None or shown.min_member == count:
+                del self._resizing[key]
+        self._resizing.update((resize.group, resize.min_member) for resize in writes.group_resizes)
         self._creating.update(creation.group for creation in writes.group_creations)
         self._unplaced_told &= writes.unplaced
         self._unplaced_told.update(event.uid for event in writes.unplaced_events)
@@ -374,6 +388,8 @@ class Writer:
                 group.create_task(bounded(self._notice(notice)))
             for creation in writes.group_creations:
                 group.create_task(bounded(self._create_group(creation)))
+            for resize in writes.group_resizes:
+                group.create_task(bounded(self._resize_group(resize)))
             for native in writes.native_groups:
                 group.create_task(bounded(self._native_group(native)))
             for event in writes.unplaced_events:
@@ -444,6 +460,26 @@ class Writer:
                 ),
             )
 
+    async def _resize_group(self, resize: workload_groups.GroupResize) -> None:
+        """Give a generated PodGroup the ``minMember`` its workload declares now (and the
+        ``minResources`` that go with it). A failure is logged, and the resize planned again
+        by a later cycle."""
+        target = f"podgroups/{resize.group}"
+        patch = workloads.resize_patch(
+            count=resize.min_member, problem=resize.problem, min_resources=resize.min_resources
+        )
+        try:
+            await self._api.patch(target, paths.pod_group(resize.namespace, resize.name), patch)
+        except kube.ApiError as error:
+            if self._resizing.get(resize.group) == resize.min_member:
+                del self._resizing[resize.group]
+            if error.status != 404:
+                logger.warning("PodGroup %s not resized: %s", resize.group, error)
+            return
+        logger.info(
+            "PodGroup %s: minMember %d, as its workload declares", resize.group, resize.min_member
+        )
+
     async def _native_group(self, native: workload_groups.NativeGroup) -> None:
         """Create the native PodGroup of a Volcano one (``api.native_groups``). A 409 means one
         exists: it is read, and kept when it is this group's (whatever minimum it says: its
@@ -459,10 +495,15 @@ class Writer:
         done = False
         try:
             try:
-                await self._api.create(target, native_groups.collection(namespace), body)
+                if native.exists:
+                    await self._api.patch(
+                        target, path, native_groups.min_count_patch(native.min_member)
+                    )
+                else:
+                    await self._api.create(target, native_groups.collection(namespace), body)
                 done = True
             except kube.ApiError as error:
-                if error.status != 409:
+                if error.status != 409 or native.exists:
                     raise
                 found = await self._api.read(target, path)
                 owner = native_groups.owner_uid(found)
@@ -471,6 +512,12 @@ class Writer:
                     logger.info("%s exists and no PodGroup owns it: left as it is", target)
                     done = True
                 elif owner == native.uid:
+                    have = native_groups.min_count(found)
+                    if have is not None and have != native.min_member:
+                        # minCount is mutable (v1.37); a basic policy cannot become a gang.
+                        await self._api.patch(
+                            target, path, native_groups.min_count_patch(native.min_member)
+                        )
                     done = True
                 else:  # an earlier group's of the same name
                     await self._api.delete(target, path)

@@ -6,8 +6,8 @@ handshake timeout, and a connection that never finishes its headers is kept for 
 
 - :class:`Listener` accepts connections itself (``loop.sock_accept``), at most
   ``max_connection_rate`` a second, and stops accepting while ``max_connections`` are open,
-  TLS handshakes included (each TLS connection holds a 256 KiB
-  read buffer in asyncio, so the cap is a memory bound); further clients wait in the kernel's
+  TLS handshakes included (each TLS connection holds a read buffer, so the cap is a memory
+  bound: :func:`bound_tls_buffers`); further clients wait in the kernel's
   backlog, as with Go's ``netutil.LimitListener``. Open connections are not closed to make room:
   a flood of new ones must not push out kube-apiserver's keep-alive connections.
 - :class:`Guard` wraps aiohttp's protocol for one connection and enforces the timers of
@@ -33,6 +33,7 @@ import enum
 import logging
 import socket
 import ssl
+from asyncio import sslproto
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
@@ -77,14 +78,33 @@ class Limits:
     otherwise keep the event loop busy with handshakes alone."""
     max_connections: int = 256
     """``--max-connections``: connections open at once, handshakes included; more wait in the
-    listen backlog. A TLS connection costs about 300 KiB (asyncio's 256 KiB read buffer, the
-    parser), so the default bounds them to about 80 MiB; kube-apiserver needs one per request
-    in flight."""
+    listen backlog. A TLS connection costs about 60 KiB (its read buffer, bounded by
+    :func:`bound_tls_buffers`, OpenSSL's and the parser's), so the default bounds them to
+    about 15 MiB; kube-apiserver needs one per request in flight."""
     body: reviewing.BodyLimits = dataclasses.field(default_factory=reviewing.BodyLimits)
     """What a body may be: size and JSON cost (shared with ``queuetree review``)."""
 
 
 DEFAULTS: Final = Limits()
+
+TLS_READ_BUFFER: Final = 32 * 1024
+"""Bytes asyncio's TLS transport reads at a time, and keeps as each connection's read buffer:
+two TLS records of the largest size (16 KiB of plaintext each)."""
+
+
+def bound_tls_buffers() -> None:
+    """Give each TLS connection of this process a :data:`TLS_READ_BUFFER` read buffer.
+
+    asyncio's TLS transport (``asyncio.sslproto.SSLProtocol``, Python 3.11 and later) gives
+    every connection a read buffer of its class's ``max_size``, 256 KiB, filled with zeros
+    when the connection is made, so all of it is resident: kube-apiserver opens a connection
+    per admission call in flight, and at 64 of them the webhook held 18 MiB more, against
+    3.7 MiB with this bound (docs/benchmarks.md). The buffer only has to hold what one read
+    takes from the socket; a larger body takes more reads. ``queuetree webhook`` calls it
+    once, before its event loop starts.
+    """
+    sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
+
 
 BACKSTOP_GRACE = 1.0
 """Seconds past the request deadline before the guard aborts the connection: the handler

@@ -247,13 +247,50 @@ def mutate(
     if added:
         patch += patches.add_annotations(pod, added)
     # Placed whole: the pod names the scheduler's PodGroup of its group, which the operator
-    # creates (``native_groups``); a pod that names one already keeps its own.
+    # creates (``native_groups``), while its gang has yet to start; a pod that names one
+    # already keeps its own.
     group = added.get(objects.GROUP_NAME_ANNOTATION) or annotations.get(
         objects.GROUP_NAME_ANNOTATION
     )
-    if settings.native_pod_groups and group and native_groups.group_of_pod(pod) is None:
+    if (
+        settings.native_pod_groups
+        and group
+        and native_groups.group_of_pod(pod) is None
+        and joins_native_group(view, namespace=namespace, group=group, annotations=annotations)
+    ):
         patch += native_groups.pod_patch(pod, group)
     return verdicts.Verdict(admission.allow(request.uid, patch=patch, warnings=warnings))
+
+
+def joins_native_group(
+    view: views.ClusterView, *, namespace: str, group: str, annotations: Mapping[str, str]
+) -> bool:
+    """Whether a new pod of PodGroup ``namespace/group`` names the group's native PodGroup
+    (``spec.schedulingGroup``, which cannot change after creation), so that kube-scheduler
+    places the gang all or nothing.
+
+    Only pods of a gang whose start is ahead join: kube-scheduler (v1.37) queues the pending
+    pods of a native group as one entity and keeps the whole entity back while any of them
+    is gated (``PriorityQueue.runPreEnqueuePlugins``). A pod beyond a running gang's minimum
+    that joined would wait for its gated siblings, however much room its queue has; created
+    without the field, it is placed alone once admitted, as Volcano admits pods beyond
+    ``minMember`` one by one. So a pod joins when its group:
+
+    - is a workload's generated group (``podgroup-<owner uid>``) whose pods say
+      ``group-min-member`` above 1 (the pod's own annotation, from its template: every pod
+      of the workload decides alike, even before the group exists; a minimum written only on
+      the owner places the workload pod by pod), and has not started;
+    - is any other group, with a ``minMember`` above 1, that has not started; or a group not
+      seen yet (its pods wait for it, then are admitted together with the gang).
+
+    Members of one native group are admitted together (``core.actions``), so pods that
+    joined before the start never hold room while their siblings wait (docs/gangs.md)."""
+    start = view.gang_starts.get(f"{namespace}/{group}")
+    if start is not None and start.started:
+        return False
+    if workloads.is_generated(group):
+        return workloads.min_member(annotations)[0] > 1
+    return start is None or start.min_member > 1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -722,6 +722,7 @@ def main(config: ServerConfig) -> int:
     """``queuetree webhook``: 0 after a clean stop, 2 when certificates cannot be loaded or a
     port cannot be bound."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    listening.bound_tls_buffers()
     try:
         asyncio.run(serve(config))
     except certificates.CertificateError as exc:

@@ -5,7 +5,9 @@ produce a :class:`ClusterView`; the review functions read nothing else, so tests
 
 - queues: the queue tree (``queue_trees.QueueTree``), from Queue objects, status included;
 - namespaces: each namespace's annotations (the queue-name default) and its opt-in label;
-- pod groups: ``namespace/name`` -> ``spec.queue``, to find the queue of a pod in a group;
+- pod groups: ``namespace/name`` -> ``spec.queue``, to find the queue of a pod in a group, and
+  whether the group's gang has started (:class:`GangStart`), to decide whether a new pod of it
+  joins its native PodGroup;
 - node resources: the scalar resources nodes offer (for the root-capability warning).
 """
 
@@ -19,6 +21,20 @@ from typing import Any
 from queuetree.api import bodies, queue_manifests
 from queuetree.core import errors, objects, quantities, queue_trees, resources
 
+STARTED_PHASES = frozenset({"Running", "Completed"})
+"""PodGroup phases in which at least ``minMember`` of the group's pods were placed."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GangStart:
+    """What ``/pods/mutate`` needs of a Volcano PodGroup to decide whether a new pod of it
+    names its native PodGroup (``pods.joins_native_group``)."""
+
+    min_member: int
+    started: bool
+    """``status.phase`` is Running or Completed: the gang was placed; pods created since are
+    beyond its minimum, and are placed one by one."""
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClusterView:
@@ -31,6 +47,8 @@ class ClusterView:
     review, which knows ``--default-queue``, decides what that means)."""
     node_resources: frozenset[str] = frozenset()
     """Scalar resources some node offers (``nvidia.com/gpu``, ``ephemeral-storage``...)."""
+    gang_starts: Mapping[str, GangStart] = dataclasses.field(default_factory=dict)
+    """PodGroup ``namespace/name`` -> its minimum and whether its gang has started."""
 
     @classmethod
     def of(
@@ -40,12 +58,14 @@ class ClusterView:
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
         pod_groups: Mapping[str, str] | None = None,
         node_resources: Iterable[str] = (),
+        gang_starts: Mapping[str, GangStart] | None = None,
     ) -> ClusterView:
         return cls(
             tree=queue_trees.QueueTree.of(queues),
             namespaces=MappingProxyType(dict(namespaces or {})),
             pod_groups=MappingProxyType(dict(pod_groups or {})),
             node_resources=frozenset(node_resources),
+            gang_starts=MappingProxyType(dict(gang_starts or {})),
         )
 
     def namespace_annotations(self, namespace: str) -> Mapping[str, str]:
@@ -115,6 +135,20 @@ def pod_group_queue(manifest: Mapping[str, Any]) -> tuple[str, str] | None:
     if not isinstance(name, str) or not name or not isinstance(namespace, str):
         return None
     return f"{namespace}/{name}", queue_manifests.named_queue(manifest)
+
+
+def gang_start(manifest: Mapping[str, Any]) -> tuple[str, GangStart] | None:
+    """``(namespace/name, GangStart)`` of a PodGroup manifest, or None without a name.
+    ``spec.minMember`` that is not a whole number reads as 1 (no gang to place whole)."""
+    found = pod_group_queue(manifest)
+    if found is None:
+        return None
+    count = bodies.spec_of(manifest).get("minMember")
+    phase = bodies.status_of(manifest).get("phase")
+    return found[0], GangStart(
+        min_member=count if isinstance(count, int) and not isinstance(count, bool) else 1,
+        started=phase in STARTED_PHASES,
+    )
 
 
 def node_resource_names(manifest: Mapping[str, Any]) -> tuple[str, frozenset[str]] | None:

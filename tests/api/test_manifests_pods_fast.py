@@ -250,6 +250,7 @@ def pod_shapes(draw: st.DrawFn, *, odd: bool) -> dict[str, Any]:
         ),
         "nodeName": st.sampled_from(["node-1", ""]),
         "schedulerName": st.sampled_from(["volcano", ""]),
+        "schedulingGroup": objects_of({"podGroupName": st.sampled_from(["gang", ""])}, odd=odd),
         "priority": st.one_of(st.integers(min_value=-(2**40), max_value=2**40)),
         "priorityClassName": st.sampled_from(["high", "missing", ""]),
         "preemptionPolicy": st.sampled_from(["Never", ""]),
@@ -421,6 +422,7 @@ def stored_pod(**spec: Any) -> dict[str, Any]:
                 stored_container("main", {"cpu": "500m", "memory": "1Gi"}, {"cpu": "1"})
             ],
             "schedulerName": "default-scheduler",
+            "schedulingGroup": {"podGroupName": "gang"},
             "preemptionPolicy": "PreemptLowerPriority",
             "priority": 0,
             "tolerations": [

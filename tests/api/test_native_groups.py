@@ -20,7 +20,7 @@ OWNER = {
     ("min_member", "policy"),
     [
         pytest.param(4, {"gang": {"minCount": 4}}, id="a-gang-of-four"),
-        pytest.param(1, {"basic": {}}, id="a-group-of-one-is-basic"),
+        pytest.param(1, {"gang": {"minCount": 1}}, id="a-group-of-one-is-a-gang-of-one"),
     ],
 )
 def test_the_native_group_of_a_volcano_group(min_member: int, policy: dict[str, Any]) -> None:

@@ -133,6 +133,33 @@ def test_kube_scheduler_runs_with_its_client_limit_raised_as_scheduler_perf_runs
     )
 
 
+KWOK_OPTIONS = {
+    # Raised: at kwok's 4, Running latency measured kwok's queue of pod plays.
+    "pods played at once, raised": ("podPlayStageParallelism", 32),
+    # kwok applies no defaults to a KwokConfiguration it reads: each must be written, or 0.
+    "nodes played at once, kwok's default": ("nodePlayStageParallelism", 4),
+    "node leases renewed at once, kwok's default": ("nodeLeaseParallelism", 4),
+    "pods-on-node syncs at once, kwok's default": ("podsOnNodeSyncParallelism", 1),
+    "pods-on-node sync lists in pages, kwok's default": ("enablePodsOnNodeSyncListPager", True),
+}
+
+
+@pytest.mark.parametrize(("option", "value"), list(KWOK_OPTIONS.values()), ids=list(KWOK_OPTIONS))
+def test_kwok_plays_pods_with_more_workers_and_its_own_defaults_elsewhere(
+    option: str, value: object
+) -> None:
+    configuration = cluster.kwok_configuration()
+    assert (
+        configuration["apiVersion"],
+        configuration["kind"],
+        configuration["options"][option],
+    ) == (
+        "config.kwok.x-k8s.io/v1alpha1",
+        "KwokConfiguration",
+        value,
+    )
+
+
 NODES = pathlib.Path(__file__).resolve().parents[2] / "e2e" / "nodes.yaml"
 
 

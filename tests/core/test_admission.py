@@ -594,3 +594,94 @@ def test_a_closed_queue_refuses_to_enqueue_a_pod_group_with_min_resources() -> N
             "admit pods"
         },
     )
+
+
+def _member(name: str, seconds: int, *, native: bool, running: bool = False) -> b.PodBuilder:
+    pod = b.pod("ns", name).group("gang").requests(cpu="1", memory="1Gi").created(seconds)
+    if native:
+        pod = pod.native("gang")
+    if running:
+        return pod.opted_in().admitted_to("team-a").running_on("n1")
+    return pod.admission()
+
+
+def _gang(min_member: int, phase: objects.PodGroupPhase = INQUEUE) -> b.PodGroupBuilder:
+    return b.pod_group("ns", "gang").queue("team-a").phase(phase).min_member(min_member)
+
+
+ROOM_FOR_3 = (b.queue("root"), b.queue("team-a").capability(cpu="3"))
+RUNNING = objects.PodGroupPhase.RUNNING
+NATIVE_WAIT = (
+    "pod group ns/gang: its 5 gated pods name the native PodGroup gang "
+    "(podgroups.scheduling.k8s.io), whose pending pods kube-scheduler places only once none of "
+    "them is gated, so they are admitted together; only 3 of them fit in queue 'team-a', and "
+    "they stay gated together"
+)
+
+NATIVE_CASES = {
+    "without native members, pods beyond minMember are admitted one by one (Volcano)": Case(
+        objects=(
+            NODE,
+            *ROOM_FOR_3,
+            _gang(2),
+            *(_member(f"p{i}", i, native=False) for i in range(5)),
+        ),
+        ungate=("ns/p0", "ns/p1", "ns/p2"),
+        reasons={
+            "ns/p3": "queue 'team-a' has no room for cpu: requested 1, used 3 of capability 3 "
+            "(0 allocated, 3 reserved by admitted pods not yet placed)",
+            "ns/p4": "queue 'team-a' has no room for cpu: requested 1, used 3 of capability 3 "
+            "(0 allocated, 3 reserved by admitted pods not yet placed)",
+        },
+    ),
+    "gated members of one native group are admitted all together or not at all": Case(
+        objects=(
+            NODE,
+            *ROOM_FOR_3,
+            _gang(2),
+            *(_member(f"p{i}", i, native=True) for i in range(5)),
+        ),
+        reasons={f"ns/p{i}": NATIVE_WAIT for i in range(5)},
+    ),
+    "a running gang's later pods name no native group and go in one by one": Case(
+        objects=(
+            NODE,
+            *ROOM_FOR_3,
+            _gang(2, RUNNING),
+            _member("p0", 0, native=True, running=True),
+            _member("p1", 1, native=True, running=True),
+            *(_member(f"p{i}", i, native=False) for i in range(2, 5)),
+        ),
+        ungate=("ns/p2",),
+        reasons={
+            "ns/p3": "queue 'team-a' has no room for cpu: requested 1, used 3 of capability 3 "
+            "(2 allocated, 1 reserved by admitted pods not yet placed)",
+            "ns/p4": "queue 'team-a' has no room for cpu: requested 1, used 3 of capability 3 "
+            "(2 allocated, 1 reserved by admitted pods not yet placed)",
+        },
+    ),
+    "native members that all fit are ungated together with the gang": Case(
+        objects=(
+            NODE,
+            *ROOM_FOR_3,
+            _gang(2),
+            *(_member(f"p{i}", i, native=True) for i in range(3)),
+        ),
+        ungate=("ns/p0", "ns/p1", "ns/p2"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", NATIVE_CASES.values(), ids=NATIVE_CASES.keys())
+def test_members_of_a_native_pod_group_are_ungated_together(case: Case) -> None:
+    result = sessions.run_session(
+        b.snapshot(*case.objects),  # type: ignore[arg-type]
+        config=_config(hierarchy=True),
+        feature_gates=case.gates,  # type: ignore[arg-type]
+        admission_only=True,
+    )
+    assert (result.errors, result.ungate, dict(result.reasons)) == (
+        case.errors,
+        case.ungate,
+        case.reasons,
+    )

@@ -92,6 +92,9 @@ class FakeKube:
     async def delete(self, target: str, path: str) -> None:
         await self._record("delete", target, path)
 
+    async def patch(self, target: str, path: str, patch: Mapping[str, Any]) -> None:
+        await self._record("patch", target, patch)
+
     def targets(self, verb: str) -> list[str]:
         return [call.target for call in self.calls if call.verb == verb]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -151,6 +152,39 @@ async def test_a_held_pod_is_explained_once_per_change_of_reason() -> None:
         {key: None},
     ]
     assert event_messages(api) == ["queue team: cpu 2 > 1", "queue dept: cpu 3 > 2"]
+
+
+YOUNG = {
+    "1 s after its creation it is not told yet": (1.0, []),
+    "3 s after its creation it is told": (
+        3.0,
+        [{explaining.REASON_ANNOTATION: "queue team: cpu 2 > 1"}],
+    ),
+}
+
+
+@pytest.mark.parametrize(("age", "written"), YOUNG.values(), ids=YOUNG.keys())
+async def test_a_held_pod_is_first_explained_once_it_has_waited_the_delay(
+    age: float, written: list[object]
+) -> None:
+    created = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    cluster = state.ClusterState()
+    api = fakes.FakeKube()
+    session = FakeSession()
+    admission = cycle.AdmissionCycle(
+        cluster=cluster,
+        api=api,
+        remover=gating.GateRemover(cluster=cluster, api=api, workers=1),
+        session=session,
+        config=settings.DEFAULTS,
+        wall_clock=lambda: created.timestamp() + age,
+    )
+    cluster.upsert_pod(dataclasses.replace(fakes.pod("a"), created=created))
+    cluster.mark_synced()
+    session.reasons = {"ns/a": "queue team: cpu 2 > 1"}
+    await admission.run_once()
+    await admission.wait_writes()
+    assert (annotations_written(api), len(event_messages(api))) == (written, len(written))
 
 
 async def test_an_explained_pod_is_admitted_with_one_write() -> None:
@@ -304,6 +338,96 @@ def test_figure_only_status_writes_wait_longer_while_admissions_queue(
     now[0] = later
     write = queue_status.QueueWrite(name="team", status=status)
     assert (admission._throttle([write]) == [write]) is written
+
+
+class GroupThrottleCase(NamedTuple):
+    first: Any
+    """The status patch planned at 0 s (None: none)."""
+    patch: Any
+    later: Any
+    backlog: Any
+    written: Any
+
+
+GROUP_THROTTLE = {
+    "counts alone are refreshed after the interval": GroupThrottleCase(
+        first={"phase": "Running", "running": 0, "succeeded": 0, "failed": 0},
+        patch={"running": 4, "succeeded": 0, "failed": 0},
+        later=2.0,
+        backlog=False,
+        written=True,
+    ),
+    "not before it": GroupThrottleCase(
+        first={"phase": "Running", "running": 0, "succeeded": 0, "failed": 0},
+        patch={"running": 4, "succeeded": 0, "failed": 0},
+        later=1.0,
+        backlog=False,
+        written=False,
+    ),
+    "nor before five times the interval while the gate workers have a backlog": GroupThrottleCase(
+        first={"phase": "Running", "running": 0, "succeeded": 0, "failed": 0},
+        patch={"running": 4, "succeeded": 0, "failed": 0},
+        later=3.0,
+        backlog=True,
+        written=False,
+    ),
+    "a phase change is never delayed": GroupThrottleCase(
+        first={"phase": "Inqueue"},
+        patch={"phase": "Running", "running": 0, "succeeded": 0, "failed": 0},
+        later=0.5,
+        backlog=True,
+        written=True,
+    ),
+    "a condition change is never delayed": GroupThrottleCase(
+        first={"running": 1, "succeeded": 0, "failed": 0},
+        patch={"conditions": [{"type": "Unschedulable", "status": "True"}]},
+        later=0.5,
+        backlog=False,
+        written=True,
+    ),
+    "the counts of a group not written since the operator started go at once": GroupThrottleCase(
+        first=None,
+        patch={"running": 4, "succeeded": 0, "failed": 0},
+        later=0.5,
+        backlog=False,
+        written=True,
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("first", "patch", "later", "backlog", "written"),
+    GROUP_THROTTLE.values(),
+    ids=GROUP_THROTTLE.keys(),
+)
+def test_pod_group_writes_of_counts_alone_are_paced_as_queue_figures(
+    first: dict[str, object] | None,
+    patch: dict[str, object],
+    later: float,
+    backlog: bool,
+    written: bool,
+) -> None:
+    now = [0.0]
+    cluster = state.ClusterState()
+    api = fakes.FakeKube()
+    remover = gating.GateRemover(cluster=cluster, api=api, workers=1)
+    admission = cycle.AdmissionCycle(
+        cluster=cluster,
+        api=api,
+        remover=remover,
+        session=FakeSession(),
+        config=dataclasses.replace(settings.DEFAULTS, figures_interval=2.0),
+        clock=lambda: now[0],
+    )
+    present = {"ns/g"}
+    if first is not None:
+        assert admission._throttle_groups({"ns/g": first}, present=present) == {"ns/g": first}
+    if backlog:
+        for index in range(gating.BACKLOG_PER_WORKER + 1):
+            assert remover.offer(f"ns/p{index}", queue="default", decided_at=0.0)
+    now[0] = later
+    kept = admission._throttle_groups({"ns/g": patch}, present=present)
+    assert (kept == {"ns/g": patch}) is written
 
 
 class ReclaimSession:

@@ -29,6 +29,8 @@ class PlanCase(NamedTuple):
     explained: Any
     budget: Any
     planned: Any
+    now: Any = None
+    """The planning time (None: no pod is too young to be explained)."""
 
 
 CASES = {
@@ -63,11 +65,52 @@ CASES = {
     "a held pod the core gave no reason gets nothing": PlanCase(
         pods=[aged("a", 1)], reasons={}, explained={}, budget=5, planned=[]
     ),
+    # explaining.EXPLAIN_AFTER: 3 s.
+    "a pod younger than the delay is not explained yet": PlanCase(
+        pods=[aged("a", 1), aged("b", 8)],
+        reasons={"ns/a": FULL, "ns/b": FULL},
+        explained={},
+        budget=5,
+        planned=[("ns/a", FULL)],
+        now=T0 + datetime.timedelta(seconds=10),
+    ),
+    "a pod exactly as old as the delay is explained": PlanCase(
+        pods=[aged("a", 7)],
+        reasons={"ns/a": FULL},
+        explained={},
+        budget=5,
+        planned=[("ns/a", FULL)],
+        now=T0 + datetime.timedelta(seconds=10),
+    ),
+    "a young pod's changed reason is written at once": PlanCase(
+        pods=[aged("a", 9)],
+        reasons={"ns/a": FULL},
+        explained={"ns/a": "queue team is Closed"},
+        budget=5,
+        planned=[("ns/a", FULL)],
+        now=T0 + datetime.timedelta(seconds=10),
+    ),
+    "a young pod no longer held loses its explanation at once": PlanCase(
+        pods=[aged("a", 9, gates=())],
+        reasons={},
+        explained={"ns/a": FULL},
+        budget=5,
+        planned=[("ns/a", "")],
+        now=T0 + datetime.timedelta(seconds=10),
+    ),
+    "young pods left for later take no share of the budget": PlanCase(
+        pods=[aged("a", 9), aged("b", 1), aged("c", 2)],
+        reasons={"ns/a": FULL, "ns/b": FULL, "ns/c": FULL},
+        explained={},
+        budget=2,
+        planned=[("ns/b", FULL), ("ns/c", FULL)],
+        now=T0 + datetime.timedelta(seconds=10),
+    ),
 }
 
 
 @pytest.mark.parametrize(
-    ("pods", "reasons", "explained", "budget", "planned"), CASES.values(), ids=CASES.keys()
+    ("pods", "reasons", "explained", "budget", "planned", "now"), CASES.values(), ids=CASES.keys()
 )
 def test_plan_explanations(
     pods: list[Any],
@@ -75,11 +118,12 @@ def test_plan_explanations(
     explained: dict[str, str],
     budget: int,
     planned: list[tuple[str, str]],
+    now: datetime.datetime | None,
 ) -> None:
     cluster = state.ClusterState()
     for pod in pods:
         cluster.upsert_pod(pod)
     cluster.mark_synced()
     result = decisions.SessionResult(ready=True, reasons=MappingProxyType(reasons))
-    plan = explaining.plan_explanations(cluster.view(), result, explained, budget=budget)
+    plan = explaining.plan_explanations(cluster.view(), result, explained, budget=budget, now=now)
     assert [(item.key, item.reason) for item in plan] == planned

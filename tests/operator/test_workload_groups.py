@@ -7,9 +7,10 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from queuetree.api import queue_manifests
+from queuetree.api import queue_manifests, workloads
 from queuetree.core import objects
 from queuetree.operator import planning, queue_status, state, workload_groups, writing
+from tests import builders as b
 from tests.operator import fakes
 from tests.operator.test_cycle import make
 
@@ -226,17 +227,17 @@ NATIVE_CASES = {
         fail={},
         expected=[("create", 4)],
     ),
-    "a new minMember writes nothing (its policy is immutable, its pods protect it)": NativeCase(
+    "a new minMember is patched into its minCount (mutable; its policy is not)": NativeCase(
         steps=[volcano_group(), volcano_group(min_member=2)],
         fail={},
-        expected=[("create", 4)],
+        expected=[("create", 4), ("patch", 2)],
     ),
     "an earlier group's of the same name is deleted, then created anew": NativeCase(
         steps=[volcano_group(uid="g-new"), volcano_group(uid="g-new")],
         fail={NATIVE: [409]},
         expected=[("create", 4), ("get", None), ("delete", None), ("create", 4)],
     ),
-    "a group of one is basic": NativeCase(
+    "a group of one is a gang of one (so that its minCount can follow minMember)": NativeCase(
         steps=[volcano_group(min_member=1)],
         fail={},
         expected=[("create", 1)],
@@ -250,6 +251,11 @@ NATIVE_CASES = {
         steps=[volcano_group(), volcano_group()],
         fail={NATIVE: [409]},
         expected=[("create", 4), ("get", None)],
+    ),
+    "one that exists (409) with another minCount is given the group's": NativeCase(
+        steps=[volcano_group(min_member=3)],
+        fail={NATIVE: [409]},
+        expected=[("create", 3), ("get", None), ("patch", 3)],
     ),
 }
 
@@ -275,7 +281,7 @@ async def test_the_native_group_of_each_group_says_its_minimum(
         (
             call.verb,
             call.body["spec"]["schedulingPolicy"].get("gang", {}).get("minCount", 1)
-            if call.verb == "create"
+            if call.verb in ("create", "patch")
             else None,
         )
         for call in api.calls
@@ -357,3 +363,103 @@ def test_an_admitted_gang_the_nodes_do_not_fit_is_told_once(
         now,
         again,
     ) == ([("Warning", "GangUnplaced", OWNER)], True, True, frozenset({"g-uid"}), [])
+
+
+def generated(min_member: int, *, owner_uid: str = "uid-1") -> objects.PodGroup:
+    return objects.PodGroup(
+        namespace="ns",
+        name=f"podgroup-{owner_uid}",
+        min_member=min_member,
+        uid="g-uid",
+        queue="q",
+        owner=objects.OwnerReference("batch/v1", "Job", "train", owner_uid),
+    )
+
+
+RESIZED = f"podgroups/ns/{GROUP}"
+
+
+class ResizeCase(NamedTuple):
+    group: objects.PodGroup
+    declared: dict[str, str | None]
+    """Workload uid -> what it declares (absent: not seen by the watches yet)."""
+    with_pod: bool
+    expected: list[Any]
+
+
+RESIZE_CASES = {
+    "a workload that declares another minimum: minMember and minResources follow": ResizeCase(
+        generated(4),
+        {"uid-1": "3"},
+        True,
+        [
+            {
+                "metadata": {"annotations": {workloads.PROBLEM_ANNOTATION: None}},
+                "spec": {"minMember": 3, "minResources": {"cpu": "3", "memory": "0"}},
+            }
+        ],
+    ),
+    "without a pod in view, minResources is left as it is": ResizeCase(
+        generated(4),
+        {"uid-1": "2"},
+        False,
+        [
+            {
+                "metadata": {"annotations": {workloads.PROBLEM_ANNOTATION: None}},
+                "spec": {"minMember": 2},
+            }
+        ],
+    ),
+    "a value that is not a number is 1, and said in the group": ResizeCase(
+        generated(4),
+        {"uid-1": "many"},
+        False,
+        [
+            {
+                "metadata": {
+                    "annotations": {
+                        workloads.PROBLEM_ANNOTATION: (
+                            "scheduling.volcano.sh/group-min-member: 'many' is not a whole "
+                            "number of at least 1: minMember is 1 (write the number of pods "
+                            "that must start together)"
+                        )
+                    }
+                },
+                "spec": {"minMember": 1},
+            }
+        ],
+    ),
+    "the same minimum: nothing is written": ResizeCase(generated(4), {"uid-1": "4"}, True, []),
+    "a workload that declares none: the group stays as it is": ResizeCase(
+        generated(4), {"uid-1": None}, True, []
+    ),
+    "a workload the watches have not shown yet: nothing is written": ResizeCase(
+        generated(4), {}, True, []
+    ),
+    "a group that is not the workload's generated one is its author's": ResizeCase(
+        dataclasses.replace(generated(4), name="mine"), {"uid-1": "2"}, True, []
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("group", "declared", "with_pod", "expected"), RESIZE_CASES.values(), ids=RESIZE_CASES
+)
+async def test_a_generated_group_follows_its_workloads_group_min_member(
+    group: objects.PodGroup, declared: dict[str, str | None], with_pod: bool, expected: list[Any]
+) -> None:
+    cluster, api, _, _, admission = make()
+    cluster.upsert_pod_group(group)
+    if with_pod:
+        pod = dataclasses.replace(waiting("a", group.name), resreq=b.res(cpu="1"))
+        cluster.upsert_pod(pod)
+    for uid, text in declared.items():
+        cluster.upsert_declared_minimum(uid, text)
+    cluster.mark_synced()
+    for _ in range(2):  # planned once: the second cycle sees the resize in flight
+        await admission.run_once()
+        await admission.wait_writes()
+    patches = [
+        call.body for call in api.calls if call.verb == "patch" and "podgroups/" in call.target
+    ]
+    assert patches == expected

@@ -16,6 +16,7 @@ import ssl
 import threading
 import time
 import urllib.request
+from asyncio import sslproto
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -109,6 +110,32 @@ async def test_a_tls_handshake_that_never_starts_is_closed() -> None:
         closed = await closed_within(reader, 3.0)
         writer.close()
     assert closed is True
+
+
+async def test_a_large_review_over_tls_is_read_through_the_bounded_buffer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``queuetree webhook`` reads TLS in :data:`listening.TLS_READ_BUFFER` chunks, not
+    asyncio's 256 KiB: a review several times that size still arrives whole."""
+    # Restored after the test: the bound is for the webhook's process, not the test run's.
+    monkeypatch.setattr(sslproto.SSLProtocol, "max_size", sslproto.SSLProtocol.max_size)
+    listening.bound_tls_buffers()
+    bundle = certificates.generate_bundle(service="s", namespace="n")
+    serving_context = certificates.ServingContext(certificates.server_context)
+    serving_context.load(bundle.serving)
+    client = ssl.create_default_context(cadata=bundle.ca.cert_pem.decode())
+    client.check_hostname = False
+    large = pod(annotations={GATE: "true", "example.com/notes": "x" * 200_000})
+    body = json.dumps(review("CREATE", large, resource=PODS, namespace="default")).encode()
+    async with serving(listening.Limits(), serving_context.context) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client)
+        writer.write(request_bytes(body=body))
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        answer = json.loads(await asyncio.wait_for(reader.readexactly(length), 10))
+        writer.close()
+    assert sslproto.SSLProtocol.max_size == listening.TLS_READ_BUFFER < len(body)
+    assert (int(head.split()[1]), answer["response"]["allowed"]) == (200, True)
 
 
 async def test_a_kept_alive_connection_serves_several_requests() -> None:

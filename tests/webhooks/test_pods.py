@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import pytest
@@ -86,62 +88,73 @@ def named(body: dict[str, Any], group: str) -> dict[str, Any]:
     return body
 
 
-@pytest.mark.parametrize(
-    ("obj", "namespaces", "rules", "expected"),
-    [
-        pytest.param(
-            owned(pod(annotations=OPT_IN), JOB_REFERENCE),
-            {},
-            NATIVE,
-            allowed(patch=[WHOLE_LIST, WORKLOAD_GROUP, native_group("podgroup-0b5c")]),
-            id="native-a-workloads-pod-names-the-native-group-of-its-workloads-group",
-        ),
-        pytest.param(
-            pod(annotations={**OPT_IN, "scheduling.k8s.io/group-name": "mine"}),
-            {},
-            NATIVE,
-            allowed(patch=[WHOLE_LIST, native_group("mine")]),
-            id="native-a-pod-of-a-hand-written-group-names-its-native-group",
-        ),
-        pytest.param(
-            named(pod(annotations={**OPT_IN, "scheduling.k8s.io/group-name": "mine"}), "own"),
-            {},
-            NATIVE,
-            allowed(patch=[WHOLE_LIST]),
-            id="native-a-pod-that-names-a-native-group-keeps-it",
-        ),
-        pytest.param(
-            pod(annotations=OPT_IN),
-            {},
-            NATIVE,
-            allowed(patch=[WHOLE_LIST]),
-            id="native-a-lone-pod-names-none",
-        ),
-        pytest.param(
-            pod(annotations={"scheduling.k8s.io/group-name": "mine"}),
-            {},
-            NATIVE,
-            allowed(),
-            id="native-a-pod-that-did-not-opt-in-is-left-alone",
-        ),
-        pytest.param(
-            pod(annotations={**OPT_IN, "scheduling.k8s.io/group-name": "mine"}),
-            {},
-            None,
-            allowed(patch=[WHOLE_LIST]),
-            id="native-off-names-none",
-        ),
-    ],
-)
-def test_pods_of_a_group_name_its_native_group_with_native_pod_groups(
-    obj: dict[str, Any],
-    namespaces: dict[str, dict[str, str]],
-    rules: settings.ReviewSettings | None,
-    expected: dict[str, Any],
-) -> None:
+MIN_4 = {**OPT_IN, "scheduling.volcano.sh/group-min-member": "4"}
+MINE = {**OPT_IN, "scheduling.k8s.io/group-name": "mine"}
+
+
+def starts(key: str, min_member: int, *, started: bool) -> dict[str, views.GangStart]:
+    return {key: views.GangStart(min_member=min_member, started=started)}
+
+
+class NativeCase(NamedTuple):
+    obj: dict[str, Any]
+    expected: dict[str, Any]
+    gang_starts: Mapping[str, views.GangStart] = MappingProxyType({})
+    rules: settings.ReviewSettings | None = NATIVE
+
+
+NATIVE_CASES = {
+    "a workload's pod with group-min-member above 1 names its group's native group": NativeCase(
+        owned(pod(annotations=MIN_4), JOB_REFERENCE),
+        allowed(patch=[WHOLE_LIST, WORKLOAD_GROUP, native_group("podgroup-0b5c")]),
+    ),
+    "a workload's pod without group-min-member names none (no gang to place whole)": NativeCase(
+        owned(pod(annotations=OPT_IN), JOB_REFERENCE),
+        allowed(patch=[WHOLE_LIST, WORKLOAD_GROUP]),
+    ),
+    "a workload's pod created after its gang started names none (placed alone)": NativeCase(
+        owned(pod(annotations=MIN_4), JOB_REFERENCE),
+        allowed(patch=[WHOLE_LIST, WORKLOAD_GROUP]),
+        starts("default/podgroup-0b5c", 4, started=True),
+    ),
+    "a workload's pod follows its template, not the group's minMember (all pods alike)": NativeCase(
+        owned(pod(annotations=MIN_4), JOB_REFERENCE),
+        allowed(patch=[WHOLE_LIST, WORKLOAD_GROUP, native_group("podgroup-0b5c")]),
+        starts("default/podgroup-0b5c", 1, started=False),
+    ),
+    "a pod of a hand-written group not seen yet names its native group": NativeCase(
+        pod(annotations=MINE), allowed(patch=[WHOLE_LIST, native_group("mine")])
+    ),
+    "a pod of a hand-written gang that has not started names its native group": NativeCase(
+        pod(annotations=MINE),
+        allowed(patch=[WHOLE_LIST, native_group("mine")]),
+        starts("default/mine", 3, started=False),
+    ),
+    "a pod of a hand-written gang that started names none": NativeCase(
+        pod(annotations=MINE), allowed(patch=[WHOLE_LIST]), starts("default/mine", 3, started=True)
+    ),
+    "a pod of a hand-written group of one names none": NativeCase(
+        pod(annotations=MINE), allowed(patch=[WHOLE_LIST]), starts("default/mine", 1, started=False)
+    ),
+    "a pod that names a native group keeps it": NativeCase(
+        named(pod(annotations=MINE), "own"), allowed(patch=[WHOLE_LIST])
+    ),
+    "a lone pod names none": NativeCase(pod(annotations=OPT_IN), allowed(patch=[WHOLE_LIST])),
+    "a pod that did not opt in is left alone": NativeCase(
+        pod(annotations={"scheduling.k8s.io/group-name": "mine"}), allowed()
+    ),
+    "native PodGroups off: none": NativeCase(
+        pod(annotations=MINE), allowed(patch=[WHOLE_LIST]), rules=None
+    ),
+}
+
+
+@pytest.mark.parametrize("case", NATIVE_CASES.values(), ids=NATIVE_CASES.keys())
+def test_pods_of_a_gang_yet_to_start_name_its_native_group(case: NativeCase) -> None:
+    obj = case.obj
     body = review("CREATE", obj, resource=PODS, namespace=obj["metadata"]["namespace"])
-    view = views.ClusterView.of(namespaces=namespaces)
-    assert outcome(answer("/pods/mutate", body, view, rules)) == expected
+    view = views.ClusterView.of(gang_starts=case.gang_starts)
+    assert outcome(answer("/pods/mutate", body, view, case.rules)) == case.expected
 
 
 @pytest.mark.parametrize(
@@ -1084,3 +1097,36 @@ def test_an_in_place_resize_cannot_raise_the_requests_of_a_pod_queuetree_governs
     )
     body["request"]["userInfo"] = {"username": user, "groups": ["system:authenticated"]}
     assert outcome(answer("/pods/validate", body, cluster(*TREE))) == expected
+
+
+GANG_START_CASES = {
+    "a gang not placed yet": ({"minMember": 3}, {"phase": "Inqueue"}, views.GangStart(3, False)),
+    "a running gang": ({"minMember": 3}, {"phase": "Running"}, views.GangStart(3, True)),
+    "a completed gang": ({"minMember": 3}, {"phase": "Completed"}, views.GangStart(3, True)),
+    "a gang running fewer than its minimum": (
+        {"minMember": 3},
+        {"phase": "Unknown"},
+        views.GangStart(3, False),
+    ),
+    "no status yet": ({"minMember": 2}, {}, views.GangStart(2, False)),
+    "a minMember that is not a number reads as 1": (
+        {"minMember": "2"},
+        {},
+        views.GangStart(1, False),
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "expected"), GANG_START_CASES.values(), ids=GANG_START_CASES.keys()
+)
+def test_the_view_records_whether_a_pod_groups_gang_started(
+    spec: dict[str, Any], status: dict[str, Any], expected: views.GangStart
+) -> None:
+    manifest = {
+        "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "ml"},
+        "spec": spec,
+        "status": status,
+    }
+    assert views.gang_start(manifest) == ("ml/pg", expected)

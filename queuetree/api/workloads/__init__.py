@@ -19,6 +19,12 @@ it sees and the owner (read through the owner's :class:`kinds.WorkloadKind`, lis
 - ``spec.minResources``: the pod's requests times ``minMember`` (Volcano's
   ``CalTaskRequests``).
 
+The owner's ``group-min-member`` is followed after creation too: the operator watches the
+registered kinds (:func:`declared_min_member`), and when what a workload says differs from its
+group's ``minMember``, it patches the group (:func:`resize_patch`): ``minMember``, and
+``minResources`` recomputed from a pod's requests. Removing the annotation leaves the group
+as it is (write ``"1"``).
+
 The gang rules then do the rest: no pod of the group is admitted before ``minMember`` of them
 fit at once, and pods beyond ``minMember`` (a Deployment scaled up, an elastic Job) are
 admitted one by one as room allows.
@@ -96,7 +102,12 @@ def controller_of(pod: Mapping[str, Any]) -> Owner | None:
 
 def group_name(owner: Owner) -> str:
     """The name of the group of ``owner``'s pods: Volcano's, so tools that look for it find it."""
-    return GROUP_PREFIX + owner.uid
+    return group_name_for_uid(owner.uid)
+
+
+def group_name_for_uid(uid: str) -> str:
+    """The name of the group generated for the workload of uid ``uid``."""
+    return GROUP_PREFIX + uid
 
 
 def is_generated(name: str) -> bool:
@@ -159,3 +170,30 @@ def pod_group(
         "metadata": group_metadata,
         "spec": spec,
     }
+
+
+def declared_min_member(kind: kinds.WorkloadKind, owner: Mapping[str, Any]) -> str | None:
+    """``group-min-member`` as workload ``owner`` (of ``kind``) says it (its own annotation,
+    else its pod template's), or None when it says none."""
+    return kind.annotations(owner).get(MIN_MEMBER_ANNOTATION)
+
+
+def resize_patch(
+    *, count: int, problem: str, min_resources: resources.Resource | None
+) -> dict[str, Any]:
+    """The merge patch that gives a generated group ``count`` as ``minMember`` (and
+    ``min_resources``, when known, as ``minResources``), with ``problem`` said in its
+    annotation, or the annotation removed when there is none."""
+    spec: dict[str, Any] = {"minMember": count}
+    if min_resources is not None:
+        spec["minResources"] = resources.to_resource_list(min_resources)
+    return {"metadata": {"annotations": {PROBLEM_ANNOTATION: problem or None}}, "spec": spec}
+
+
+def kind_of(group: str, version: str, plural: str) -> kinds.WorkloadKind | None:
+    """The registered kind served as ``plural`` of ``group/version``."""
+    api_version = f"{group}/{version}" if group else version
+    for kind in registry.KINDS:
+        if kind.api_version == api_version and kind.plural == plural:
+            return kind
+    return None

@@ -1,0 +1,195 @@
+"""kubernetes-asyncio's generated client loads one class at a time (queuetree.importing).
+
+Each case runs in a fresh interpreter: what a process has imported is the fact under test, and
+this one's modules depend on which tests ran first.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from queuetree import importing
+
+GENERATED = "kubernetes_asyncio.client."
+UNUSED_GROUPS = (
+    "kubernetes_asyncio.client.api.apps_v1_api",
+    "kubernetes_asyncio.client.models.v1_deployment",
+    "kubernetes_asyncio.client.models.v1_stateful_set",
+)
+"""Modules of API groups queuetree never talks to: loaded only with the whole package."""
+GENERATED_MODULES_AT_MOST = 100
+"""Of about 1,260 when the whole package loads; a process of queuetree's loads about 40."""
+
+
+def _run(code: str) -> object:
+    """What ``code`` prints as JSON, run by a fresh interpreter."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+WHAT_THE_PROCESSES_DO = """
+    import asyncio, json, sys, types
+    import {entry}
+    import kopf
+    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
+    from kubernetes_asyncio.leaderelection.resourcelock import leaselock
+    for name in (
+        "Configuration", "ApiClient", "ApiException", "CoreV1Api", "CustomObjectsApi",
+        "AdmissionregistrationV1Api", "CoordinationV1Api",
+    ):
+        getattr(client, name)
+    # What the lease lock reads: an answer deserialised by the name of its model.
+    async def read_lease():
+        async with client.ApiClient() as api:
+            answer = types.SimpleNamespace(data='{{"spec": {{"holderIdentity": "a"}}}}')
+            return api.deserialize(answer, "V1Lease")
+    lease = asyncio.run(read_lease())
+    assert lease.spec.holder_identity == "a", lease
+    print(json.dumps(sorted(name for name in sys.modules if name.startswith("kubernetes_asyncio"))))
+"""
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        pytest.param("queuetree.cli", id="the-command"),
+        pytest.param("queuetree.operator.running", id="the-operator"),
+        pytest.param("queuetree.webhooks.server", id="the-webhook"),
+    ],
+)
+def test_a_process_loads_only_the_generated_classes_it_uses(entry: str) -> None:
+    loaded = _run(WHAT_THE_PROCESSES_DO.format(entry=entry))
+    assert isinstance(loaded, list)
+    assert not set(UNUSED_GROUPS) & set(loaded)
+    assert len([name for name in loaded if name.startswith(GENERATED)]) <= (
+        GENERATED_MODULES_AT_MOST
+    )
+
+
+def test_the_deferred_packages_offer_every_name_of_the_generated_ones() -> None:
+    listing = """
+        import importlib, json, sys
+        {before}
+        print(json.dumps({{n: sorted(importlib.import_module(n).__all__) for n in {names!r}}}))
+    """
+    names = list(importing.DEFERRED)
+    generated = _run(listing.format(before="", names=names))
+    deferred = _run(listing.format(before="import queuetree", names=names))
+    assert deferred == generated
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        pytest.param(
+            "client.CoreV1Api.__module__",
+            "kubernetes_asyncio.client.api.core_v1_api",
+            id="a-class-from-the-module-the-init-names",
+        ),
+        pytest.param(
+            "client.models.V1Lease is client.V1Lease and client.api.CoreV1Api is client.CoreV1Api",
+            True,
+            id="one-class-by-every-path",
+        ),
+        pytest.param("kubernetes_asyncio.client is client", True, id="the-parent-names-its-child"),
+        pytest.param(
+            "client.__version__",
+            importlib.metadata.version("kubernetes-asyncio"),
+            id="the-init-constants",
+        ),
+        pytest.param("hasattr(client, 'NoSuchModel')", False, id="an-unknown-name-is-missing"),
+        pytest.param(
+            "type(kubernetes_asyncio.watch.Watch).__name__", "type", id="a-subpackage-by-name"
+        ),
+    ],
+)
+def test_a_deferred_package_answers_as_the_generated_one(expression: str, expected: object) -> None:
+    found = _run(
+        f"""
+        import json
+        import queuetree
+        import kubernetes_asyncio
+        from kubernetes_asyncio import client
+        print(json.dumps({expression}))
+        """
+    )
+    assert found == expected
+
+
+def test_a_process_that_imported_the_client_first_keeps_it_whole() -> None:
+    loaded = _run(
+        """
+        import json, sys
+        import kubernetes_asyncio
+        import queuetree
+        print(json.dumps([name for name in sys.modules if name.startswith("kubernetes_asyncio")]))
+        """
+    )
+    assert isinstance(loaded, list)
+    assert set(UNUSED_GROUPS) <= set(loaded)
+
+
+CREDENTIAL = {
+    "apiVersion": "client.authentication.k8s.io/v1",
+    "kind": "ExecCredential",
+    "status": {"token": "from-the-plugin"},
+}
+
+
+def _exec_kubeconfig() -> dict[str, object]:
+    """A kubeconfig whose user's token comes from an exec plugin (this interpreter)."""
+    plugin = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": sys.executable,
+        "args": ["-c", f"print({json.dumps(CREDENTIAL)!r})"],
+        "interactiveMode": "Never",
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+        "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:6443"}}],
+        "users": [{"name": "u", "user": {"exec": plugin}}],
+    }
+
+
+def test_an_exec_plugin_kubeconfig_loads_through_the_deferred_packages(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The credentials the processes read (queuetree.operator.running, webhooks.server) come
+    from the library's kubeconfig loader, which now runs on the deferred packages."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps(_exec_kubeconfig()))  # JSON is YAML
+    found = _run(
+        f"""
+        import asyncio, json
+        import queuetree
+        from kubernetes_asyncio import client, config
+
+        async def main():
+            configuration = client.Configuration()
+            await config.load_kube_config(
+                config_file={str(kubeconfig)!r}, client_configuration=configuration
+            )
+            return (await configuration.auth_settings())["BearerToken"]["value"]
+
+        print(json.dumps(asyncio.run(main())))
+        """
+    )
+    assert found == "Bearer from-the-plugin"
