@@ -259,15 +259,22 @@ async def _names(api: Api, collection: str) -> set[str]:
 @contextlib.asynccontextmanager
 async def _namespace_of_its_own(api: Api) -> Any:
     """Create ``api.namespace`` and wait for its ``default`` ServiceAccount (pods are refused
-    before it exists); afterwards delete it and every cluster-scoped object the test left."""
+    before it exists) and its ``kube-root-ca.crt`` ConfigMap (kube-controller-manager publishes
+    it into every namespace a moment later: a watch of the namespace's ConfigMaps from a
+    listed resourceVersion saw it arrive); afterwards delete it and every cluster-scoped object
+    the test left."""
     before = {c: await _names(api, c) for c in CLUSTER_SCOPED}
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": api.namespace}}
     created = await api.call("POST", "/api/v1/namespaces", namespace)
     assert created.status == 201, created.body
     deadline = time.monotonic() + 30
-    while await api.get(f"/api/v1/namespaces/{api.namespace}/serviceaccounts/default") is None:
-        assert time.monotonic() < deadline, "the namespace's default ServiceAccount never came"
-        await asyncio.sleep(0.05)
+    for path, what in (
+        ("serviceaccounts/default", "default ServiceAccount"),
+        ("configmaps/kube-root-ca.crt", "kube-root-ca.crt ConfigMap"),
+    ):
+        while await api.get(f"/api/v1/namespaces/{api.namespace}/{path}") is None:
+            assert time.monotonic() < deadline, f"the namespace's {what} never came"
+            await asyncio.sleep(0.05)
     try:
         yield
     finally:
