@@ -179,13 +179,6 @@ def pod(
     }
 
 
-def finishing(manifest: dict[str, Any], *, seconds: int) -> dict[str, Any]:
-    """``manifest`` (a pod) made to succeed ``seconds`` after it starts, never restarted."""
-    manifest["metadata"].setdefault("annotations", {})[RUN_SECONDS] = str(seconds)
-    manifest["spec"]["restartPolicy"] = "Never"
-    return manifest
-
-
 def finish(kube: Kube, *selector: str) -> None:
     """The running pods of ``selector`` (made without :data:`RUN_SECONDS`) succeed now: they
     are annotated with ``RUN_SECONDS: 0``, which both kubelets read again on the update

@@ -204,8 +204,8 @@ def test_a_queue_capped_at_two_gpus_runs_two_pods_with_one_gpu_claims_never_thre
     )
     waiting = next(pod for pod in names if not kube.running(pod))
     reason = support.eventually(
-        lambda: kube.explanation(waiting),
-        what=f"{waiting} is told why it waits",
+        lambda: short_of_gpus(kube, waiting),
+        what=f"{waiting} is told its queue has no GPU for it",
         diagnose=lambda: kube.describe_pod(waiting),
     )
     support.eventually(
@@ -234,7 +234,7 @@ def test_a_shared_claim_is_counted_once_in_its_queue(kube: support.Kube, gpus: N
     # The claim is charged (once): a pod with a GPU of its own finds no room.
     kube.must(tenant.apply(gpu_pod("own", kube, name, template="one-gpu")))
     reason = support.eventually(
-        lambda: kube.explanation("own"),
+        lambda: short_of_gpus(kube, "own"),
         what="the pod with its own GPU is told the queue is full",
         diagnose=lambda: kube.describe_pod("own"),
     )

@@ -70,18 +70,18 @@ def test_a_pod_group_counts_its_pods_and_completes_when_they_all_succeed(
     kube.must(
         kube.apply(support.pod_group("job", namespace=kube.namespace, queue=name, min_member=2))
     )
-    members = [
-        support.finishing(
-            support.pod(f"worker-{i}", namespace=kube.namespace, group="job"), seconds=4
-        )
-        for i in range(2)
-    ]
+    # The members run until the test ends their work: with a fixed run time of 4 s, a CI run on
+    # a loaded machine never saw both running at once in the group's status.
+    members = [support.pod(f"worker-{i}", namespace=kube.namespace, group="job") for i in range(2)]
+    for member in members:
+        member["spec"]["restartPolicy"] = "Never"
     kube.must(kube.apply(*members))
     support.eventually(
         lambda: counts(kube, "job") == ("Running", 2, 0, 0),
         what="the group is Running with running: 2",
     )
     table = kube.must(kube.kubectl("get", support.PODGROUP, "job", "-n", kube.namespace)).stdout
+    support.finish(kube, "worker-0", "worker-1")
     support.eventually(
         lambda: counts(kube, "job") == ("Completed", 0, 2, 0),
         what="the group is Completed with succeeded: 2",
