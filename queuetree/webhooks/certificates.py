@@ -379,7 +379,11 @@ def next_bundle(
         return _next_with_ca(
             current, dns_names=dns_names, ip_addresses=ip_addresses, overlap=overlap, now=now
         )
-    reason = "the Secret is missing or unreadable" if current is None else ca_problem(current.ca)
+    reason = (
+        "the Secret is missing or unreadable"
+        if current is None
+        else ca_problem(current.ca, now=now)
+    )
     candidates = known_cas
     if current is not None:
         candidates = (current.ca.cert_pem, *current.previous, *known_cas)
@@ -401,6 +405,31 @@ def next_bundle(
         f"{reason}: a new CA and serving certificate"
         + (f", {len(kept)} CAs of the caBundle kept for {overlap}" if kept else ""),
     )
+
+
+def pair_to_serve(
+    bundle: Bundle,
+    served: KeyPair | None,
+    *,
+    overlap: datetime.timedelta,
+    now: datetime.datetime | None = None,
+) -> KeyPair:
+    """The pair a replica serves: the Secret's, except that a replica keeps the pair it serves
+    while the Secret's was signed by a CA younger than ``overlap`` and its own is still trusted
+    (signed by a previous CA of the bundle). That happens when a replica that restarted
+    without the Secret had to make a new CA and pair at once: the replicas that still serve the
+    old pair go on serving it until kube-apiserver surely holds the new CA."""
+    now = now or _now()
+    if (
+        served is None
+        or served == bundle.serving
+        or not bundle.previous
+        or now >= _started(bundle.ca.cert_pem) + overlap
+        or _unservable(served, now)
+        or _issuer_among(served.cert_pem, bundle.previous) is None
+    ):
+        return bundle.serving
+    return served
 
 
 def _next_with_ca(
@@ -436,12 +465,15 @@ def _next_with_ca(
     if problem:
         return reissued(problem)
     if current.previous:
-        due = _started(current.serving.cert_pem) + overlap
+        # Replicas that kept their pair while the new CA was young (:func:`pair_to_serve`)
+        # load the new one at the end of that time: the overlap runs from the later of the two.
+        switched = max(_started(current.serving.cert_pem), _started(current.ca.cert_pem) + overlap)
+        due = switched + overlap
         if now >= due:
             return Step(
                 Bundle(current.ca, current.serving),
                 f"the new CA's serving certificate has been served since "
-                f"{due - overlap:%H:%M:%S}: {len(current.previous)} previous CA(s) leave the "
+                f"{switched:%H:%M:%S}: {len(current.previous)} previous CA(s) leave the "
                 "caBundle",
             )
     return None
@@ -687,15 +719,26 @@ class SecretSource:
                 known_cas=known,
             )
             if step is None and bundle is not None:
-                return bundle.serving, bundle.ca_bundle
+                return self._to_serve(bundle), bundle.ca_bundle
             assert step is not None
             logger.info("Secret %s/%s: %s", self.namespace, self.secret_name, step.reason)
             if await self._write_secret(core, step.bundle, secret):
-                return step.bundle.serving, step.bundle.ca_bundle
+                return self._to_serve(step.bundle), step.bundle.ca_bundle
             # Another replica wrote first (409): read theirs on the next attempt.
         raise CertificateError(
             f"Secret {self.namespace}/{self.secret_name}: kept conflicting with other writers"
         )
+
+    def _to_serve(self, bundle: Bundle) -> KeyPair:
+        pair = pair_to_serve(bundle, self._served, overlap=self.overlap)
+        if pair is not bundle.serving:
+            logger.info(
+                "Secret %s/%s: its CA is new; the pair served so far stays until kube-apiserver "
+                "surely trusts the new CA",
+                self.namespace,
+                self.secret_name,
+            )
+        return pair
 
     async def _read_secret(self, core: Any) -> dict[str, Any] | None:
         status, secret = await _call(
