@@ -671,7 +671,7 @@ def unvalidated_queues(kube: Kube, value: str) -> Iterator[None]:
         eventually(
             lambda: not kube.client.items("queues", "-l", labelled),
             what=f"the queues labelled {labelled} are gone",
-            deadline=120,
+            deadline=600,  # a chain of a thousand, each let go by the operator, on a loaded machine
         )
         patch({"op": "remove"})
 
@@ -742,6 +742,18 @@ def leading_operator(cluster: Cluster) -> stack.OperatorReplica:
         lambda: next((r for r in replicas if r.process.alive() and r.leads()), None),
         what="an operator replica leads",
     )
+
+
+def restart_operator(cluster: Cluster) -> None:
+    """Stop the operator replica that leads and wait until a new one leads (once the Lease,
+    15 s, has run out): what the operator knew only in memory is gone, as after a crash or a
+    rollout. The new replica stays in the stack for the tests after."""
+    stack_ = sandbox(cluster)
+    leader = leading_operator(cluster)
+    successor = stack_.start_operator(unique("restarted"), lead=False)
+    leader.process.stop()
+    stack_.forget(leader.process)
+    eventually(successor.leads, what="the new operator replica takes the Lease over", deadline=90)
 
 
 def metrics_url(cluster: Cluster, process: str) -> str:

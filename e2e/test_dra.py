@@ -140,15 +140,26 @@ def tenant_with_claims(kube: support.Kube) -> support.Kube:
     return tenant
 
 
-def swap_template(tenant: support.Kube, name: str, *, count: int) -> None:
+def trapping(name: str, namespace: str, *, count: int = 1) -> dict[str, Any]:
+    """A template for ``count`` GPUs whose claims select a device no driver publishes:
+    kube-scheduler never allocates them, so a pod admitted on one stays unscheduled and its
+    claim unallocated, which its tenant may delete (queuetree charges counts, not selectors)."""
+    manifest = template(name, namespace, count=count)
+    nowhere = {"cel": {"expression": 'device.driver == "nobody.example.com"'}}
+    manifest["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [nowhere]
+    return manifest
+
+
+def swap_template(tenant: support.Kube, name: str, *, count: int, trap: bool = False) -> None:
     """Delete template ``name`` and create one of the same name for ``count`` GPUs (a
-    template's spec is immutable; its name is not)."""
+    template's spec is immutable; its name is not), a :func:`trapping` one when ``trap``."""
     tenant.must(
         tenant.kubectl(
             "delete", "resourceclaimtemplate", name, "-n", tenant.namespace, "--wait=true"
         )
     )
-    tenant.must(tenant.apply(template(name, tenant.namespace, count=count)))
+    made = trapping if trap else template
+    tenant.must(tenant.apply(made(name, tenant.namespace, count=count)))
 
 
 def generated_claim(kube: support.Kube, pod: str) -> str:
@@ -373,10 +384,7 @@ def test_an_admitted_pod_whose_claim_is_made_again_larger_is_evicted(
     name = support.unique("dra-outgrown")
     kube.must(kube.apply(support.queue(name, capability={"cpu": "4", GPU: "2"})))
     tenant = tenant_with_claims(kube)
-    trap = template("trap", kube.namespace)
-    nowhere = {"cel": {"expression": 'device.driver == "nobody.example.com"'}}
-    trap["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [nowhere]
-    tenant.must(tenant.apply(template("one-gpu", kube.namespace), trap))
+    tenant.must(tenant.apply(template("one-gpu", kube.namespace), trapping("trap", kube.namespace)))
     tenant.must(tenant.apply(gpu_pod("honest", kube, name, template="one-gpu")))
     support.eventually(lambda: kube.running("honest"), what="the 1-GPU pod runs")
     tenant.must(tenant.apply(gpu_pod("sneaky", kube, name, template="trap")))
@@ -415,3 +423,50 @@ def test_an_admitted_pod_whose_claim_is_made_again_larger_is_evicted(
         diagnose=lambda: kube.kubectl("get", "queue", name).stdout,
     )
     assert (len(told), all(f"{GPU} 2" in message for message in told)) == (1, True), told
+
+
+def test_an_admitted_pods_charge_survives_a_restart_after_its_claim_was_made_smaller(
+    kube: support.Kube, gpus: None
+) -> None:
+    # The tenant keeps an admitted 2-GPU pod unscheduled (its claim selects a device no driver
+    # publishes), makes its template 1 GPU and deletes the claim: the controller makes a 1-GPU
+    # claim. The pod stays charged 2 (the claim it was admitted on may be allocated yet), and
+    # what the operator knew in memory only must survive a restart: its admission record says 2.
+    name = support.unique("dra-record")
+    kube.must(kube.apply(support.queue(name, capability={"cpu": "4", GPU: "2"})))
+    tenant = tenant_with_claims(kube)
+    tenant.must(tenant.apply(trapping("trap", kube.namespace, count=2)))
+    tenant.must(tenant.apply(template("one-gpu", kube.namespace)))
+    tenant.must(tenant.apply(gpu_pod("sneaky", kube, name, template="trap")))
+    support.eventually(
+        lambda: kube.pod("sneaky") is not None and not kube.gated("sneaky"),
+        what="sneaky is admitted on its 2-GPU claim (that no device matches)",
+        diagnose=lambda: kube.describe_pod("sneaky"),
+    )
+    record = ((kube.pod("sneaky") or {}).get("metadata") or {}).get("annotations") or {}
+    first = generated_claim(kube, "sneaky")
+    swap_template(tenant, "trap", count=1, trap=True)
+    tenant.must(
+        tenant.kubectl("delete", "resourceclaim", first, "-n", kube.namespace, "--wait=true")
+    )
+    # kube-controller-manager may make the new claim only on the pod's next change (see the
+    # outgrown case above).
+    tenant.must(tenant.kubectl("annotate", "pod", "sneaky", "-n", kube.namespace, "poke=1"))
+    support.eventually(
+        lambda: generated_claim(kube, "sneaky") not in ("", first),
+        what="the controller makes sneaky a new, 1-GPU claim",
+        diagnose=lambda: kube.describe_pod("sneaky"),
+    )
+    support.restart_operator(kube.cluster)
+    tenant.must(tenant.apply(gpu_pod("honest", kube, name, template="one-gpu")))
+    reason = support.eventually(
+        lambda: short_of_gpus(kube, "honest"),
+        what="honest waits, told its queue has no GPU left for it",
+        diagnose=lambda: kube.describe_pod("honest") + kube.describe_pod("sneaky"),
+    )
+    assert (
+        record.get("scheduling.queuetree.io/admitted-devices"),
+        gpu_cell(kube, name),
+        kube.gated("honest"),
+        name in reason,
+    ) == ('{"nvidia.com/gpu":"2"}', "2", True, True), reason

@@ -18,6 +18,8 @@ from queuetree.sandbox import kubectl
 
 DEPTH = 1000
 """Far beyond the deepest tree queuetree supports: a recursive walk of it would fail."""
+CREATE_DEADLINE = 600.0
+"""Seconds for creating the :data:`DEPTH` queues of the chain on a loaded 2-core machine."""
 
 
 def blocks_only_itself(kube: support.Kube, *, queue: str, sound: str, says: str) -> None:
@@ -40,7 +42,10 @@ def test_a_chain_deeper_than_supported_blocks_only_its_own_queues(kube: support.
     prefix = support.unique("fault-chain")
     kube.must(kube.apply(support.queue(sound)))
     with support.unvalidated_queues(kube, prefix):
-        kube.must(kube.create(*support.chain(prefix, DEPTH, label=prefix)))
+        # One kubectl for the 1,000 creations, one request each: about 20 s on a quiet machine;
+        # a CI run on a loaded one had made 767 when a 60 s deadline stopped it.
+        chain = support.chain(prefix, DEPTH, label=prefix)
+        kube.must(kube.create(*chain, timeout=CREATE_DEADLINE))
         blocks_only_itself(kube, queue=f"{prefix}-{DEPTH}", sound=sound, says="levels below root")
 
 
@@ -92,7 +97,9 @@ def test_a_chain_too_deep_is_refused_at_once_while_other_queues_admit(kube: supp
     timeouts, absent = misses("timeout"), misses("absent")
     created: list[kubectl.Result] = []
     started = time.monotonic()
-    creating = threading.Thread(target=lambda: created.append(kube.create(*chain, timeout=600)))
+    creating = threading.Thread(
+        target=lambda: created.append(kube.create(*chain, timeout=CREATE_DEADLINE))
+    )
     creating.start()
     try:
         kube.must(kube.apply(support.pod("elsewhere", namespace=kube.namespace, queue=sound)))

@@ -260,6 +260,7 @@ def parse_pod_checked(
         )
         for item in spec.at("tolerations").items()
     )
+    claims = resource_claims.pod_claims(spec, root.at("status"))
     pod = objects.Pod(
         namespace=meta.namespace,
         name=meta.name,
@@ -288,7 +289,8 @@ def parse_pod_checked(
         scheduler_name=spec.at("schedulerName").string() or pod_rules.DEFAULT_SCHEDULER,
         created=meta.created,
         uid=meta.uid,
-        claims=resource_claims.pod_claims(spec, root.at("status")),
+        claims=claims,
+        admitted_devices=resource_claims.read_devices_record(meta.annotations) if claims else None,
         native_group=spec.at("schedulingGroup").at("podGroupName").string(),
     )
     sink.raise_if_any()

@@ -12,10 +12,12 @@ only the pod it was made for.
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Mapping
 from typing import Final
 
 from queuetree.api import readers
-from queuetree.core import devices, objects
+from queuetree.core import devices, objects, resources
 
 API_GROUP: Final = "resource.k8s.io"
 API_VERSION: Final = "v1"
@@ -105,3 +107,35 @@ def pod_claims(spec: readers.Reader, status: readers.Reader) -> tuple[objects.Cl
             )
         )
     return tuple(found)
+
+
+def devices_record(charged: resources.Resource) -> str:
+    """The value of ``objects.ADMITTED_DEVICES_ANNOTATION`` for a pod whose own claims were
+    charged ``charged``: a JSON resource list of its non-zero dimensions, names sorted
+    (``{"nvidia.com/gpu":"2"}``; ``{}`` when they charged nothing)."""
+    listed = resources.to_resource_list(charged)
+    return json.dumps(
+        {name: value for name, value in listed.items() if not charged.is_zero(name)},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+def read_devices_record(annotations: Mapping[str, str]) -> resources.Resource | None:
+    """What ``objects.ADMITTED_DEVICES_ANNOTATION`` of ``annotations`` says (see
+    :func:`devices_record`); None when there is none or it is not a resource list of valid
+    quantities. Only the operator writes it and the webhook refuses any other writer, so an
+    unreadable one was written past both: it is ignored, as if missing (the operator then
+    charges the pod's claims as they are now, the figure it had before the record existed)."""
+    raw = annotations.get(objects.ADMITTED_DEVICES_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        listed = json.loads(raw)
+        if not isinstance(listed, dict) or not all(
+            isinstance(value, str) for value in listed.values()
+        ):
+            return None
+        return resources.Resource.from_resource_list(listed)
+    except ValueError:  # malformed JSON, and errors.QuantityError
+        return None

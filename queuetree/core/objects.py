@@ -65,6 +65,17 @@ ADMITTED_QUEUE_ANNOTATION = "scheduling.queuetree.io/admitted-queue"
 was admitted to and is charged to until it finishes or is deleted, whatever its queue-name or
 group-name annotations (or its PodGroup's ``spec.queue``) say later. The webhook refuses any
 change to it."""
+ADMITTED_DEVICES_ANNOTATION = "scheduling.queuetree.io/admitted-devices"
+"""Written beside :data:`ADMITTED_QUEUE_ANNOTATION`, in the same write, on a pod whose own
+ResourceClaims (generated from templates) were charged to its queue: that charge, as a JSON
+resource list (``{"nvidia.com/gpu": "2"}``). It is the floor of the pod's charge for them
+(``core.devices.charge_pod``) after an operator restart, when the claim it was admitted on may
+be gone or made again smaller: the memory of the running operator is not all that remembers
+it. The webhook refuses any change to it, as to the queue record."""
+ADMISSION_RECORDS = (ADMITTED_QUEUE_ANNOTATION, ADMITTED_DEVICES_ANNOTATION)
+"""The annotations only the operator writes, when it admits a pod (the webhook refuses them at
+creation and any change to them after; the operator ignores them where the webhook does not
+review pods)."""
 QUEUE_IN_USE_FINALIZER = "scheduling.queuetree.io/queue-in-use"
 """The finalizer the operator holds on a queue while pods are charged to it (allocated or
 reserved, its subtree included), as kube-controller-manager holds
@@ -401,6 +412,10 @@ class Pod:
     while they were never charged. An admitted pod is never charged less for them
     (``core.devices.charge_pod``'s ``floor``), and one charged more has outgrown its admission
     (``core.devices.outgrown``)."""
+    admitted_devices: resources.Resource | None = None
+    """What the admission record says the pod's own claims were charged when it was admitted
+    (:data:`ADMITTED_DEVICES_ANNOTATION`); None without a record, or one that cannot be read.
+    Read only for pods that name claims."""
     native_group: str = ""
     """The Workload API PodGroup the pod names (``spec.schedulingGroup.podGroupName``, set at
     creation, immutable), ``""`` for none. kube-scheduler queues the pending pods of such a

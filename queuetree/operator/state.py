@@ -280,9 +280,9 @@ class ClusterState:
         kept = {
             name: value
             for name, value in pod.annotations.items()
-            if name != objects.ADMITTED_QUEUE_ANNOTATION
+            if name not in objects.ADMISSION_RECORDS
         }
-        return dataclasses.replace(pod, annotations=MappingProxyType(kept))
+        return dataclasses.replace(pod, annotations=MappingProxyType(kept), admitted_devices=None)
 
     def set_namespace_reviewed(self, namespace: str, reviewed: bool) -> None:
         """Whether the pod webhooks review ``namespace`` (it is not labelled
@@ -346,7 +346,9 @@ class ClusterState:
         """``pod`` charged its devices; None when a gated pod cannot be charged yet (it is
         dropped from the snapshots and waits, told why). An admitted pod whose claim is gone
         keeps the charge it was admitted with (it still holds the devices), and never charges
-        its own claims less than before (a generated claim deleted and re-created smaller)."""
+        its own claims less than before (a generated claim deleted and re-created smaller):
+        less than this operator charged it, nor less than its admission record says
+        (``objects.ADMITTED_DEVICES_ANNOTATION``, what an operator that restarted since knows)."""
         key = pod.key
         self._note_names(key, pod)
         queue = self._queue_of(pod)
@@ -358,19 +360,22 @@ class ClusterState:
         )
         previous = self._pods.get(key)
         admitted = not pod.queue_gated or key in self._assumed
-        admitted_with = previous.own_devices if admitted and previous is not None else None
+        remembered = previous.own_devices if admitted and previous is not None else None
+        admitted_with = _admitted_charge(pod, remembered) if admitted else None
         charged = devices.charge_pod(
             pod, found, self.device_classes, floor=admitted_with or resources.EMPTY
         )
         if not isinstance(charged, str):
             self._device_waits.pop(key, None)
+            # Grown only against what this operator charged: the record is a floor, never a
+            # reason to evict (a deviceClassMappings changed across a restart charges more).
             if (
                 key not in self._outgrown
-                and admitted_with is not None
-                and devices.outgrown(admitted_with, charged)
+                and remembered is not None
+                and devices.outgrown(remembered, charged)
             ):
                 # Kept until the pod is gone: its charge keeps the larger figure from now on.
-                why = devices.outgrown_reason(admitted_with, charged, queue)
+                why = devices.outgrown_reason(remembered, charged, queue)
                 self._outgrown[key] = (pod.uid, why)
                 self._changed()
             return charged
@@ -383,7 +388,14 @@ class ClusterState:
             return None
         self._device_waits.pop(key, None)
         if previous is None or previous.request_before_devices is None:
-            return pod
+            if admitted_with is None:
+                return pod
+            # Known from its record only (the operator restarted, the claim is not read yet or
+            # gone): charged what it records, and own_devices stays None, as nothing charged
+            # its claims yet: the record must not become what a later claim outgrows.
+            return dataclasses.replace(
+                pod, resreq=pod.resreq + admitted_with, request_before_devices=pod.resreq
+            )
         return dataclasses.replace(
             pod,
             resreq=previous.resreq,
@@ -983,3 +995,15 @@ def _without_queue_gate(pod: objects.Pod) -> objects.Pod:
     """``pod`` as it will be once our gate is removed (every other gate kept)."""
     gates = tuple(gate for gate in pod.scheduling_gates if gate != objects.QUEUE_ALLOCATION_GATE)
     return dataclasses.replace(pod, scheduling_gates=gates)
+
+
+def _admitted_charge(
+    pod: objects.Pod, remembered: resources.Resource | None
+) -> resources.Resource | None:
+    """What an admitted ``pod``'s own claims were charged at least: the larger, per resource, of
+    this operator's last charge (``remembered``) and the pod's admission record; None when
+    neither knows (never charged)."""
+    recorded = pod.admitted_devices
+    if remembered is None or recorded is None:
+        return recorded if remembered is None else remembered
+    return resources.maximum(remembered, recorded)

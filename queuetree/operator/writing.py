@@ -48,7 +48,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from queuetree.api import bodies, native_groups, patches, paths, workloads
+from queuetree.api import bodies, native_groups, patches, paths, resource_claims, workloads
 from queuetree.core import conditions, objects
 from queuetree.operator import (
     explaining,
@@ -98,6 +98,8 @@ def build_gate_removal_patch(pod: objects.Pod, *, queue: str) -> list[dict[str, 
     4. ``add`` the admission record (``objects.ADMITTED_QUEUE_ANNOTATION``: the queue the pod
        was admitted to), so the pod stays charged there whatever its annotations say later:
        the record and the gate removal are one write, so no admitted pod is ever without it;
+       a pod whose own ResourceClaims were charged also gets that charge recorded
+       (``objects.ADMITTED_DEVICES_ANNOTATION``), the floor of its charge after a restart;
     5. ``remove`` the explanation annotation (``explaining.REASON_ANNOTATION``) when the pod
        carries one: a pod that waited for room is admitted with one write, not two.
 
@@ -110,9 +112,20 @@ def build_gate_removal_patch(pod: objects.Pod, *, queue: str) -> list[dict[str, 
     return patches.gate_removal(
         pod,
         gate=objects.QUEUE_ALLOCATION_GATE,
-        record={objects.ADMITTED_QUEUE_ANNOTATION: queue},
+        record=admission_record(pod, queue=queue),
         forget=(explaining.REASON_ANNOTATION,),
     )
+
+
+def admission_record(pod: objects.Pod, *, queue: str) -> dict[str, str]:
+    """The annotations that record ``pod``'s admission to ``queue`` (see
+    :func:`build_gate_removal_patch`)."""
+    record = {objects.ADMITTED_QUEUE_ANNOTATION: queue}
+    if pod.own_devices is not None:
+        record[objects.ADMITTED_DEVICES_ANNOTATION] = resource_claims.devices_record(
+            pod.own_devices
+        )
+    return record
 
 
 _REASON_PATH = patches.annotation_path(explaining.REASON_ANNOTATION)

@@ -184,6 +184,23 @@ class Stack:
         """The environment for clients of the sandbox (KUBECONFIG and KUBECACHEDIR set)."""
         return self.kubectl.env
 
+    def start_webhook(self, name: str, *, port: int = 0) -> WebhookReplica:
+        """Start a webhook replica named ``name`` (its log) on ``port`` (0: a free one), and
+        wait until it answers ``/readyz``. Every replica shares the certificate Secret; the
+        API server calls only the suite's first one (registered by URL), so more replicas are
+        for tests of what replicas agree on (the certificate rollover)."""
+        port = port or processes.free_port()
+        metrics_port = processes.free_port()
+        process = _spawn_webhook(self, name, port=port, metrics_port=metrics_port)
+        self.processes.append(process)
+        replica = WebhookReplica(process=process, port=port, metrics_port=metrics_port)
+        _wait(
+            self,
+            lambda: _http_ok(f"http://127.0.0.1:{metrics_port}/readyz"),
+            f"webhook replica {name} answers /readyz",
+        )
+        return replica
+
     def start_operator(self, name: str, *, lead: bool) -> OperatorReplica:
         """Start one more replica of the operator, named ``name`` (its log, its Lease holder
         identity), and wait until it leads (``lead``) or until it serves its metrics as a
@@ -276,6 +293,21 @@ class Stack:
         if self.control_plane is not None:
             codes.update(self.control_plane.stop())
         return codes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WebhookReplica:
+    """One webhook process of the stack, as :meth:`Stack.start_webhook` started it."""
+
+    process: processes.Process
+    port: int
+    """Its TLS admission port on 127.0.0.1."""
+    metrics_port: int
+
+    @property
+    def metrics(self) -> str:
+        """The URL of its Prometheus ``/metrics``."""
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -613,38 +645,9 @@ def _install_real(stack: Stack) -> None:
 
 
 def _start_webhook(stack: Stack) -> None:
-    options = stack.options
-    metrics_port = stack.webhook_metrics_port = processes.free_port()
-    stack.processes.append(
-        processes.spawn(
-            "webhook",
-            _queuetree(
-                "webhook",
-                f"--port={stack.webhook_port}",
-                "--bind-address=127.0.0.1",
-                "--cert-mode=self-managed",
-                f"--secret-name={SECRET}",
-                f"--service-name={SERVICE}",
-                f"--namespace={NAMESPACE}",
-                f"--metrics-port={metrics_port}",
-                "--cert-check-interval=2",
-                # The API server calls it by address, not through a Service's endpoints, so
-                # after SIGTERM there is no caller to wait for (the default waits 5 s).
-                "--shutdown-delay=0",
-                *(("--cert-extra-sans=127.0.0.1",) if options.backend == "real" else ()),
-                f"--kubeconfig={options.workdir / 'queuetree-webhook.kubeconfig'}",
-                *options.webhook_flags,
-            ),
-            workdir=options.workdir,
-            env={**os.environ, "POD_NAMESPACE": NAMESPACE},
-        )
-    )
-    stack.webhook_metrics = f"http://127.0.0.1:{metrics_port}/metrics"
-    _wait(
-        stack,
-        lambda: _http_ok(f"http://127.0.0.1:{metrics_port}/readyz"),
-        "the webhook answers /readyz",
-    )
+    replica = stack.start_webhook("webhook", port=stack.webhook_port)
+    stack.webhook_metrics_port = replica.metrics_port
+    stack.webhook_metrics = replica.metrics
     client = stack.kubectl
 
     def ca_bundles() -> bool:
@@ -658,6 +661,32 @@ def _start_webhook(stack: Stack) -> None:
         return True
 
     _wait(stack, ca_bundles, "the webhook writes its CA into both webhook configurations")
+
+
+def _spawn_webhook(stack: Stack, name: str, *, port: int, metrics_port: int) -> processes.Process:
+    options = stack.options
+    return processes.spawn(
+        name,
+        _queuetree(
+            "webhook",
+            f"--port={port}",
+            "--bind-address=127.0.0.1",
+            "--cert-mode=self-managed",
+            f"--secret-name={SECRET}",
+            f"--service-name={SERVICE}",
+            f"--namespace={NAMESPACE}",
+            f"--metrics-port={metrics_port}",
+            "--cert-check-interval=2",
+            # The API server calls it by address, not through a Service's endpoints, so
+            # after SIGTERM there is no caller to wait for (the default waits 5 s).
+            "--shutdown-delay=0",
+            *(("--cert-extra-sans=127.0.0.1",) if options.backend == "real" else ()),
+            f"--kubeconfig={options.workdir / 'queuetree-webhook.kubeconfig'}",
+            *options.webhook_flags,
+        ),
+        workdir=options.workdir,
+        env={**os.environ, "POD_NAMESPACE": NAMESPACE},
+    )
 
 
 def _start_operator(stack: Stack) -> None:

@@ -20,6 +20,20 @@ ten years, the serving certificate for one; both are renewed when less than a qu
 lifetime remains, or when the serving certificate does not cover the Service's DNS names. A
 serving certificate is renewed with the same CA while the CA lasts, so the caBundle does not
 change and no replica serves a certificate kube-apiserver would not trust.
+
+A new CA (the old one near expiry, unreadable, or the Secret lost) is rolled over in three
+steps (:func:`next_bundle`), so that at every moment the caBundle kube-apiserver holds, even one
+a little stale, verifies the certificate every replica serves:
+
+1. *staged*: the new CA enters the caBundle beside the old one; every replica keeps serving the
+   certificate the old CA signed;
+2. *switched*, one :func:`overlap` later: the serving certificate is issued by the new CA; the
+   old CA stays in the caBundle while the replicas load it;
+3. *done*, one :func:`overlap` after the switch: the old CA leaves the caBundle.
+
+The whole state is in the Secret (``ca-previous.crt`` holds the CAs kept for the overlap, and
+each step's start is the ``notBefore`` of the certificate it made), so a replica that restarts
+mid-rollover goes on from where the Secret is.
 """
 
 from __future__ import annotations
@@ -53,6 +67,14 @@ BACKDATE = datetime.timedelta(minutes=5)
 
 CA_CERT_KEY, CA_KEY_KEY = "ca.crt", "ca.key"
 TLS_CERT_KEY, TLS_KEY_KEY = "tls.crt", "tls.key"
+CA_PREVIOUS_KEY = "ca-previous.crt"
+"""The Secret key of the CAs (PEM, concatenated) kept in the caBundle during a rollover."""
+
+CA_OVERLAP_CHECKS = 6
+"""How long each step of a CA rollover lasts, in ``--cert-check-interval`` periods (60 s by
+default). Within one period every replica writes the caBundle and loads the Secret's pair;
+the rest covers kube-apiserver applying a changed webhook configuration (its informer, well
+under a second when healthy) and replicas whose check runs late on a loaded node."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -65,15 +87,23 @@ class KeyPair:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Bundle:
-    """What a self-managed Secret holds: the CA pair and the serving pair."""
+    """What a self-managed Secret holds: the CA pair (which signs new serving certificates),
+    the serving pair, and during a rollover the ``previous`` CA certificates (PEM) that stay
+    trusted."""
 
     ca: KeyPair
     serving: KeyPair
+    previous: tuple[bytes, ...] = ()
+
+    @property
+    def trusted(self) -> tuple[bytes, ...]:
+        """Every CA certificate of the caBundle, the signing CA first."""
+        return (self.ca.cert_pem, *self.previous)
 
     @property
     def ca_bundle(self) -> str:
-        """The ``caBundle`` value: base64 of the CA certificate's PEM."""
-        return base64.b64encode(self.ca.cert_pem).decode("ascii")
+        """The ``caBundle`` value: base64 of the trusted CA certificates' PEM."""
+        return base64.b64encode(b"".join(self.trusted)).decode("ascii")
 
 
 def service_dns_names(service: str, namespace: str) -> list[str]:
@@ -260,6 +290,195 @@ def renewal_reason(
     return None
 
 
+def overlap(check_interval: float) -> datetime.timedelta:
+    """How long each step of a CA rollover lasts: :data:`CA_OVERLAP_CHECKS` check periods."""
+    return datetime.timedelta(seconds=CA_OVERLAP_CHECKS * check_interval)
+
+
+def split_pem(data: bytes) -> tuple[bytes, ...]:
+    """The certificates of a concatenated PEM ``data``, one PEM each; () when any block does
+    not parse (a caBundle edited to garbage, an empty key)."""
+    try:
+        certs = x509.load_pem_x509_certificates(data)
+    except ValueError:
+        return ()
+    return tuple(cert.public_bytes(serialization.Encoding.PEM) for cert in certs)
+
+
+def _started(cert_pem: bytes) -> datetime.datetime:
+    """When a certificate we made was made (its ``notBefore`` is backdated by BACKDATE)."""
+    return x509.load_pem_x509_certificate(cert_pem).not_valid_before_utc + BACKDATE
+
+
+def _usable_ca(cert_pem: bytes, now: datetime.datetime) -> bool:
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        constraints = cert.extensions.get_extension_for_class(x509.BasicConstraints).value
+    except (ValueError, x509.ExtensionNotFound):
+        return False
+    return constraints.ca and cert.not_valid_after_utc > now
+
+
+def _issuer_among(serving_pem: bytes, cas: tuple[bytes, ...]) -> bytes | None:
+    """The CA of ``cas`` that signed the serving certificate, or None."""
+    try:
+        serving = x509.load_pem_x509_certificate(serving_pem)
+    except ValueError:
+        return None
+    for ca_pem in cas:
+        try:
+            serving.verify_directly_issued_by(x509.load_pem_x509_certificate(ca_pem))
+        except (ValueError, TypeError, InvalidSignature):
+            continue
+        return ca_pem
+    return None
+
+
+def _unservable(serving: KeyPair, now: datetime.datetime) -> str | None:
+    """Why a serving pair cannot be served at all (not merely due for renewal), or None."""
+    problem = pair_problem(serving)
+    if problem:
+        return problem
+    cert = x509.load_pem_x509_certificate(serving.cert_pem)
+    if cert.not_valid_after_utc <= now:
+        return f"the serving certificate expired at {cert.not_valid_after_utc.isoformat()}"
+    return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Step:
+    """The bundle to write into the Secret, and why (logged)."""
+
+    bundle: Bundle
+    reason: str
+
+
+def next_bundle(
+    current: Bundle | None,
+    *,
+    dns_names: list[str],
+    ip_addresses: tuple[str, ...] = (),
+    overlap: datetime.timedelta,
+    ca_name: str,
+    served: KeyPair | None = None,
+    known_cas: tuple[bytes, ...] = (),
+    now: datetime.datetime | None = None,
+) -> Step | None:
+    """The next bundle of a self-managed Secret holding ``current`` (None: missing or
+    unreadable), or None when it stays as it is.
+
+    ``served`` is the pair this replica serves now (what it loaded before the Secret was lost)
+    and ``known_cas`` the CA certificates kube-apiserver may trust now (the caBundles of the
+    webhook configurations, what is left readable in the Secret): a new CA keeps those that are
+    still valid in the caBundle, and keeps serving a certificate one of them signed, so that
+    replicas not yet past their next check are still trusted. See the module's docstring for
+    the steps of a rollover; each lasts ``overlap``.
+    """
+    now = now or _now()
+    if current is not None and ca_problem(current.ca, now=now) is None:
+        return _next_with_ca(
+            current, dns_names=dns_names, ip_addresses=ip_addresses, overlap=overlap, now=now
+        )
+    reason = (
+        "the Secret is missing or unreadable"
+        if current is None
+        else ca_problem(current.ca, now=now)
+    )
+    candidates = known_cas
+    if current is not None:
+        candidates = (current.ca.cert_pem, *current.previous, *known_cas)
+    kept: tuple[bytes, ...] = ()
+    for pem in candidates:
+        if pem not in kept and _usable_ca(pem, now):
+            kept += (pem,)
+    ca = generate_ca(common_name=ca_name, now=now)
+    for pair in (served, current.serving if current is not None else None):
+        if pair is not None and not _unservable(pair, now) and _issuer_among(pair.cert_pem, kept):
+            return Step(
+                Bundle(ca, pair, kept),
+                f"{reason}: a new CA enters the caBundle beside {len(kept)} kept; the "
+                f"serving certificate of the old CA is served until {now + overlap:%H:%M:%S}",
+            )
+    fresh = issue_serving(ca, dns_names=dns_names, ip_addresses=ip_addresses, now=now)
+    return Step(
+        Bundle(ca, fresh, kept),
+        f"{reason}: a new CA and serving certificate"
+        + (f", {len(kept)} CAs of the caBundle kept for {overlap}" if kept else ""),
+    )
+
+
+def pair_to_serve(
+    bundle: Bundle,
+    served: KeyPair | None,
+    *,
+    overlap: datetime.timedelta,
+    now: datetime.datetime | None = None,
+) -> KeyPair:
+    """The pair a replica serves: the Secret's, except that a replica keeps the pair it serves
+    while the Secret's was signed by a CA younger than ``overlap`` and its own is still trusted
+    (signed by a previous CA of the bundle). That happens when a replica that restarted
+    without the Secret had to make a new CA and pair at once: the replicas that still serve the
+    old pair go on serving it until kube-apiserver surely holds the new CA."""
+    now = now or _now()
+    if (
+        served is None
+        or served == bundle.serving
+        or not bundle.previous
+        or now >= _started(bundle.ca.cert_pem) + overlap
+        or _unservable(served, now)
+        or _issuer_among(served.cert_pem, bundle.previous) is None
+    ):
+        return bundle.serving
+    return served
+
+
+def _next_with_ca(
+    current: Bundle,
+    *,
+    dns_names: list[str],
+    ip_addresses: tuple[str, ...],
+    overlap: datetime.timedelta,
+    now: datetime.datetime,
+) -> Step | None:
+    """The next bundle when the CA itself is good (see :func:`next_bundle`)."""
+
+    def reissued(why: str) -> Step:
+        serving = issue_serving(current.ca, dns_names=dns_names, ip_addresses=ip_addresses, now=now)
+        return Step(Bundle(current.ca, serving, current.previous), why)
+
+    issuer = _issuer_among(current.serving.cert_pem, current.trusted)
+    if issuer is None:
+        return reissued("the serving certificate is not signed by a CA of the caBundle")
+    unservable = _unservable(current.serving, now)
+    if issuer != current.ca.cert_pem:
+        # Staged: the replicas serve the old CA's certificate until the new CA has been in
+        # the caBundle for the overlap.
+        due = _started(current.ca.cert_pem) + overlap
+        if unservable:
+            return reissued(f"{unservable}; issued by the new CA before {due:%H:%M:%S}")
+        if now >= due:
+            return reissued(f"the new CA has been in the caBundle since {due - overlap:%H:%M:%S}")
+        return None
+    problem = renewal_reason(
+        Bundle(current.ca, current.serving), dns_names=dns_names, ip_addresses=ip_addresses, now=now
+    )
+    if problem:
+        return reissued(problem)
+    if current.previous:
+        # Replicas that kept their pair while the new CA was young (:func:`pair_to_serve`)
+        # load the new one at the end of that time: the overlap runs from the later of the two.
+        switched = max(_started(current.serving.cert_pem), _started(current.ca.cert_pem) + overlap)
+        due = switched + overlap
+        if now >= due:
+            return Step(
+                Bundle(current.ca, current.serving),
+                f"the new CA's serving certificate has been served since "
+                f"{switched:%H:%M:%S}: {len(current.previous)} previous CA(s) leave the "
+                "caBundle",
+            )
+    return None
+
+
 TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
 """TLS 1.2 suites: ECDHE key exchange with AEAD ciphers only, no CBC (Lucky13 and padding
 oracles) and no static RSA key exchange (no forward secrecy): the suites Go's TLS client, which
@@ -427,8 +646,10 @@ class SecretSource:
         mutating_config: str = "",
         validating_config: str = "",
         extra_sans: tuple[str, ...] = (),
+        check_interval: float = 10.0,
     ) -> None:
         self._api_client = api_client
+        self.overlap = overlap(check_interval)
         self.namespace = namespace
         self.secret_name = secret_name
         self.service_name = service_name
@@ -437,12 +658,22 @@ class SecretSource:
         self.mutating_config = mutating_config
         self.validating_config = validating_config
         self._digest = b""
+        self._served: KeyPair | None = None
+        """The pair this replica serves: kept serving (and trusted) if the Secret is lost."""
 
     async def refresh(self, serving: ServingContext) -> bool:
         """Make sure the Secret holds a good pair (self-managed), serve it if it changed, and
         keep the caBundles current. True when a new pair is served. A pair that cannot be
         served raises :class:`CertificateError`, and the previous pair keeps serving."""
         pair, ca_bundle = await self._current_pair()
+        # The caBundle first: a pair signed by a new CA is served only once this replica has
+        # written that CA (the rollover's overlap covers the other replicas and kube-apiserver).
+        unwritten: CertificateError | None = None
+        if self.manage and ca_bundle:
+            try:
+                await self.inject_ca_bundle(ca_bundle)
+            except CertificateError as exc:
+                unwritten = exc
         changed = False
         digest = hashlib.sha256(pair.cert_pem + b"\0" + pair.key_pem).digest()
         if digest != self._digest:
@@ -453,9 +684,10 @@ class SecretSource:
                     f"Secret {self.namespace}/{self.secret_name}: not a usable pair: {exc}"
                 ) from exc
             self._digest = digest
+            self._served = pair
             changed = True
-        if self.manage and ca_bundle:
-            await self.inject_ca_bundle(ca_bundle)
+        if unwritten is not None:
+            raise unwritten
         return changed
 
     async def _current_pair(self) -> tuple[KeyPair, str]:
@@ -473,32 +705,40 @@ class SecretSource:
             extra_names, ips = split_sans(self.extra_sans)
             dns_names = service_dns_names(self.service_name, self.namespace) + extra_names
             bundle = _bundle_from(secret) if secret is not None else None
-            reason = (
-                renewal_reason(bundle, dns_names=dns_names, ip_addresses=ips)
-                if bundle
-                else "the Secret is missing"
+            known: tuple[bytes, ...] = ()
+            if bundle is None or ca_problem(bundle.ca) is not None:
+                # A new CA: what kube-apiserver trusts now stays trusted for the overlap.
+                known = _leftover_cas(secret) + await self._configured_cas()
+            step = next_bundle(
+                bundle,
+                dns_names=dns_names,
+                ip_addresses=ips,
+                overlap=self.overlap,
+                ca_name=f"queuetree-webhook-ca.{self.namespace}",
+                served=self._served,
+                known_cas=known,
             )
-            if reason is None and bundle is not None:
-                return bundle.serving, bundle.ca_bundle
-            logger.info("Secret %s/%s: %s; renewing", self.namespace, self.secret_name, reason)
-            if bundle is not None and ca_problem(bundle.ca) is None:
-                # Keep the CA: the caBundle stays valid for replicas still serving the old
-                # certificate until their next refresh.
-                fresh = Bundle(
-                    bundle.ca, issue_serving(bundle.ca, dns_names=dns_names, ip_addresses=ips)
-                )
-            else:
-                fresh = generate_bundle(
-                    service=self.service_name,
-                    namespace=self.namespace,
-                    extra_sans=self.extra_sans,
-                )
-            if await self._write_secret(core, fresh, secret):
-                return fresh.serving, fresh.ca_bundle
+            if step is None and bundle is not None:
+                return self._to_serve(bundle), bundle.ca_bundle
+            assert step is not None
+            logger.info("Secret %s/%s: %s", self.namespace, self.secret_name, step.reason)
+            if await self._write_secret(core, step.bundle, secret):
+                return self._to_serve(step.bundle), step.bundle.ca_bundle
             # Another replica wrote first (409): read theirs on the next attempt.
         raise CertificateError(
             f"Secret {self.namespace}/{self.secret_name}: kept conflicting with other writers"
         )
+
+    def _to_serve(self, bundle: Bundle) -> KeyPair:
+        pair = pair_to_serve(bundle, self._served, overlap=self.overlap)
+        if pair is not bundle.serving:
+            logger.info(
+                "Secret %s/%s: its CA is new; the pair served so far stays until kube-apiserver "
+                "surely trusts the new CA",
+                self.namespace,
+                self.secret_name,
+            )
+        return pair
 
     async def _read_secret(self, core: Any) -> dict[str, Any] | None:
         status, secret = await _call(
@@ -517,15 +757,18 @@ class SecretSource:
         def b64(data: bytes) -> str:
             return base64.b64encode(data).decode("ascii")
 
+        data = {
+            TLS_CERT_KEY: b64(bundle.serving.cert_pem),
+            TLS_KEY_KEY: b64(bundle.serving.key_pem),
+            CA_CERT_KEY: b64(bundle.ca.cert_pem),
+            CA_KEY_KEY: b64(bundle.ca.key_pem),
+        }
+        if bundle.previous:
+            data[CA_PREVIOUS_KEY] = b64(b"".join(bundle.previous))
         body = bodies.tls_secret(
             self.secret_name,
             self.namespace,
-            data={
-                TLS_CERT_KEY: b64(bundle.serving.cert_pem),
-                TLS_KEY_KEY: b64(bundle.serving.key_pem),
-                CA_CERT_KEY: b64(bundle.ca.cert_pem),
-                CA_KEY_KEY: b64(bundle.ca.key_pem),
-            },
+            data=data,
             labels={"app.kubernetes.io/managed-by": "queuetree-webhook"},
             resource_version="" if existing is None else bodies.resource_version_of(existing),
         )
@@ -541,15 +784,12 @@ class SecretSource:
         _check(status, answer, doing=f"writing Secret {self.namespace}/{self.secret_name}")
         return True
 
-    async def inject_ca_bundle(self, ca_bundle: str) -> None:
-        """Write ``ca_bundle`` into every webhook of the two configurations, where it differs.
-
-        A configuration that does not exist yet is skipped (the next refresh tries again).
-        """
+    def _webhook_configurations(self) -> list[tuple[str, Any, Any]]:
+        """(name, read, patch) of each configuration whose caBundle this replica keeps."""
         from kubernetes_asyncio import client
 
         api = client.AdmissionregistrationV1Api(self._api_client)
-        for name, read, patch in (
+        configurations = [
             (
                 self.mutating_config,
                 api.read_mutating_webhook_configuration,
@@ -560,9 +800,31 @@ class SecretSource:
                 api.read_validating_webhook_configuration,
                 api.patch_validating_webhook_configuration,
             ),
-        ):
-            if not name:
+        ]
+        return [c for c in configurations if c[0]]
+
+    async def _configured_cas(self) -> tuple[bytes, ...]:
+        """The CA certificates in the caBundles of the webhook configurations now (what
+        kube-apiserver trusts); none from a configuration that cannot be read."""
+        found: tuple[bytes, ...] = ()
+        for name, read, _patch in self._webhook_configurations():
+            status, config = await _call(read(name, _preload_content=False))
+            if status != 200:
                 continue
+            for webhook in config.get("webhooks") or []:
+                bundle = (webhook.get("clientConfig") or {}).get("caBundle") or ""
+                try:
+                    found += split_pem(base64.b64decode(bundle))
+                except ValueError:
+                    continue
+        return found
+
+    async def inject_ca_bundle(self, ca_bundle: str) -> None:
+        """Write ``ca_bundle`` into every webhook of the two configurations, where it differs.
+
+        A configuration that does not exist yet is skipped (the next refresh tries again).
+        """
+        for name, read, patch in self._webhook_configurations():
             status, config = await _call(read(name, _preload_content=False))
             if status == 404:
                 logger.warning("webhook configuration %s not found; caBundle not set", name)
@@ -571,7 +833,18 @@ class SecretSource:
             operations = []
             for index, webhook in enumerate(config.get("webhooks") or []):
                 client_config = webhook.get("clientConfig") or {}
-                if client_config.get("caBundle") != ca_bundle:
+                found = client_config.get("caBundle")
+                if found != ca_bundle:
+                    if found and not _decodes_to_certificates(found):
+                        logger.warning(
+                            "webhook %s of %s: its caBundle is not a PEM certificate bundle "
+                            "(edited by hand?); kube-apiserver cannot call it: written back "
+                            "from Secret %s/%s",
+                            webhook.get("name", index),
+                            name,
+                            self.namespace,
+                            self.secret_name,
+                        )
                     operations.append(
                         {
                             "op": "replace" if "caBundle" in client_config else "add",
@@ -620,9 +893,29 @@ def _pair_from(secret: dict[str, Any], cert_key: str, key_key: str) -> KeyPair:
 
 def _bundle_from(secret: dict[str, Any]) -> Bundle | None:
     try:
+        previous = (secret.get("data") or {}).get(CA_PREVIOUS_KEY)
         return Bundle(
             ca=_pair_from(secret, CA_CERT_KEY, CA_KEY_KEY),
             serving=_pair_from(secret, TLS_CERT_KEY, TLS_KEY_KEY),
+            previous=split_pem(base64.b64decode(previous)) if isinstance(previous, str) else (),
         )
     except (CertificateError, ValueError):
         return None
+
+
+def _leftover_cas(secret: dict[str, Any] | None) -> tuple[bytes, ...]:
+    """The CA certificates still readable in a Secret whose bundle is not usable."""
+    found: tuple[bytes, ...] = ()
+    for key in (CA_CERT_KEY, CA_PREVIOUS_KEY):
+        try:
+            found += split_pem(_decoded(secret or {}, key))
+        except (CertificateError, ValueError):
+            continue
+    return found
+
+
+def _decodes_to_certificates(ca_bundle: str) -> bool:
+    try:
+        return bool(split_pem(base64.b64decode(ca_bundle, validate=True)))
+    except ValueError:
+        return False

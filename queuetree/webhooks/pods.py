@@ -29,9 +29,11 @@ there too.
 
 What ``/pods/validate`` refuses (beyond the reference, which has no pod validation):
 
-- CREATE: any pod carrying the admission record (``scheduling.queuetree.io/admitted-queue``),
-  opted in or not: the operator charges a pod to the queue its record names, and writes the
-  record only when it removes the pod's gate, so a pod created with one was never admitted
+- CREATE: any pod carrying the admission record (``scheduling.queuetree.io/admitted-queue``,
+  and ``admitted-devices``, which only an admitted pod's own claims read, so the
+  configurations send it only with the first or an opt-in), opted in or not: the operator
+  charges a pod to the queue its record names, and writes the record only when it removes
+  the pod's gate, so a pod created with one was never admitted
   (the configurations send pods that carry it here, on CREATE and UPDATE); an opted-in pod
   whose queue cannot take pods (missing, root, not a leaf, not Open), and an opted-in pod
   created bound to a node (``spec.nodeName``: a bound pod cannot carry a scheduling gate, so
@@ -39,7 +41,8 @@ What ``/pods/validate`` refuses (beyond the reference, which has no pod validati
   (``--scheduler-name``) is allowed with a warning, and stays gated;
 - UPDATE: removing the queue-allocation gate, by anyone but the operator
   (``--operator-username``); writing the admission record
-  (``scheduling.queuetree.io/admitted-queue``), by anyone but the operator; opting in after
+  (``scheduling.queuetree.io/admitted-queue`` and ``admitted-devices``), by anyone but the
+  operator; opting in after
   creation (writing the opt-in annotation ``"true"`` onto a pod that has neither the gate nor
   the record): opt-in is read at creation, when the gate is added, and an ungated pod that
   opted in later would be counted in its queue (``objects.Pod.governed``) without ever having
@@ -74,7 +77,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from queuetree.api import (
     admission,
@@ -452,24 +455,32 @@ def _validate_create(
     )
 
 
+_RECORD_MEANS: Final = {
+    objects.ADMITTED_QUEUE_ANNOTATION: "charges the pod to the queue it names",
+    objects.ADMITTED_DEVICES_ANNOTATION: "charges the pod's own ResourceClaims at least the "
+    "devices it lists",
+}
+"""What the operator does with each of ``objects.ADMISSION_RECORDS``, for the refusals."""
+
+
 def _record_at_creation(annotations: Mapping[str, str], *, subject: str) -> list[problems.Problem]:
     """No pod is created admitted: the operator creates no pods, and writes the admission record
-    only in the write that removes a pod's gate. A pod created with the record would be charged
-    to the queue it names, whatever queue it asks for and whether or not that queue has room."""
-    record = objects.ADMITTED_QUEUE_ANNOTATION
-    if record not in annotations:
-        return []
+    (``objects.ADMISSION_RECORDS``) only in the write that removes a pod's gate. A pod created
+    with the record would be charged to the queue it names, whatever queue it asks for and
+    whether or not that queue has room (or charged the devices it names at least)."""
     return [
         problems.Problem(
             f"metadata.annotations{problems.key(record)}",
             problems.ErrorType.FORBIDDEN,
             f"{subject} cannot be created with the admission record {record}: only the queuetree "
             "operator writes it, when it admits a pod (in the write that removes the pod's "
-            "scheduling gate), and charges the pod to the queue it names; remove the annotation "
+            f"scheduling gate), and {_RECORD_MEANS[record]}; remove the annotation "
             "(a manifest copied from an admitted pod carries it) and name the pod's queue with "
             f"{objects.QUEUE_NAME_ANNOTATION}",
             value=annotations[record],
         )
+        for record in objects.ADMISSION_RECORDS
+        if record in annotations
     ]
 
 
@@ -575,16 +586,23 @@ def _validate_update(
                 value=after.get(GATE),
             )
         )
-    if before.get(record) != after.get(record):
-        trouble.append(
-            problems.Problem(
-                f"metadata.annotations{problems.key(record)}",
-                problems.ErrorType.FORBIDDEN,
-                f"the queue {subject} was admitted to is written by {operator} only, when it "
-                "removes the pod's gate, and never changes after",
-                value=after.get(record),
-            )
+    trouble.extend(
+        problems.Problem(
+            f"metadata.annotations{problems.key(written)}",
+            problems.ErrorType.FORBIDDEN,
+            f"{what} is written by {operator} only, when it removes the pod's gate, and never "
+            "changes after",
+            value=after.get(written),
         )
+        for written, what in (
+            (record, f"the queue {subject} was admitted to"),
+            (
+                objects.ADMITTED_DEVICES_ANNOTATION,
+                f"what the ResourceClaims of {subject} were charged when it was admitted",
+            ),
+        )
+        if before.get(written) != after.get(written)
+    )
     if bodies.spec_of(old) != bodies.spec_of(new):
         # Before 1.32, a cluster with InPlacePodVerticalScaling on resized through the pod
         # itself; later ones refuse a change of requests here before any webhook.

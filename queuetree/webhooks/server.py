@@ -434,6 +434,7 @@ class CertificateKeeper:
                 manage=config.cert_mode == "self-managed",
                 mutating_config=config.mutating_webhook_config_name,
                 validating_config=config.validating_webhook_config_name,
+                check_interval=config.cert_check_interval,
             )
 
     async def refresh(self) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from queuetree.api import pod_manifests, readers, resource_claims
-from queuetree.core import devices, objects
+from queuetree.core import devices, objects, resources
 
 EXACT = devices.DeviceAsk
 
@@ -181,3 +181,61 @@ POD_OWNER = {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u1", "contr
 )
 def test_a_claim_reads_the_pod_that_controls_it(manifest: dict[str, Any], owner: str) -> None:
     assert resource_claims.parse_claim(manifest)[1].owner == owner
+
+
+GPU = "nvidia.com/gpu"
+
+
+@pytest.mark.parametrize(
+    ("charged", "written"),
+    [
+        pytest.param({GPU: "2"}, '{"nvidia.com/gpu":"2"}', id="one-resource"),
+        pytest.param(
+            {GPU: "1", "example.com/fpga": "3"},
+            '{"example.com/fpga":"3","nvidia.com/gpu":"1"}',
+            id="names-sorted",
+        ),
+        pytest.param({}, "{}", id="nothing-charged"),
+    ],
+)
+def test_the_devices_record_is_read_back_as_written(charged: dict[str, str], written: str) -> None:
+    resource = resources.Resource.from_resource_list(charged)
+    record = resource_claims.devices_record(resource)
+    annotations = {objects.ADMITTED_DEVICES_ANNOTATION: record}
+    assert (record, resource_claims.read_devices_record(annotations)) == (written, resource)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("not json", id="not-json"),
+        pytest.param('["nvidia.com/gpu"]', id="not-a-map"),
+        pytest.param('{"nvidia.com/gpu": 2}', id="a-number-not-a-quantity"),
+        pytest.param('{"nvidia.com/gpu": "two"}', id="a-malformed-quantity"),
+    ],
+)
+def test_an_unreadable_devices_record_is_ignored(value: str) -> None:
+    annotations = {objects.ADMITTED_DEVICES_ANNOTATION: value}
+    assert resource_claims.read_devices_record(annotations) is None
+
+
+@pytest.mark.parametrize(
+    ("claims", "expected"),
+    [
+        pytest.param(POD_CLAIMS, {GPU: "2"}, id="a-pod-with-claims-reads-it"),
+        pytest.param([], None, id="a-pod-without-claims-ignores-it"),
+    ],
+)
+def test_a_pod_reads_its_devices_record_only_when_it_names_claims(
+    claims: list[dict[str, Any]], expected: dict[str, str] | None
+) -> None:
+    manifest: dict[str, Any] = {
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "annotations": {objects.ADMITTED_DEVICES_ANNOTATION: '{"nvidia.com/gpu":"2"}'},
+        },
+        "spec": {"containers": [{"name": "c"}], "resourceClaims": claims},
+    }
+    read = pod_manifests.parse_pod(manifest).admitted_devices
+    assert read == (None if expected is None else resources.Resource.from_resource_list(expected))

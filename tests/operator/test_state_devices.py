@@ -354,6 +354,50 @@ def test_a_pod_first_seen_admitted_has_not_outgrown_anything() -> None:
     assert (gpus(cluster), dict(cluster.view().outgrown)) == ({"ns/a": "3"}, {})
 
 
+def recorded(count: int | None, *, claim: str = "a-gpu-1") -> objects.Pod:
+    """Pod ``a`` admitted (gate gone, running) with its own claim ``claim``, as an operator
+    that just started reads it: its admission record says its claims were charged ``count``
+    GPUs (None: a pod admitted before the record existed)."""
+    pod = claiming("a", own(claim), gated=False)
+    if count is None:
+        return pod
+    charge = resources.Resource.from_resource_list({GPU: str(count)})
+    return dataclasses.replace(pod, admitted_devices=charge)
+
+
+@pytest.mark.parametrize(
+    ("pod", "claim", "shown", "outgrown"),
+    [
+        pytest.param(recorded(4), None, "4", False, id="its-claim-not-read-yet-charges-the-record"),
+        pytest.param(recorded(4), 4, "4", False, id="its-claim-as-admitted"),
+        pytest.param(recorded(4), 1, "4", False, id="its-claim-re-made-smaller-charges-the-record"),
+        pytest.param(
+            recorded(1), 3, "3", False, id="a-larger-claim-charges-more-but-is-not-evicted-on-it"
+        ),
+        pytest.param(recorded(None), 1, "1", False, id="no-record-charges-its-claim"),
+        pytest.param(recorded(None), None, "0", False, id="no-record-and-no-claim-charges-none"),
+    ],
+)
+def test_after_a_restart_the_admission_record_is_the_floor_of_a_pods_charge(
+    pod: objects.Pod, claim: int | None, shown: str, outgrown: bool
+) -> None:
+    # A record is a floor, never a reason to evict: a deviceClassMappings changed across the
+    # restart may charge a claim more than it was admitted with, and nothing grew.
+    cluster = state.ClusterState(device_classes=MAPPINGS)
+    cluster.upsert_pod(pod)
+    if claim is not None:
+        cluster.upsert_claim(devices.CLAIM, "ns/a-gpu-1", gpus_spec(claim, owner="uid-a"))
+    assert (gpus(cluster), "ns/a" in cluster.view().outgrown) == ({"ns/a": shown}, outgrown)
+
+
+def test_a_record_in_a_namespace_the_webhook_does_not_review_is_not_believed() -> None:
+    cluster = state.ClusterState(device_classes=MAPPINGS)
+    cluster.set_namespace_reviewed("ns", False)
+    cluster.upsert_pod(recorded(4))
+    cluster.upsert_claim(devices.CLAIM, "ns/a-gpu-1", gpus_spec(1, owner="uid-a"))
+    assert gpus(cluster) == {"ns/a": "1"}
+
+
 def test_without_mappings_claims_charge_nothing() -> None:
     cluster = state.ClusterState()
     cluster.upsert_pod(claiming("a", OWN))

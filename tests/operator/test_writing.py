@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from queuetree.core import objects
+from queuetree.core import objects, resources
 from queuetree.operator import explaining, writing
 from tests.operator import fakes
 
@@ -78,3 +78,32 @@ def test_a_pod_without_annotations_gets_the_record_as_its_first_annotation() -> 
             "value": {"scheduling.queuetree.io/admitted-queue": "team"},
         },
     ]
+
+
+@pytest.mark.parametrize(
+    ("own_devices", "recorded"),
+    [
+        pytest.param(
+            resources.Resource.from_resource_list({"nvidia.com/gpu": "2"}),
+            {"scheduling.queuetree.io~1admitted-devices": '{"nvidia.com/gpu":"2"}'},
+            id="a-pod-charged-its-own-claims-records-that-charge",
+        ),
+        pytest.param(
+            resources.EMPTY,
+            {"scheduling.queuetree.io~1admitted-devices": "{}"},
+            id="own-claims-that-charged-nothing-record-nothing-charged",
+        ),
+        pytest.param(None, {}, id="a-pod-without-own-claims-records-only-its-queue"),
+    ],
+)
+def test_the_admission_record_keeps_what_a_pods_own_claims_were_charged(
+    own_devices: resources.Resource | None, recorded: dict[str, str]
+) -> None:
+    pod = dataclasses.replace(fakes.pod("p"), own_devices=own_devices)
+    patch = writing.build_gate_removal_patch(pod, queue="team") or []
+    adds = {
+        op["path"].removeprefix("/metadata/annotations/"): op["value"]
+        for op in patch
+        if op["op"] == "add"
+    }
+    assert adds == {"scheduling.queuetree.io~1admitted-queue": "team", **recorded}

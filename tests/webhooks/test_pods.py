@@ -478,6 +478,17 @@ def created_with_record(value: str, *, subject: str = "default/p1") -> str:
     )
 
 
+DEVICES_RECORD = "scheduling.queuetree.io/admitted-devices"
+
+
+def devices_record_written(value: str) -> str:
+    return (
+        f'metadata.annotations["{DEVICES_RECORD}"]: Forbidden: {value}what the ResourceClaims '
+        f"of pod default/p1 were charged when it was admitted is written by the queuetree "
+        f"operator ({OPERATOR}) only, when it removes the pod's gate, and never changes after"
+    )
+
+
 FOREIGN_SCHEDULER = (
     "spec.schedulerName: my-scheduler: queuetree admits pods for default-scheduler only "
     "(--scheduler-name), so this pod stays gated (holding no room in its queue) and is told why; "
@@ -617,6 +628,21 @@ FOREIGN_SCHEDULER = (
             {},
             denied(created_with_record("default")),
             id="an-opted-in-pod-created-with-a-forged-admission-record",
+        ),
+        pytest.param(
+            pod(annotations={**OPT_IN, QUEUE_NAME: "a", DEVICES_RECORD: '{"nvidia.com/gpu":"9"}'}),
+            {},
+            {},
+            denied(
+                f'metadata.annotations["{DEVICES_RECORD}"]: Forbidden: '
+                '"{"nvidia.com/gpu":"9"}": pod default/p1 cannot be created with '
+                f"the admission record {DEVICES_RECORD}: only the queuetree operator writes it, "
+                "when it admits a pod (in the write that removes the pod's scheduling gate), and "
+                "charges the pod's own ResourceClaims at least the devices it lists; remove the "
+                "annotation (a manifest copied from an admitted pod carries it) and name the "
+                f"pod's queue with {QUEUE_NAME}"
+            ),
+            id="an-opted-in-pod-created-with-a-forged-devices-record",
         ),
         pytest.param(
             pod(annotations={QUEUE_NAME: "a", RECORD: "b"}),
@@ -854,6 +880,24 @@ UPDATES = {
             f"admitted to is written by the queuetree operator ({OPERATOR}) only, when it "
             "removes the pod's gate, and never changes after"
         ),
+    ),
+    "a tenant lowers the devices its admitted pod was charged": UpdatesCase(
+        old=pod(annotations={**ADMITTED, DEVICES_RECORD: '{"nvidia.com/gpu":"4"}'}),
+        new=pod(annotations={**ADMITTED, DEVICES_RECORD: '{"nvidia.com/gpu":"1"}'}),
+        user=TENANT,
+        expected=denied(devices_record_written('"{"nvidia.com/gpu":"1"}": ')),
+    ),
+    "a tenant removes the devices record": UpdatesCase(
+        old=pod(annotations={**ADMITTED, DEVICES_RECORD: '{"nvidia.com/gpu":"4"}'}),
+        new=pod(annotations=ADMITTED),
+        user=TENANT,
+        expected=denied(devices_record_written("")),
+    ),
+    "the operator writes the devices record with the queue's": UpdatesCase(
+        old=pod(annotations={**OPT_IN, QUEUE_NAME: "a"}, gates=[GATE]),
+        new=pod(annotations={**ADMITTED, DEVICES_RECORD: '{"nvidia.com/gpu":"4"}'}),
+        user=OPERATOR,
+        expected=allowed(),
     ),
     "a tenant relabels an admitted pod": UpdatesCase(
         old=pod(annotations=ADMITTED),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import pathlib
 from typing import Any
 
@@ -269,3 +270,78 @@ async def test_cert_manager_mode_waits_for_the_secret_to_be_issued(
         stop.set()
         await serving
     assert status == 200
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        # (a new pair served, CAs per caBundle, the old CA still in them, a warning logged)
+        pytest.param("ca-bundle-garbage", (False, {1}, True, True), id="ca-bundle-garbage"),
+        pytest.param("ca-bundle-another-ca", (False, {1}, True, False), id="ca-bundle-another-ca"),
+        # The new CA is staged beside the old one; the old pair is still served.
+        pytest.param("secret-deleted", (False, {2}, True, False), id="secret-deleted"),
+    ],
+)
+async def test_an_edit_while_running_is_repaired_without_distrusting_the_served_pair(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture, edit: str, expected: tuple[Any, ...]
+) -> None:
+    from kubernetes_asyncio import client, config
+
+    with harness.running(tmp_path) as cluster:
+        manifests = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            configuration("MutatingWebhookConfiguration", "m"),
+            configuration("ValidatingWebhookConfiguration", "v"),
+        ]
+        applied = await asyncio.to_thread(
+            cluster.kubectl, "apply", "-f", "-", input=yaml.safe_dump_all(manifests)
+        )
+        assert applied.returncode == 0, applied.stderr
+        configuration_ = client.Configuration()
+        await config.load_kube_config(
+            config_file=str(cluster.kubeconfig), client_configuration=configuration_
+        )
+        async with client.ApiClient(configuration_) as api_client:
+            source = certificates.SecretSource(
+                api_client,
+                namespace=NAMESPACE,
+                secret_name="certs",
+                service_name="queuetree-webhook",
+                manage=True,
+                mutating_config="m",
+                validating_config="v",
+            )
+            serving = certificates.ServingContext(certificates.server_context)
+            assert await source.refresh(serving)
+            shown = await asyncio.to_thread(
+                cluster.kubectl, "get", "secret", "certs", "-n", NAMESPACE, "-o", "json"
+            )
+            old_ca = base64.b64decode(json.loads(shown.stdout)["data"]["ca.crt"])
+            if edit == "secret-deleted":
+                args: tuple[str, ...] = ("delete", "secret", "certs", "-n", NAMESPACE)
+            else:
+                pem = (
+                    b"garbage"
+                    if edit == "ca-bundle-garbage"
+                    else certificates.generate_ca(common_name="another").cert_pem
+                )
+                value = base64.b64encode(pem).decode()
+                patch = [
+                    {"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": value}
+                ]
+                args = ("patch", "mutatingwebhookconfiguration", "m", "--type=json")
+                args += ("-p", json.dumps(patch))
+            done = await asyncio.to_thread(cluster.kubectl, *args)
+            assert done.returncode == 0, done.stderr
+            with caplog.at_level(logging.WARNING, logger=certificates.__name__):
+                loaded = await source.refresh(serving)
+        cas = []
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            shown = await asyncio.to_thread(cluster.kubectl, "get", kind, "-o", "json")
+            for item in json.loads(shown.stdout)["items"]:
+                cas += [
+                    certificates.split_pem(base64.b64decode(w["clientConfig"]["caBundle"]))
+                    for w in item["webhooks"]
+                ]
+    warned = any("not a PEM certificate bundle" in r.getMessage() for r in caplog.records)
+    assert (loaded, {len(c) for c in cas}, all(old_ca in c for c in cas), warned) == expected
