@@ -97,8 +97,9 @@ Workload API (KEP-4671), whose ``scheduling.k8s.io`` PodGroup lets kube-schedule
 admitted gang all or nothing (docs/gangs.md). A gate must agree across the three, or the
 scheduler waits for groups the API does not serve."""
 WORKLOAD_API_ENV = "QUEUETREE_WORKLOAD_API"
-"""``1`` in the environment starts the control plane with :data:`WORKLOAD_GATES` unless
-:attr:`Options.feature_gates` says otherwise (``QUEUETREE_WORKLOAD_API=1 make e2e-real``)."""
+"""``0`` in the environment starts the control plane without :data:`WORKLOAD_GATES` (as
+Kubernetes v1.37 ships: gangs placed pod by pod), unless :attr:`Options.feature_gates` says
+otherwise (``QUEUETREE_WORKLOAD_API=0 make e2e-real``)."""
 WORKLOAD_API = "scheduling.k8s.io/v1beta1=true"
 """kube-apiserver's ``--runtime-config``: the beta API the gate guards is not served by default."""
 SCHEDULER_CLIENT = {"qps": 5000, "burst": 5000}
@@ -107,6 +108,18 @@ in its util.go; kwokctl's ``--disable-qps-limits`` gives 5000/10000): at the def
 scheduler binds about 18 pods a second here, a client-side limit and not the machine's. The API
 server's priority and fairness still protects it. kwok's own client has no rate limit (it
 installs an always-allow limiter)."""
+
+SCHEDULER_PLUGINS_OFF = {"podGroupPostFilter": ("DynamicResources",)}
+"""Extension points of kube-scheduler's default profile where a default plugin is turned off
+(the plugin keeps every other point). v1.37.2's ``DynamicResources.PodGroupPostFilter`` reads
+the pod-group state that only its own PreFilter writes; when no member of a gang reached that
+PreFilter (no node at all, so ``schedulePod`` stops at ``ErrNoNodesAvailable``, or an earlier
+PreFilter plugin rejected every member), the read fails with ``not found`` and the whole gang
+is answered ``SchedulerError`` instead of ``Unschedulable``: a cluster autoscaler then buys
+no node for it, and DefaultPreemption's PodGroupPostFilter, which runs after it, never runs.
+Turned off, an unplaceable gang is ``Unschedulable``; DRA still allocates claims (PreFilter,
+Filter, Reserve, PreBind) and single pods keep its PostFilter. What is lost: freeing a
+gang's stale claim allocations when the gang cannot be placed (docs/gangs.md)."""
 
 KWOK_POD_PLAY_PARALLELISM = 32
 """Pods whose stages kwok plays at once (``podPlayStageParallelism`` of its
@@ -151,13 +164,12 @@ class Options:
     apiserver_flags: tuple[str, ...] = ()
     """More kube-apiserver flags, appended last."""
     feature_gates: tuple[str, ...] = dataclasses.field(
-        default_factory=lambda: WORKLOAD_GATES if os.environ.get(WORKLOAD_API_ENV) == "1" else ()
+        default_factory=lambda: () if os.environ.get(WORKLOAD_API_ENV) == "0" else WORKLOAD_GATES
     )
-    """``--feature-gates`` of kube-apiserver, kube-scheduler and kube-controller-manager alike
-    (:data:`WORKLOAD_GATES`: the Workload API, whose ``--runtime-config`` goes with it, so gangs
-    are placed whole by kube-scheduler, docs/gangs.md). By default none, as Kubernetes v1.37
-    ships, until the whole real suite has passed with the API on; :data:`WORKLOAD_API_ENV`
-    turns it on for a run (runtime flags only: the binaries are the same either way)."""
+    """``--feature-gates`` of kube-apiserver, kube-scheduler and kube-controller-manager alike.
+    By default :data:`WORKLOAD_GATES`: the Workload API, whose ``--runtime-config`` goes with
+    it, so gangs are placed whole by kube-scheduler (docs/gangs.md); :data:`WORKLOAD_API_ENV`
+    turns it off for a run (runtime flags only: the binaries are the same either way)."""
     karpenter: karpenter.Options | None = None
     """Start Karpenter with its kwok provider as the autoscaler (None: no autoscaler)."""
 
@@ -614,12 +626,21 @@ def kwok_configuration() -> dict[str, Any]:
 def scheduler_configuration(kubeconfig: pathlib.Path) -> dict[str, Any]:
     """kube-scheduler's ``KubeSchedulerConfiguration``: its client at :data:`SCHEDULER_CLIENT`;
     with ``--config`` it reads its kubeconfig and leader election from the file, not from the
-    flags."""
+    flags; its one profile is the default one less :data:`SCHEDULER_PLUGINS_OFF`."""
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
         "clientConnection": {"kubeconfig": str(kubeconfig), **SCHEDULER_CLIENT},
         "leaderElection": {"leaderElect": False},
+        "profiles": [
+            {
+                "schedulerName": "default-scheduler",
+                "plugins": {
+                    point: {"disabled": [{"name": name} for name in names]}
+                    for point, names in SCHEDULER_PLUGINS_OFF.items()
+                },
+            }
+        ],
     }
 
 

@@ -1268,7 +1268,7 @@ def karpenter_events(kube: Kube, *, prefix: str = "") -> list[dict[str, Any]]:
 
 
 def native_served(kube: Kube) -> bool:
-    """Whether the API server serves the Workload API's PodGroups (the real backend, started
-    with ``controlplane.cluster.WORKLOAD_GATES``; never kubesim)."""
+    """Whether the API server serves the Workload API's PodGroups (the real backend, unless
+    started under ``QUEUETREE_WORKLOAD_API=0``; never kubesim)."""
     found = kube.kubectl("api-resources", "--api-group=scheduling.k8s.io", "-o", "name")
     return found.ok and NATIVE_PODGROUP in found.stdout.split()

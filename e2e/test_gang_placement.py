@@ -2,12 +2,13 @@
 
 A gang of 4 pods that fits its queue but whose nodes fit only 3 of them:
 
-- where the API server serves the Workload API (``scheduling.k8s.io/v1beta1`` PodGroups: a
-  real control plane, started with ``controlplane.cluster.WORKLOAD_GATES``), queuetree admits
-  the gang and kube-scheduler places none of its pods, since ``minCount`` = 4 cannot be
-  placed together: no pod runs at any poll;
-- where it does not (kubesim, Kubernetes before 1.35), the pods are placed one by one: 3 run
-  and hold their nodes while the fourth waits. That is what queuetree does instead, and says.
+- where the API server serves the Workload API (``scheduling.k8s.io/v1beta1`` PodGroups: the
+  real control plane, which starts with ``controlplane.cluster.WORKLOAD_GATES`` by default),
+  queuetree admits the gang and kube-scheduler places none of its pods, since ``minCount`` = 4
+  cannot be placed together: no pod runs at any poll;
+- where it does not (kubesim, the real control plane under ``QUEUETREE_WORKLOAD_API=0``,
+  Kubernetes before 1.35), the pods are placed one by one: 3 run and hold their nodes while
+  the fourth waits. That is what queuetree does instead, and says.
 
 Either way the queue's reservation is held, as Volcano holds an admitted gang, and never in
 silence: the PodGroup and its workload get a ``GangUnplaced`` Warning saying what is held and

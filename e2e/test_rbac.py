@@ -64,8 +64,8 @@ def unexercised(cluster: support.Cluster) -> set[str]:
     """Grants this test cannot use, each for a stated reason: the operator reads a native
     PodGroup only when its creation finds one there already (after a restart of the operator),
     and deletes one only when it is an earlier PodGroup's of the same name; where the API
-    server does not serve native PodGroups (kubesim, or the real backend without
-    ``QUEUETREE_WORKLOAD_API=1``), it writes none at all."""
+    server does not serve native PodGroups (kubesim, or the real backend under
+    ``QUEUETREE_WORKLOAD_API=0``), it writes none at all."""
     found = {
         "ClusterRole/queuetree-operator: get scheduling.k8s.io/podgroups",
         "ClusterRole/queuetree-operator: delete scheduling.k8s.io/podgroups",

@@ -352,10 +352,12 @@ def _admit_job(
             reserved.append(task)
         elif not task.pod.opted_in:
             session.task_messages[task.key] = _not_opted_in(task)
-    if reserved:
+    # minMember first: a gang its queue cannot take whole is told so, whether or not its pods
+    # name a native PodGroup; only a gang that fits is held back for its native members.
+    if reserved and not _short_of_min_member(session, job, reserved=reserved):
         reserved = _together_for_kube_scheduler(session, job, tasks=tasks, reserved=reserved)
-    if reserved:
-        _settle_gang(session, job, reserved=reserved)
+        if reserved:
+            _settle_gang(session, job, reserved=reserved)
 
 
 def _together_for_kube_scheduler(
@@ -452,10 +454,19 @@ def _settle_gang(
 ) -> None:
     """Ungate a job's admitted tasks if, with its running and in-flight tasks, at least
     ``minMember`` fit; otherwise roll every admission of the job back."""
+    if not _short_of_min_member(session, job, reserved=reserved):
+        session.ungated.extend(t.key for t in reserved)
+
+
+def _short_of_min_member(
+    session: frameworks.Session, job: frameworks.Job, *, reserved: list[frameworks.Task]
+) -> bool:
+    """Whether fewer than ``minMember`` of a job's tasks fit, counting its running and
+    in-flight ones with ``reserved``; if so every admission in ``reserved`` is rolled back and
+    the job says why."""
     in_flight = job.ready + job.waiting + session.in_flight.get(job.key, 0)
     if in_flight + len(reserved) >= job.min_member:
-        session.ungated.extend(t.key for t in reserved)
-        return
+        return False
     session.job_messages[job.key] = (
         f"pod group {job.key}: only {in_flight + len(reserved)} of minMember "
         f"{job.min_member} pods fit in queue {job.queue!r}; its gated pods stay gated "
@@ -463,6 +474,7 @@ def _settle_gang(
     )
     for task in reversed(reserved):
         session.unreserve(task)
+    return True
 
 
 def _allocate_job(

@@ -133,6 +133,44 @@ def test_kube_scheduler_runs_with_its_client_limit_raised_as_scheduler_perf_runs
     )
 
 
+def test_kube_scheduler_keeps_dynamic_resources_everywhere_but_its_pod_group_post_filter(
+    tmp_path: pathlib.Path,
+) -> None:
+    # v1.37.2's DynamicResources.PodGroupPostFilter fails ("not found") for a gang none of
+    # whose pods reached its PreFilter (no node yet): the gang would be a SchedulerError, not
+    # Unschedulable, and no autoscaler would add a node for it.
+    configuration = cluster.scheduler_configuration(tmp_path / "kube-scheduler.kubeconfig")
+    assert configuration["profiles"] == [
+        {
+            "schedulerName": "default-scheduler",
+            "plugins": {"podGroupPostFilter": {"disabled": [{"name": "DynamicResources"}]}},
+        }
+    ]
+
+
+WORKLOAD_API_SWITCH = {
+    "unset: the Workload API on": (None, cluster.WORKLOAD_GATES),
+    "1: on": ("1", cluster.WORKLOAD_GATES),
+    "0: off, as Kubernetes v1.37 ships": ("0", ()),
+}
+
+
+@pytest.mark.parametrize(
+    ("value", "gates"), list(WORKLOAD_API_SWITCH.values()), ids=list(WORKLOAD_API_SWITCH)
+)
+def test_the_control_plane_serves_the_workload_api_unless_switched_off(
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    value: str | None,
+    gates: tuple[str, ...],
+) -> None:
+    if value is None:
+        monkeypatch.delenv(cluster.WORKLOAD_API_ENV, raising=False)
+    else:
+        monkeypatch.setenv(cluster.WORKLOAD_API_ENV, value)
+    assert cluster.Options(workdir=tmp_path).feature_gates == gates
+
+
 KWOK_OPTIONS = {
     # Raised: at kwok's 4, Running latency measured kwok's queue of pod plays.
     "pods played at once, raised": ("podPlayStageParallelism", 32),

@@ -660,6 +660,19 @@ NATIVE_CASES = {
             "(2 allocated, 1 reserved by admitted pods not yet placed)",
         },
     ),
+    "a native gang its queue cannot take whole is told its minMember, not its native group": Case(
+        objects=(
+            NODE,
+            *ROOM_FOR_3,
+            _gang(4),
+            *(_member(f"p{i}", i, native=True) for i in range(4)),
+        ),
+        reasons={
+            f"ns/p{i}": "pod group ns/gang: only 3 of minMember 4 pods fit in queue 'team-a'; "
+            "its gated pods stay gated together"
+            for i in range(4)
+        },
+    ),
     "native members that all fit are ungated together with the gang": Case(
         objects=(
             NODE,
