@@ -62,7 +62,9 @@ WHAT_THE_PROCESSES_DO = """
             return api.deserialize(answer, "V1Lease")
     lease = asyncio.run(read_lease())
     assert lease.spec.holder_identity == "a", lease
-    print(json.dumps(sorted(name for name in sys.modules if name.startswith("kubernetes_asyncio"))))
+    print(json.dumps(sorted(
+        name for name in sys.modules if name.startswith(("kubernetes_asyncio", "urllib3."))
+    )))
 """
 
 
@@ -81,6 +83,8 @@ def test_a_process_loads_only_the_generated_classes_it_uses(entry: str) -> None:
     assert len([name for name in loaded if name.startswith(GENERATED)]) <= (
         GENERATED_MODULES_AT_MOST
     )
+    # urllib3 (2.0 MiB) is registered, never run: only basic authentication would read it.
+    assert [name for name in loaded if name.startswith("urllib3.")] == []
 
 
 def test_the_deferred_packages_offer_every_name_of_the_generated_ones() -> None:
@@ -118,6 +122,18 @@ def test_the_deferred_packages_offer_every_name_of_the_generated_ones() -> None:
         pytest.param(
             "type(kubernetes_asyncio.watch.Watch).__name__", "type", id="a-subpackage-by-name"
         ),
+        pytest.param(
+            "client.Configuration(username='a', password='b').get_basic_auth_token()",
+            "Basic YTpi",
+            id="urllib3-runs-when-first-read",
+        ),
+        pytest.param(
+            "__import__('urllib3').__version__ == __import__('importlib.metadata').metadata"
+            ".version('urllib3')",
+            True,
+            id="urllib3-is-the-library-s-own",
+        ),
+        pytest.param("hasattr(__import__('urllib3'), 'NoSuchName')", False, id="urllib3-missing"),
     ],
 )
 def test_a_deferred_package_answers_as_the_generated_one(expression: str, expected: object) -> None:
