@@ -16,3 +16,4 @@ __version__ = "0.1.0"
 from queuetree import importing as _importing
 
 _importing.defer_generated_client()
+_importing.defer_until_used()

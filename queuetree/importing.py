@@ -23,6 +23,7 @@ that imported kubernetes-asyncio first keeps the package as it loaded.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import re
 import sys
@@ -45,6 +46,50 @@ _IMPORT_AS: Final = re.compile(r"^import (kubernetes_asyncio(?:\.\w+)+) as (\w+)
 """The top package's: ``import kubernetes_asyncio.client as client``."""
 _CONSTANT: Final = re.compile(r"^(__\w+__) = \"([^\"]*)\"[ \t]*$", re.M)
 """Its string constants: ``__version__ = "36.1.0"``."""
+
+
+UNTIL_USED: Final = ("urllib3",)
+"""Modules imported by name (``import urllib3``) that run when one of their attributes is first
+read: kubernetes-asyncio's configuration imports urllib3 (2.0 MiB resident) for basic
+authentication's header only, which queuetree's processes never use."""
+
+
+def defer_until_used(names: tuple[str, ...] = UNTIL_USED) -> None:
+    """Register each of ``names`` as its module made from its spec, run when an attribute it
+    does not have yet is first read (:pep:`562`), unless it is not installed or already
+    imported. (``importlib.util.LazyLoader`` would run it at the importer's own ``import``
+    statement, which reads the module's ``__spec__``.)"""
+    for name in names:
+        if name in sys.modules:
+            continue
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            continue
+        module = importlib.util.module_from_spec(spec)
+        module.__dict__["__getattr__"] = _run_at_first_use(module, spec)
+        sys.modules[name] = module
+
+
+def _run_at_first_use(
+    module: types.ModuleType, spec: importlib.machinery.ModuleSpec
+) -> Callable[[str], object]:
+    def __getattr__(attribute: str) -> object:
+        # Once: the module's own code then defines its names (and may define a __getattr__).
+        if module.__dict__.get("__getattr__") is __getattr__:
+            del module.__dict__["__getattr__"]
+            assert spec.loader is not None
+            spec.loader.exec_module(module)
+        try:
+            return module.__dict__[attribute]
+        except KeyError:
+            own = module.__dict__.get("__getattr__")
+            if own is None:
+                raise AttributeError(
+                    f"module {module.__name__!r} has no attribute {attribute!r}"
+                ) from None
+            return own(attribute)
+
+    return __getattr__
 
 
 def defer_generated_client() -> None:

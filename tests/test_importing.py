@@ -6,6 +6,7 @@ this one's modules depend on which tests ran first.
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import json
 import pathlib
@@ -26,6 +27,10 @@ UNUSED_GROUPS = (
 """Modules of API groups queuetree never talks to: loaded only with the whole package."""
 GENERATED_MODULES_AT_MOST = 100
 """Of about 1,260 when the whole package loads; a process of queuetree's loads about 40."""
+PRODUCT = pathlib.Path(importing.__file__).parent
+GENERATED_API_ALLOWED = frozenset({"CoordinationV1Api"})
+"""Generated API classes the product may load: the leader election's lease lock (the library's
+own code) reads and writes its Lease through this one (0.1 MiB)."""
 
 
 def _run(code: str) -> object:
@@ -48,10 +53,7 @@ WHAT_THE_PROCESSES_DO = """
     from kubernetes_asyncio import client, config
     from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
     from kubernetes_asyncio.leaderelection.resourcelock import leaselock
-    for name in (
-        "Configuration", "ApiClient", "ApiException", "CoreV1Api", "CustomObjectsApi",
-        "AdmissionregistrationV1Api", "CoordinationV1Api",
-    ):
+    for name in ("Configuration", "ApiClient", "ApiException", "CoordinationV1Api"):
         getattr(client, name)
     # What the lease lock reads: an answer deserialised by the name of its model.
     async def read_lease():
@@ -60,7 +62,9 @@ WHAT_THE_PROCESSES_DO = """
             return api.deserialize(answer, "V1Lease")
     lease = asyncio.run(read_lease())
     assert lease.spec.holder_identity == "a", lease
-    print(json.dumps(sorted(name for name in sys.modules if name.startswith("kubernetes_asyncio"))))
+    print(json.dumps(sorted(
+        name for name in sys.modules if name.startswith(("kubernetes_asyncio", "urllib3."))
+    )))
 """
 
 
@@ -79,6 +83,8 @@ def test_a_process_loads_only_the_generated_classes_it_uses(entry: str) -> None:
     assert len([name for name in loaded if name.startswith(GENERATED)]) <= (
         GENERATED_MODULES_AT_MOST
     )
+    # urllib3 (2.0 MiB) is registered, never run: only basic authentication would read it.
+    assert [name for name in loaded if name.startswith("urllib3.")] == []
 
 
 def test_the_deferred_packages_offer_every_name_of_the_generated_ones() -> None:
@@ -116,6 +122,18 @@ def test_the_deferred_packages_offer_every_name_of_the_generated_ones() -> None:
         pytest.param(
             "type(kubernetes_asyncio.watch.Watch).__name__", "type", id="a-subpackage-by-name"
         ),
+        pytest.param(
+            "client.Configuration(username='a', password='b').get_basic_auth_token()",
+            "Basic YTpi",
+            id="urllib3-runs-when-first-read",
+        ),
+        pytest.param(
+            "__import__('urllib3').__version__ == __import__('importlib.metadata').metadata"
+            ".version('urllib3')",
+            True,
+            id="urllib3-is-the-library-s-own",
+        ),
+        pytest.param("hasattr(__import__('urllib3'), 'NoSuchName')", False, id="urllib3-missing"),
     ],
 )
 def test_a_deferred_package_answers_as_the_generated_one(expression: str, expected: object) -> None:
@@ -193,3 +211,54 @@ def test_an_exec_plugin_kubeconfig_loads_through_the_deferred_packages(
         """
     )
     assert found == "Bearer from-the-plugin"
+
+
+def _generated_apis_named(source: str) -> list[str]:
+    """The generated API classes (``client.CoreV1Api``, ``from ...client.api... import``) that
+    ``source`` names."""
+    named = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.endswith("Api")
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "client"  # from kubernetes_asyncio import client
+        ):
+            named.append(node.attr)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+            "kubernetes_asyncio.client"
+        ):
+            named += [alias.name for alias in node.names if alias.name.endswith("Api")]
+    return named
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        pytest.param("client.CoreV1Api(api)", ["CoreV1Api"], id="an-attribute"),
+        pytest.param(
+            "from kubernetes_asyncio.client import CustomObjectsApi",
+            ["CustomObjectsApi"],
+            id="an-import",
+        ),
+        pytest.param("client.ApiClient(); client.ApiException", [], id="the-client-itself"),
+        pytest.param("kube.KubeApi(api)", [], id="a-class-of-queuetree-s-own"),
+    ],
+)
+def test_the_guard_sees_a_generated_api(source: str, expected: list[str]) -> None:
+    assert _generated_apis_named(source) == expected
+
+
+@pytest.mark.parametrize(
+    "package", [pytest.param(p, id=p) for p in ("api", "operator", "webhooks", "cli", "core")]
+)
+def test_the_product_makes_its_requests_by_path(package: str) -> None:
+    """``CoreV1Api`` costs 2.9 MiB in each process, ``AdmissionregistrationV1Api`` 0.9,
+    ``CustomObjectsApi`` 0.5: the processes make their requests with
+    ``queuetree.api.calls`` and a path of ``queuetree.api.paths`` (docs/benchmarks.md, Memory)."""
+    found = {
+        str(path.relative_to(PRODUCT)): named
+        for path in sorted((PRODUCT / package).rglob("*.py"))
+        if (named := set(_generated_apis_named(path.read_text())) - GENERATED_API_ALLOWED)
+    }
+    assert found == {}

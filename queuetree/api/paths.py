@@ -1,4 +1,5 @@
-"""The API server's URL paths of the objects the operator writes (``/api/v1/...``, ``/apis/...``).
+"""The API server's URL paths of the objects queuetree reads and writes (``/api/v1/...``,
+``/apis/...``).
 
 Each returns a path, percent-encoded, to append to the server's base URL. Names and
 namespaces are DNS labels or subdomains once the API server has admitted the object; they are
@@ -59,3 +60,41 @@ def namespaced(api_version: str, plural: str, namespace: str, name: str) -> str:
 
 def pod_groups(namespace: str) -> str:
     return f"{_VOLCANO}/namespaces/{_segment(namespace)}/podgroups"
+
+
+# -- what the informers list and watch, and the webhook's own objects ---------------------------
+
+
+def all_pods() -> str:
+    return "/api/v1/pods"
+
+
+def namespaces() -> str:
+    return "/api/v1/namespaces"
+
+
+def nodes() -> str:
+    return "/api/v1/nodes"
+
+
+def all_pod_groups() -> str:
+    return f"{_VOLCANO}/podgroups"
+
+
+def secrets(namespace: str) -> str:
+    return f"/api/v1/namespaces/{_segment(namespace)}/secrets"
+
+
+def secret(namespace: str, name: str) -> str:
+    return f"{secrets(namespace)}/{_segment(name)}"
+
+
+_ADMISSIONREGISTRATION: Final = "/apis/admissionregistration.k8s.io/v1"
+
+
+def mutating_webhook_configuration(name: str) -> str:
+    return f"{_ADMISSIONREGISTRATION}/mutatingwebhookconfigurations/{_segment(name)}"
+
+
+def validating_webhook_configuration(name: str) -> str:
+    return f"{_ADMISSIONREGISTRATION}/validatingwebhookconfigurations/{_segment(name)}"

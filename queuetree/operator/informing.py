@@ -30,7 +30,15 @@ from typing import Any
 
 import aiohttp
 
-from queuetree.api import bodies, pod_fast_path, pod_manifests, readers, watching
+from queuetree.api import (
+    bodies,
+    calls,
+    paths,
+    pod_fast_path,
+    pod_manifests,
+    readers,
+    watching,
+)
 from queuetree.core import objects
 from queuetree.operator import state
 
@@ -147,11 +155,8 @@ class PodInformer:
     """Keeps ``cluster``'s pods current; :meth:`run` until cancelled."""
 
     def __init__(self, *, cluster: state.ClusterState, api_client: Any, backoff: float = 1.0):
-        from kubernetes_asyncio import client
-
         self._events = PodEvents(cluster)
-        # Any: the generated stubs do not know ``_preload_content`` returns the raw response.
-        self._core: Any = client.CoreV1Api(api_client)
+        self._list_pods = calls.lister(api_client, paths.all_pods())
         self._backoff = backoff
 
     async def run(self) -> None:
@@ -171,7 +176,7 @@ class PodInformer:
                 await asyncio.sleep(self._backoff)
 
     async def _list(self) -> str:
-        response = await self._core.list_pod_for_all_namespaces(_preload_content=False)
+        response = await self._list_pods()
         try:
             body = await response.read()
             status = response.status
@@ -186,7 +191,7 @@ class PodInformer:
         return bodies.resource_version_of(listing)
 
     async def _watch(self, version: str) -> str:
-        response = await self._core.list_pod_for_all_namespaces(
+        response = await self._list_pods(
             **watching.watch_options(version, timeout=WATCH_TIMEOUT_SECONDS)
         )
         try:

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from queuetree.api import bodies, watching
+from queuetree.api import bodies, calls, paths, watching
 from queuetree.core import objects
 from queuetree.webhooks import views
 
@@ -302,28 +302,11 @@ class ClusterCache:
     def connect(self, api_client: Any, *, nodes: bool = True) -> list[Informer]:
         """Create the informers on a kubernetes-asyncio ``ApiClient``: queues, namespaces and
         pod groups, and nodes unless ``nodes`` is False."""
-        from kubernetes_asyncio import client
-
-        custom = client.CustomObjectsApi(api_client)
-        core = client.CoreV1Api(api_client)
-
-        def custom_list(plural: str) -> ListFn:
-            async def list_fn(**kwargs: Any) -> Any:
-                return await custom.list_cluster_custom_object(
-                    "scheduling.volcano.sh", "v1beta1", plural, **kwargs
-                )
-
-            return list_fn
 
         async def lookup_queue(name: str) -> bool | None:
             try:
-                response = await custom.get_cluster_custom_object(
-                    "scheduling.volcano.sh",
-                    "v1beta1",
-                    "queues",
-                    name,
-                    _preload_content=False,
-                    _request_timeout=LOOKUP_TIMEOUT,
+                response = await calls.call(
+                    api_client, "GET", paths.queue(name), timeout=LOOKUP_TIMEOUT
                 )
                 async with response:
                     status = response.status
@@ -341,19 +324,19 @@ class ClusterCache:
         self.informers = [
             Informer(
                 name="queues",
-                list_fn=custom_list("queues"),
+                list_fn=calls.lister(api_client, paths.queues()),
                 on_reset=self.reset_queues,
                 on_event=self.queue_event,
             ),
             Informer(
                 name="namespaces",
-                list_fn=core.list_namespace,
+                list_fn=calls.lister(api_client, paths.namespaces()),
                 on_reset=self.reset_namespaces,
                 on_event=self.namespace_event,
             ),
             Informer(
                 name="podgroups",
-                list_fn=custom_list("podgroups"),
+                list_fn=calls.lister(api_client, paths.all_pod_groups()),
                 on_reset=self.reset_pod_groups,
                 on_event=self.pod_group_event,
             ),
@@ -362,7 +345,7 @@ class ClusterCache:
             self.informers.append(
                 Informer(
                     name="nodes",
-                    list_fn=core.list_node,
+                    list_fn=calls.lister(api_client, paths.nodes()),
                     on_reset=self.reset_nodes,
                     on_event=self.node_event,
                     # Nodes only feed a warning: without permission to list them, serve anyway.

@@ -56,7 +56,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509 import oid
 
-from queuetree.api import bodies
+from queuetree.api import bodies, calls, paths
 
 logger = logging.getLogger(__name__)
 
@@ -691,11 +691,8 @@ class SecretSource:
         return changed
 
     async def _current_pair(self) -> tuple[KeyPair, str]:
-        from kubernetes_asyncio import client
-
-        core = client.CoreV1Api(self._api_client)
         for _attempt in range(5):
-            secret = await self._read_secret(core)
+            secret = await self._read_secret()
             if not self.manage:
                 if secret is None:
                     raise CertificateError(
@@ -722,7 +719,7 @@ class SecretSource:
                 return self._to_serve(bundle), bundle.ca_bundle
             assert step is not None
             logger.info("Secret %s/%s: %s", self.namespace, self.secret_name, step.reason)
-            if await self._write_secret(core, step.bundle, secret):
+            if await self._write_secret(step.bundle, secret):
                 return self._to_serve(step.bundle), step.bundle.ca_bundle
             # Another replica wrote first (409): read theirs on the next attempt.
         raise CertificateError(
@@ -740,18 +737,16 @@ class SecretSource:
             )
         return pair
 
-    async def _read_secret(self, core: Any) -> dict[str, Any] | None:
+    async def _read_secret(self) -> dict[str, Any] | None:
         status, secret = await _call(
-            core.read_namespaced_secret(self.secret_name, self.namespace, _preload_content=False)
+            calls.call(self._api_client, "GET", paths.secret(self.namespace, self.secret_name))
         )
         if status == 404:
             return None
         _check(status, secret, doing=f"reading Secret {self.namespace}/{self.secret_name}")
         return secret
 
-    async def _write_secret(
-        self, core: Any, bundle: Bundle, existing: dict[str, Any] | None
-    ) -> bool:
+    async def _write_secret(self, bundle: Bundle, existing: dict[str, Any] | None) -> bool:
         """Create or replace the Secret; False on a 409 (another replica wrote first)."""
 
         def b64(data: bytes) -> str:
@@ -773,10 +768,10 @@ class SecretSource:
             resource_version="" if existing is None else bodies.resource_version_of(existing),
         )
         if existing is None:
-            call = core.create_namespaced_secret(self.namespace, body, _preload_content=False)
+            call = calls.call(self._api_client, "POST", paths.secrets(self.namespace), body=body)
         else:
-            call = core.replace_namespaced_secret(
-                self.secret_name, self.namespace, body, _preload_content=False
+            call = calls.call(
+                self._api_client, "PUT", paths.secret(self.namespace, self.secret_name), body=body
             )
         status, answer = await _call(call)
         if status == 409:
@@ -784,31 +779,20 @@ class SecretSource:
         _check(status, answer, doing=f"writing Secret {self.namespace}/{self.secret_name}")
         return True
 
-    def _webhook_configurations(self) -> list[tuple[str, Any, Any]]:
-        """(name, read, patch) of each configuration whose caBundle this replica keeps."""
-        from kubernetes_asyncio import client
-
-        api = client.AdmissionregistrationV1Api(self._api_client)
+    def _webhook_configurations(self) -> list[tuple[str, str]]:
+        """(name, path) of each configuration whose caBundle this replica keeps."""
         configurations = [
-            (
-                self.mutating_config,
-                api.read_mutating_webhook_configuration,
-                api.patch_mutating_webhook_configuration,
-            ),
-            (
-                self.validating_config,
-                api.read_validating_webhook_configuration,
-                api.patch_validating_webhook_configuration,
-            ),
+            (self.mutating_config, paths.mutating_webhook_configuration),
+            (self.validating_config, paths.validating_webhook_configuration),
         ]
-        return [c for c in configurations if c[0]]
+        return [(name, path(name)) for name, path in configurations if name]
 
     async def _configured_cas(self) -> tuple[bytes, ...]:
         """The CA certificates in the caBundles of the webhook configurations now (what
         kube-apiserver trusts); none from a configuration that cannot be read."""
         found: tuple[bytes, ...] = ()
-        for name, read, _patch in self._webhook_configurations():
-            status, config = await _call(read(name, _preload_content=False))
+        for _name, path in self._webhook_configurations():
+            status, config = await _call(calls.call(self._api_client, "GET", path))
             if status != 200:
                 continue
             for webhook in config.get("webhooks") or []:
@@ -824,8 +808,8 @@ class SecretSource:
 
         A configuration that does not exist yet is skipped (the next refresh tries again).
         """
-        for name, read, patch in self._webhook_configurations():
-            status, config = await _call(read(name, _preload_content=False))
+        for name, path in self._webhook_configurations():
+            status, config = await _call(calls.call(self._api_client, "GET", path))
             if status == 404:
                 logger.warning("webhook configuration %s not found; caBundle not set", name)
                 continue
@@ -853,7 +837,15 @@ class SecretSource:
                         }
                     )
             if operations:
-                status, answer = await _call(patch(name, operations, _preload_content=False))
+                status, answer = await _call(
+                    calls.call(
+                        self._api_client,
+                        "PATCH",
+                        path,
+                        body=operations,
+                        content_type=calls.JSON_PATCH,
+                    )
+                )
                 _check(status, answer, doing=f"patching the caBundle of {name}")
                 logger.info("caBundle written into %d webhooks of %s", len(operations), name)
 

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import aiohttp
 from aiohttp import hdrs, web
 
-from queuetree.api import native_groups
+from queuetree.api import calls, native_groups
 from queuetree.webhooks import caching, certificates, listening, metrics, reviewing, views
 from queuetree.webhooks import settings as settings_
 
@@ -567,18 +567,20 @@ async def _serve(
 async def _serves_native_groups(api_client: Any) -> bool | None:
     """Whether the API server lists ``scheduling.k8s.io/v1beta1`` podgroups (None: it could
     not be asked)."""
-    from kubernetes_asyncio import client
-
     try:
-        found = await client.CustomObjectsApi(api_client).get_api_resources(
-            native_groups.GROUP, native_groups.VERSION
-        )
-    except client.ApiException as error:
-        return False if error.status == 404 else None
+        response = await calls.call(api_client, "GET", native_groups.DISCOVERY_PATH)
+        async with response:
+            status = response.status
+            found = await response.json(content_type=None) if status == 200 else None
     except Exception as error:  # no answer: say so, do not guess
         logger.warning("discovery of %s failed: %s", native_groups.API_VERSION, error)
         return None
-    return native_groups.serves_pod_groups(api_client.sanitize_for_serialization(found))
+    if status == 404:
+        return False
+    if not isinstance(found, dict):
+        # Any other refusal, as the generated client's ApiException was: not known.
+        return None
+    return native_groups.serves_pod_groups(found)
 
 
 @contextlib.asynccontextmanager
