@@ -295,34 +295,31 @@ class Stack:
         return codes
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class WebhookReplica:
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Replica:
+    process: processes.Process
+    metrics_port: int
+
+    @property
+    def metrics(self) -> str:
+        """The URL of its Prometheus ``/metrics``."""
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class WebhookReplica(_Replica):
     """One webhook process of the stack, as :meth:`Stack.start_webhook` started it."""
 
-    process: processes.Process
     port: int
     """Its TLS admission port on 127.0.0.1."""
-    metrics_port: int
-
-    @property
-    def metrics(self) -> str:
-        """The URL of its Prometheus ``/metrics``."""
-        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class OperatorReplica:
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class OperatorReplica(_Replica):
     """One operator process of the stack, as :meth:`Stack.start_operator` started it."""
 
-    process: processes.Process
     identity: str
     """Its Lease holder identity."""
-    metrics_port: int
-
-    @property
-    def metrics(self) -> str:
-        """The URL of its Prometheus ``/metrics``."""
-        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def leads(self) -> bool:
         return "queuetree_leader 1.0" in _http_text(self.metrics)
