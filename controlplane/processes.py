@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import os
 import pathlib
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -101,7 +103,10 @@ def free_port() -> int:
     it between this answer and the listener's bind ("address already in use"), and the more
     runs share the machine (make test runs two lanes at once), the likelier that is. Below the
     range only another listener can, so each process scans from its own starting point (from
-    its pid), and never hands out the same port twice in a row."""
+    its pid), and never hands out the same port twice in a row. Each port handed out is also
+    claimed for this process (:func:`_claim`): two processes scanning from different points can
+    still meet on a port, and the one whose listener binds it later lost ("address already in
+    use": Kueue, in a loaded fresh-clone run)."""
     global _next_port
     low, high = LOWEST_PORT, _ephemeral_low() - 1
     span = high - low + 1
@@ -119,8 +124,43 @@ def free_port() -> int:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        if _claim(port):
             return port
     raise OSError(f"no free TCP port on 127.0.0.1 between {low} and {high}")
+
+
+PORT_CLAIMS = pathlib.Path(tempfile.gettempdir()) / "queuetree-ports"
+"""One file per port :func:`free_port` handed out on this machine, holding the pid it was
+handed to; a claim holds while that process lives."""
+
+
+def _claim(port: int) -> bool:
+    """Claim ``port`` for this process: False when another live process holds it. The check
+    and the claim are one step for every process of the machine (an exclusive lock on the
+    folder's lock file)."""
+    PORT_CLAIMS.mkdir(exist_ok=True)
+    mine = os.getpid()
+    with open(PORT_CLAIMS / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        path = PORT_CLAIMS / str(port)
+        try:
+            holder = int(path.read_text())
+        except (OSError, ValueError):
+            holder = 0
+        if holder and holder != mine and _alive(holder):
+            return False
+        path.write_text(str(mine))
+        return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _death_signal(signum: int) -> Callable[[], None]:
